@@ -1,0 +1,59 @@
+# Thin wrapper over CMake. The README's two commands are `make demo` and
+# `make test`; both install missing Debian packages first (as root, apt-get).
+#
+#   make            release build: build/nostall, build/libnostall.so
+#   make test       every test under ASan+UBSan, then under TSan (-Werror)
+#   make asan|tsan  one sanitizer build and its tests
+#   make demo       generate a small dataset in a temp dir and run the loader
+#   make bench      benchmarks (bench/)
+#   make install    install library, header, CLI, pkg-config file (PREFIX)
+#   make format     clang-format the C sources
+
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTHON := /usr/bin/python3
+CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
+
+# Debian 12 packages the build and the tests need.
+DEB_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
+                python3
+
+.PHONY: all deps build asan tsan test demo bench install format clean
+
+all: build
+
+deps:
+	@bash tools/install-deps.sh $(DEB_PACKAGES)
+
+build: deps
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build -j$(JOBS)
+
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNOSTALL_SANITIZE=address -DNOSTALL_WERROR=ON >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_FLAGS)
+
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_SANITIZE=thread -DNOSTALL_WERROR=ON >/dev/null
+	@cmake --build build-tsan -j$(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest $(CTEST_FLAGS)
+
+test: build asan tsan
+	@echo "make test: all test suites passed"
+
+demo: build
+	@bash tools/demo.sh build/nostall
+
+bench: build
+	@bash bench/run.sh
+
+install: build
+	cmake --install build --prefix $(PREFIX)
+
+format:
+	clang-format -i include/*.h src/*.c src/*/*.[ch] tools/*.[ch] tests/*.[ch]
+
+clean:
+	rm -rf build build-asan build-tsan

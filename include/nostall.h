@@ -1,0 +1,403 @@
+/*
+ * nostall.h — the one public header of libnostall, a data-loading engine for
+ * deep-learning training. If it is not declared here, it is not API.
+ *
+ * OVERVIEW
+ *   A loader reads a dataset (an ImageFolder tree or a `path<TAB>label` file
+ *   list), and delivers batches of decoded, augmented images in a fixed,
+ *   seed-determined order:
+ *
+ *       nostall_config *cfg;  nostall_loader *ld;  nostall_batch b;
+ *       nostall_config_create(&cfg);
+ *       nostall_config_set(cfg, "batch_size", "256");
+ *       if (nostall_loader_create(&ld, "/data/train", cfg) < 0)
+ *           fprintf(stderr, "%s\n", nostall_last_error());
+ *       nostall_config_free(cfg);            // the loader keeps a copy
+ *       for (;;) {
+ *           int rc = nostall_loader_next(ld, &b);
+ *           if (rc == NOSTALL_EPOCH_END) continue;  // or: break per epoch
+ *           if (rc == NOSTALL_DONE) break;          // `epochs` delivered
+ *           if (rc < 0) { fprintf(stderr, "%s\n", nostall_last_error()); break; }
+ *           train(b.images, b.labels, b.count);
+ *           nostall_loader_release(ld, &b);
+ *       }
+ *       nostall_loader_free(ld);
+ *
+ * STATUS CONVENTION
+ *   Every fallible call returns an int: 0 on success, a small positive value
+ *   for an informational outcome (NOSTALL_EPOCH_END, NOSTALL_DONE), a negative
+ *   NOSTALL_E_* code on error. After an error, nostall_last_error() returns a
+ *   thread-local message naming the function, and where relevant the file
+ *   path and item index involved. Codes are pinned: they never change value.
+ *
+ * OWNERSHIP AND LIFETIMES
+ *   1. Every *_create has exactly one matching *_free; *_free(NULL) is a no-op.
+ *   2. Inputs are copied: the loader copies the source path and the whole
+ *      configuration at create; later changes to the config do not affect it.
+ *      A loader's configuration is immutable for its lifetime.
+ *   3. A batch returned by nostall_loader_next() is lent: its memory stays
+ *      valid and unchanged until it is passed to nostall_loader_release() (or
+ *      the loader is freed). Batches are released in the order received.
+ *   4. After nostall_loader_free() returns, no thread of the loader runs and
+ *      no memory of it remains.
+ *   5. Strings returned by the library (error messages, paths, option info)
+ *      are owned by the library; see each function for how long they live.
+ *
+ * THREAD SAFETY
+ *   An object is used by one thread at a time, unless its function says
+ *   otherwise. Exceptions: nostall_loader_stop() and nostall_loader_stats()
+ *   may be called from any thread at any time while the loader exists; the
+ *   status/option/stat-name functions are pure and thread-safe.
+ *   Handles are not usable in a child after fork(): calls there return
+ *   NOSTALL_E_FORK.
+ *
+ * DETERMINISM
+ *   The order of items is a pure function of (seed, epoch, rank, world_size);
+ *   every random augmentation choice of an item is a pure function of
+ *   (seed, epoch, item index). The bytes delivered are identical for any
+ *   thread count and across runs.
+ */
+#ifndef NOSTALL_H
+#define NOSTALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(NOSTALL_BUILDING_LIBRARY) && defined(__GNUC__)
+#define NOSTALL_API __attribute__((visibility("default")))
+#else
+#define NOSTALL_API
+#endif
+
+#define NOSTALL_VERSION_MAJOR 0
+#define NOSTALL_VERSION_MINOR 1
+#define NOSTALL_VERSION_PATCH 0
+
+/* "0.1.0" */
+NOSTALL_API const char *nostall_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Status codes.
+ * X(NAME, value, message). Values are pinned and never reused.
+ * ------------------------------------------------------------------------ */
+#define NOSTALL_STATUS_TABLE(X)                                                \
+    X(OK, 0, "success")                                                        \
+    X(EPOCH_END, 1, "end of epoch")                                            \
+    X(DONE, 2, "all requested epochs delivered")                               \
+    X(E_INVALID, -1, "invalid argument")                                       \
+    X(E_NOMEM, -2, "out of memory")                                            \
+    X(E_IO, -3, "I/O error")                                                   \
+    X(E_NOT_FOUND, -4, "file not found")                                       \
+    X(E_EMPTY, -5, "empty file")                                               \
+    X(E_TRUNCATED, -6, "truncated image data")                                 \
+    X(E_CORRUPT, -7, "corrupt image data")                                     \
+    X(E_NOT_IMAGE, -8, "not a supported image (JPEG or PNG)")                  \
+    X(E_TOO_MANY_PIXELS, -9, "image dimensions over the pixel limit")          \
+    X(E_FILE_TOO_LARGE, -10, "file over the size limit")                       \
+    X(E_OPTION, -11, "unknown option or value out of bounds")                  \
+    X(E_DATASET, -12, "dataset cannot be indexed")                             \
+    X(E_STOPPED, -13, "loader stopped")                                        \
+    X(E_STATE, -14, "call not valid in the loader's current state")            \
+    X(E_THREAD, -15, "thread creation failed")                                 \
+    X(E_FORK, -16, "handle used in a child process after fork()")              \
+    X(E_PERMISSION, -17, "permission denied")
+
+typedef enum nostall_status {
+#define NOSTALL_STATUS_ENUM_(name, value, msg) NOSTALL_##name = (value),
+    NOSTALL_STATUS_TABLE(NOSTALL_STATUS_ENUM_)
+#undef NOSTALL_STATUS_ENUM_
+} nostall_status;
+
+/* Static message for a status code ("unknown status" for others). */
+NOSTALL_API const char *nostall_strerror(int status);
+/* Static symbolic name, e.g. "E_CORRUPT" ("UNKNOWN" for others). */
+NOSTALL_API const char *nostall_status_name(int status);
+/* Thread-local detail of this thread's most recent error: which function,
+ * which file, which item. Valid until this thread's next nostall_ call.
+ * Empty string if none. */
+NOSTALL_API const char *nostall_last_error(void);
+
+/* ------------------------------------------------------------------------
+ * Options.
+ * One table defines every option: its name (also the CLI flag, with '-'
+ * for '_', and the Python keyword), type, default, bounds and help.
+ * X(ID, "name", TYPE, "default", "min", "max", "help")
+ *   INT/UINT/DOUBLE: min/max are inclusive bounds.
+ *   ENUM: "min" lists the choices separated by '|'; value is the choice index.
+ *   BOOL: "0"/"1" (also "false"/"true", "no"/"yes", "off"/"on").
+ *   DOUBLE3: three comma-separated doubles, each within [min, max].
+ *   SIZE: a byte count; accepts K/M/G/T suffixes (powers of 1024).
+ * Values out of bounds are rejected with E_OPTION and a message naming the
+ * option and its bounds; nothing is clamped silently.
+ * ------------------------------------------------------------------------ */
+#define NOSTALL_OPTION_TABLE(X)                                                \
+    X(BATCH_SIZE, "batch_size", UINT, "64", "1", "65536",                      \
+      "items per batch")                                                       \
+    X(THREADS, "threads", UINT, "0", "0", "1024",                              \
+      "worker threads; 0 = number of online CPUs")                             \
+    X(BATCHES_AHEAD, "batches_ahead", UINT, "3", "1", "64",                    \
+      "batches prepared ahead of the consumer (bounds memory)")                \
+    X(SEED, "seed", UINT, "0", "0", "18446744073709551615",                    \
+      "seed of the item order and of every random augmentation")               \
+    X(EPOCHS, "epochs", UINT, "0", "0", "1000000000",                          \
+      "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                  \
+    X(SHUFFLE, "shuffle", BOOL, "1", "0", "1",                                 \
+      "new random item order every epoch (0: dataset order)")                  \
+    X(DROP_LAST, "drop_last", BOOL, "0", "0", "1",                             \
+      "1: equal disjoint shards cut down to a multiple of world_size and "     \
+      "no partial final batch; 0: shards padded by wrapping around and the "   \
+      "final batch may be short")                                              \
+    X(RANK, "rank", UINT, "0", "0", "1048575",                                 \
+      "this process's shard (0 .. world_size-1)")                              \
+    X(WORLD_SIZE, "world_size", UINT, "1", "1", "1048576",                     \
+      "number of shards the dataset is split into")                            \
+    X(MODE, "mode", ENUM, "train", "train|eval", "",                           \
+      "train: RandomResizedCrop + random flip; eval: resize + center crop")    \
+    X(CROP, "crop", UINT, "224", "1", "8192",                                  \
+      "output height and width in pixels")                                     \
+    X(RESIZE, "resize", UINT, "0", "0", "16384",                               \
+      "eval: shorter side before the center crop; 0 = crop * 8 / 7")           \
+    X(SCALE_MIN, "scale_min", DOUBLE, "0.08", "0.000001", "1",                 \
+      "RandomResizedCrop: smallest fraction of the image area")                \
+    X(SCALE_MAX, "scale_max", DOUBLE, "1", "0.000001", "1",                    \
+      "RandomResizedCrop: largest fraction of the image area")                 \
+    X(RATIO_MIN, "ratio_min", DOUBLE, "0.75", "0.01", "100",                   \
+      "RandomResizedCrop: smallest aspect ratio (width / height)")             \
+    X(RATIO_MAX, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100",     \
+      "RandomResizedCrop: largest aspect ratio (width / height)")              \
+    X(FLIP_PROB, "flip_prob", DOUBLE, "0.5", "0", "1",                         \
+      "train: probability of a horizontal flip")                               \
+    X(OUTPUT, "output", ENUM, "float", "float|uint8", "",                      \
+      "float: float32 NCHW normalized by mean/std; uint8: uint8 NHWC RGB")     \
+    X(MEAN, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",             \
+      "float output: per-channel mean (RGB, in units of 1/255)")               \
+    X(STD, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",            \
+      "float output: per-channel standard deviation (RGB)")                    \
+    X(ON_BAD_ITEM, "on_bad_item", ENUM, "skip", "skip|fail", "",               \
+      "skip: leave bad items out, count and report them; fail: the next "      \
+      "call returns the error naming the file")                                \
+    X(MAX_PIXELS, "max_pixels", UINT, "100000000", "1", "1000000000",          \
+      "images with more pixels (width * height) are bad items")                \
+    X(MAX_FILE_BYTES, "max_file_bytes", SIZE, "256M", "1", "16G",              \
+      "files larger than this are bad items")
+
+typedef enum nostall_option {
+#define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
+    NOSTALL_OPT_##id,
+    NOSTALL_OPTION_TABLE(NOSTALL_OPTION_ENUM_)
+#undef NOSTALL_OPTION_ENUM_
+    NOSTALL_OPT_COUNT_
+} nostall_option;
+
+typedef enum nostall_option_type {
+    NOSTALL_TYPE_UINT = 0,
+    NOSTALL_TYPE_DOUBLE = 1,
+    NOSTALL_TYPE_BOOL = 2,
+    NOSTALL_TYPE_ENUM = 3,
+    NOSTALL_TYPE_DOUBLE3 = 4,
+    NOSTALL_TYPE_SIZE = 5
+} nostall_option_type;
+
+/* Values of the ENUM options, in the order of their choices. */
+enum { NOSTALL_MODE_TRAIN = 0, NOSTALL_MODE_EVAL = 1 };
+enum { NOSTALL_OUTPUT_FLOAT = 0, NOSTALL_OUTPUT_UINT8 = 1 };
+enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
+
+typedef struct nostall_option_info {
+    const char *name;        /* "batch_size" */
+    nostall_option_type type;
+    const char *type_name;   /* "uint", "double", "bool", "enum", ... */
+    const char *default_value;
+    const char *min;         /* ENUM: the choices, "train|eval" */
+    const char *max;         /* ENUM: "" */
+    const char *help;
+} nostall_option_info;
+
+/* Number of options (NOSTALL_OPT_COUNT_). */
+NOSTALL_API int nostall_option_count(void);
+/* Static description of option `id`; E_INVALID if out of range. */
+NOSTALL_API int nostall_option_info_get(int id, nostall_option_info *out);
+/* Option id for a name ("batch_size" or "batch-size"), or E_OPTION. */
+NOSTALL_API int nostall_option_find(const char *name);
+
+typedef struct nostall_config nostall_config;
+
+/* A configuration with every option at its default. */
+NOSTALL_API int nostall_config_create(nostall_config **out);
+NOSTALL_API void nostall_config_free(nostall_config *cfg);
+/* Parse and set an option by name from text, as the CLI and Python do.
+ * E_OPTION with a message naming the option and its bounds if the name is
+ * unknown or the value malformed or out of bounds; cfg is then unchanged. */
+NOSTALL_API int nostall_config_set(nostall_config *cfg, const char *name,
+                                   const char *value);
+/* Current value as text (the same form nostall_config_set accepts). */
+NOSTALL_API int nostall_config_get(const nostall_config *cfg, const char *name,
+                                   char *buf, size_t buflen);
+/* Typed access by id. UINT/SIZE/BOOL/ENUM use the uint form; DOUBLE the
+ * double form; DOUBLE3 components via nostall_config_set(). */
+NOSTALL_API int nostall_config_set_uint(nostall_config *cfg, nostall_option id,
+                                        uint64_t value);
+NOSTALL_API int nostall_config_get_uint(const nostall_config *cfg,
+                                        nostall_option id, uint64_t *value);
+NOSTALL_API int nostall_config_set_double(nostall_config *cfg,
+                                          nostall_option id, double value);
+NOSTALL_API int nostall_config_get_double(const nostall_config *cfg,
+                                          nostall_option id, double *value);
+
+/* ------------------------------------------------------------------------
+ * Loader.
+ * ------------------------------------------------------------------------ */
+typedef struct nostall_loader nostall_loader;
+
+/* Build the dataset index and start the worker threads.
+ * `source` is a directory (ImageFolder: one sub-folder per class, classes
+ * sorted by name get labels 0..K-1, files sorted, .jpg/.jpeg/.png matched
+ * case-insensitively, other files counted in `files_ignored`) or a regular
+ * file listing one `path<TAB>label` per line (relative paths are relative to
+ * the list's folder; empty lines and lines starting with '#' are skipped).
+ * Option combinations are validated here (e.g. scale_min <= scale_max,
+ * rank < world_size). `cfg` may be NULL for the defaults. */
+NOSTALL_API int nostall_loader_create(nostall_loader **out, const char *source,
+                                      const nostall_config *cfg);
+/* Stop, join every thread, free everything. NULL is a no-op. */
+NOSTALL_API void nostall_loader_free(nostall_loader *ld);
+
+typedef enum nostall_dtype { NOSTALL_DTYPE_FLOAT32 = 0, NOSTALL_DTYPE_UINT8 = 1 } nostall_dtype;
+typedef enum nostall_layout { NOSTALL_LAYOUT_NCHW = 0, NOSTALL_LAYOUT_NHWC = 1 } nostall_layout;
+
+typedef struct nostall_batch {
+    void *images;           /* count items; float32 NCHW or uint8 NHWC       */
+    int64_t *labels;        /* count labels                                 */
+    uint64_t *indices;      /* count dataset item indices (into the index)  */
+    uint32_t count;         /* items in this batch; < batch_size only for
+                               the last batch of an epoch or when bad items
+                               were skipped                                 */
+    uint32_t channels, height, width; /* 3, crop, crop                      */
+    nostall_dtype dtype;
+    nostall_layout layout;
+    size_t item_bytes;      /* bytes of one item's image                    */
+    uint64_t epoch;         /* epoch this batch belongs to                  */
+    uint64_t position;      /* items of this epoch's shard before it        */
+    uint64_t sequence;      /* private: ring bookkeeping                    */
+} nostall_batch;
+
+/* Lend the next batch. Blocks until it is ready, the loader is stopped, or a
+ * worker failed. Returns 0 with *out filled; NOSTALL_EPOCH_END once after the
+ * last batch of each epoch (no batch); NOSTALL_DONE when `epochs` epochs have
+ * been delivered; E_STOPPED after nostall_loader_stop(); E_STATE if every
+ * ring slot is already lent; or the error of a bad item under
+ * on_bad_item=fail (sticky: every later call returns it too). */
+NOSTALL_API int nostall_loader_next(nostall_loader *ld, nostall_batch *out);
+/* Give a lent batch back to the ring. Batches are released in the order
+ * they were received; E_INVALID otherwise. */
+NOSTALL_API int nostall_loader_release(nostall_loader *ld, const nostall_batch *b);
+/* Wake every waiter and make workers exit at their next item boundary. Any
+ * thread, any time, idempotent. Later calls to next return E_STOPPED. */
+NOSTALL_API int nostall_loader_stop(nostall_loader *ld);
+
+/* Resumable position: `position` items of epoch `epoch` have been delivered
+ * (lent) to the consumer. */
+typedef struct nostall_state {
+    uint64_t epoch;
+    uint64_t position;
+} nostall_state;
+
+NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out);
+/* Restart delivery at `st`. Prepared batches are discarded. No batch may be
+ * lent (E_STATE). position must be <= items per epoch (E_INVALID). */
+NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st);
+
+typedef struct nostall_dataset_info {
+    uint64_t items;            /* items in the dataset index               */
+    uint64_t classes;          /* distinct classes (ImageFolder) or max label + 1 */
+    uint64_t files_ignored;    /* ImageFolder files without an image extension */
+    uint64_t items_per_epoch;  /* items this rank delivers per epoch (before skips) */
+    uint64_t batches_per_epoch;
+    uint32_t threads;          /* worker threads actually started          */
+    uint32_t ring_slots;       /* batches in the ring                      */
+    size_t batch_bytes;        /* image bytes of one full batch            */
+} nostall_dataset_info;
+
+NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out);
+/* Path (as indexed) and label of item `index`. The path lives as long as the
+ * loader. */
+NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index,
+                                    const char **path, int64_t *label);
+/* Name of class `label` (ImageFolder sub-folder), or NULL for file lists. */
+NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label);
+
+/* ------------------------------------------------------------------------
+ * Statistics. One table defines every counter; all are uint64_t.
+ * Times are nanoseconds. Counters are cumulative since create (set_state
+ * does not reset them). nostall_loader_stats() may be called from any thread.
+ * New counters are only ever appended, so a struct from an older header
+ * stays valid: pass its size.
+ * ------------------------------------------------------------------------ */
+#define NOSTALL_STATS_TABLE(X)                                                 \
+    X(epoch, "epoch the consumer is in")                                       \
+    X(position, "items of that epoch delivered so far")                        \
+    X(batches_delivered, "batches lent to the consumer")                       \
+    X(items_delivered, "items lent to the consumer")                           \
+    X(fetch_items, "items read from storage")                                  \
+    X(fetch_bytes, "bytes read from storage")                                  \
+    X(fetch_busy_ns, "worker time spent reading")                              \
+    X(decode_items, "items decoded")                                           \
+    X(decode_pixels, "pixels decoded")                                         \
+    X(decode_busy_ns, "worker time spent decoding")                            \
+    X(augment_items, "items augmented into a batch slot")                      \
+    X(augment_bytes, "bytes written into batch slots")                         \
+    X(augment_busy_ns, "worker time spent cropping, resizing, normalizing")    \
+    X(worker_idle_ns, "worker time spent waiting for a free slot")             \
+    X(consumer_wait_ns, "consumer time spent waiting in next: the data stall") \
+    X(skipped, "bad items left out (each occurrence)")                         \
+    X(skipped_unique, "distinct bad items seen")                               \
+    X(threads, "worker threads")
+
+typedef struct nostall_stats {
+#define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
+    NOSTALL_STATS_TABLE(NOSTALL_STATS_FIELD_)
+#undef NOSTALL_STATS_FIELD_
+} nostall_stats;
+
+/* Snapshot into *out, filling at most `size` bytes (pass sizeof *out). */
+NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *out,
+                                     size_t size);
+/* Number of counters and their names/help, in struct order. */
+NOSTALL_API int nostall_stats_count(void);
+NOSTALL_API const char *nostall_stats_name(int i);
+NOSTALL_API const char *nostall_stats_help(int i);
+
+/* A distinct bad item that was skipped. */
+typedef struct nostall_skip_info {
+    uint64_t index;     /* dataset item index                             */
+    const char *path;   /* lives as long as the loader                    */
+    int status;         /* NOSTALL_E_* reason                             */
+    const char *reason; /* detail message; valid until the next call of
+                           nostall_loader_skipped on this loader          */
+} nostall_skip_info;
+
+/* Number of distinct skipped items so far. */
+NOSTALL_API uint64_t nostall_loader_skipped_count(const nostall_loader *ld);
+/* The i-th distinct skipped item (in order of item index). E_INVALID if
+ * i >= count. */
+NOSTALL_API int nostall_loader_skipped(const nostall_loader *ld, uint64_t i,
+                                       nostall_skip_info *out);
+
+/* ------------------------------------------------------------------------
+ * Utilities.
+ * ------------------------------------------------------------------------ */
+/* The checksum the CLI prints: fold `len` bytes into *state (start from 0).
+ * Depends only on the bytes and their order of folding, not on alignment. */
+NOSTALL_API void nostall_checksum_update(uint64_t *state, const void *data, size_t len);
+/* Fold a whole batch: its image bytes, then its labels as little-endian
+ * int64. */
+NOSTALL_API void nostall_checksum_batch(uint64_t *state, const nostall_batch *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NOSTALL_H */

@@ -1,0 +1,275 @@
+/*
+ * resize.c — the fused augmentation: resample a window of a decoded RGB8
+ * image to size x size, mirror it, and hand each finished row to the output
+ * writer (normalize.c).
+ *
+ * Design: a separable resampler in the manner of PIL's BILINEAR with a box.
+ * For each axis, output pixel i has its centre at in0 + (i + 0.5) * scale in
+ * the input (scale = window length / size); the triangle filter's support is
+ * max(1, scale) input pixels, so downscaling is antialiased. Taps that fall
+ * outside the image data are clamped to its edge (their weights are folded
+ * onto the edge pixel). Weights are normalized in double precision, then
+ * converted to NST_AUG_BITS-bit fixed point summing to exactly 1, so both
+ * passes are integer and a constant image stays exactly constant.
+ *
+ * The horizontal pass runs first, over only the input rows the vertical
+ * taps touch, into a uint8 intermediate (rounded and clamped, like PIL); the
+ * flip is folded into it by giving output column i the taps of column
+ * size-1-i. The vertical pass accumulates one output row at a time in int32
+ * (fixed 16-element blocks, so it vectorizes at -O2) and the row goes straight
+ * to the destination in its layout.
+ *
+ * Coordinates: the window is in source-image pixels; img->data is the image
+ * decoded at scale_num/scale_den with its pixel (0,0) at (x0,y0) of that
+ * scaled image, so a source coordinate s maps to s * num/den - x0 there.
+ *
+ * Threads: an nst_augmenter belongs to one worker; its grow-only buffers
+ * (taps, intermediate rows, accumulators) make the steady state allocation
+ * free. No global state.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment/augment_impl.h"
+#include "common/buf.h"
+#include "common/error.h"
+
+/* Windows are rejected when they map beyond this many pixels (keeps every
+ * tap index and filter size comfortably inside int32). */
+#define NST_AUG_MAX_COORD 67108864.0 /* 2^26 */
+
+typedef struct nst_axis {
+    nst_buf bounds; /* int32 pairs per output: first input index, tap count */
+    nst_buf coefs;  /* int32 [size][k]: fixed-point weights               */
+    uint32_t k;     /* stride of coefs: the most taps any output has      */
+} nst_axis;
+
+struct nst_augmenter {
+    nst_axis ax, ay;
+    nst_buf work; /* double weights of one output pixel                  */
+    nst_buf tmp;  /* uint8 intermediate: horizontally resampled rows     */
+    nst_buf acc;  /* int32 accumulator row of the vertical pass          */
+};
+
+int nst_augmenter_create(nst_augmenter **out)
+{
+    nst_augmenter *a = calloc(1, sizeof *a);
+    if (!a) return nst_error(NOSTALL_E_NOMEM, "augment: cannot allocate augmenter");
+    *out = a;
+    return 0;
+}
+
+void nst_augmenter_free(nst_augmenter *a)
+{
+    if (!a) return;
+    nst_buf_free(&a->ax.bounds);
+    nst_buf_free(&a->ax.coefs);
+    nst_buf_free(&a->ay.bounds);
+    nst_buf_free(&a->ay.coefs);
+    nst_buf_free(&a->work);
+    nst_buf_free(&a->tmp);
+    nst_buf_free(&a->acc);
+    free(a);
+}
+
+static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels. */
+static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
+                      uint32_t n, uint32_t size)
+{
+    const double scale = len / (double)size;
+    const double support = scale > 1.0 ? scale : 1.0; /* triangle: 1 * scale */
+    const double inv = 1.0 / support;
+    /* Unclamped taps span at most 2 * ceil(support) + 1 pixels; clamped
+     * into the image they also number at most n. */
+    double kd = ceil(support) * 2.0 + 1.0;
+    uint32_t k = kd < (double)n ? (uint32_t)kd : n;
+    size_t nb, nc, nw;
+    if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) ||
+        nst_mul_overflow(size, k, &nc) ||
+        nst_mul_overflow(nc, sizeof(int32_t), &nc) ||
+        nst_mul_overflow(k, sizeof(double), &nw))
+        return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
+    int rc;
+    if ((rc = nst_buf_reserve(&ax->bounds, nb)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&ax->coefs, nc)) < 0) return rc;
+    if ((rc = nst_buf_reserve(work, nw)) < 0) return rc;
+    ax->k = k;
+
+    int32_t *bounds = (int32_t *)(void *)ax->bounds.data;
+    int32_t *coefs = (int32_t *)(void *)ax->coefs.data;
+    double *w = (double *)(void *)work->data;
+    const int64_t last = (int64_t)n - 1;
+    for (uint32_t i = 0; i < size; i++) {
+        double center = in0 + ((double)i + 0.5) * scale;
+        /* Taps x in [lo, hi): those whose centre x + 0.5 can be within the
+         * support, rounded as PIL does. */
+        int64_t lo = (int64_t)floor(center - support + 0.5);
+        int64_t hi = (int64_t)floor(center + support + 0.5);
+        if (hi <= lo) hi = lo + 1;
+        int64_t first = clamp64(lo, 0, last);
+        int64_t cnt = clamp64(hi - 1, 0, last) - first + 1;
+        for (int64_t j = 0; j < cnt; j++) w[j] = 0.0;
+        double total = 0.0;
+        for (int64_t x = lo; x < hi; x++) {
+            double f = 1.0 - fabs(((double)x + 0.5 - center) * inv);
+            if (f <= 0.0) continue;
+            w[clamp64(x, 0, last) - first] += f;
+            total += f;
+        }
+        if (!(total > 0.0)) { /* cannot happen (support >= 1); be safe */
+            first = clamp64((int64_t)floor(center), 0, last);
+            cnt = 1;
+            w[0] = total = 1.0;
+        }
+        /* Every output gets exactly k taps starting inside [0, n - k], the
+         * unused ones zero, so the passes run a fixed-count inner loop. */
+        int64_t start = first + cnt > (int64_t)n - (int64_t)k ? (int64_t)n - (int64_t)k
+                                                               : first;
+        if (start > first) start = first;
+        int32_t *c = coefs + (size_t)i * k;
+        memset(c, 0, sizeof(int32_t) * k);
+        c += first - start;
+        int64_t sum = 0;
+        int64_t best = 0;
+        for (int64_t j = 0; j < cnt; j++) {
+            c[j] = (int32_t)(w[j] / total * (double)NST_AUG_ONE + 0.5);
+            sum += c[j];
+            if (c[j] > c[best]) best = j;
+        }
+        c[best] += (int32_t)(NST_AUG_ONE - sum); /* exact unit sum */
+        bounds[2 * i] = (int32_t)start;
+        bounds[2 * i + 1] = (int32_t)k;
+    }
+    return 0;
+}
+
+static inline uint8_t clamp8(int32_t a)
+{
+    int32_t v = a >> NST_AUG_BITS;
+    v = v < 0 ? 0 : v;
+    v = v > 255 ? 255 : v;
+    return (uint8_t)v;
+}
+
+/* One input row -> one intermediate row of `size` RGB pixels. */
+static void hpass_row(const uint8_t *restrict src, const int32_t *restrict xb,
+                      const int32_t *restrict xc, uint32_t k, uint32_t size,
+                      int flip, uint8_t *restrict dst)
+{
+    int64_t j = flip ? (int64_t)size - 1 : 0;
+    const int64_t step = flip ? -1 : 1;
+    for (uint32_t i = 0; i < size; i++, j += step) {
+        const uint8_t *p = src + (size_t)xb[2 * j] * 3;
+        const int32_t *c = xc + (size_t)j * k;
+        const int32_t n = xb[2 * j + 1];
+        int32_t r = NST_AUG_HALF, g = NST_AUG_HALF, b = NST_AUG_HALF;
+        for (int32_t t = 0; t < n; t++) {
+            const int32_t ct = c[t];
+            r += p[3 * t] * ct;
+            g += p[3 * t + 1] * ct;
+            b += p[3 * t + 2] * ct;
+        }
+        dst[3 * i] = clamp8(r);
+        dst[3 * i + 1] = clamp8(g);
+        dst[3 * i + 2] = clamp8(b);
+    }
+}
+
+/* acc[0 .. nblk*LANES) += c * row[...] in fixed-size blocks (vectorizes). */
+static void vpass_tap(int32_t *restrict acc, const uint8_t *restrict row,
+                      int32_t c, size_t nblk)
+{
+    for (size_t bk = 0; bk < nblk; bk++) {
+        int32_t *restrict a = acc + bk * NST_AUG_LANES;
+        const uint8_t *restrict r = row + bk * NST_AUG_LANES;
+        for (int l = 0; l < NST_AUG_LANES; l++) a[l] += c * (int32_t)r[l];
+    }
+}
+
+int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
+                int flip, const nst_output *out)
+{
+    int rc = nst_out_check(out);
+    if (rc < 0) return rc;
+    if (!a || !img || !win)
+        return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
+    if (!img->data || img->width == 0 || img->height == 0 ||
+        img->width > (uint32_t)NST_AUG_MAX_COORD ||
+        img->height > (uint32_t)NST_AUG_MAX_COORD ||
+        img->stride / 3 < img->width || img->scale_num == 0 || img->scale_den == 0)
+        return nst_error(NOSTALL_E_INVALID,
+                         "augment: bad image (%ux%u, stride %zu, scale %u/%u)",
+                         img->width, img->height, img->stride, img->scale_num,
+                         img->scale_den);
+    if (!isfinite(win->x) || !isfinite(win->y) || !isfinite(win->w) ||
+        !isfinite(win->h) || !(win->w > 0.0) || !(win->h > 0.0))
+        return nst_error(NOSTALL_E_INVALID,
+                         "augment: invalid window (x %g, y %g, w %g, h %g)",
+                         win->x, win->y, win->w, win->h);
+
+    /* Window in the coordinates of img->data. */
+    const double s = (double)img->scale_num / (double)img->scale_den;
+    const double wx = win->x * s - (double)img->x0;
+    const double wy = win->y * s - (double)img->y0;
+    const double ww = win->w * s, wh = win->h * s;
+    const double m = NST_AUG_MAX_COORD;
+    if (!(fabs(wx) <= m && fabs(wy) <= m && ww <= m && wh <= m && ww > 0.0 &&
+          wh > 0.0))
+        return nst_error(NOSTALL_E_INVALID,
+                         "augment: window (x %g, y %g, w %g, h %g) out of range",
+                         win->x, win->y, win->w, win->h);
+
+    const uint32_t size = out->size;
+    size_t row, rowp, nblk;
+    if (nst_mul_overflow(size, 3, &row) || row > SIZE_MAX - NST_AUG_LANES)
+        return nst_error(NOSTALL_E_INVALID, "augment: output size %u too large", size);
+    nblk = (row + NST_AUG_LANES - 1) / NST_AUG_LANES;
+    rowp = nblk * NST_AUG_LANES;
+
+    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size)) < 0) return rc;
+    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size)) < 0) return rc;
+    const int32_t *xb = (const int32_t *)(const void *)a->ax.bounds.data;
+    const int32_t *xc = (const int32_t *)(const void *)a->ax.coefs.data;
+    const int32_t *yb = (const int32_t *)(const void *)a->ay.bounds.data;
+    const int32_t *yc = (const int32_t *)(const void *)a->ay.coefs.data;
+
+    /* Input rows the vertical taps touch. */
+    int32_t ylo = INT32_MAX, yhi = 0;
+    for (uint32_t y = 0; y < size; y++) {
+        if (yb[2 * y] < ylo) ylo = yb[2 * y];
+        if (yb[2 * y] + yb[2 * y + 1] > yhi) yhi = yb[2 * y] + yb[2 * y + 1];
+    }
+    size_t nrows = (size_t)(yhi - ylo), tbytes, abytes;
+    if (nst_mul_overflow(nrows, rowp, &tbytes) ||
+        nst_mul_overflow(rowp, sizeof(int32_t), &abytes))
+        return nst_error(NOSTALL_E_NOMEM, "augment: intermediate too large");
+    if ((rc = nst_buf_reserve(&a->tmp, tbytes)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->acc, abytes)) < 0) return rc;
+    uint8_t *tmp = a->tmp.data;
+    int32_t *acc = (int32_t *)(void *)a->acc.data;
+
+    for (size_t r = 0; r < nrows; r++) {
+        uint8_t *d = tmp + r * rowp;
+        hpass_row(img->data + ((size_t)ylo + r) * img->stride, xb, xc, a->ax.k,
+                  size, flip, d);
+        memset(d + row, 0, rowp - row); /* padding lanes: defined, unused */
+    }
+
+    for (uint32_t y = 0; y < size; y++) {
+        const int32_t *c = yc + (size_t)y * a->ay.k;
+        const int32_t n = yb[2 * y + 1];
+        const uint8_t *r0 = tmp + (size_t)(yb[2 * y] - ylo) * rowp;
+        for (size_t i = 0; i < rowp; i++) acc[i] = NST_AUG_HALF;
+        for (int32_t t = 0; t < n; t++)
+            vpass_tap(acc, r0 + (size_t)t * rowp, c[t], nblk);
+        nst_out_row(out, y, acc);
+    }
+    return 0;
+}

@@ -1,0 +1,65 @@
+/*
+ * ring.h — the batch ring: a fixed set of preallocated batch slots that
+ * rotate free -> filling -> ready -> lent -> free.
+ *
+ * All slot memory (images, labels, indices, per-item status) is one arena
+ * allocated at create and never resized, so the steady state allocates
+ * nothing. The arena is a single contiguous block with no pointers into
+ * other memory, so a later change can place it in shared memory.
+ *
+ * The ring itself does no locking: the pipeline's mutex guards every slot's
+ * bookkeeping fields. A slot's pixel memory is written by the worker that
+ * holds an item ticket for it (each item its own disjoint range) and read by
+ * the consumer only after the slot is ready.
+ */
+#ifndef NST_BATCH_RING_H
+#define NST_BATCH_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+enum { NST_SLOT_FREE = 0, NST_SLOT_FILLING, NST_SLOT_READY, NST_SLOT_LENT };
+
+/* item_status value while the item is not finished. */
+#define NST_ITEM_PENDING 1
+
+typedef struct nst_slot {
+    uint8_t *images;    /* batch_size * item_bytes                       */
+    int64_t *labels;    /* batch_size                                    */
+    uint64_t *indices;  /* batch_size dataset item indices               */
+    int32_t *item_status; /* batch_size: NST_ITEM_PENDING, 0, or E_*      */
+    /* Guarded by the pipeline mutex: */
+    int state;          /* NST_SLOT_*                                    */
+    uint64_t seq;       /* batch sequence number held                    */
+    uint64_t epoch, position;
+    uint32_t count;     /* items assigned to this batch                  */
+    uint32_t assigned;  /* items handed out to workers so far            */
+    uint32_t done;      /* items finished                                */
+    uint32_t failed;    /* items that failed                             */
+    uint32_t delivered; /* items left after compaction                   */
+    int error;          /* fail policy: first failing item's status      */
+    uint32_t error_item;
+    char errmsg[NST_ERROR_MAX - 64];
+} nst_slot;
+
+typedef struct nst_ring {
+    nst_slot *slots;
+    uint32_t nslots;
+    uint32_t batch_size;
+    size_t item_bytes;
+    void *arena;
+    size_t arena_bytes;
+} nst_ring;
+
+/* E_NOMEM / E_INVALID on overflow of nslots * batch_size * item_bytes. */
+int nst_ring_create(nst_ring *r, uint32_t nslots, uint32_t batch_size, size_t item_bytes);
+void nst_ring_destroy(nst_ring *r);
+void nst_ring_reset(nst_ring *r);
+
+/* Remove failed items (item_status < 0) from a finished slot, keeping order;
+ * sets and returns s->delivered. */
+uint32_t nst_ring_compact(nst_ring *r, nst_slot *s);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * decode.h — encoded bytes to RGB8 pixels. The only module that includes
+ * jpeglib.h and png.h.
+ *
+ * A decoder is a per-worker object: it keeps the libjpeg/libpng state it can
+ * reuse and a grow-only output buffer, so the steady state does not allocate.
+ * Untrusted input: the format is found by magic bytes (not the extension);
+ * dimensions are checked against max_pixels right after the header is parsed
+ * and before any pixel buffer is sized; size arithmetic is overflow-checked.
+ *
+ * Errors (the message names the path and what was wrong):
+ *   E_NOT_IMAGE        not JPEG or PNG by its magic bytes
+ *   E_TRUNCATED        data ends early (libjpeg "premature end of data"
+ *                      warning, libpng read past end)
+ *   E_CORRUPT          any other decoding error or data-corruption warning
+ *   E_TOO_MANY_PIXELS  width * height > max_pixels, or a zero dimension
+ *   E_NOMEM
+ *
+ * Colour: JPEG grayscale, YCbCr and RGB give RGB; CMYK/YCCK are converted by
+ * hand (Adobe-inverted when an Adobe marker is present, as Photoshop writes
+ * them). PNG: palette, grayscale, 16-bit, alpha (dropped) all give RGB8.
+ *
+ * The `roi` and output-size hints let a decoder produce only the part of the
+ * image a crop needs, possibly DCT-scaled; the result says which part it is
+ * (x0, y0, scale). A decoder may ignore the hints and decode everything.
+ */
+#ifndef NST_DECODE_DECODE_H
+#define NST_DECODE_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { NST_FORMAT_UNKNOWN = 0, NST_FORMAT_JPEG = 1, NST_FORMAT_PNG = 2 };
+
+typedef struct nst_image_info {
+    int format;          /* NST_FORMAT_*            */
+    uint32_t width, height;
+    int components;      /* in the file: 1, 3, 4    */
+} nst_image_info;
+
+/* A window of the full image in source pixel coordinates (may be fractional). */
+typedef struct nst_window {
+    double x, y, w, h;
+} nst_window;
+
+typedef struct nst_image {
+    const uint8_t *data; /* RGB8, owned by the decoder, valid until its next call */
+    uint32_t width, height;  /* of `data`                                   */
+    size_t stride;           /* bytes per row of `data`                     */
+    /* Where `data` lies: the full image decoded at scale scale_num/scale_den
+     * would be full_width x full_height pixels; data's pixel (0,0) is pixel
+     * (x0, y0) of that scaled full image. Full decode: 0, 0, 1/1. */
+    uint32_t x0, y0;
+    uint32_t scale_num, scale_den;
+    uint32_t full_width, full_height; /* scaled full image                   */
+    uint32_t src_width, src_height;   /* the file's own dimensions           */
+} nst_image;
+
+typedef struct nst_decoder nst_decoder;
+
+int nst_decoder_create(nst_decoder **out, uint64_t max_pixels);
+void nst_decoder_free(nst_decoder *d);
+
+/* Parse only the header: format and dimensions, with the limit checks. */
+int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len,
+                     const char *path, nst_image_info *info);
+
+/* Decode to RGB8. `roi` (may be NULL: whole image) and out_w/out_h (the size
+ * the roi will be resampled to; 0 if unknown) are hints, see above. */
+int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+               const nst_window *roi, uint32_t out_w, uint32_t out_h,
+               nst_image *out);
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * jpeg.c — JPEG to RGB8 through the libjpeg API (libjpeg-turbo).
+ *
+ * Design: each decoder owns one jpeg_decompress_struct, created once and
+ * reset with jpeg_abort_decompress() between images, so the per-image cost
+ * is only what libjpeg allocates in its image pool; pixels go straight into
+ * the decoder's grow-only output buffer. Errors come back through a custom
+ * error manager that longjmps to the call that started the work; libjpeg
+ * never prints and never exits. Warnings are sorted into truncation,
+ * corruption (both fatal for the item) and benign ones (see
+ * warning_status()). Untrusted input is bounded three ways: dimensions are
+ * checked against max_pixels right after jpeg_read_header(), before any
+ * pixel buffer is sized; libjpeg's own working memory (the whole-image
+ * coefficient buffer of progressive files) is capped by max_memory_to_use;
+ * and a progress monitor stops files with an absurd number of scans.
+ *
+ * Threads: a decoder's jpeg state is used by the one thread that owns the
+ * decoder. Nothing here is static and mutable.
+ *
+ * The structure (header, limit check, start, scanline loop) leaves room for
+ * a later region/DCT-scaled decode (scale_num/scale_denom, jpeg_crop_scanline
+ * and jpeg_skip_scanlines) driven by the roi/out_w/out_h hints, which are
+ * ignored for now.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h> /* before jpeglib.h: it uses FILE and size_t */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "common/error.h"
+#include "decode/decode_impl.h"
+
+/* A progressive file may legitimately have a dozen or so scans; thousands
+ * of tiny scans are a known denial-of-service pattern (each scan re-walks
+ * the coefficient buffer). libjpeg-turbo's TurboJPEG uses the same bound. */
+#define NST_JPEG_MAX_SCANS 500
+
+/* PIL assumes the Adobe (inverted) CMYK convention for every 4-component
+ * JPEG, marker or not (JpegImagePlugin: rawmode "CMYK;I"). We match PIL so
+ * that training on nostall and on a PIL pipeline sees the same pixels. Set
+ * to 0 to read CMYK without an Adobe marker as plain (non-inverted) CMYK. */
+#define NST_JPEG_CMYK_ASSUME_ADOBE 1
+
+/* Rows handed to one jpeg_read_scanlines() call. */
+#define NST_JPEG_ROWS 16
+
+typedef struct nst_jpeg_err {
+    struct jpeg_error_mgr pub; /* first: libjpeg sees only this */
+    jmp_buf jmp;
+    int status;                /* NOSTALL_E_* for the longjmp target */
+    char msg[JMSG_LENGTH_MAX];
+} nst_jpeg_err;
+
+struct nst_jpeg {
+    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor */
+    nst_jpeg_err err;
+    struct jpeg_progress_mgr progress;
+};
+
+/* ---- error manager --------------------------------------------------- */
+
+/* Record the status and libjpeg's message, then unwind to the setjmp of the
+ * current call (nst_jpeg_decode / nst_jpeg_probe / nst_jpeg_create). */
+_Noreturn static void fail(j_common_ptr cinfo, int status)
+{
+    nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
+    e->status = status;
+    e->msg[0] = '\0';
+    (*cinfo->err->format_message)(cinfo, e->msg);
+    longjmp(e->jmp, 1);
+}
+
+static void error_exit(j_common_ptr cinfo)
+{
+    int status;
+    switch (cinfo->err->msg_code) {
+    case JERR_OUT_OF_MEMORY:
+        status = NOSTALL_E_NOMEM;
+        break;
+    /* Zero dimension, a dimension over libjpeg's 65500, or a (progressive)
+     * image whose working memory exceeds the cap derived from max_pixels:
+     * all are "too big/degenerate", not damage. */
+    case JERR_EMPTY_IMAGE:
+    case JERR_IMAGE_TOO_BIG:
+    case JERR_NO_BACKING_STORE:
+        status = NOSTALL_E_TOO_MANY_PIXELS;
+        break;
+    case JERR_INPUT_EOF:
+    case JERR_INPUT_EMPTY:
+        status = NOSTALL_E_TRUNCATED;
+        break;
+    default:
+        status = NOSTALL_E_CORRUPT;
+        break;
+    }
+    fail(cinfo, status);
+}
+
+/*
+ * Which libjpeg warnings fail the item (returns a status) and which do not
+ * (returns 0). libjpeg keeps decoding after a warning, so a warning we let
+ * pass must be one that does not put wrong pixels in the output:
+ *
+ * Fatal:
+ *   JWRN_JPEG_EOF          "Premature end of JPEG file": the data ran out;
+ *                          libjpeg would pad the rest grey. -> E_TRUNCATED.
+ *   JWRN_HIT_MARKER        entropy data ended before the scan was complete
+ *                          (truncated segment or corruption); rest is padded.
+ *   JWRN_HUFF_BAD_CODE     invalid Huffman code: the entropy data is damaged.
+ *   JWRN_ARITH_BAD_CODE    the same for arithmetic coding.
+ *   JWRN_MUST_RESYNC       expected RSTn not found: a restart interval was
+ *                          lost and libjpeg resynchronises over garbage.
+ *   JWRN_BOGUS_PROGRESSION progressive scans out of order: coefficients are
+ *                          refined that were never started, wrong pixels.
+ *   JWRN_TOO_MUCH_DATA     an application bug (too many scanlines read);
+ *                          cannot happen here, fatal to be safe.
+ *   JWRN_EXTRANEOUS_DATA   only before an RSTn marker: the entropy decoder
+ *                          finished a restart interval without consuming
+ *                          all of it, i.e. it lost sync on damaged data.
+ *   anything unknown       conservative default.
+ *   -> E_CORRUPT.
+ *
+ * Benign (seen in real, visually intact photographs):
+ *   JWRN_EXTRANEOUS_DATA   before any other marker, typically "N extraneous
+ *                          bytes before marker 0xd9": padding some encoders
+ *                          and editors leave between segments or before EOI
+ *                          (a few ImageNet files have it; PIL decodes them).
+ *   JWRN_NOT_SEQUENTIAL    odd Ss/Se/Ah/Al in a baseline SOS; written by some
+ *                          phone cameras (Samsung); libjpeg ignores those
+ *                          fields for sequential scans and the pixels are
+ *                          right.
+ *   JWRN_ADOBE_XFORM       unknown Adobe transform code; libjpeg picks the
+ *                          colour space from the component count as usual.
+ *   JWRN_JFIF_MAJOR        unknown JFIF version: metadata only.
+ *   JWRN_BOGUS_ICC         bad ICC marker: only raised when reading the ICC
+ *                          profile, which we never use.
+ * Trace messages (msg_level >= 0, e.g. JFIF thumbnails) are ignored.
+ */
+static int warning_status(j_common_ptr cinfo)
+{
+    const struct jpeg_error_mgr *err = cinfo->err;
+    switch (err->msg_code) {
+    case JWRN_JPEG_EOF:
+        return NOSTALL_E_TRUNCATED;
+    case JWRN_EXTRANEOUS_DATA: {
+        int marker = err->msg_parm.i[1];
+        return (marker >= 0xD0 && marker <= 0xD7) ? NOSTALL_E_CORRUPT : 0;
+    }
+    case JWRN_NOT_SEQUENTIAL:
+    case JWRN_ADOBE_XFORM:
+    case JWRN_JFIF_MAJOR:
+    case JWRN_BOGUS_ICC:
+        return 0;
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    /* JWRN_ARITH_BAD_CODE: only declared by jerror.h when the arithmetic
+     * codec macros are visible; it falls to the default. */
+    case JWRN_MUST_RESYNC:
+    case JWRN_BOGUS_PROGRESSION:
+    case JWRN_TOO_MUCH_DATA:
+    default:
+        return NOSTALL_E_CORRUPT;
+    }
+}
+
+static void emit_message(j_common_ptr cinfo, int msg_level)
+{
+    if (msg_level >= 0) return; /* trace output */
+    cinfo->err->num_warnings++;
+    int status = warning_status(cinfo);
+    if (status < 0) fail(cinfo, status);
+}
+
+static void output_message(j_common_ptr cinfo)
+{
+    (void)cinfo; /* never print: errors are reported through nst_error */
+}
+
+static void progress_monitor(j_common_ptr cinfo)
+{
+    if (!cinfo->is_decompressor) return;
+    j_decompress_ptr dinfo = (j_decompress_ptr)cinfo;
+    if (dinfo->input_scan_number > NST_JPEG_MAX_SCANS) {
+        nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
+        e->status = NOSTALL_E_CORRUPT;
+        snprintf(e->msg, sizeof e->msg, "more than %d scans",
+                 NST_JPEG_MAX_SCANS);
+        longjmp(e->jmp, 1);
+    }
+}
+
+/* ---- create / free ---------------------------------------------------- */
+
+int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
+{
+    *out = NULL;
+    nst_jpeg *j = calloc(1, sizeof *j);
+    if (!j) return nst_error(NOSTALL_E_NOMEM, "decode: cannot allocate JPEG state");
+    j->cinfo.err = jpeg_std_error(&j->err.pub);
+    j->err.pub.error_exit = error_exit;
+    j->err.pub.emit_message = emit_message;
+    j->err.pub.output_message = output_message;
+    if (setjmp(j->err.jmp)) {
+        /* jpeg_create_decompress failed (out of memory); it cleans up. */
+        int status = nst_error(j->err.status,
+                               "decode: cannot create JPEG decoder: %s", j->err.msg);
+        free(j);
+        return status;
+    }
+    jpeg_create_decompress(&j->cinfo);
+    /* Working-memory cap. The largest legitimate need is the whole-image
+     * coefficient buffer of a multi-scan (progressive) file: 2 bytes per
+     * sample (64 int16 per 8x8 block), at most 4 full-resolution
+     * components, so 8 bytes per pixel; doubled for MCU padding, plus
+     * 64 MiB for tables and row buffers. libjpeg has no backing store, so
+     * going over fails with JERR_NO_BACKING_STORE instead of allocating. */
+    uint64_t cap = 64u << 20;
+    if (max_pixels > (UINT64_MAX - cap) / 16) cap = UINT64_MAX;
+    else cap += max_pixels * 16;
+    if (cap > (uint64_t)LONG_MAX) cap = (uint64_t)LONG_MAX;
+    j->cinfo.mem->max_memory_to_use = (long)cap;
+    j->progress.progress_monitor = progress_monitor;
+    j->cinfo.progress = &j->progress;
+    *out = j;
+    return 0;
+}
+
+void nst_jpeg_free(nst_jpeg *j)
+{
+    if (!j) return;
+    jpeg_destroy_decompress(&j->cinfo);
+    free(j);
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+/* Reset the per-image error state; reject what jpeg_mem_src cannot take. */
+static int set_source(size_t len, const char *path, nst_jpeg *j)
+{
+    if ((unsigned long long)len > (unsigned long long)ULONG_MAX)
+        return nst_error(NOSTALL_E_FILE_TOO_LARGE, "decode: %s: JPEG too large", path);
+    j->err.status = 0;
+    j->err.msg[0] = '\0';
+    j->err.pub.num_warnings = 0;
+    return 0;
+}
+
+/* Exact round(t / 255) for 0 <= t <= 255 * 255. */
+static inline unsigned div255(unsigned t)
+{
+    t += 128;
+    return (t + (t >> 8)) >> 8;
+}
+
+/* CMYK (4 bytes/pixel, as stored) to RGB8 in place, front to back: pixel
+ * i is read whole before its 3 bytes are written at 3i <= 4i, and the
+ * write never reaches pixel i+1 (3i+2 < 4i+4). Inverted (Adobe) data holds
+ * 255-C etc., so R = (255-C)(255-K)/255 = stored_C * stored_K / 255; this
+ * is the same number, rounding included, as PIL's "CMYK;I" + convert. */
+static void cmyk_to_rgb(uint8_t *p, size_t pixels, int inverted)
+{
+    for (size_t i = 0; i < pixels; i++) {
+        unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2],
+                 k = p[4 * i + 3];
+        if (!inverted) {
+            c = 255 - c;
+            m = 255 - m;
+            y = 255 - y;
+            k = 255 - k;
+        }
+        p[3 * i] = (uint8_t)div255(c * k);
+        p[3 * i + 1] = (uint8_t)div255(m * k);
+        p[3 * i + 2] = (uint8_t)div255(y * k);
+    }
+}
+
+/* Everything between jpeg_read_header() and the last scanline. Runs under
+ * the setjmp of nst_jpeg_decode(); any libjpeg error longjmps out of it, so
+ * it keeps no state that the caller needs afterwards except through `j`
+ * and `d`, which live on the heap. Returns 0 or a status for a non-libjpeg
+ * failure (limits, allocation) with the message set. */
+static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
+                       uint32_t *w_out, uint32_t *h_out)
+{
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    jpeg_read_header(ci, TRUE);
+    int rc = nst_decode_check_dims(d, ci->image_width, ci->image_height, path, "JPEG");
+    if (rc < 0) return rc;
+
+    int cmyk = 0;
+    switch (ci->jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_YCbCr:
+    case JCS_RGB:
+        ci->out_color_space = JCS_RGB;
+        break;
+    case JCS_CMYK:
+    case JCS_YCCK:
+        ci->out_color_space = JCS_CMYK;
+        cmyk = 1;
+        break;
+    default:
+        return nst_error(NOSTALL_E_CORRUPT,
+                         "decode: %s: unsupported JPEG colour space (%d components)",
+                         path, ci->num_components);
+    }
+    /* Whole image, full scale, libjpeg's default (accurate) IDCT and fancy
+     * upsampling: the same pixels as PIL's default decode. */
+    ci->scale_num = 1;
+    ci->scale_denom = 1;
+    ci->dct_method = JDCT_ISLOW;
+
+    jpeg_start_decompress(ci);
+    uint32_t w = ci->output_width, h = ci->output_height;
+    int comps = ci->output_components;
+    if (comps != (cmyk ? 4 : 3))
+        return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unexpected %d output components",
+                         path, comps);
+    size_t row, total;
+    if (nst_mul_overflow((size_t)w, (size_t)comps, &row) ||
+        nst_mul_overflow(row, (size_t)h, &total))
+        return nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: JPEG size overflows", path);
+    rc = nst_buf_reserve(&d->out, total);
+    if (rc < 0)
+        return nst_error(rc, "decode: %s: cannot allocate %zu bytes for pixels", path, total);
+
+    while (ci->output_scanline < h) {
+        JSAMPROW rows[NST_JPEG_ROWS];
+        uint32_t y = ci->output_scanline, n = h - y;
+        if (n > NST_JPEG_ROWS) n = NST_JPEG_ROWS;
+        for (uint32_t i = 0; i < n; i++) rows[i] = d->out.data + (size_t)(y + i) * row;
+        if (jpeg_read_scanlines(ci, rows, n) == 0)
+            return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG decoder made no progress",
+                             path);
+    }
+    if (cmyk)
+        cmyk_to_rgb(d->out.data, (size_t)w * h,
+                    ci->saw_Adobe_marker || NST_JPEG_CMYK_ASSUME_ADOBE);
+    *w_out = w;
+    *h_out = h;
+    return 0;
+}
+
+int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
+                    const char *path, const nst_window *roi, uint32_t out_w,
+                    uint32_t out_h, nst_image *out)
+{
+    (void)roi; /* hints: a full decode is always a valid answer */
+    (void)out_w;
+    (void)out_h;
+    nst_jpeg *j = d->jpeg;
+    int rc = set_source(len, path, j);
+    if (rc < 0) return rc;
+    if (setjmp(j->err.jmp)) {
+        jpeg_abort_decompress(&j->cinfo);
+        return nst_error(j->err.status, "decode: %s: %s", path, j->err.msg);
+    }
+    jpeg_mem_src(&j->cinfo, buf, (unsigned long)len);
+    uint32_t w = 0, h = 0;
+    rc = decode_body(d, j, path, &w, &h);
+    /* Not jpeg_finish_decompress(): every pixel is in; what follows the
+     * last scan (trailing junk, a missing EOI) must not fail the item. */
+    jpeg_abort_decompress(&j->cinfo);
+    if (rc < 0) return rc;
+    nst_decode_full_image(d, w, h, out);
+    return 0;
+}
+
+int nst_jpeg_probe(nst_decoder *d, const uint8_t *buf, size_t len,
+                   const char *path, nst_image_info *info)
+{
+    nst_jpeg *j = d->jpeg;
+    int rc = set_source(len, path, j);
+    if (rc < 0) return rc;
+    if (setjmp(j->err.jmp)) {
+        jpeg_abort_decompress(&j->cinfo);
+        return nst_error(j->err.status, "decode: %s: %s", path, j->err.msg);
+    }
+    jpeg_mem_src(&j->cinfo, buf, (unsigned long)len);
+    jpeg_read_header(&j->cinfo, TRUE);
+    uint32_t w = j->cinfo.image_width, h = j->cinfo.image_height;
+    int comps = j->cinfo.num_components;
+    jpeg_abort_decompress(&j->cinfo);
+    rc = nst_decode_check_dims(d, w, h, path, "JPEG");
+    if (rc < 0) return rc;
+    info->format = NST_FORMAT_JPEG;
+    info->width = w;
+    info->height = h;
+    info->components = comps;
+    return 0;
+}

@@ -1,0 +1,20 @@
+/*
+ * reader.h — fetch: read a whole item from storage into a worker's buffer.
+ *
+ * nst_read_file opens the path, checks its size against the limit before
+ * reading, and reads with pread() until EOF, handling short reads and EINTR.
+ * Errors (each message names the path): E_NOT_FOUND, E_PERMISSION, E_IO
+ * (including "is a directory"), E_EMPTY, E_FILE_TOO_LARGE.
+ * Called by worker threads; touches only its arguments.
+ */
+#ifndef NST_SOURCE_READER_H
+#define NST_SOURCE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *len);
+
+#endif

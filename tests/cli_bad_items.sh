@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A dataset with corrupt, truncated, empty, non-image and oversized files
+# mixed in: `skip` delivers every good item and lists every bad one with a
+# reason; `fail` exits non-zero naming the file.
+source "$(dirname "$0")/lib_cli.sh"
+
+"$CLI" gen "$TMP/data" --images 30 --classes 3 --width 120 --height 90 --quiet
+good=$(ls "$TMP"/data/class_000/*.jpg | head -1)
+c1="$TMP/data/class_001"
+: > "$c1/bad_empty.jpg"
+echo "hello, I am a text file" > "$c1/bad_text.jpg"
+head -c $(( $(stat -c %s "$good") / 2 )) "$good" > "$c1/bad_truncated.jpg"
+"$PY" - "$good" "$c1" <<'PYEOF'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+# corrupt the entropy-coded data
+for i in range(len(data) // 3, len(data) - 2, 53):
+    data[i] = 0xFF; data[i + 1] = 0xD3
+open(sys.argv[2] + "/bad_corrupt.jpg", "wb").write(data)
+# forge the frame size to 50000 x 50000
+data = bytearray(open(sys.argv[1], "rb").read())
+i = next(k for k in range(2, len(data) - 9) if data[k] == 0xFF and data[k + 1] in (0xC0, 0xC2))
+data[i + 5:i + 9] = bytes([0xC3, 0x50, 0xC3, 0x50])
+open(sys.argv[2] + "/bad_huge.jpg", "wb").write(data)
+PYEOF
+# a PNG signature followed by garbage
+printf '\x89PNG\r\n\x1a\nGARBAGEGARBAGE' > "$c1/bad_png.png"
+# a big file (over --max-file-bytes 1M)
+head -c 2000000 /dev/zero > "$c1/bad_big.jpg"
+# not an image extension: ignored, not an item
+echo notes > "$c1/README.txt"
+
+for t in 1 4; do
+    "$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --epochs 2 --threads $t \
+        --max-file-bytes 1M --json --quiet > "$TMP/skip$t.json"
+done
+j="$TMP/skip1.json"
+[ "$(json "$j" 'j["items"]')" = 60 ] || fail "expected 60 good items over 2 epochs, got $(json "$j" 'j["items"]')"
+[ "$(json "$j" 'len(j["skipped"])')" = 7 ] || fail "expected 7 bad files listed: $(json "$j" 'j["skipped"]')"
+[ "$(json "$j" 'j["skipped_count"]')" = 14 ] || fail "expected 14 skips over 2 epochs"
+[ "$(json "$j" 'j["dataset"]["files_ignored"]')" = 1 ] || fail "README.txt not counted as ignored"
+for name in empty:E_EMPTY text:E_NOT_IMAGE truncated:E_TRUNCATED corrupt:E_CORRUPT \
+            huge:E_TOO_MANY_PIXELS big:E_FILE_TOO_LARGE; do
+    f=${name%%:*}; want=${name#*:}
+    got=$(json "$j" "[s['status'] for s in j['skipped'] if s['path'].endswith('bad_$f.jpg')]")
+    [ "$got" = "['$want']" ] || fail "bad_$f.jpg: got $got, want $want"
+    json "$j" "all(s['reason'] for s in j['skipped'])" | grep -q True || fail "empty reason"
+done
+json "$j" "[s['status'] for s in j['skipped'] if s['path'].endswith('bad_png.png')][0] in ('E_CORRUPT','E_TRUNCATED')" \
+    | grep -q True || fail "bad_png.png"
+[ "$(json "$TMP/skip1.json" 'j["checksum"]')" = "$(json "$TMP/skip4.json" 'j["checksum"]')" ] \
+    || fail "checksum with bad items differs across thread counts"
+
+# human-readable summary lists them too
+"$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --max-file-bytes 1M --quiet > "$TMP/summary.txt"
+grep -q "skipped     7 bad item" "$TMP/summary.txt" || fail "summary: $(cat "$TMP/summary.txt")"
+
+# fail: non-zero exit naming a bad file
+if "$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --on-bad-item fail --max-file-bytes 1M \
+        --quiet > /dev/null 2> "$TMP/err"; then
+    fail "--on-bad-item fail exited 0"
+fi
+grep -q "bad_" "$TMP/err" || fail "fail message does not name the file: $(cat "$TMP/err")"
+[ "$(wc -l < "$TMP/err")" -eq 1 ] || fail "fail message is not one line: $(cat "$TMP/err")"
+echo "PASS"

@@ -1,0 +1,152 @@
+/*
+ * test_config.c — the option table and the config object: defaults inside
+ * their own bounds, parsing of every type, bounds errors that name the option
+ * and its bounds, unknown names, typed access, and the status table.
+ */
+#include "check.h"
+
+static void expect_option_error(nostall_config *c, const char *name, const char *value,
+                                const char *must_contain)
+{
+    char before[256], after[256];
+    int has = nostall_config_get(c, name, before, sizeof before) == 0;
+    CHECK_RC(nostall_config_set(c, name, value), NOSTALL_E_OPTION);
+    if (!strstr(nostall_last_error(), must_contain)) {
+        fprintf(stderr, "message for %s=%s lacks '%s': %s\n", name, value, must_contain,
+                nostall_last_error());
+        CHECK(0);
+    }
+    if (has) { /* unchanged on error */
+        CHECK_OK(nostall_config_get(c, name, after, sizeof after));
+        CHECK(strcmp(before, after) == 0);
+    }
+}
+
+int main(void)
+{
+    nostall_config *c = NULL;
+    char buf[256];
+    uint64_t u;
+    double d;
+
+    CHECK_OK(nostall_config_create(&c));
+    if (!c) TEST_EXIT();
+
+    /* every option: info is complete and the default round-trips */
+    CHECK_EQ(nostall_option_count(), NOSTALL_OPT_COUNT_);
+    for (int i = 0; i < nostall_option_count(); i++) {
+        nostall_option_info info;
+        CHECK_OK(nostall_option_info_get(i, &info));
+        CHECK(info.name && info.help && info.default_value && *info.help);
+        CHECK_EQ(nostall_option_find(info.name), i);
+        CHECK_OK(nostall_config_get(c, info.name, buf, sizeof buf));
+        CHECK_OK(nostall_config_set(c, info.name, buf));
+    }
+    nostall_option_info info;
+    CHECK_RC(nostall_option_info_get(-1, &info), NOSTALL_E_INVALID);
+    CHECK_RC(nostall_option_info_get(NOSTALL_OPT_COUNT_, &info), NOSTALL_E_INVALID);
+
+    /* names with dashes are the same option */
+    CHECK_EQ(nostall_option_find("batch-size"), NOSTALL_OPT_BATCH_SIZE);
+    CHECK_RC(nostall_option_find("batchsize"), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "batchsize") != NULL);
+
+    /* defaults */
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_BATCH_SIZE, &u));
+    CHECK_EQ(u, 64);
+    CHECK_OK(nostall_config_get_double(c, NOSTALL_OPT_SCALE_MIN, &d));
+    CHECK(d == 0.08);
+    CHECK_OK(nostall_config_get(c, "mode", buf, sizeof buf));
+    CHECK(strcmp(buf, "train") == 0);
+    CHECK_OK(nostall_config_get(c, "max_file_bytes", buf, sizeof buf));
+    CHECK(strcmp(buf, "268435456") == 0);
+
+    /* uint */
+    CHECK_OK(nostall_config_set(c, "batch_size", "256"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_BATCH_SIZE, &u));
+    CHECK_EQ(u, 256);
+    expect_option_error(c, "batch_size", "0", "[1, 65536]");
+    expect_option_error(c, "batch_size", "65537", "batch_size");
+    expect_option_error(c, "batch_size", "-3", "batch_size");
+    expect_option_error(c, "batch_size", "12abc", "not a non-negative integer");
+    expect_option_error(c, "batch_size", "", "batch_size");
+    expect_option_error(c, "seed", "18446744073709551616", "seed"); /* 2^64 */
+    CHECK_OK(nostall_config_set(c, "seed", "18446744073709551615"));
+    expect_option_error(c, "threads", "1025", "[0, 1024]");
+
+    /* double */
+    CHECK_OK(nostall_config_set(c, "flip_prob", "0"));
+    expect_option_error(c, "flip_prob", "1.5", "[0, 1]");
+    expect_option_error(c, "flip_prob", "nan", "flip_prob");
+    expect_option_error(c, "scale_min", "0", "scale_min");
+
+    /* bool */
+    CHECK_OK(nostall_config_set(c, "shuffle", "false"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_SHUFFLE, &u));
+    CHECK_EQ(u, 0);
+    CHECK_OK(nostall_config_set(c, "drop_last", "YES"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_DROP_LAST, &u));
+    CHECK_EQ(u, 1);
+    expect_option_error(c, "shuffle", "maybe", "shuffle");
+
+    /* enum */
+    CHECK_OK(nostall_config_set(c, "output", "uint8"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_OUTPUT, &u));
+    CHECK_EQ(u, NOSTALL_OUTPUT_UINT8);
+    CHECK_OK(nostall_config_set_uint(c, NOSTALL_OPT_MODE, NOSTALL_MODE_EVAL));
+    CHECK_OK(nostall_config_get(c, "mode", buf, sizeof buf));
+    CHECK(strcmp(buf, "eval") == 0);
+    expect_option_error(c, "mode", "test", "train|eval");
+    CHECK_RC(nostall_config_set_uint(c, NOSTALL_OPT_MODE, 7), NOSTALL_E_OPTION);
+
+    /* double3 */
+    CHECK_OK(nostall_config_set(c, "mean", "0.5,0.25,0.125"));
+    CHECK_OK(nostall_config_get(c, "mean", buf, sizeof buf));
+    CHECK(strcmp(buf, "0.5,0.25,0.125") == 0);
+    CHECK_OK(nostall_config_set(c, "std", "0.5"));
+    CHECK_OK(nostall_config_get(c, "std", buf, sizeof buf));
+    CHECK(strcmp(buf, "0.5,0.5,0.5") == 0);
+    expect_option_error(c, "std", "0.5,0", "std");
+    expect_option_error(c, "std", "1,2", "std");
+    expect_option_error(c, "mean", "1,2,3,4", "mean");
+
+    /* size */
+    CHECK_OK(nostall_config_set(c, "max_file_bytes", "64K"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_MAX_FILE_BYTES, &u));
+    CHECK_EQ(u, 65536);
+    CHECK_OK(nostall_config_set(c, "max_file_bytes", "1.5MiB"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_MAX_FILE_BYTES, &u));
+    CHECK_EQ(u, 1572864);
+    CHECK_OK(nostall_config_set(c, "max_file_bytes", "2gb"));
+    CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_MAX_FILE_BYTES, &u));
+    CHECK_EQ(u, 2147483648ULL);
+    expect_option_error(c, "max_file_bytes", "17G", "16G");
+    expect_option_error(c, "max_file_bytes", "0", "max_file_bytes");
+    expect_option_error(c, "max_file_bytes", "10Q", "size");
+
+    /* typed access checks the type */
+    CHECK_RC(nostall_config_set_double(c, NOSTALL_OPT_BATCH_SIZE, 1.0), NOSTALL_E_OPTION);
+    CHECK_RC(nostall_config_get_uint(c, NOSTALL_OPT_FLIP_PROB, &u), NOSTALL_E_OPTION);
+    CHECK_OK(nostall_config_set_double(c, NOSTALL_OPT_FLIP_PROB, 0.25));
+    CHECK_OK(nostall_config_get_double(c, NOSTALL_OPT_FLIP_PROB, &d));
+    CHECK(d == 0.25);
+    CHECK_RC(nostall_config_set_uint(c, NOSTALL_OPT_BATCH_SIZE, 0), NOSTALL_E_OPTION);
+    CHECK_RC(nostall_config_set(c, "nope", "1"), NOSTALL_E_OPTION);
+    CHECK_RC(nostall_config_get(c, "batch_size", buf, 2), NOSTALL_E_INVALID);
+
+    /* status table */
+    CHECK(strcmp(nostall_status_name(NOSTALL_E_CORRUPT), "E_CORRUPT") == 0);
+    CHECK(strcmp(nostall_strerror(NOSTALL_OK), "success") == 0);
+    CHECK(strcmp(nostall_strerror(-9999), "unknown status") == 0);
+    CHECK_EQ(NOSTALL_E_INVALID, -1); /* pinned */
+    CHECK_EQ(NOSTALL_E_PERMISSION, -17);
+
+    /* stats names */
+    CHECK_EQ(nostall_stats_count() * (int)sizeof(uint64_t), (int)sizeof(nostall_stats));
+    CHECK(strcmp(nostall_stats_name(0), "epoch") == 0);
+    CHECK(nostall_stats_name(nostall_stats_count()) == NULL);
+
+    nostall_config_free(c);
+    nostall_config_free(NULL);
+    TEST_EXIT();
+}

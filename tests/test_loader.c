@@ -1,0 +1,579 @@
+/*
+ * test_loader.c — the loader end to end through the public API: delivery
+ * exactly once per epoch, epoch ends, determinism across thread counts,
+ * resume mid-epoch, sharding, float vs uint8 outputs, the ring's lending
+ * rules, stop from another thread, free mid-epoch, fork, and bad items under
+ * both policies. Datasets are made with `nostall gen` ($NOSTALL_CLI).
+ */
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "check.h"
+
+static char data_dir[4096];
+
+static void gen_dataset(const char *dir, int images, int classes)
+{
+    const char *cli = getenv("NOSTALL_CLI");
+    char cmd[8192];
+    if (!cli) {
+        fprintf(stderr, "NOSTALL_CLI not set; run through ctest\n");
+        exit(77);
+    }
+    snprintf(cmd, sizeof cmd,
+             "'%s' gen '%s' --images %d --classes %d --width 80 --height 60 --quality 90 "
+             "--size-jitter 0.3 --quiet --force",
+             cli, dir, images, classes);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "dataset generation failed: %s\n", cmd);
+        exit(1);
+    }
+}
+
+static nostall_config *make_cfg(const char *kv[][2], int n)
+{
+    nostall_config *cfg = NULL;
+    if (nostall_config_create(&cfg) < 0) exit(1);
+    for (int i = 0; i < n; i++)
+        if (nostall_config_set(cfg, kv[i][0], kv[i][1]) < 0) {
+            fprintf(stderr, "config %s=%s: %s\n", kv[i][0], kv[i][1], nostall_last_error());
+            exit(1);
+        }
+    return cfg;
+}
+
+/* Run `epochs` epochs; return the checksum; record per-epoch item sets. */
+static uint64_t run_checksum(const char *src, const char *threads, const char *seed,
+                             const char *output, int epochs)
+{
+    char ep[16];
+    snprintf(ep, sizeof ep, "%d", epochs);
+    const char *kv[][2] = {{"threads", threads}, {"seed", seed}, {"batch_size", "7"},
+                           {"crop", "24"},       {"epochs", ep},  {"output", output}};
+    nostall_config *cfg = make_cfg(kv, 6);
+    nostall_loader *ld = NULL;
+    uint64_t sum = 0;
+    CHECK_OK(nostall_loader_create(&ld, src, cfg));
+    nostall_config_free(cfg);
+    if (!ld) return 0;
+    for (;;) {
+        nostall_batch b;
+        int rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE) break;
+        if (rc == NOSTALL_EPOCH_END) continue;
+        CHECK_OK(rc);
+        if (rc < 0) break;
+        nostall_checksum_batch(&sum, &b);
+        CHECK_OK(nostall_loader_release(ld, &b));
+    }
+    nostall_loader_free(ld);
+    return sum;
+}
+
+static void test_epochs_exactly_once(void)
+{
+    const char *kv[][2] = {{"threads", "3"}, {"batch_size", "8"}, {"crop", "32"},
+                           {"epochs", "2"},  {"output", "uint8"}};
+    nostall_config *cfg = make_cfg(kv, 5);
+    nostall_loader *ld = NULL;
+    nostall_dataset_info info;
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    nostall_config_free(cfg);
+    if (!ld) return;
+    CHECK_OK(nostall_loader_info(ld, &info));
+    CHECK_EQ(info.items, 60);
+    CHECK_EQ(info.classes, 4);
+    CHECK_EQ(info.items_per_epoch, 60);
+    CHECK_EQ(info.batches_per_epoch, 8); /* 7 full + one of 4 */
+    int seen[60];
+    int epoch = 0, ends = 0, batches = 0;
+    uint64_t first_order[60], order[60];
+    int n = 0;
+    memset(seen, 0, sizeof seen);
+    for (;;) {
+        nostall_batch b;
+        int rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE) break;
+        if (rc == NOSTALL_EPOCH_END) {
+            for (int i = 0; i < 60; i++) CHECK_EQ(seen[i], 1);
+            CHECK_EQ(n, 60);
+            if (epoch == 0) memcpy(first_order, order, sizeof order);
+            else CHECK(memcmp(first_order, order, sizeof order) != 0); /* reshuffled */
+            memset(seen, 0, sizeof seen);
+            n = 0;
+            epoch++;
+            ends++;
+            nostall_state st;
+            CHECK_OK(nostall_loader_get_state(ld, &st));
+            CHECK_EQ(st.epoch, (uint64_t)epoch);
+            CHECK_EQ(st.position, 0);
+            continue;
+        }
+        CHECK_OK(rc);
+        if (rc < 0) break;
+        batches++;
+        CHECK_EQ(b.epoch, (uint64_t)epoch);
+        CHECK_EQ(b.position, (uint64_t)n);
+        CHECK(b.count == 8 || (b.count == 4 && n == 56));
+        CHECK_EQ(b.dtype, NOSTALL_DTYPE_UINT8);
+        CHECK_EQ(b.layout, NOSTALL_LAYOUT_NHWC);
+        CHECK_EQ(b.item_bytes, 32 * 32 * 3);
+        for (uint32_t i = 0; i < b.count; i++) {
+            const char *path;
+            int64_t label;
+            CHECK(b.indices[i] < 60);
+            if (b.indices[i] >= 60) continue;
+            seen[b.indices[i]]++;
+            order[n++] = b.indices[i];
+            CHECK_OK(nostall_loader_item(ld, b.indices[i], &path, &label));
+            CHECK_EQ(b.labels[i], label);
+            /* gen writes class_00K folders: label K */
+            char want[32];
+            snprintf(want, sizeof want, "class_%03d", (int)label);
+            CHECK(strstr(path, want) != NULL);
+        }
+        nostall_state st;
+        CHECK_OK(nostall_loader_get_state(ld, &st));
+        CHECK_EQ(st.position, (uint64_t)n);
+        CHECK_OK(nostall_loader_release(ld, &b));
+    }
+    CHECK_EQ(ends, 2);
+    CHECK_EQ(batches, 16);
+    /* DONE is sticky */
+    nostall_batch b;
+    CHECK_RC(nostall_loader_next(ld, &b), NOSTALL_DONE);
+    nostall_stats st;
+    CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
+    CHECK_EQ(st.items_delivered, 120);
+    CHECK_EQ(st.batches_delivered, 16);
+    CHECK(st.decode_items >= 120);
+    CHECK(st.fetch_bytes > 0);
+    CHECK_EQ(st.skipped, 0);
+    CHECK_EQ(st.threads, 3);
+    nostall_loader_free(ld);
+}
+
+static void test_determinism(void)
+{
+    uint64_t a = run_checksum(data_dir, "1", "5", "float", 2);
+    uint64_t b = run_checksum(data_dir, "2", "5", "float", 2);
+    uint64_t c = run_checksum(data_dir, "8", "5", "float", 2);
+    uint64_t d = run_checksum(data_dir, "2", "6", "float", 2);
+    uint64_t e = run_checksum(data_dir, "3", "5", "uint8", 2);
+    CHECK(a != 0);
+    CHECK(a == b);
+    CHECK(a == c);
+    CHECK(a != d);
+    CHECK(a != e);
+}
+
+/* float output == LUT(uint8 output) for the same seed: one pixel path. */
+static void test_float_matches_uint8(void)
+{
+    const char *ku[][2] = {{"threads", "2"}, {"batch_size", "5"}, {"crop", "16"},
+                           {"output", "uint8"}, {"seed", "9"}};
+    const char *kf[][2] = {{"threads", "2"}, {"batch_size", "5"}, {"crop", "16"},
+                           {"output", "float"}, {"seed", "9"}};
+    nostall_config *cu = make_cfg(ku, 5), *cf = make_cfg(kf, 5);
+    nostall_loader *lu = NULL, *lf = NULL;
+    CHECK_OK(nostall_loader_create(&lu, data_dir, cu));
+    CHECK_OK(nostall_loader_create(&lf, data_dir, cf));
+    nostall_config_free(cu);
+    nostall_config_free(cf);
+    if (!lu || !lf) goto out;
+    const double mean[3] = {0.485, 0.456, 0.406}, sd[3] = {0.229, 0.224, 0.225};
+    for (int k = 0; k < 3; k++) {
+        nostall_batch bu, bf;
+        CHECK_OK(nostall_loader_next(lu, &bu));
+        CHECK_OK(nostall_loader_next(lf, &bf));
+        CHECK_EQ(bf.dtype, NOSTALL_DTYPE_FLOAT32);
+        CHECK_EQ(bf.layout, NOSTALL_LAYOUT_NCHW);
+        CHECK_EQ(bu.count, bf.count);
+        const uint8_t *u = bu.images;
+        const float *f = bf.images;
+        double maxerr = 0;
+        for (uint32_t i = 0; i < bu.count; i++)
+            for (int c = 0; c < 3; c++)
+                for (int p = 0; p < 16 * 16; p++) {
+                    double want = (u[(size_t)i * 768 + (size_t)p * 3 + c] / 255.0 - mean[c]) / sd[c];
+                    double got = f[(size_t)i * 768 + (size_t)c * 256 + p];
+                    double err = want > got ? want - got : got - want;
+                    if (err > maxerr) maxerr = err;
+                }
+        CHECK(maxerr < 1e-5);
+        CHECK_OK(nostall_loader_release(lu, &bu));
+        CHECK_OK(nostall_loader_release(lf, &bf));
+    }
+out:
+    nostall_loader_free(lu);
+    nostall_loader_free(lf);
+}
+
+/* Resume mid-epoch: a fresh loader set to (epoch 1, 21) delivers exactly what
+ * the first loader delivered from there. */
+static void test_resume(void)
+{
+    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "7"}, {"crop", "20"}, {"seed", "3"}};
+    nostall_config *cfg = make_cfg(kv, 4);
+    nostall_loader *a = NULL, *b = NULL;
+    uint64_t sums_a[32], sums_b[32];
+    int na = 0, nb = 0, started = 0;
+    CHECK_OK(nostall_loader_create(&a, data_dir, cfg));
+    CHECK_OK(nostall_loader_create(&b, data_dir, cfg));
+    nostall_config_free(cfg);
+    if (!a || !b) goto out;
+    /* a: epochs 0 and 1 in full; keep the batches after (1, 21). */
+    for (int ends = 0; ends < 2;) {
+        nostall_batch x;
+        int rc = nostall_loader_next(a, &x);
+        if (rc == NOSTALL_EPOCH_END) { ends++; continue; }
+        CHECK_OK(rc);
+        if (rc < 0) goto out;
+        if (x.epoch == 1 && x.position >= 21 && na < 32) {
+            uint64_t s = 0;
+            nostall_checksum_batch(&s, &x);
+            sums_a[na++] = s;
+        }
+        nostall_loader_release(a, &x);
+    }
+    /* b: consume a little of epoch 0, then jump. */
+    nostall_batch y;
+    CHECK_OK(nostall_loader_next(b, &y));
+    CHECK_RC(nostall_loader_set_state(b, &(nostall_state){1, 21}), NOSTALL_E_STATE);
+    nostall_loader_release(b, &y);
+    CHECK_OK(nostall_loader_set_state(b, &(nostall_state){1, 21}));
+    CHECK_RC(nostall_loader_set_state(b, &(nostall_state){1, 61}), NOSTALL_E_INVALID);
+    for (;;) {
+        int rc = nostall_loader_next(b, &y);
+        if (rc == NOSTALL_EPOCH_END) break;
+        CHECK_OK(rc);
+        if (rc < 0) goto out;
+        if (!started) {
+            CHECK_EQ(y.epoch, 1);
+            CHECK_EQ(y.position, 21);
+            started = 1;
+        }
+        uint64_t s = 0;
+        nostall_checksum_batch(&s, &y);
+        if (nb < 32) sums_b[nb++] = s;
+        nostall_loader_release(b, &y);
+    }
+    CHECK_EQ(na, 6); /* 21..27 28..34 35..41 42..48 49..55 56..59 */
+    CHECK_EQ(na, nb);
+    CHECK(memcmp(sums_a, sums_b, sizeof(uint64_t) * (size_t)(na < nb ? na : nb)) == 0);
+out:
+    nostall_loader_free(a);
+    nostall_loader_free(b);
+}
+
+static void test_sharding(void)
+{
+    int owner[60];
+    for (int i = 0; i < 60; i++) owner[i] = -1;
+    for (int r = 0; r < 3; r++) {
+        char rank[8];
+        snprintf(rank, sizeof rank, "%d", r);
+        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "6"}, {"crop", "8"},
+                               {"world_size", "3"}, {"rank", rank}, {"drop_last", "1"},
+                               {"seed", "11"}, {"epochs", "1"}};
+        nostall_config *cfg = make_cfg(kv, 8);
+        nostall_loader *ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) continue;
+        int n = 0;
+        nostall_batch b;
+        int rc;
+        while ((rc = nostall_loader_next(ld, &b)) == 0) {
+            CHECK_EQ(b.count, 6);
+            for (uint32_t i = 0; i < b.count; i++) {
+                CHECK(owner[b.indices[i]] == -1); /* disjoint across ranks */
+                owner[b.indices[i]] = r;
+                n++;
+            }
+            nostall_loader_release(ld, &b);
+        }
+        CHECK_RC(rc, NOSTALL_EPOCH_END);
+        CHECK_EQ(n, 18); /* 20 per rank, drop_last batches of 6 */
+        nostall_loader_free(ld);
+    }
+}
+
+static void test_lending_rules(void)
+{
+    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "8"},
+                           {"batches_ahead", "2"}};
+    nostall_config *cfg = make_cfg(kv, 4);
+    nostall_loader *ld = NULL;
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    nostall_config_free(cfg);
+    if (!ld) return;
+    nostall_batch b[4];
+    CHECK_OK(nostall_loader_next(ld, &b[0]));
+    CHECK_OK(nostall_loader_next(ld, &b[1]));
+    CHECK_OK(nostall_loader_next(ld, &b[2]));
+    /* ring of 3 slots all lent */
+    CHECK_RC(nostall_loader_next(ld, &b[3]), NOSTALL_E_STATE);
+    CHECK_RC(nostall_loader_release(ld, &b[1]), NOSTALL_E_INVALID); /* out of order */
+    CHECK_OK(nostall_loader_release(ld, &b[0]));
+    CHECK_RC(nostall_loader_release(ld, &b[0]), NOSTALL_E_INVALID); /* twice */
+    CHECK_OK(nostall_loader_next(ld, &b[3]));
+    CHECK_EQ(b[3].position, 12);
+    /* free with batches still lent */
+    nostall_loader_free(ld);
+}
+
+static void *stopper(void *arg)
+{
+    usleep(100 * 1000);
+    nostall_loader_stop(arg);
+    return NULL;
+}
+
+static void test_stop_and_free(void)
+{
+    /* One thread and a tiny ring: the consumer will be waiting. */
+    const char *kv[][2] = {{"threads", "1"}, {"batch_size", "60"}, {"crop", "64"},
+                           {"batches_ahead", "1"}};
+    nostall_config *cfg = make_cfg(kv, 4);
+    nostall_loader *ld = NULL;
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    if (ld) {
+        pthread_t t;
+        pthread_create(&t, NULL, stopper, ld);
+        nostall_batch b;
+        int rc = 0;
+        for (int i = 0; i < 1000 && rc >= 0; i++) { /* ends by E_STOPPED */
+            rc = nostall_loader_next(ld, &b);
+            if (rc == 0) nostall_loader_release(ld, &b);
+        }
+        CHECK_RC(rc, NOSTALL_E_STOPPED);
+        CHECK_RC(nostall_loader_next(ld, &b), NOSTALL_E_STOPPED);
+        pthread_join(t, NULL);
+        nostall_loader_free(ld);
+    }
+    /* Free immediately, mid-first-epoch, with workers busy. */
+    for (int i = 0; i < 5; i++) {
+        ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+        if (i & 1) {
+            nostall_batch b;
+            CHECK_OK(nostall_loader_next(ld, &b));
+        }
+        nostall_loader_free(ld);
+    }
+    nostall_config_free(cfg);
+    nostall_loader_free(NULL);
+}
+
+static void test_fork(void)
+{
+    nostall_loader *ld = NULL;
+    const char *kv[][2] = {{"threads", "1"}, {"crop", "8"}};
+    nostall_config *cfg = make_cfg(kv, 2);
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    nostall_config_free(cfg);
+    if (!ld) return;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nostall_batch b;
+        _exit(nostall_loader_next(ld, &b) == NOSTALL_E_FORK ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    nostall_loader_free(ld);
+}
+
+static void test_bad_options(void)
+{
+    nostall_loader *ld = NULL;
+    const char *kv[][2] = {{"rank", "3"}, {"world_size", "3"}};
+    nostall_config *cfg = make_cfg(kv, 2);
+    CHECK_RC(nostall_loader_create(&ld, data_dir, cfg), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "rank") != NULL);
+    CHECK(ld == NULL);
+    nostall_config_free(cfg);
+    const char *kv2[][2] = {{"scale_min", "0.9"}, {"scale_max", "0.5"}};
+    cfg = make_cfg(kv2, 2);
+    CHECK_RC(nostall_loader_create(&ld, data_dir, cfg), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "scale_min") != NULL);
+    nostall_config_free(cfg);
+    const char *kv3[][2] = {{"drop_last", "1"}, {"batch_size", "61"}};
+    cfg = make_cfg(kv3, 2);
+    CHECK_RC(nostall_loader_create(&ld, data_dir, cfg), NOSTALL_E_OPTION);
+    nostall_config_free(cfg);
+    CHECK_RC(nostall_loader_create(&ld, "/nonexistent/nostall-data", NULL), NOSTALL_E_NOT_FOUND);
+    CHECK(strstr(nostall_last_error(), "/nonexistent/nostall-data") != NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad items.
+ * ------------------------------------------------------------------------ */
+
+static size_t slurp(const char *path, unsigned char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc((size_t)n);
+    size_t got = fread(*out, 1, (size_t)n, f);
+    fclose(f);
+    return got;
+}
+
+static void spit(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) exit(1);
+    if (n) fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+struct bad_case {
+    const char *name;
+    int status;
+};
+
+static void test_bad_items(void)
+{
+    const char *dir = test_tmpdir("loader-bad");
+    char cls[8192], good[8192];
+    gen_dataset(dir, 20, 2);
+    snprintf(cls, sizeof cls, "%s/class_000", dir);
+    snprintf(good, sizeof good, "%s/img_000000.jpg", cls);
+    unsigned char *jpg = NULL;
+    size_t n = slurp(good, &jpg);
+    CHECK(n > 200);
+    if (n <= 200) return;
+
+    spit(cls, "zz_empty.jpg", "", 0);
+    spit(cls, "zz_text.jpg", "this is not an image\n", 21);
+    spit(cls, "zz_truncated.jpg", jpg, n / 2);
+    unsigned char *bad = malloc(n);
+    memcpy(bad, jpg, n);
+    for (size_t i = n / 3; i < n / 3 + 64 && i < n - 2; i++) bad[i] = (unsigned char)(i * 7 + 0xf1);
+    for (size_t i = n / 3 + 64; i < n - 2; i += 97) bad[i] = 0xff, bad[i + 1] = 0xd0 + (i & 7);
+    spit(cls, "zz_corrupt.jpg", bad, n);
+    /* forge the frame header to 60000 x 60000 */
+    memcpy(bad, jpg, n);
+    for (size_t i = 2; i + 9 < n; i++)
+        if (bad[i] == 0xff && (bad[i + 1] == 0xc0 || bad[i + 1] == 0xc2)) {
+            bad[i + 5] = 0xea, bad[i + 6] = 0x60, bad[i + 7] = 0xea, bad[i + 8] = 0x60;
+            break;
+        }
+    spit(cls, "zz_huge.jpg", bad, n);
+    /* a file over max_file_bytes (set below to 64 KiB) */
+    unsigned char *big = calloc(1, 70000);
+    memcpy(big, jpg, n < 70000 ? n : 70000);
+    spit(cls, "zz_bigfile.jpg", big, 70000);
+    free(big);
+    free(bad);
+    free(jpg);
+    static const struct bad_case cases[] = {
+        {"zz_bigfile.jpg", NOSTALL_E_FILE_TOO_LARGE}, {"zz_corrupt.jpg", NOSTALL_E_CORRUPT},
+        {"zz_empty.jpg", NOSTALL_E_EMPTY},           {"zz_huge.jpg", NOSTALL_E_TOO_MANY_PIXELS},
+        {"zz_text.jpg", NOSTALL_E_NOT_IMAGE},         {"zz_truncated.jpg", NOSTALL_E_TRUNCATED},
+    };
+
+    /* skip: every good item delivered each epoch, every bad one listed. */
+    for (int threads = 1; threads <= 4; threads += 3) {
+        char th[8];
+        snprintf(th, sizeof th, "%d", threads);
+        const char *kv[][2] = {{"threads", th}, {"batch_size", "4"}, {"crop", "16"},
+                               {"epochs", "2"}, {"max_file_bytes", "64K"}};
+        nostall_config *cfg = make_cfg(kv, 5);
+        nostall_loader *ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) return;
+        int delivered = 0;
+        for (;;) {
+            nostall_batch b;
+            int rc = nostall_loader_next(ld, &b);
+            if (rc == NOSTALL_DONE) break;
+            if (rc == NOSTALL_EPOCH_END) continue;
+            CHECK_OK(rc);
+            if (rc < 0) break;
+            for (uint32_t i = 0; i < b.count; i++) {
+                const char *p;
+                nostall_loader_item(ld, b.indices[i], &p, NULL);
+                CHECK(strstr(p, "zz_") == NULL);
+            }
+            delivered += (int)b.count;
+            nostall_loader_release(ld, &b);
+        }
+        CHECK_EQ(delivered, 40);
+        CHECK_EQ(nostall_loader_skipped_count(ld), 6);
+        nostall_stats st;
+        nostall_loader_stats(ld, &st, sizeof st);
+        CHECK_EQ(st.skipped, 12);
+        CHECK_EQ(st.skipped_unique, 6);
+        for (uint64_t i = 0; i < 6; i++) {
+            nostall_skip_info si;
+            CHECK_OK(nostall_loader_skipped(ld, i, &si));
+            int found = 0;
+            for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+                if (strstr(si.path, cases[k].name)) {
+                    found = 1;
+                    if (si.status != cases[k].status)
+                        fprintf(stderr, "%s: got %s (%s), want %s\n", cases[k].name,
+                                nostall_status_name(si.status), si.reason,
+                                nostall_status_name(cases[k].status));
+                    CHECK_EQ(si.status, cases[k].status);
+                    CHECK(strstr(si.reason, cases[k].name) != NULL);
+                }
+            CHECK(found);
+        }
+        nostall_skip_info si;
+        CHECK_RC(nostall_loader_skipped(ld, 6, &si), NOSTALL_E_INVALID);
+        nostall_loader_free(ld);
+    }
+
+    /* fail: the error names the first bad file in delivery order, after the
+     * batches before it were delivered; sticky. Same result for 1 and 4
+     * threads. */
+    char first_msg[2][1024];
+    for (int k = 0; k < 2; k++) {
+        const char *kv[][2] = {{"threads", k ? "4" : "1"}, {"batch_size", "4"},
+                               {"crop", "16"}, {"on_bad_item", "fail"},
+                               {"max_file_bytes", "64K"}, {"seed", "1"}};
+        nostall_config *cfg = make_cfg(kv, 6);
+        nostall_loader *ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) return;
+        int rc;
+        nostall_batch b;
+        while ((rc = nostall_loader_next(ld, &b)) == 0) nostall_loader_release(ld, &b);
+        CHECK(rc < 0);
+        CHECK(strstr(nostall_last_error(), "zz_") != NULL);
+        snprintf(first_msg[k], sizeof first_msg[k], "%s", nostall_last_error());
+        CHECK_RC(nostall_loader_next(ld, &b), rc);
+        nostall_loader_free(ld);
+    }
+    CHECK(strcmp(first_msg[0], first_msg[1]) == 0);
+}
+
+int main(void)
+{
+    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("loader-data"));
+    gen_dataset(data_dir, 60, 4);
+    test_epochs_exactly_once();
+    test_determinism();
+    test_float_matches_uint8();
+    test_resume();
+    test_sharding();
+    test_lending_rules();
+    test_stop_and_free();
+    test_fork();
+    test_bad_options();
+    test_bad_items();
+    TEST_EXIT();
+}

@@ -1,0 +1,353 @@
+/*
+ * bench.c — `nostall bench DATA [options]`: run the loader over a dataset for
+ * a number of epochs, as fast as possible or with a simulated training step,
+ * and report throughput, the data stall, skipped items and a checksum of
+ * every delivered byte.
+ *
+ * Every loader option is a flag of the same name (--batch-size for
+ * batch_size), taken from the option table, so nothing here repeats the
+ * library's defaults or bounds. Output: a readable summary (and a progress
+ * line when stderr is a terminal), or one JSON object with --json.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "nostall.h"
+
+typedef struct epoch_rec {
+    uint64_t epoch, items, batches;
+    double seconds, stall_seconds;
+} epoch_rec;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nostall bench DATA [options]\n"
+            "\n"
+            "DATA is an ImageFolder directory or a file of `path<TAB>label` lines.\n"
+            "\n"
+            "bench options:\n"
+            "  --step-ms MS      simulated training time per batch (default 0: as fast as possible)\n"
+            "  --json            print one JSON object on stdout instead of the summary\n"
+            "  --quiet           no progress line\n"
+            "  --help            this text\n"
+            "\n"
+            "loader options (--name VALUE or --name=VALUE; defaults and bounds):\n");
+    int n = nostall_option_count();
+    for (int i = 0; i < n; i++) {
+        nostall_option_info info;
+        char flag[64];
+        nostall_option_info_get(i, &info);
+        snprintf(flag, sizeof flag, "--%s", info.name);
+        for (char *p = flag + 2; *p; p++)
+            if (*p == '_') *p = '-';
+        const char *def = info.default_value;
+        /* bench runs one epoch unless told otherwise */
+        if (!strcmp(info.name, "epochs")) def = "1";
+        if (info.type == NOSTALL_TYPE_ENUM)
+            fprintf(f, "  %-18s %s (one of %s; default %s)\n", flag, info.help, info.min, def);
+        else if (info.type == NOSTALL_TYPE_BOOL)
+            fprintf(f, "  %-18s %s (0|1; default %s)\n", flag, info.help, def);
+        else
+            fprintf(f, "  %-18s %s (%s in [%s, %s]; default %s)\n", flag, info.help,
+                    info.type_name, info.min, info.max, def);
+    }
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per_epoch,
+                     double elapsed, uint64_t items, double stall)
+{
+    int width = 30, fill = per_epoch ? (int)(width * pos / per_epoch) : 0;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\repoch %" PRIu64 "/%" PRIu64 " [%s] %" PRIu64 "/%" PRIu64
+                    "  %.0f items/s  stall %.0f%%   ",
+            epoch + 1, epochs, bar, pos, per_epoch, elapsed > 0 ? items / elapsed : 0.0,
+            elapsed > 0 ? 100.0 * stall / elapsed : 0.0);
+    fflush(stderr);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *data = NULL;
+    double step_ms = 0;
+    int json = 0, quiet = 0, epochs_set = 0, rc, status = 1;
+    nostall_config *cfg = NULL;
+    nostall_loader *ld = NULL;
+    epoch_rec *recs = NULL;
+
+    if (nostall_config_create(&cfg) < 0) {
+        fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage(stdout);
+            nostall_config_free(cfg);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (strncmp(a, "--", 2) != 0) {
+            if (data) {
+                fprintf(stderr, "nostall bench: unexpected argument '%s' (DATA is '%s')\n", a, data);
+                goto usage_error;
+            }
+            data = a;
+            continue;
+        }
+        /* --name=value or --name value */
+        char name[128];
+        const char *value = NULL, *eq = strchr(a + 2, '=');
+        size_t nlen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        if (nlen >= sizeof name) nlen = sizeof name - 1;
+        memcpy(name, a + 2, nlen);
+        name[nlen] = '\0';
+        if (eq) value = eq + 1;
+        if (!strcmp(name, "step-ms") || !strcmp(name, "step_ms")) {
+            if (!value) value = i + 1 < argc ? argv[++i] : NULL;
+            char *end;
+            step_ms = value ? strtod(value, &end) : -1;
+            if (!value || *end || !(step_ms >= 0) || step_ms > 3.6e6) {
+                fprintf(stderr, "nostall bench: --step-ms needs a number of milliseconds in [0, 3600000]\n");
+                goto usage_error;
+            }
+            continue;
+        }
+        int id = nostall_option_find(name);
+        if (id < 0) {
+            fprintf(stderr, "nostall bench: unknown option '--%s' (see nostall bench --help)\n", name);
+            goto usage_error;
+        }
+        nostall_option_info info;
+        nostall_option_info_get(id, &info);
+        if (!value) {
+            /* A bare boolean flag means 1; otherwise the next argument. */
+            if (info.type == NOSTALL_TYPE_BOOL &&
+                (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2) ||
+                 nostall_config_set(cfg, name, argv[i + 1]) < 0)) {
+                value = "1";
+            } else if (info.type == NOSTALL_TYPE_BOOL) {
+                i++;
+                continue;
+            } else if (i + 1 < argc) {
+                value = argv[++i];
+            } else {
+                fprintf(stderr, "nostall bench: option '--%s' needs a value\n", name);
+                goto usage_error;
+            }
+        }
+        if (nostall_config_set(cfg, name, value) < 0) {
+            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+            goto usage_error;
+        }
+        if (id == NOSTALL_OPT_EPOCHS) epochs_set = 1;
+    }
+    if (!data) {
+        fprintf(stderr, "nostall bench: missing DATA (an ImageFolder directory or a file list)\n");
+        goto usage_error;
+    }
+    uint64_t epochs = 1;
+    if (epochs_set) nostall_config_get_uint(cfg, NOSTALL_OPT_EPOCHS, &epochs);
+    if (epochs == 0) {
+        fprintf(stderr, "nostall bench: --epochs must be at least 1 for bench\n");
+        goto usage_error;
+    }
+    nostall_config_set_uint(cfg, NOSTALL_OPT_EPOCHS, epochs);
+
+    double t_create = now_s();
+    if (nostall_loader_create(&ld, data, cfg) < 0) {
+        fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+        goto out;
+    }
+    double setup_s = now_s() - t_create;
+    nostall_dataset_info info;
+    nostall_loader_info(ld, &info);
+    recs = calloc(epochs, sizeof *recs);
+    if (!recs) {
+        fprintf(stderr, "nostall bench: out of memory\n");
+        goto out;
+    }
+
+    int show = !quiet && isatty(2);
+    uint64_t checksum = 0, items = 0, batches = 0, ep = 0, ep_items = 0, ep_batches = 0;
+    nostall_stats st;
+    double t0 = now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
+    for (;;) {
+        nostall_batch b;
+        rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE) break;
+        if (rc == NOSTALL_EPOCH_END) {
+            double t = now_s();
+            nostall_loader_stats(ld, &st, sizeof st);
+            double stall = st.consumer_wait_ns * 1e-9;
+            if (ep < epochs) {
+                recs[ep] = (epoch_rec){ep, ep_items, ep_batches, t - t_ep, stall - stall_ep0};
+            }
+            stall_ep0 = stall;
+            t_ep = t;
+            ep++;
+            ep_items = ep_batches = 0;
+            continue;
+        }
+        if (rc < 0) {
+            if (show) fputc('\n', stderr);
+            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+            goto out;
+        }
+        nostall_checksum_batch(&checksum, &b);
+        items += b.count;
+        ep_items += b.count;
+        batches++;
+        ep_batches++;
+        if (step_ms > 0) sleep_s(step_ms / 1000.0);
+        uint64_t pos = b.position + b.count;
+        if (nostall_loader_release(ld, &b) < 0) {
+            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+            goto out;
+        }
+        if (show) {
+            double t = now_s();
+            if (t - last_draw > 0.1) {
+                nostall_loader_stats(ld, &st, sizeof st);
+                progress(ep, epochs, pos, info.items_per_epoch, t - t0, items,
+                         st.consumer_wait_ns * 1e-9);
+                last_draw = t;
+            }
+        }
+    }
+    double seconds = now_s() - t0;
+    if (show) fputc('\n', stderr);
+    nostall_loader_stats(ld, &st, sizeof st);
+    double stall_s = st.consumer_wait_ns * 1e-9;
+    uint64_t nskip = nostall_loader_skipped_count(ld);
+
+    if (json) {
+        FILE *f = stdout;
+        fprintf(f, "{\"data\": ");
+        json_string(f, data);
+        fprintf(f, ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64 ", \"epochs\": %" PRIu64
+                   ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
+                   ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
+                items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
+                seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
+        fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
+        fprintf(f, ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
+                   ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
+                   ", \"batches_per_epoch\": %" PRIu64 "}",
+                info.items, info.classes, info.files_ignored, info.items_per_epoch,
+                info.batches_per_epoch);
+        fprintf(f, ", \"skipped_count\": %" PRIu64 ", \"skipped\": [", st.skipped);
+        for (uint64_t i = 0; i < nskip; i++) {
+            nostall_skip_info si;
+            if (nostall_loader_skipped(ld, i, &si) < 0) break;
+            fprintf(f, "%s{\"path\": ", i ? ", " : "");
+            json_string(f, si.path);
+            fprintf(f, ", \"status\": \"%s\", \"reason\": ", nostall_status_name(si.status));
+            json_string(f, si.reason);
+            fprintf(f, "}");
+        }
+        fprintf(f, "], \"per_epoch\": [");
+        for (uint64_t e = 0; e < ep && e < epochs; e++)
+            fprintf(f, "%s{\"epoch\": %" PRIu64 ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64
+                       ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f}",
+                    e ? ", " : "", recs[e].epoch, recs[e].items, recs[e].batches, recs[e].seconds,
+                    recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
+                    recs[e].stall_seconds);
+        fprintf(f, "], \"config\": {");
+        for (int i = 0; i < nostall_option_count(); i++) {
+            nostall_option_info oi;
+            char val[256];
+            nostall_option_info_get(i, &oi);
+            nostall_config_get(cfg, oi.name, val, sizeof val);
+            fprintf(f, "%s\"%s\": ", i ? ", " : "", oi.name);
+            json_string(f, val);
+        }
+        fprintf(f, "}, \"stats\": {");
+        const uint64_t *sv = (const uint64_t *)&st;
+        for (int i = 0; i < nostall_stats_count(); i++)
+            fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", nostall_stats_name(i), sv[i]);
+        fprintf(f, "}}\n");
+    } else {
+        printf("nostall bench: %s\n", data);
+        printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
+        if (info.files_ignored) printf(" (%" PRIu64 " non-image files ignored)", info.files_ignored);
+        printf("; indexed in %.2f s\n", setup_s);
+        uint64_t bs = 0;
+        nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);
+        printf("  loader      %u threads, batch %" PRIu64 ", %u batches in the ring (%.1f MiB)\n",
+               info.threads, bs, info.ring_slots,
+               info.ring_slots * (double)info.batch_bytes / 1048576.0);
+        printf("  delivered   %" PRIu64 " items in %" PRIu64 " batches over %" PRIu64
+               " epoch(s) in %.2f s: %.1f items/s\n",
+               items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0);
+        for (uint64_t e = 0; e < ep && e < epochs; e++)
+            printf("    epoch %-4" PRIu64 " %8" PRIu64 " items  %7.2f s  %8.1f items/s  stall %.2f s\n",
+                   e, recs[e].items, recs[e].seconds,
+                   recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
+                   recs[e].stall_seconds);
+        printf("  data stall  %.2f s waiting for batches (%.1f%% of the run)%s\n", stall_s,
+               seconds > 0 ? 100.0 * stall_s / seconds : 0.0,
+               step_ms > 0 ? "" : " [no --step-ms: the consumer does no work, so it always waits]");
+        double busy = (st.fetch_busy_ns + st.decode_busy_ns + st.augment_busy_ns) * 1e-9;
+        if (busy > 0)
+            printf("  worker time fetch %.0f%%  decode %.0f%%  augment %.0f%%  (%.1f items/s per busy core)\n",
+                   100 * st.fetch_busy_ns * 1e-9 / busy, 100 * st.decode_busy_ns * 1e-9 / busy,
+                   100 * st.augment_busy_ns * 1e-9 / busy, st.augment_items / busy);
+        printf("  skipped     %" PRIu64 " bad item(s)", nskip);
+        if (nskip) printf(":");
+        printf("\n");
+        for (uint64_t i = 0; i < nskip && i < 20; i++) {
+            nostall_skip_info si;
+            if (nostall_loader_skipped(ld, i, &si) < 0) break;
+            printf("    %s: %s\n", si.path, si.reason);
+        }
+        if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
+        printf("  checksum    %016" PRIx64 "\n", checksum);
+    }
+    status = 0;
+out:
+    free(recs);
+    nostall_loader_free(ld);
+    nostall_config_free(cfg);
+    return status;
+usage_error:
+    nostall_config_free(cfg);
+    return 2;
+}

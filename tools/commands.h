@@ -1,0 +1,13 @@
+/*
+ * commands.h — the nostall CLI's subcommands. Each takes the arguments after
+ * the subcommand name (argv[0] is the subcommand) and returns the process
+ * exit status: 0 success, 1 runtime failure, 2 usage error (one-line message
+ * on stderr).
+ */
+#ifndef NOSTALL_TOOLS_COMMANDS_H
+#define NOSTALL_TOOLS_COMMANDS_H
+
+int cmd_gen(int argc, char **argv);   /* gen.c:   write a synthetic ImageFolder dataset */
+int cmd_bench(int argc, char **argv); /* bench.c: run the loader, report throughput     */
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * nostall.c — the `nostall` command-line tool: dispatches to subcommands.
+ * Uses only the public header (plus libjpeg/libpng in gen.c for encoding).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "nostall.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "nostall %s — data loading for deep-learning training\n"
+            "\n"
+            "usage: nostall COMMAND [ARGS]\n"
+            "\n"
+            "commands:\n"
+            "  gen OUT_DIR [options]   write a synthetic, learnable ImageFolder dataset of JPEGs\n"
+            "  bench DATA [options]    run the loader over DATA and report throughput and stalls\n"
+            "\n"
+            "`nostall COMMAND --help` describes each command's options.\n",
+            nostall_version_string());
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("nostall %s\n", nostall_version_string());
+        return 0;
+    }
+    if (!strcmp(cmd, "gen")) return cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "nostall: unknown command '%s' (try nostall --help)\n", cmd);
+    return 2;
+}
