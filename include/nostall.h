@@ -88,6 +88,7 @@ NOSTALL_API const char *nostall_version_string(void);
     X(OK, 0, "success")                                                        \
     X(EPOCH_END, 1, "end of epoch")                                            \
     X(DONE, 2, "all requested epochs delivered")                               \
+    X(TIMEOUT, 3, "no batch ready within the timeout")                         \
     X(E_INVALID, -1, "invalid argument")                                       \
     X(E_NOMEM, -2, "out of memory")                                            \
     X(E_IO, -3, "I/O error")                                                   \
@@ -292,6 +293,11 @@ typedef struct nostall_batch {
  * ring slot is already lent; or the error of a bad item under
  * on_bad_item=fail (sticky: every later call returns it too). */
 NOSTALL_API int nostall_loader_next(nostall_loader *ld, nostall_batch *out);
+/* As nostall_loader_next, but waits at most `timeout_ms` milliseconds and
+ * returns NOSTALL_TIMEOUT (no batch, nothing changed) when none is ready by
+ * then. Lets a caller stay responsive (e.g. to Ctrl-C in Python). */
+NOSTALL_API int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out,
+                                          uint32_t timeout_ms);
 /* Give a lent batch back to the ring. Batches are released in the order
  * they were received; E_INVALID otherwise. */
 NOSTALL_API int nostall_loader_release(nostall_loader *ld, const nostall_batch *b);

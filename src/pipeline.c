@@ -396,7 +396,14 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     ld->pid = getpid();
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->work, NULL);
-    pthread_cond_init(&ld->ready, NULL);
+    {
+        /* `ready` has timed waits against CLOCK_MONOTONIC (nst_now_ns). */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ld->ready, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     pthread_cond_init(&ld->idle, NULL);
 
     const nst_optval *v = ld->cfg.v;
@@ -536,6 +543,9 @@ static void publish_cons(struct nostall_loader *ld)
     atomic_store_explicit(&ld->cons_pos_pub, ld->cons_pos, memory_order_relaxed);
 }
 
+static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
+                      const char *fn);
+
 /* Free passed-over empty batches at the head of the lent queue (mu held). */
 static void release_empties(struct nostall_loader *ld)
 {
@@ -560,9 +570,20 @@ static void release_oldest(struct nostall_loader *ld)
 
 int nostall_loader_next(nostall_loader *ld, nostall_batch *out)
 {
-    static const char fn[] = "nostall_loader_next";
+    return next_batch(ld, out, 0, "nostall_loader_next");
+}
+
+int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out, uint32_t timeout_ms)
+{
+    return next_batch(ld, out, (uint64_t)timeout_ms * 1000000 + 1, "nostall_loader_next_timed");
+}
+
+/* timeout_ns == 0: wait forever. */
+static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
+                      const char *fn)
+{
     int rc = 0;
-    uint64_t waited = 0;
+    uint64_t waited = 0, deadline = timeout_ns ? nst_now_ns() + timeout_ns - 1 : 0;
 
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
@@ -631,7 +652,17 @@ int nostall_loader_next(nostall_loader *ld, nostall_batch *out)
             break;
         }
         uint64_t t0 = nst_now_ns();
-        pthread_cond_wait(&ld->ready, &ld->mu);
+        if (deadline) {
+            if (t0 >= deadline) {
+                rc = NOSTALL_TIMEOUT;
+                break;
+            }
+            uint64_t d = deadline;
+            struct timespec ts = {(time_t)(d / 1000000000), (long)(d % 1000000000)};
+            pthread_cond_timedwait(&ld->ready, &ld->mu, &ts);
+        } else {
+            pthread_cond_wait(&ld->ready, &ld->mu);
+        }
         waited += nst_now_ns() - t0;
     }
     pthread_mutex_unlock(&ld->mu);

@@ -340,6 +340,23 @@ static void test_stop_and_free(void)
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
     if (ld) {
+        /* timed next: times out with nothing changed, then delivers */
+        nostall_batch tb;
+        int rc0 = nostall_loader_next_timed(ld, &tb, 0);
+        CHECK(rc0 == NOSTALL_TIMEOUT || rc0 == 0);
+        if (rc0 == NOSTALL_TIMEOUT) {
+            nostall_state st;
+            nostall_loader_get_state(ld, &st);
+            CHECK_EQ(st.position, 0);
+            for (int i = 0; i < 600 && rc0 == NOSTALL_TIMEOUT; i++)
+                rc0 = nostall_loader_next_timed(ld, &tb, 50);
+        }
+        CHECK_RC(rc0, 0);
+        if (rc0 == 0) {
+            CHECK_EQ(tb.position, 0);
+            CHECK_EQ(tb.count, 60);
+            nostall_loader_release(ld, &tb);
+        }
         pthread_t t;
         pthread_create(&t, NULL, stopper, ld);
         nostall_batch b;

@@ -444,44 +444,61 @@ static int render(canvas *cv, const gen_opts *o, long index)
         float v = (float)y * ca + ph_v;  /* perpendicular coordinate */
         float dy = ((float)y - cy) / period;
         float lit = 1.0f + gy * ((float)y - 0.5f * (float)h);
-        for (int x = 0; x < w; x++, u += ca, v -= sa) {
-            float n = B[x];
-            float uu = u + warp * n, p;
-            switch (L.family) {
-            case FAM_STRIPES: p = sin_p(uu); break;
-            case FAM_CHECKER: p = 1.6f * sin_p(uu) * sin_p(v + 0.3f * warp * n); break;
-            case FAM_RINGS: {
+        /* Pattern value into B (in place of the warp noise it consumes);
+         * one loop per family keeps the switch out of the pixel loop. */
+        switch (L.family) {
+        case FAM_STRIPES:
+            for (int x = 0; x < w; x++, u += ca) B[x] = sin_p(u + warp * B[x]);
+            break;
+        case FAM_CHECKER:
+            for (int x = 0; x < w; x++, u += ca, v -= sa) {
+                float n = warp * B[x];
+                B[x] = 1.6f * sin_p(u + n) * sin_p(v + 0.3f * n);
+            }
+            break;
+        case FAM_RINGS:
+            for (int x = 0; x < w; x++) {
                 float dx = ((float)x - cx) / period;
-                p = sin_p(sqrtf(dx * dx + dy * dy) + ph_u + warp * n);
-                break;
+                B[x] = sin_p(sqrtf(dx * dx + dy * dy) + ph_u + warp * B[x]);
             }
-            case FAM_WAVES: p = sin_p(uu + 0.45f * sin_p(0.35f * v)); break;
-            case FAM_DOTS: {
-                float fu = fracf_pos(uu) - 0.5f, fv = fracf_pos(v) - 0.5f;
-                p = (fu * fu + fv * fv) * 16.0f - 1.4f; /* negative inside the dot */
-                break;
+            break;
+        case FAM_WAVES:
+            for (int x = 0; x < w; x++, u += ca, v -= sa) B[x] = sin_p(u + warp * B[x] + 0.45f * sin_p(0.35f * v));
+            break;
+        case FAM_DOTS:
+            for (int x = 0; x < w; x++, u += ca, v -= sa) {
+                float fu = fracf_pos(u + warp * B[x]) - 0.5f, fv = fracf_pos(v) - 0.5f;
+                B[x] = (fu * fu + fv * fv) * 16.0f - 1.4f; /* negative inside the dot */
             }
-            case FAM_BLOBS: p = 2.5f * n; break;
-            case FAM_ZIGZAG: {
+            break;
+        case FAM_BLOBS:
+            for (int x = 0; x < w; x++) B[x] = 2.5f * B[x];
+            break;
+        case FAM_ZIGZAG:
+            for (int x = 0; x < w; x++, u += ca, v -= sa) {
                 float t = fracf_pos(0.5f * v);
                 t = t < 0.5f ? t : 1.0f - t; /* triangle wave, 0..0.5 */
-                p = sin_p(uu + 1.2f * t);
-                break;
+                B[x] = sin_p(u + warp * B[x] + 1.2f * t);
             }
-            default: { /* FAM_PLAID: two sets of bands */
-                float a = sin_p(uu), b = sin_p(v);
-                p = (a > b ? a : b) * 1.4f - 0.4f;
-                break;
+            break;
+        default: /* FAM_PLAID: two sets of bands */
+            for (int x = 0; x < w; x++, u += ca, v -= sa) {
+                float a = sin_p(u + warp * B[x]), b = sin_p(v);
+                B[x] = (a > b ? a : b) * 1.4f - 0.4f;
             }
-            }
-            p = clampf(0.5f + 0.5f * sharp * p, 0.0f, 1.0f);
-            float l = (1.0f + contrast * A[x]) * (lit + gx * ((float)x - 0.5f * (float)w));
-            l = clampf(l, 0.2f, 1.6f);
+            break;
+        }
+        /* Colour: palette mix by the pattern, times the shading field. */
+        const float d0 = colB[0] - colA[0], d1 = colB[1] - colA[1], d2 = colB[2] - colA[2];
+        const float hs = 0.5f * sharp, lx0 = lit - gx * 0.5f * (float)w;
+        for (int x = 0; x < w; x++) {
+            float p = clampf(0.5f + hs * B[x], 0.0f, 1.0f);
+            float l = clampf((1.0f + contrast * A[x]) * (lx0 + gx * (float)x), 0.2f, 1.6f);
             lum[x] = l;
             float k = 255.0f * l;
-            px[3 * x + 0] = (uint8_t)clampf((colA[0] + (colB[0] - colA[0]) * p) * k, lo, hi);
-            px[3 * x + 1] = (uint8_t)clampf((colA[1] + (colB[1] - colA[1]) * p) * k, lo, hi);
-            px[3 * x + 2] = (uint8_t)clampf((colA[2] + (colB[2] - colA[2]) * p) * k, lo, hi);
+            px[3 * x + 0] = (uint8_t)clampf((colA[0] + d0 * p) * k, lo, hi);
+            px[3 * x + 1] = (uint8_t)clampf((colA[1] + d1 * p) * k, lo, hi);
+            px[3 * x + 2] = (uint8_t)clampf((colA[2] + d2 * p) * k, lo, hi);
         }
     }
     for (int i = 0; i <= N_OCT; i++) octave_free(&oct[i]);

@@ -113,6 +113,9 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
         int64_t lo = (int64_t)floor(center - support + 0.5);
         int64_t hi = (int64_t)floor(center + support + 0.5);
         if (hi <= lo) hi = lo + 1;
+        /* At most kd taps (floating-point rounding could add an extra one of
+         * zero weight at an exact boundary). */
+        if (hi - lo > (int64_t)kd) hi = lo + (int64_t)kd;
         int64_t first = clamp64(lo, 0, last);
         int64_t cnt = clamp64(hi - 1, 0, last) - first + 1;
         for (int64_t j = 0; j < cnt; j++) w[j] = 0.0;
@@ -130,9 +133,7 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
         }
         /* Every output gets exactly k taps starting inside [0, n - k], the
          * unused ones zero, so the passes run a fixed-count inner loop. */
-        int64_t start = first + cnt > (int64_t)n - (int64_t)k ? (int64_t)n - (int64_t)k
-                                                               : first;
-        if (start > first) start = first;
+        int64_t start = first < (int64_t)n - (int64_t)k ? first : (int64_t)n - (int64_t)k;
         int32_t *c = coefs + (size_t)i * k;
         memset(c, 0, sizeof(int32_t) * k);
         c += first - start;
@@ -158,19 +159,27 @@ static inline uint8_t clamp8(int32_t a)
     return (uint8_t)v;
 }
 
-/* One input row -> one intermediate row of `size` RGB pixels. */
-static void hpass_row(const uint8_t *restrict src, const int32_t *restrict xb,
-                      const int32_t *restrict xc, uint32_t k, uint32_t size,
-                      int flip, uint8_t *restrict dst)
+#if defined(__GNUC__)
+#define NST_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define NST_ALWAYS_INLINE inline
+#endif
+
+/* One input row -> one intermediate row of `size` RGB pixels; every output
+ * has exactly k taps (a constant in the specialized copies below). */
+static NST_ALWAYS_INLINE void hpass_row_k(const uint8_t *restrict src,
+                                          const int32_t *restrict xb,
+                                          const int32_t *restrict xc, uint32_t k,
+                                          uint32_t size, int flip,
+                                          uint8_t *restrict dst)
 {
     int64_t j = flip ? (int64_t)size - 1 : 0;
     const int64_t step = flip ? -1 : 1;
     for (uint32_t i = 0; i < size; i++, j += step) {
         const uint8_t *p = src + (size_t)xb[2 * j] * 3;
         const int32_t *c = xc + (size_t)j * k;
-        const int32_t n = xb[2 * j + 1];
         int32_t r = NST_AUG_HALF, g = NST_AUG_HALF, b = NST_AUG_HALF;
-        for (int32_t t = 0; t < n; t++) {
+        for (uint32_t t = 0; t < k; t++) {
             const int32_t ct = c[t];
             r += p[3 * t] * ct;
             g += p[3 * t + 1] * ct;
@@ -179,6 +188,19 @@ static void hpass_row(const uint8_t *restrict src, const int32_t *restrict xb,
         dst[3 * i] = clamp8(r);
         dst[3 * i + 1] = clamp8(g);
         dst[3 * i + 2] = clamp8(b);
+    }
+}
+
+static void hpass_row(const uint8_t *src, const int32_t *xb, const int32_t *xc,
+                      uint32_t k, uint32_t size, int flip, uint8_t *dst)
+{
+    switch (k) { /* the usual tap counts, unrolled */
+#define NST_HCASE(K)                                                           \
+    case K: hpass_row_k(src, xb, xc, K, size, flip, dst); return;
+        NST_HCASE(1) NST_HCASE(2) NST_HCASE(3) NST_HCASE(4) NST_HCASE(5)
+        NST_HCASE(6) NST_HCASE(7) NST_HCASE(8) NST_HCASE(9)
+#undef NST_HCASE
+    default: hpass_row_k(src, xb, xc, k, size, flip, dst); return;
     }
 }
 

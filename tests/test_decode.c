@@ -1,0 +1,853 @@
+/*
+ * test_decode.c — tests of src/decode: JPEG and PNG to RGB8, limits, error
+ * classification and robustness against damaged input.
+ *
+ * Test images are made in memory with libjpeg's compressor (jpeg_mem_dest)
+ * and libpng's writer (png_set_write_fn into a growing buffer), so the test
+ * needs no files. Single-threaded.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include "check.h"
+#include "decode/decode.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    /* xorshift64*, fixed seed: the fuzz loop is reproducible. */
+    rng_s ^= rng_s >> 12;
+    rng_s ^= rng_s << 25;
+    rng_s ^= rng_s >> 27;
+    return (uint32_t)((rng_s * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A smooth RGB pattern (JPEG-friendly). */
+static uint8_t *make_rgb(int w, int h)
+{
+    uint8_t *p = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *q = p + ((size_t)y * w + x) * 3;
+            q[0] = (uint8_t)(x * 255 / (w > 1 ? w - 1 : 1));
+            q[1] = (uint8_t)(y * 255 / (h > 1 ? h - 1 : 1));
+            q[2] = (uint8_t)(128 + 100 * sin((x + y) / 13.0));
+        }
+    return p;
+}
+
+/* Noisy bytes (PNG is lossless, so exact comparison tests everything). */
+static uint8_t *make_noise(size_t n)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rnd();
+    return p;
+}
+
+typedef struct {
+    int w, h, comps;        /* input components: 1, 3, 4 */
+    J_COLOR_SPACE in_cs;
+    J_COLOR_SPACE jpeg_cs;  /* JCS_UNKNOWN: libjpeg's default for in_cs */
+    int quality, progressive, restart_rows, no_adobe;
+} jpeg_opts;
+
+static uint8_t *jpeg_encode(const uint8_t *px, const jpeg_opts *o, size_t *len)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    unsigned char *mem = NULL;
+    unsigned long mlen = 0;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &mlen);
+    c.image_width = (JDIMENSION)o->w;
+    c.image_height = (JDIMENSION)o->h;
+    c.input_components = o->comps;
+    c.in_color_space = o->in_cs;
+    jpeg_set_defaults(&c);
+    if (o->jpeg_cs != JCS_UNKNOWN) jpeg_set_colorspace(&c, o->jpeg_cs);
+    if (o->no_adobe) c.write_Adobe_marker = FALSE;
+    jpeg_set_quality(&c, o->quality, TRUE);
+    if (o->progressive) jpeg_simple_progression(&c);
+    if (o->restart_rows) c.restart_in_rows = o->restart_rows;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * o->w * o->comps);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    uint8_t *out = malloc(mlen);
+    memcpy(out, mem, mlen);
+    free(mem);
+    *len = mlen;
+    return out;
+}
+
+static uint8_t *jpeg_rgb(int w, int h, int progressive, size_t *len)
+{
+    uint8_t *px = make_rgb(w, h);
+    jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, progressive, 0, 0};
+    uint8_t *j = jpeg_encode(px, &o, len);
+    free(px);
+    return j;
+}
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} membuf;
+
+static void png_write_cb(png_structp png, png_bytep data, size_t n)
+{
+    membuf *m = png_get_io_ptr(png);
+    if (m->len + n > m->cap) {
+        m->cap = (m->len + n) * 2;
+        m->data = realloc(m->data, m->cap);
+    }
+    memcpy(m->data + m->len, data, n);
+    m->len += n;
+}
+
+static void png_flush_cb(png_structp png) { (void)png; }
+
+typedef struct {
+    int w, h, color, depth, interlace;
+    const png_color *pal;
+    int npal;
+    const uint8_t *trns;
+    int ntrns;
+} png_opts;
+
+/* `px` rows are packed as PNG stores them (rowbytes from color/depth). */
+static uint8_t *png_encode(const uint8_t *px, const png_opts *o, size_t *len)
+{
+    membuf m = {NULL, 0, 0};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (setjmp(png_jmpbuf(png))) {
+        fprintf(stderr, "png_encode failed\n");
+        exit(1);
+    }
+    png_set_write_fn(png, &m, png_write_cb, png_flush_cb);
+    png_set_IHDR(png, info, (png_uint_32)o->w, (png_uint_32)o->h, o->depth, o->color,
+                 o->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (o->pal) png_set_PLTE(png, info, o->pal, o->npal);
+    if (o->trns) png_set_tRNS(png, info, o->trns, o->ntrns, NULL);
+    png_write_info(png, info);
+    size_t rowbytes = png_get_rowbytes(png, info);
+    png_bytep *rows = malloc(sizeof *rows * (size_t)o->h);
+    for (int y = 0; y < o->h; y++) rows[y] = (png_bytep)(px + (size_t)y * rowbytes);
+    png_write_image(png, rows);
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    *len = m.len;
+    return m.data;
+}
+
+static uint8_t *png_rgb(int w, int h, size_t *len)
+{
+    uint8_t *px = make_noise((size_t)w * h * 3);
+    png_opts o = {w, h, PNG_COLOR_TYPE_RGB, 8, 0, NULL, 0, NULL, 0};
+    uint8_t *p = png_encode(px, &o, len);
+    free(px);
+    return p;
+}
+
+static double mean_abs_err(const nst_image *im, const uint8_t *ref)
+{
+    double s = 0;
+    for (uint32_t y = 0; y < im->height; y++)
+        for (uint32_t x = 0; x < im->width * 3; x++)
+            s += fabs((double)im->data[y * im->stride + x] - ref[(size_t)y * im->width * 3 + x]);
+    return s / ((double)im->width * im->height * 3);
+}
+
+static int same_pixels(const nst_image *im, const uint8_t *ref)
+{
+    for (uint32_t y = 0; y < im->height; y++)
+        if (memcmp(im->data + y * im->stride, ref + (size_t)y * im->width * 3,
+                   (size_t)im->width * 3) != 0)
+            return 0;
+    return 1;
+}
+
+static void check_full(const nst_image *im, uint32_t w, uint32_t h)
+{
+    CHECK_EQ(im->width, w);
+    CHECK_EQ(im->height, h);
+    CHECK_EQ(im->stride, (size_t)w * 3);
+    CHECK_EQ(im->x0, 0);
+    CHECK_EQ(im->y0, 0);
+    CHECK_EQ(im->scale_num, 1);
+    CHECK_EQ(im->scale_den, 1);
+    CHECK_EQ(im->full_width, w);
+    CHECK_EQ(im->full_height, h);
+    CHECK_EQ(im->src_width, w);
+    CHECK_EQ(im->src_height, h);
+    CHECK(im->data != NULL);
+}
+
+static int msg_has(const char *s) { return strstr(nostall_last_error(), s) != NULL; }
+
+/* Offset of the first byte after the SOS segment header, or 0. */
+static size_t jpeg_scan_start(const uint8_t *j, size_t len)
+{
+    for (size_t i = 2; i + 4 < len; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xDA) return i + 2 + ((size_t)j[i + 2] << 8 | j[i + 3]);
+    return 0;
+}
+
+/* Offset of the SOF0/SOF2 marker, or 0. */
+static size_t jpeg_sof(const uint8_t *j, size_t len)
+{
+    for (size_t i = 2; i + 9 < len; i++)
+        if (j[i] == 0xFF && (j[i + 1] == 0xC0 || j[i + 1] == 0xC2)) return i;
+    return 0;
+}
+
+static uint32_t crc_table[256];
+static void crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+static uint32_t crc32_of(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+/* Recompute every chunk CRC that lies wholly inside the buffer, so that
+ * mutations reach libpng's decoding instead of its CRC check. */
+static void png_fix_crcs(uint8_t *p, size_t len)
+{
+    size_t i = 8;
+    while (i + 12 <= len) {
+        uint32_t n = get_be32(p + i);
+        if (n > len - i - 12) break;
+        put_be32(p + i + 8 + n, crc32_of(p + i + 4, (size_t)n + 4));
+        i += 12 + (size_t)n;
+    }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_jpeg_rgb(nst_decoder *d)
+{
+    for (int prog = 0; prog < 2; prog++) {
+        int w = 173, h = 91;
+        uint8_t *px = make_rgb(w, h);
+        jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, prog, 0, 0};
+        size_t len;
+        uint8_t *j = jpeg_encode(px, &o, &len);
+
+        nst_image_info info;
+        CHECK_OK(nst_decode_probe(d, j, len, "rgb.jpg", &info));
+        CHECK_EQ(info.format, NST_FORMAT_JPEG);
+        CHECK_EQ(info.width, w);
+        CHECK_EQ(info.height, h);
+        CHECK_EQ(info.components, 3);
+
+        nst_image im;
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", NULL, 0, 0, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        double e = mean_abs_err(&im, px);
+        if (!(e < 3)) fprintf(stderr, "jpeg rgb (progressive=%d) mean abs err %.3f\n", prog, e);
+        CHECK(e < 3);
+
+        /* Hints are accepted and (for now) give the full image. */
+        nst_window roi = {10, 5, 50.5, 40};
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", &roi, 16, 16, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        free(j);
+        free(px);
+    }
+}
+
+static void test_jpeg_gray(nst_decoder *d)
+{
+    int w = 64, h = 50;
+    uint8_t *g = malloc((size_t)w * h);
+    for (int i = 0; i < w * h; i++) g[i] = (uint8_t)((i % w) * 4 + (i / w));
+    jpeg_opts o = {w, h, 1, JCS_GRAYSCALE, JCS_UNKNOWN, 95, 0, 0, 0};
+    size_t len;
+    uint8_t *j = jpeg_encode(g, &o, &len);
+    nst_image_info info;
+    CHECK_OK(nst_decode_probe(d, j, len, "gray.jpg", &info));
+    CHECK_EQ(info.components, 1);
+    nst_image im;
+    CHECK_OK(nst_decode(d, j, len, "gray.jpg", NULL, 0, 0, &im));
+    check_full(&im, (uint32_t)w, (uint32_t)h);
+    int rgb_equal = 1;
+    double err = 0;
+    for (int i = 0; i < w * h; i++) {
+        const uint8_t *q = im.data + (size_t)i * 3;
+        if (q[0] != q[1] || q[1] != q[2]) rgb_equal = 0;
+        err += fabs((double)q[0] - g[i]);
+    }
+    CHECK(rgb_equal);
+    CHECK(err / (w * h) < 3);
+    free(j);
+    free(g);
+}
+
+/* CMYK as Photoshop stores it (Adobe convention: 255 - ink). Expected RGB is
+ * what PIL gives: R = stored_C * stored_K / 255, rounded. */
+static void test_jpeg_cmyk(nst_decoder *d)
+{
+    int w = 80, h = 48;
+    uint8_t *cmyk = malloc((size_t)w * h * 4), *want = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *q = cmyk + ((size_t)y * w + x) * 4;
+            q[0] = (uint8_t)(255 - x * 2);      /* stored C */
+            q[1] = (uint8_t)(255 - y * 3);      /* stored M */
+            q[2] = (uint8_t)(200);              /* stored Y */
+            q[3] = (uint8_t)(255 - (x + y) / 2); /* stored K */
+            for (int c = 0; c < 3; c++)
+                want[((size_t)y * w + x) * 3 + c] = (uint8_t)floor(q[c] * q[3] / 255.0 + 0.5);
+        }
+    /* 0: CMYK with Adobe marker (libjpeg writes one for CMYK); 1: YCCK
+     * (Adobe transform 2); 2: CMYK without Adobe marker, which PIL also
+     * reads as Adobe-inverted. */
+    for (int variant = 0; variant < 3; variant++) {
+        jpeg_opts o = {w, h, 4, JCS_CMYK, variant == 1 ? JCS_YCCK : JCS_UNKNOWN, 95, 0, 0,
+                       variant == 2};
+        size_t len;
+        uint8_t *j = jpeg_encode(cmyk, &o, &len);
+        int has_adobe = 0;
+        for (size_t i = 0; i + 1 < len; i++)
+            if (j[i] == 0xFF && j[i + 1] == 0xEE) has_adobe = 1;
+        CHECK_EQ(has_adobe, variant != 2);
+        nst_image_info info;
+        CHECK_OK(nst_decode_probe(d, j, len, "cmyk.jpg", &info));
+        CHECK_EQ(info.components, 4);
+        nst_image im;
+        CHECK_OK(nst_decode(d, j, len, "cmyk.jpg", NULL, 0, 0, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        double e = mean_abs_err(&im, want);
+        if (!(e < 3)) fprintf(stderr, "cmyk variant %d mean abs err %.3f\n", variant, e);
+        CHECK(e < 3);
+        free(j);
+    }
+    free(cmyk);
+    free(want);
+}
+
+static void test_png(nst_decoder *d)
+{
+    int w = 37, h = 29; /* odd sizes: every Adam7 pass is partial */
+    size_t n = (size_t)w * h;
+    uint8_t *want = malloc(n * 3);
+
+    for (int interlace = 0; interlace < 2; interlace++) {
+        size_t len;
+        uint8_t *p, *src;
+        nst_image im;
+        nst_image_info info;
+
+        /* RGB 8 */
+        src = make_noise(n * 3);
+        png_opts o = {w, h, PNG_COLOR_TYPE_RGB, 8, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode_probe(d, p, len, "rgb.png", &info));
+        CHECK_EQ(info.format, NST_FORMAT_PNG);
+        CHECK_EQ(info.width, w);
+        CHECK_EQ(info.height, h);
+        CHECK_EQ(info.components, 3);
+        CHECK_OK(nst_decode(d, p, len, "rgb.png", NULL, 0, 0, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        CHECK(same_pixels(&im, src));
+        free(p);
+        free(src);
+
+        /* RGBA 8: alpha dropped */
+        src = make_noise(n * 4);
+        for (size_t i = 0; i < n; i++) memcpy(want + i * 3, src + i * 4, 3);
+        o = (png_opts){w, h, PNG_COLOR_TYPE_RGB_ALPHA, 8, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode_probe(d, p, len, "rgba.png", &info));
+        CHECK_EQ(info.components, 4);
+        CHECK_OK(nst_decode(d, p, len, "rgba.png", NULL, 0, 0, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+
+        /* gray 8 */
+        src = make_noise(n);
+        for (size_t i = 0; i < n; i++) memset(want + i * 3, src[i], 3);
+        o = (png_opts){w, h, PNG_COLOR_TYPE_GRAY, 8, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode_probe(d, p, len, "gray.png", &info));
+        CHECK_EQ(info.components, 1);
+        CHECK_OK(nst_decode(d, p, len, "gray.png", NULL, 0, 0, &im));
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+
+        /* gray + alpha 8 */
+        src = make_noise(n * 2);
+        for (size_t i = 0; i < n; i++) memset(want + i * 3, src[i * 2], 3);
+        o = (png_opts){w, h, PNG_COLOR_TYPE_GRAY_ALPHA, 8, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode(d, p, len, "graya.png", NULL, 0, 0, &im));
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+
+        /* gray 2-bit: values scale by 85 */
+        {
+            size_t rb = ((size_t)w * 2 + 7) / 8;
+            src = calloc(rb * h, 1);
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    unsigned v = rnd() & 3;
+                    src[y * rb + x / 4] |= (uint8_t)(v << (6 - 2 * (x % 4)));
+                    memset(want + ((size_t)y * w + x) * 3, (int)(v * 85), 3);
+                }
+            o = (png_opts){w, h, PNG_COLOR_TYPE_GRAY, 2, interlace, NULL, 0, NULL, 0};
+            p = png_encode(src, &o, &len);
+            CHECK_OK(nst_decode(d, p, len, "gray2.png", NULL, 0, 0, &im));
+            CHECK(same_pixels(&im, want));
+            free(p);
+            free(src);
+        }
+
+        /* palette 8 with tRNS (ignored) */
+        {
+            png_color pal[200];
+            uint8_t trns[200];
+            for (int i = 0; i < 200; i++) {
+                pal[i].red = (uint8_t)rnd();
+                pal[i].green = (uint8_t)rnd();
+                pal[i].blue = (uint8_t)rnd();
+                trns[i] = (uint8_t)rnd();
+            }
+            src = malloc(n);
+            for (size_t i = 0; i < n; i++) {
+                src[i] = (uint8_t)(rnd() % 200);
+                want[i * 3] = pal[src[i]].red;
+                want[i * 3 + 1] = pal[src[i]].green;
+                want[i * 3 + 2] = pal[src[i]].blue;
+            }
+            o = (png_opts){w, h, PNG_COLOR_TYPE_PALETTE, 8, interlace, pal, 200, trns, 100};
+            p = png_encode(src, &o, &len);
+            CHECK_OK(nst_decode_probe(d, p, len, "pal.png", &info));
+            CHECK_EQ(info.components, 3);
+            CHECK_OK(nst_decode(d, p, len, "pal.png", NULL, 0, 0, &im));
+            CHECK(same_pixels(&im, want));
+            free(p);
+            free(src);
+        }
+
+        /* RGB 16: the high byte (big-endian first byte) is kept */
+        src = make_noise(n * 6);
+        for (size_t i = 0; i < n * 3; i++) want[i] = src[i * 2];
+        o = (png_opts){w, h, PNG_COLOR_TYPE_RGB, 16, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode(d, p, len, "rgb16.png", NULL, 0, 0, &im));
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+
+        /* RGBA 16 */
+        src = make_noise(n * 8);
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++) want[i * 3 + c] = src[i * 8 + c * 2];
+        o = (png_opts){w, h, PNG_COLOR_TYPE_RGB_ALPHA, 16, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode(d, p, len, "rgba16.png", NULL, 0, 0, &im));
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+
+        /* gray 16 */
+        src = make_noise(n * 2);
+        for (size_t i = 0; i < n; i++) memset(want + i * 3, src[i * 2], 3);
+        o = (png_opts){w, h, PNG_COLOR_TYPE_GRAY, 16, interlace, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode(d, p, len, "gray16.png", NULL, 0, 0, &im));
+        CHECK(same_pixels(&im, want));
+        free(p);
+        free(src);
+    }
+    free(want);
+}
+
+static void test_bad_inputs(nst_decoder *d)
+{
+    nst_image im;
+    nst_image_info info;
+    size_t len;
+    const char *path = "bad/dir/item 42.jpg";
+
+    /* JPEG cut at 50%: libjpeg warns "Premature end of JPEG file". */
+    for (int prog = 0; prog < 2; prog++) {
+        uint8_t *j = jpeg_rgb(120, 90, prog, &len);
+        CHECK_RC(nst_decode(d, j, len / 2, path, NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
+        CHECK(msg_has(path));
+        /* Cut inside the header: also truncated. */
+        CHECK_RC(nst_decode(d, j, 40, path, NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
+        CHECK_RC(nst_decode_probe(d, j, 40, path, &info), NOSTALL_E_TRUNCATED);
+        /* A missing EOI alone (all entropy data present) still decodes. */
+        if (!prog) CHECK_OK(nst_decode(d, j, len - 2, path, NULL, 0, 0, &im));
+        free(j);
+    }
+
+    /* PNG cut at 50%: the read callback runs past the end of the data, so
+     * this is E_TRUNCATED (E_CORRUPT is for damage inside the data). */
+    {
+        uint8_t *p = png_rgb(64, 64, &len);
+        CHECK_RC(nst_decode(d, p, len / 2, "cut.png", NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
+        CHECK(msg_has("cut.png"));
+        CHECK_RC(nst_decode_probe(d, p, 30, "cut.png", &info), NOSTALL_E_TRUNCATED);
+        /* A flipped byte in IDAT: CRC error -> E_CORRUPT. */
+        p[len / 2] ^= 0x55;
+        CHECK_RC(nst_decode(d, p, len, "crc.png", NULL, 0, 0, &im), NOSTALL_E_CORRUPT);
+        CHECK(msg_has("crc.png"));
+        free(p);
+    }
+
+    /* Garbage over the middle of the entropy data, with restart markers
+     * (one per MCU row): libjpeg reports a bad Huffman code, a premature
+     * marker, a lost RSTn or extraneous bytes before an RSTn, all fatal.
+     * Every placement must be detected. */
+    {
+        int detected = 0, total = 0;
+        for (int rep = 0; rep < 20; rep++) {
+            uint8_t *px = make_rgb(160, 120);
+            jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, 0, 1, 0};
+            uint8_t *j = jpeg_encode(px, &o, &len);
+            size_t s = jpeg_scan_start(j, len);
+            CHECK(s > 0);
+            size_t at = s + (len - s) / 4 + rnd() % ((len - s) / 2);
+            for (size_t i = 0; i < 48 && at + i < len - 2; i++) j[at + i] = (uint8_t)rnd();
+            int rc = nst_decode(d, j, len, "garbage.jpg", NULL, 0, 0, &im);
+            total++;
+            if (rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED) {
+                detected++;
+                CHECK(msg_has("garbage.jpg"));
+            } else if (rc == 0) {
+                check_full(&im, 160, 120);
+                if (getenv("DUMP")) { char fn[64]; snprintf(fn, sizeof fn, "/tmp/garb_%d.jpg", rep); FILE *f = fopen(fn, "wb"); fwrite(j, 1, len, f); fclose(f); }
+            } else {
+                CHECK_RC(rc, NOSTALL_E_CORRUPT);
+            }
+            free(j);
+            free(px);
+        }
+        if (detected != total)
+            fprintf(stderr, "garbage with restarts: %d of %d detected\n", detected, total);
+        CHECK_EQ(detected, total);
+    }
+    /* Without restart markers, a decoder that loses sync may end the scan
+     * early and see only "extraneous bytes before marker 0xd9", which real
+     * photographs also produce and which is benign; so detection is not
+     * guaranteed. Required: no crash, errors are CORRUPT/TRUNCATED and a
+     * success has the right dimensions; and most are detected. */
+    {
+        int detected = 0, total = 0;
+        for (int rep = 0; rep < 20; rep++) {
+            uint8_t *j = jpeg_rgb(160, 120, rep & 1, &len);
+            size_t s = jpeg_scan_start(j, len);
+            size_t at = s + (len - s) / 4 + rnd() % ((len - s) / 2);
+            for (size_t i = 0; i < 48 && at + i < len - 2; i++) j[at + i] = (uint8_t)rnd();
+            int rc = nst_decode(d, j, len, "garbage.jpg", NULL, 0, 0, &im);
+            total++;
+            if (rc == 0) check_full(&im, 160, 120);
+            else if (rc == NOSTALL_E_TRUNCATED) detected++;
+            else {
+                CHECK_RC(rc, NOSTALL_E_CORRUPT);
+                detected++;
+            }
+            free(j);
+        }
+        printf("garbage without restarts: %d of %d detected\n", detected, total);
+        CHECK(detected * 2 > total);
+    }
+
+    /* Not an image. */
+    const char *text = "hello, this is a text file\n";
+    CHECK_RC(nst_decode(d, (const uint8_t *)text, strlen(text), "notes.txt", NULL, 0, 0, &im),
+             NOSTALL_E_NOT_IMAGE);
+    CHECK(msg_has("notes.txt"));
+    CHECK(msg_has("starts with '68 65 6c 6c'"));
+    CHECK_RC(nst_decode_probe(d, (const uint8_t *)text, strlen(text), "notes.txt", &info),
+             NOSTALL_E_NOT_IMAGE);
+    static const uint8_t two[2] = {0xFF, 0xD8};
+    CHECK_RC(nst_decode(d, two, 2, "two.jpg", NULL, 0, 0, &im), NOSTALL_E_NOT_IMAGE);
+    CHECK(msg_has("'ff d8'"));
+    /* JPEG magic then nothing useful */
+    static const uint8_t soi[4] = {0xFF, 0xD8, 0xFF, 0xD9};
+    int rc = nst_decode(d, soi, 4, "soi.jpg", NULL, 0, 0, &im);
+    CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED);
+    CHECK(msg_has("soi.jpg"));
+
+    /* Empty. */
+    CHECK_RC(nst_decode(d, (const uint8_t *)"", 0, "empty.jpg", NULL, 0, 0, &im), NOSTALL_E_EMPTY);
+    CHECK(msg_has("empty.jpg"));
+    CHECK_RC(nst_decode(d, NULL, 0, "empty.jpg", NULL, 0, 0, &im), NOSTALL_E_EMPTY);
+    CHECK_RC(nst_decode_probe(d, NULL, 0, "empty.jpg", &info), NOSTALL_E_EMPTY);
+
+    /* Invalid arguments. */
+    CHECK_RC(nst_decode(NULL, soi, 4, "x", NULL, 0, 0, &im), NOSTALL_E_INVALID);
+    CHECK_RC(nst_decode(d, soi, 4, "x", NULL, 0, 0, NULL), NOSTALL_E_INVALID);
+    CHECK_RC(nst_decode_probe(d, soi, 4, "x", NULL), NOSTALL_E_INVALID);
+}
+
+static void test_limits(void)
+{
+    nst_decoder *d = NULL;
+    CHECK_OK(nst_decoder_create(&d, 100000000ull));
+    nst_image im;
+    nst_image_info info;
+    size_t len;
+
+    /* JPEG header forged to 60000x60000 (3.6e9 pixels): rejected right after
+     * the header, before any pixel buffer; so it returns at once. */
+    for (int prog = 0; prog < 2; prog++) {
+        uint8_t *j = jpeg_rgb(64, 48, prog, &len);
+        size_t sof = jpeg_sof(j, len);
+        CHECK(sof > 0);
+        j[sof + 5] = 0xEA; /* height 60000 */
+        j[sof + 6] = 0x60;
+        j[sof + 7] = 0xEA; /* width 60000 */
+        j[sof + 8] = 0x60;
+        double t0 = now_s();
+        CHECK_RC(nst_decode(d, j, len, "huge.jpg", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("huge.jpg"));
+        CHECK_RC(nst_decode_probe(d, j, len, "huge.jpg", &info), NOSTALL_E_TOO_MANY_PIXELS);
+        double dt = now_s() - t0;
+        if (dt >= 0.1) fprintf(stderr, "forged JPEG took %.3f s\n", dt);
+        CHECK(dt < 0.1);
+        /* Zero height: also E_TOO_MANY_PIXELS (libjpeg: empty image). */
+        j[sof + 5] = 0;
+        j[sof + 6] = 0;
+        CHECK_RC(nst_decode(d, j, len, "zero.jpg", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("zero.jpg"));
+        free(j);
+    }
+
+    /* PNG IHDR forged the same way (the CRC no longer matches, but the limit
+     * check comes first), and a zero width. */
+    {
+        uint8_t *p = png_rgb(64, 48, &len);
+        put_be32(p + 16, 60000);
+        put_be32(p + 20, 60000);
+        double t0 = now_s();
+        CHECK_RC(nst_decode(d, p, len, "huge.png", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("huge.png"));
+        CHECK(now_s() - t0 < 0.1);
+        png_fix_crcs(p, len);
+        CHECK_RC(nst_decode_probe(d, p, len, "huge.png", &info), NOSTALL_E_TOO_MANY_PIXELS);
+        put_be32(p + 16, 0);
+        put_be32(p + 20, 48);
+        png_fix_crcs(p, len);
+        CHECK_RC(nst_decode(d, p, len, "zero.png", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        /* A very wide but small-area image is fine by max_pixels (libpng's
+         * own 1e6 default width limit is raised accordingly). */
+        free(p);
+        uint8_t *src = make_noise(1200000 * 3);
+        png_opts o = {1200000, 1, PNG_COLOR_TYPE_RGB, 8, 0, NULL, 0, NULL, 0};
+        p = png_encode(src, &o, &len);
+        CHECK_OK(nst_decode(d, p, len, "wide.png", NULL, 0, 0, &im));
+        CHECK_EQ(im.width, 1200000);
+        free(p);
+        free(src);
+    }
+    nst_decoder_free(d);
+
+    /* max_pixels below a valid image. */
+    CHECK_OK(nst_decoder_create(&d, 64 * 48 - 1));
+    {
+        uint8_t *j = jpeg_rgb(64, 48, 0, &len);
+        CHECK_RC(nst_decode(d, j, len, "small.jpg", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("small.jpg"));
+        CHECK_RC(nst_decode_probe(d, j, len, "small.jpg", &info), NOSTALL_E_TOO_MANY_PIXELS);
+        free(j);
+        uint8_t *p = png_rgb(64, 48, &len);
+        CHECK_RC(nst_decode(d, p, len, "small.png", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("small.png"));
+        CHECK_RC(nst_decode_probe(d, p, len, "small.png", &info), NOSTALL_E_TOO_MANY_PIXELS);
+        free(p);
+        /* At exactly the limit: fine. */
+        j = jpeg_rgb(63, 48, 0, &len);
+        CHECK_OK(nst_decode(d, j, len, "ok.jpg", NULL, 0, 0, &im));
+        free(j);
+    }
+    nst_decoder_free(d);
+
+    CHECK_RC(nst_decoder_create(&d, 0), NOSTALL_E_INVALID);
+    CHECK(d == NULL);
+    CHECK_RC(nst_decoder_create(NULL, 1), NOSTALL_E_INVALID);
+    nst_decoder_free(NULL);
+}
+
+/* One decoder across many sizes and formats, with errors in between. */
+static void test_reuse(nst_decoder *d)
+{
+    static const int sizes[][2] = {{16, 16}, {300, 200}, {8, 8},  {513, 77},
+                                   {1, 1},   {640, 480}, {33, 2}, {200, 300}};
+    nst_image im;
+    for (int round = 0; round < 3; round++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int w = sizes[k][0], h = sizes[k][1];
+            uint8_t *px = make_rgb(w, h);
+            jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, (int)(k & 1), 0, 0};
+            size_t len;
+            uint8_t *j = jpeg_encode(px, &o, &len);
+            CHECK_OK(nst_decode(d, j, len, "reuse.jpg", NULL, 0, 0, &im));
+            check_full(&im, (uint32_t)w, (uint32_t)h);
+            CHECK(mean_abs_err(&im, px) < 4);
+            /* an error, then the same decoder again */
+            CHECK_RC(nst_decode(d, j, len / 2, "reuse.jpg", NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
+            CHECK_OK(nst_decode(d, j, len, "reuse.jpg", NULL, 0, 0, &im));
+            CHECK(mean_abs_err(&im, px) < 4);
+
+            png_opts po = {w, h, PNG_COLOR_TYPE_RGB, 8, (int)(k & 1), NULL, 0, NULL, 0};
+            uint8_t *p = png_encode(px, &po, &len);
+            CHECK_OK(nst_decode(d, p, len, "reuse.png", NULL, 0, 0, &im));
+            check_full(&im, (uint32_t)w, (uint32_t)h);
+            CHECK(same_pixels(&im, px));
+            CHECK_RC(nst_decode(d, p, len - 30, "reuse.png", NULL, 0, 0, &im),
+                     NOSTALL_E_TRUNCATED);
+            CHECK_RC(nst_decode(d, j, 0, "reuse.jpg", NULL, 0, 0, &im), NOSTALL_E_EMPTY);
+            CHECK_OK(nst_decode(d, p, len, "reuse.png", NULL, 0, 0, &im));
+            CHECK(same_pixels(&im, px));
+            free(p);
+            free(j);
+            free(px);
+        }
+}
+
+/* Mutated valid files: any status, never a crash or leak (ASan), and a
+ * success must agree with probe on the dimensions and be fully readable. */
+static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *buf,
+                     int is_png, int *ok_count)
+{
+    memcpy(buf, orig, len);
+    size_t n = len;
+    int muts = 1 + (int)(rnd() % 8);
+    for (int m = 0; m < muts; m++) {
+        size_t at = rnd() % n;
+        switch (rnd() % 4) {
+        case 0: buf[at] = (uint8_t)rnd(); break;
+        case 1: buf[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
+        case 2: buf[at] = (rnd() & 1) ? 0xFF : 0x00; break;
+        default: if (rnd() % 4 == 0) n = at + 1; break; /* truncate */
+        }
+    }
+    if (is_png && (rnd() & 1)) png_fix_crcs(buf, n);
+    nst_image_info info;
+    nst_image im;
+    int prc = nst_decode_probe(d, buf, n, "fuzz", &info);
+    int rc = nst_decode(d, buf, n, "fuzz", NULL, 0, 0, &im);
+    CHECK(rc <= 0);
+    CHECK(prc <= 0);
+    if (rc < 0) {
+        CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED ||
+              rc == NOSTALL_E_NOT_IMAGE || rc == NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("fuzz"));
+    } else {
+        (*ok_count)++;
+        CHECK_EQ(prc, 0);
+        CHECK_EQ(im.width, info.width);
+        CHECK_EQ(im.height, info.height);
+        CHECK_EQ(im.stride, (size_t)im.width * 3);
+        unsigned sum = 0; /* touch every byte: ASan checks the bounds */
+        for (size_t i = 0; i < im.stride * im.height; i++) sum += im.data[i];
+        (void)sum;
+    }
+}
+
+static void test_fuzz(void)
+{
+    nst_decoder *d = NULL;
+    CHECK_OK(nst_decoder_create(&d, 1u << 20));
+    size_t jl[3], pl[2];
+    uint8_t *js[3], *ps[2];
+    js[0] = jpeg_rgb(48, 40, 0, &jl[0]);
+    js[1] = jpeg_rgb(48, 40, 1, &jl[1]);
+    {
+        uint8_t *px = make_rgb(40, 32);
+        jpeg_opts o = {40, 32, 3, JCS_RGB, JCS_UNKNOWN, 80, 0, 1, 0};
+        js[2] = jpeg_encode(px, &o, &jl[2]);
+        free(px);
+    }
+    ps[0] = png_rgb(40, 30, &pl[0]);
+    {
+        uint8_t *src = make_noise(40 * 30);
+        png_color pal[256];
+        for (int i = 0; i < 256; i++) pal[i] = (png_color){(uint8_t)i, (uint8_t)(255 - i), 7};
+        png_opts o = {40, 30, PNG_COLOR_TYPE_PALETTE, 8, 1, pal, 256, NULL, 0};
+        ps[1] = png_encode(src, &o, &pl[1]);
+        free(src);
+    }
+    uint8_t *buf = malloc(1 << 16);
+    int ok_j = 0, ok_p = 0;
+    for (int it = 0; it < 1200; it++) fuzz_one(d, js[it % 3], jl[it % 3], buf, 0, &ok_j);
+    for (int it = 0; it < 800; it++) fuzz_one(d, ps[it % 2], pl[it % 2], buf, 1, &ok_p);
+    printf("fuzz: %d/1200 JPEG and %d/800 PNG mutants decoded\n", ok_j, ok_p);
+    /* Still fine afterwards. */
+    nst_image im;
+    CHECK_OK(nst_decode(d, js[0], jl[0], "after.jpg", NULL, 0, 0, &im));
+    check_full(&im, 48, 40);
+    CHECK_OK(nst_decode(d, ps[0], pl[0], "after.png", NULL, 0, 0, &im));
+    check_full(&im, 40, 30);
+    free(buf);
+    for (int i = 0; i < 3; i++) free(js[i]);
+    for (int i = 0; i < 2; i++) free(ps[i]);
+    nst_decoder_free(d);
+}
+
+int main(void)
+{
+    crc_init();
+    nst_decoder *d = NULL;
+    CHECK_OK(nst_decoder_create(&d, 100000000ull));
+    if (!d) TEST_EXIT();
+    test_jpeg_rgb(d);
+    test_jpeg_gray(d);
+    test_jpeg_cmyk(d);
+    test_png(d);
+    test_bad_inputs(d);
+    test_reuse(d);
+    nst_decoder_free(d);
+    test_limits();
+    test_fuzz();
+    TEST_EXIT();
+}
