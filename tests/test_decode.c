@@ -146,6 +146,7 @@ static uint8_t *png_encode(const uint8_t *px, const png_opts *o, size_t *len)
         exit(1);
     }
     png_set_write_fn(png, &m, png_write_cb, png_flush_cb);
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
     png_set_IHDR(png, info, (png_uint_32)o->w, (png_uint_32)o->h, o->depth, o->color,
                  o->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
@@ -523,8 +524,8 @@ static void test_bad_inputs(nst_decoder *d)
         /* Cut inside the header: also truncated. */
         CHECK_RC(nst_decode(d, j, 40, path, NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
         CHECK_RC(nst_decode_probe(d, j, 40, path, &info), NOSTALL_E_TRUNCATED);
-        /* A missing EOI alone (all entropy data present) still decodes. */
-        if (!prog) CHECK_OK(nst_decode(d, j, len - 2, path, NULL, 0, 0, &im));
+        /* Note: even a missing EOI alone is E_TRUNCATED: libjpeg's bit
+         * reader reads ahead past the last MCU and hits the end. */
         free(j);
     }
 
@@ -542,15 +543,26 @@ static void test_bad_inputs(nst_decoder *d)
         free(p);
     }
 
-    /* Garbage over the middle of the entropy data, with restart markers
-     * (one per MCU row): libjpeg reports a bad Huffman code, a premature
-     * marker, a lost RSTn or extraneous bytes before an RSTn, all fatal.
-     * Every placement must be detected. */
-    {
+    /* Garbage (48 random bytes) over the middle of the entropy data, with
+     * and without restart markers (one per MCU row). What libjpeg-turbo
+     * reports is a bad Huffman code (slow path), a premature marker, a lost
+     * RSTn or extraneous bytes before an RSTn: all fatal here. But it cannot
+     * see everything: its fast Huffman path maps an invalid code to 0
+     * without a warning, and a decoder that lost sync may realign or end the
+     * interval within the bytes already in its bit buffer, again without a
+     * warning; without restarts, ending early shows only as "extraneous
+     * bytes before marker 0xd9", which real photographs also produce and we
+     * accept. Verified with a plain libjpeg program: the undetected mutants
+     * here decode with no warning at all. So the test requires: no crash;
+     * an error is E_CORRUPT or E_TRUNCATED naming the file; a success has
+     * the right dimensions; and most placements are detected (the counts
+     * are deterministic: fixed PRNG seed). */
+    for (int restarts = 0; restarts < 2; restarts++) {
         int detected = 0, total = 0;
         for (int rep = 0; rep < 20; rep++) {
             uint8_t *px = make_rgb(160, 120);
-            jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, 0, 1, 0};
+            jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, !restarts && (rep & 1),
+                           restarts, 0};
             uint8_t *j = jpeg_encode(px, &o, &len);
             size_t s = jpeg_scan_start(j, len);
             CHECK(s > 0);
@@ -558,45 +570,18 @@ static void test_bad_inputs(nst_decoder *d)
             for (size_t i = 0; i < 48 && at + i < len - 2; i++) j[at + i] = (uint8_t)rnd();
             int rc = nst_decode(d, j, len, "garbage.jpg", NULL, 0, 0, &im);
             total++;
-            if (rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED) {
-                detected++;
-                CHECK(msg_has("garbage.jpg"));
-            } else if (rc == 0) {
+            if (rc == 0) {
                 check_full(&im, 160, 120);
-                if (getenv("DUMP")) { char fn[64]; snprintf(fn, sizeof fn, "/tmp/garb_%d.jpg", rep); FILE *f = fopen(fn, "wb"); fwrite(j, 1, len, f); fclose(f); }
             } else {
-                CHECK_RC(rc, NOSTALL_E_CORRUPT);
+                CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED);
+                CHECK(msg_has("garbage.jpg"));
+                detected++;
             }
             free(j);
             free(px);
         }
-        if (detected != total)
-            fprintf(stderr, "garbage with restarts: %d of %d detected\n", detected, total);
-        CHECK_EQ(detected, total);
-    }
-    /* Without restart markers, a decoder that loses sync may end the scan
-     * early and see only "extraneous bytes before marker 0xd9", which real
-     * photographs also produce and which is benign; so detection is not
-     * guaranteed. Required: no crash, errors are CORRUPT/TRUNCATED and a
-     * success has the right dimensions; and most are detected. */
-    {
-        int detected = 0, total = 0;
-        for (int rep = 0; rep < 20; rep++) {
-            uint8_t *j = jpeg_rgb(160, 120, rep & 1, &len);
-            size_t s = jpeg_scan_start(j, len);
-            size_t at = s + (len - s) / 4 + rnd() % ((len - s) / 2);
-            for (size_t i = 0; i < 48 && at + i < len - 2; i++) j[at + i] = (uint8_t)rnd();
-            int rc = nst_decode(d, j, len, "garbage.jpg", NULL, 0, 0, &im);
-            total++;
-            if (rc == 0) check_full(&im, 160, 120);
-            else if (rc == NOSTALL_E_TRUNCATED) detected++;
-            else {
-                CHECK_RC(rc, NOSTALL_E_CORRUPT);
-                detected++;
-            }
-            free(j);
-        }
-        printf("garbage without restarts: %d of %d detected\n", detected, total);
+        printf("garbage in entropy data (restarts=%d): %d of %d detected\n", restarts,
+               detected, total);
         CHECK(detected * 2 > total);
     }
 
@@ -717,7 +702,9 @@ static void test_limits(void)
     nst_decoder_free(NULL);
 }
 
-/* One decoder across many sizes and formats, with errors in between. */
+/* One decoder across many sizes and formats, with errors in between: each
+ * JPEG result must be byte-identical to a fresh decoder's, each PNG result
+ * identical to the source. */
 static void test_reuse(nst_decoder *d)
 {
     static const int sizes[][2] = {{16, 16}, {300, 200}, {8, 8},  {513, 77},
@@ -730,24 +717,37 @@ static void test_reuse(nst_decoder *d)
             jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, (int)(k & 1), 0, 0};
             size_t len;
             uint8_t *j = jpeg_encode(px, &o, &len);
+
+            nst_decoder *fresh = NULL;
+            CHECK_OK(nst_decoder_create(&fresh, 1u << 30));
+            CHECK_OK(nst_decode(fresh, j, len, "ref.jpg", NULL, 0, 0, &im));
+            uint8_t *ref = malloc((size_t)w * h * 3);
+            memcpy(ref, im.data, (size_t)w * h * 3);
+            if (w >= 16 && h >= 16) CHECK(mean_abs_err(&im, px) < 3);
+            nst_decoder_free(fresh);
+
             CHECK_OK(nst_decode(d, j, len, "reuse.jpg", NULL, 0, 0, &im));
             check_full(&im, (uint32_t)w, (uint32_t)h);
-            CHECK(mean_abs_err(&im, px) < 4);
+            CHECK(same_pixels(&im, ref));
             /* an error, then the same decoder again */
             CHECK_RC(nst_decode(d, j, len / 2, "reuse.jpg", NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
             CHECK_OK(nst_decode(d, j, len, "reuse.jpg", NULL, 0, 0, &im));
-            CHECK(mean_abs_err(&im, px) < 4);
+            CHECK(same_pixels(&im, ref));
 
             png_opts po = {w, h, PNG_COLOR_TYPE_RGB, 8, (int)(k & 1), NULL, 0, NULL, 0};
-            uint8_t *p = png_encode(px, &po, &len);
-            CHECK_OK(nst_decode(d, p, len, "reuse.png", NULL, 0, 0, &im));
+            size_t plen;
+            uint8_t *p = png_encode(px, &po, &plen);
+            CHECK_OK(nst_decode(d, p, plen, "reuse.png", NULL, 0, 0, &im));
             check_full(&im, (uint32_t)w, (uint32_t)h);
             CHECK(same_pixels(&im, px));
-            CHECK_RC(nst_decode(d, p, len - 30, "reuse.png", NULL, 0, 0, &im),
+            CHECK_RC(nst_decode(d, p, plen - 30, "reuse.png", NULL, 0, 0, &im),
                      NOSTALL_E_TRUNCATED);
             CHECK_RC(nst_decode(d, j, 0, "reuse.jpg", NULL, 0, 0, &im), NOSTALL_E_EMPTY);
-            CHECK_OK(nst_decode(d, p, len, "reuse.png", NULL, 0, 0, &im));
+            CHECK_OK(nst_decode(d, p, plen, "reuse.png", NULL, 0, 0, &im));
             CHECK(same_pixels(&im, px));
+            CHECK_OK(nst_decode(d, j, len, "reuse.jpg", NULL, 0, 0, &im));
+            CHECK(same_pixels(&im, ref));
+            free(ref);
             free(p);
             free(j);
             free(px);
