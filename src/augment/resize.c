@@ -81,88 +81,116 @@ static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 
 /* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels. */
 static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
-                      uint32_t n, uint32_t size)
+                      uint32_t n, uint32_t size, int flip)
 {
     const double scale = len / (double)size;
     const double support = scale > 1.0 ? scale : 1.0; /* triangle: 1 * scale */
     const double inv = 1.0 / support;
-    /* Unclamped taps span at most 2 * ceil(support) + 1 pixels; clamped
+    /* Candidate taps span at most kd = 2 * ceil(support) + 1 pixels; clamped
      * into the image they also number at most n. */
-    double kd = ceil(support) * 2.0 + 1.0;
-    uint32_t k = kd < (double)n ? (uint32_t)kd : n;
-    size_t nb, nc, nw;
+    const double kd = ceil(support) * 2.0 + 1.0;
+    const uint32_t kc = kd < (double)n ? (uint32_t)kd : n;
+    size_t nb, nk, nc, nw;
     if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) ||
-        nst_mul_overflow(size, k, &nc) ||
-        nst_mul_overflow(nc, sizeof(int32_t), &nc) ||
-        nst_mul_overflow(k, sizeof(double), &nw))
+        nst_mul_overflow(size, kc, &nk) ||
+        nst_mul_overflow(nk, sizeof(int32_t), &nc) ||
+        nst_mul_overflow(nk, sizeof(double), &nw))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
     int rc;
     if ((rc = nst_buf_reserve(&ax->bounds, nb)) < 0) return rc;
     if ((rc = nst_buf_reserve(&ax->coefs, nc)) < 0) return rc;
     if ((rc = nst_buf_reserve(work, nw)) < 0) return rc;
-    ax->k = k;
 
     int32_t *bounds = (int32_t *)(void *)ax->bounds.data;
     int32_t *coefs = (int32_t *)(void *)ax->coefs.data;
-    double *w = (double *)(void *)work->data;
     const int64_t last = (int64_t)n - 1;
+
+    /* Phase 1: normalized double weights of each output, folded onto the
+     * clamped indices and trimmed of zero-weight ends; bounds = first, count. */
+    int64_t k = 1;
     for (uint32_t i = 0; i < size; i++) {
-        double center = in0 + ((double)i + 0.5) * scale;
+        double *w = (double *)(void *)work->data + (size_t)i * kc;
+        /* Mirrored: output i takes the taps of output size-1-i. */
+        const uint32_t src_i = flip ? size - 1 - i : i;
+        const double center = in0 + ((double)src_i + 0.5) * scale;
         /* Taps x in [lo, hi): those whose centre x + 0.5 can be within the
          * support, rounded as PIL does. */
         int64_t lo = (int64_t)floor(center - support + 0.5);
         int64_t hi = (int64_t)floor(center + support + 0.5);
         if (hi <= lo) hi = lo + 1;
-        /* At most kd taps (floating-point rounding could add an extra one of
-         * zero weight at an exact boundary). */
+        /* At most kd (floating-point rounding could add an extra candidate
+         * of zero weight at an exact boundary). */
         if (hi - lo > (int64_t)kd) hi = lo + (int64_t)kd;
-        int64_t first = clamp64(lo, 0, last);
-        int64_t cnt = clamp64(hi - 1, 0, last) - first + 1;
-        for (int64_t j = 0; j < cnt; j++) w[j] = 0.0;
+        const int64_t base = clamp64(lo, 0, last);
+        const int64_t span = clamp64(hi - 1, 0, last) - base + 1;
+        for (int64_t j = 0; j < span; j++) w[j] = 0.0;
         double total = 0.0;
+        int64_t wlo = span, whi = -1; /* range of positive weights */
         for (int64_t x = lo; x < hi; x++) {
             double f = 1.0 - fabs(((double)x + 0.5 - center) * inv);
-            if (f <= 0.0) continue;
-            w[clamp64(x, 0, last) - first] += f;
+            if (!(f > 0.0)) continue;
+            int64_t j = clamp64(x, 0, last) - base;
+            w[j] += f;
             total += f;
+            if (j < wlo) wlo = j;
+            if (j > whi) whi = j;
         }
         if (!(total > 0.0)) { /* cannot happen (support >= 1); be safe */
-            first = clamp64((int64_t)floor(center), 0, last);
-            cnt = 1;
             w[0] = total = 1.0;
+            wlo = whi = 0;
         }
-        /* Every output gets exactly k taps starting inside [0, n - k], the
-         * unused ones zero, so the passes run a fixed-count inner loop. */
-        int64_t start = first < (int64_t)n - (int64_t)k ? first : (int64_t)n - (int64_t)k;
-        int32_t *c = coefs + (size_t)i * k;
-        memset(c, 0, sizeof(int32_t) * k);
+        for (int64_t j = wlo; j <= whi; j++) w[j - wlo] = w[j] / total;
+        bounds[2 * i] = (int32_t)(base + wlo);
+        bounds[2 * i + 1] = (int32_t)(whi - wlo + 1);
+        if (whi - wlo + 1 > k) k = whi - wlo + 1;
+    }
+
+    /* Phase 2: every output gets exactly k taps starting inside [0, n - k]
+     * (k <= kc <= n), the unused ones zero, so the passes run a fixed-count
+     * inner loop; weights become fixed point summing to exactly one. */
+    ax->k = (uint32_t)k;
+    for (uint32_t i = 0; i < size; i++) {
+        const double *w = (const double *)(const void *)work->data + (size_t)i * kc;
+        const int64_t first = bounds[2 * i], cnt = bounds[2 * i + 1];
+        const int64_t start = first < (int64_t)n - k ? first : (int64_t)n - k;
+        int32_t *c = coefs + (size_t)i * (size_t)k;
+        memset(c, 0, sizeof(int32_t) * (size_t)k);
         c += first - start;
-        int64_t sum = 0;
-        int64_t best = 0;
+        /* Round the running sum, not each weight: the coefficients are
+         * non-negative and add up to exactly NST_AUG_ONE, so every
+         * accumulator stays within [0, 255] * NST_AUG_ONE + NST_AUG_HALF. */
+        double cum = 0.0;
+        int32_t prev = 0;
         for (int64_t j = 0; j < cnt; j++) {
-            c[j] = (int32_t)(w[j] / total * (double)NST_AUG_ONE + 0.5);
-            sum += c[j];
-            if (c[j] > c[best]) best = j;
+            cum += w[j];
+            int32_t next = j == cnt - 1 ? NST_AUG_ONE
+                                        : (int32_t)floor(cum * NST_AUG_ONE + 0.5);
+            if (next > NST_AUG_ONE) next = NST_AUG_ONE;
+            if (next < prev) next = prev;
+            c[j] = next - prev;
+            prev = next;
         }
-        c[best] += (int32_t)(NST_AUG_ONE - sum); /* exact unit sum */
         bounds[2 * i] = (int32_t)start;
         bounds[2 * i + 1] = (int32_t)k;
     }
     return 0;
 }
 
-static inline uint8_t clamp8(int32_t a)
-{
-    int32_t v = a >> NST_AUG_BITS;
-    v = v < 0 ? 0 : v;
-    v = v > 255 ? 255 : v;
-    return (uint8_t)v;
-}
+/* Accumulator -> pixel. No clamping needed: taps are non-negative and sum
+ * to exactly one (build_axis), so the value is already within [0, 255]. */
+static inline uint8_t px8(int32_t a) { return (uint8_t)(a >> NST_AUG_BITS); }
 
 #if defined(__GNUC__)
 #define NST_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define NST_ALWAYS_INLINE inline
+#endif
+#if defined(__clang__)
+#define NST_UNROLL _Pragma("unroll 16")
+#elif defined(__GNUC__)
+#define NST_UNROLL _Pragma("GCC unroll 16")
+#else
+#define NST_UNROLL
 #endif
 
 /* One input row -> one intermediate row of `size` RGB pixels; every output
@@ -170,37 +198,46 @@ static inline uint8_t clamp8(int32_t a)
 static NST_ALWAYS_INLINE void hpass_row_k(const uint8_t *restrict src,
                                           const int32_t *restrict xb,
                                           const int32_t *restrict xc, uint32_t k,
-                                          uint32_t size, int flip,
-                                          uint8_t *restrict dst)
+                                          uint32_t size, uint8_t *restrict dst)
 {
-    int64_t j = flip ? (int64_t)size - 1 : 0;
-    const int64_t step = flip ? -1 : 1;
-    for (uint32_t i = 0; i < size; i++, j += step) {
-        const uint8_t *p = src + (size_t)xb[2 * j] * 3;
-        const int32_t *c = xc + (size_t)j * k;
+    for (uint32_t i = 0; i < size; i++) {
+        const uint8_t *p = src + (size_t)xb[2 * i] * 3;
+        const int32_t *c = xc + (size_t)i * k;
         int32_t r = NST_AUG_HALF, g = NST_AUG_HALF, b = NST_AUG_HALF;
+        NST_UNROLL
         for (uint32_t t = 0; t < k; t++) {
             const int32_t ct = c[t];
             r += p[3 * t] * ct;
             g += p[3 * t + 1] * ct;
             b += p[3 * t + 2] * ct;
         }
-        dst[3 * i] = clamp8(r);
-        dst[3 * i + 1] = clamp8(g);
-        dst[3 * i + 2] = clamp8(b);
+        dst[3 * i] = px8(r);
+        dst[3 * i + 1] = px8(g);
+        dst[3 * i + 2] = px8(b);
     }
 }
 
 static void hpass_row(const uint8_t *src, const int32_t *xb, const int32_t *xc,
-                      uint32_t k, uint32_t size, int flip, uint8_t *dst)
+                      uint32_t k, uint32_t size, uint8_t *dst)
 {
     switch (k) { /* the usual tap counts, unrolled */
 #define NST_HCASE(K)                                                           \
-    case K: hpass_row_k(src, xb, xc, K, size, flip, dst); return;
+    case K: hpass_row_k(src, xb, xc, K, size, dst); return;
         NST_HCASE(1) NST_HCASE(2) NST_HCASE(3) NST_HCASE(4) NST_HCASE(5)
         NST_HCASE(6) NST_HCASE(7) NST_HCASE(8) NST_HCASE(9)
 #undef NST_HCASE
-    default: hpass_row_k(src, xb, xc, k, size, flip, dst); return;
+    default: hpass_row_k(src, xb, xc, k, size, dst); return;
+    }
+}
+
+/* acc[0 .. nblk*LANES) = rounding + c * row[...], the first tap. */
+static void vpass_first(int32_t *restrict acc, const uint8_t *restrict row,
+                        int32_t c, size_t nblk)
+{
+    for (size_t bk = 0; bk < nblk; bk++) {
+        int32_t *restrict a = acc + bk * NST_AUG_LANES;
+        const uint8_t *restrict r = row + bk * NST_AUG_LANES;
+        for (int l = 0; l < NST_AUG_LANES; l++) a[l] = NST_AUG_HALF + c * (int32_t)r[l];
     }
 }
 
@@ -255,8 +292,8 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     nblk = (row + NST_AUG_LANES - 1) / NST_AUG_LANES;
     rowp = nblk * NST_AUG_LANES;
 
-    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size)) < 0) return rc;
-    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size)) < 0) return rc;
+    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size, flip)) < 0) return rc;
+    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size, 0)) < 0) return rc;
     const int32_t *xb = (const int32_t *)(const void *)a->ax.bounds.data;
     const int32_t *xc = (const int32_t *)(const void *)a->ax.coefs.data;
     const int32_t *yb = (const int32_t *)(const void *)a->ay.bounds.data;
@@ -280,7 +317,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     for (size_t r = 0; r < nrows; r++) {
         uint8_t *d = tmp + r * rowp;
         hpass_row(img->data + ((size_t)ylo + r) * img->stride, xb, xc, a->ax.k,
-                  size, flip, d);
+                  size, d);
         memset(d + row, 0, rowp - row); /* padding lanes: defined, unused */
     }
 
@@ -288,8 +325,8 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
         const int32_t *c = yc + (size_t)y * a->ay.k;
         const int32_t n = yb[2 * y + 1];
         const uint8_t *r0 = tmp + (size_t)(yb[2 * y] - ylo) * rowp;
-        for (size_t i = 0; i < rowp; i++) acc[i] = NST_AUG_HALF;
-        for (int32_t t = 0; t < n; t++)
+        vpass_first(acc, r0, c[0], nblk);
+        for (int32_t t = 1; t < n; t++)
             vpass_tap(acc, r0 + (size_t)t * rowp, c[t], nblk);
         nst_out_row(out, y, acc);
     }

@@ -121,6 +121,9 @@ static void error_exit(j_common_ptr cinfo)
  *   JWRN_EXTRANEOUS_DATA   only before an RSTn marker: the entropy decoder
  *                          finished a restart interval without consuming
  *                          all of it, i.e. it lost sync on damaged data.
+ *                          (libjpeg-turbo only reports this when the excess
+ *                          is more than its bit reader had read ahead; a
+ *                          few bytes are dropped silently.)
  *   anything unknown       conservative default.
  *   -> E_CORRUPT.
  *
@@ -139,6 +142,12 @@ static void error_exit(j_common_ptr cinfo)
  *   JWRN_BOGUS_ICC         bad ICC marker: only raised when reading the ICC
  *                          profile, which we never use.
  * Trace messages (msg_level >= 0, e.g. JFIF thumbnails) are ignored.
+ *
+ * Not every damage is reported: libjpeg-turbo's fast Huffman path turns an
+ * invalid code into 0 without a warning, and a decoder that lost sync can
+ * end a scan early with only "extraneous bytes before marker 0xd9" (benign
+ * above). Such files decode to partly wrong pixels; we cannot tell them
+ * from intact ones without a second opinion, and PIL accepts them too.
  */
 static int warning_status(j_common_ptr cinfo)
 {

@@ -1,0 +1,160 @@
+"""ctypes declarations of libnostall (include/nostall.h) -- nothing else.
+
+Finding the library, in order:
+  1. the environment variable NOSTALL_LIBRARY (a path to libnostall.so);
+  2. the repository's build folder next to this package
+     (python/nostall/../../build/libnostall.so);
+  3. ctypes.util.find_library("nostall") (an installed library).
+
+Only the struct layouts and function signatures are written down here, since
+ctypes cannot read a header. Everything that the header defines as a table --
+status codes and names, options with their types/defaults/bounds, statistics
+counter names -- is read from the library at import time (STATUS, OPTIONS,
+STAT_NAMES), so the binding cannot drift from the C side.
+
+ctypes.CDLL releases the GIL around every foreign call, so a thread blocked in
+nostall_loader_next_timed() does not block other Python threads.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    env = os.environ.get("NOSTALL_LIBRARY")
+    if env:
+        # An explicit choice is final: do not silently fall back to another.
+        return [env]
+    out = [os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libnostall.so"))]
+    found = ctypes.util.find_library("nostall")
+    if found:
+        out.append(found)
+    return out
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError(
+        "nostall: cannot load libnostall.so; tried: " + "; ".join(tried) +
+        ". Build it (cmake -S . -B build && cmake --build build) or set "
+        "NOSTALL_LIBRARY=/path/to/libnostall.so")
+
+
+lib, path = _load()
+
+c_char_p, c_int, c_void_p = ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p
+c_size_t, c_uint32, c_uint64 = ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint64
+c_int64, c_double, POINTER = ctypes.c_int64, ctypes.c_double, ctypes.POINTER
+
+
+class OptionInfo(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("type", c_int), ("type_name", c_char_p),
+                ("default_value", c_char_p), ("min", c_char_p), ("max", c_char_p),
+                ("help", c_char_p)]
+
+
+class Batch(ctypes.Structure):
+    _fields_ = [("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
+                ("count", c_uint32), ("channels", c_uint32), ("height", c_uint32),
+                ("width", c_uint32), ("dtype", c_int), ("layout", c_int),
+                ("item_bytes", c_size_t), ("epoch", c_uint64), ("position", c_uint64),
+                ("sequence", c_uint64)]
+
+
+# nostall_dtype / nostall_layout values (header enums)
+DTYPE_FLOAT32, DTYPE_UINT8 = 0, 1
+LAYOUT_NCHW, LAYOUT_NHWC = 0, 1
+
+
+class State(ctypes.Structure):
+    _fields_ = [("epoch", c_uint64), ("position", c_uint64)]
+
+
+class DatasetInfo(ctypes.Structure):
+    _fields_ = [("items", c_uint64), ("classes", c_uint64), ("files_ignored", c_uint64),
+                ("items_per_epoch", c_uint64), ("batches_per_epoch", c_uint64),
+                ("threads", c_uint32), ("ring_slots", c_uint32), ("batch_bytes", c_size_t)]
+
+
+class SkipInfo(ctypes.Structure):
+    _fields_ = [("index", c_uint64), ("path", c_char_p), ("status", c_int),
+                ("reason", c_char_p)]
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype, f.argtypes = restype, list(argtypes)
+    return f
+
+
+version_string = _fn("nostall_version_string", c_char_p)
+strerror = _fn("nostall_strerror", c_char_p, c_int)
+status_name = _fn("nostall_status_name", c_char_p, c_int)
+last_error = _fn("nostall_last_error", c_char_p)
+option_count = _fn("nostall_option_count", c_int)
+option_info_get = _fn("nostall_option_info_get", c_int, c_int, POINTER(OptionInfo))
+config_create = _fn("nostall_config_create", c_int, POINTER(c_void_p))
+config_free = _fn("nostall_config_free", None, c_void_p)
+config_set = _fn("nostall_config_set", c_int, c_void_p, c_char_p, c_char_p)
+config_get = _fn("nostall_config_get", c_int, c_void_p, c_char_p, c_char_p, c_size_t)
+loader_create = _fn("nostall_loader_create", c_int, POINTER(c_void_p), c_char_p, c_void_p)
+loader_free = _fn("nostall_loader_free", None, c_void_p)
+loader_next = _fn("nostall_loader_next", c_int, c_void_p, POINTER(Batch))
+loader_next_timed = _fn("nostall_loader_next_timed", c_int, c_void_p, POINTER(Batch), c_uint32)
+loader_release = _fn("nostall_loader_release", c_int, c_void_p, POINTER(Batch))
+loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
+loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))
+loader_set_state = _fn("nostall_loader_set_state", c_int, c_void_p, POINTER(State))
+loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo))
+loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
+                  POINTER(c_int64))
+loader_class_name = _fn("nostall_loader_class_name", c_char_p, c_void_p, c_uint64)
+loader_stats = _fn("nostall_loader_stats", c_int, c_void_p, c_void_p, c_size_t)
+stats_count = _fn("nostall_stats_count", c_int)
+stats_name = _fn("nostall_stats_name", c_char_p, c_int)
+stats_help = _fn("nostall_stats_help", c_char_p, c_int)
+loader_skipped_count = _fn("nostall_loader_skipped_count", c_uint64, c_void_p)
+loader_skipped = _fn("nostall_loader_skipped", c_int, c_void_p, c_uint64, POINTER(SkipInfo))
+checksum_update = _fn("nostall_checksum_update", None, POINTER(c_uint64), c_void_p, c_size_t)
+checksum_batch = _fn("nostall_checksum_batch", None, POINTER(c_uint64), POINTER(Batch))
+
+
+def _s(b):
+    return b.decode("utf-8", "surrogateescape") if b is not None else None
+
+
+# --- tables read from the library -------------------------------------------
+
+# {code: "NAME"} for every status the library knows ("UNKNOWN" marks the rest;
+# codes are small and pinned, so a generous scan finds them all).
+STATUS = {}
+for _code in range(-256, 257):
+    _name = _s(status_name(_code))
+    if _name != "UNKNOWN":
+        STATUS[_code] = _name
+CODE = {name: code for code, name in STATUS.items()}
+OK, EPOCH_END, DONE, TIMEOUT = CODE["OK"], CODE["EPOCH_END"], CODE["DONE"], CODE["TIMEOUT"]
+
+# {name: dict(type, type_name, default, min, max, help)} in table order.
+OPTIONS = {}
+for _i in range(option_count()):
+    _oi = OptionInfo()
+    if option_info_get(_i, ctypes.byref(_oi)) == 0:
+        OPTIONS[_s(_oi.name)] = dict(
+            type=_oi.type, type_name=_s(_oi.type_name), default=_s(_oi.default_value),
+            min=_s(_oi.min), max=_s(_oi.max), help=_s(_oi.help))
+
+STAT_NAMES = [_s(stats_name(_i)) for _i in range(stats_count())]
+STAT_HELP = {n: _s(stats_help(_i)) for _i, n in enumerate(STAT_NAMES)}
+# nostall_stats: every counter is a uint64_t, in table order.
+Stats = type("Stats", (ctypes.Structure,), {"_fields_": [(n, c_uint64) for n in STAT_NAMES]})
+
+del _code, _name, _i, _oi
