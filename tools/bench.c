@@ -336,7 +336,8 @@ int cmd_bench(int argc, char **argv)
         for (uint64_t i = 0; i < nskip && i < 20; i++) {
             nostall_skip_info si;
             if (nostall_loader_skipped(ld, i, &si) < 0) break;
-            printf("    %s: %s\n", si.path, si.reason);
+            /* the reason names the path already */
+            printf("    %-18s %s\n", nostall_status_name(si.status), si.reason);
         }
         if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
         printf("  checksum    %016" PRIx64 "\n", checksum);
