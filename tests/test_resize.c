@@ -195,6 +195,8 @@ static void test_quality(nst_augmenter *a)
         {0, 0, 640, 480, 32},           /* strong downscale (20x / 15x) */
         {5.5, 7.75, 600.5, 33.3, 160},  /* very elongated */
         {0, 0, 640, 480, 224},
+        {0, 0, 640, 480, 7},            /* ~90x: many taps, generic path */
+        {-50.5, 100.2, 700.3, 20.1, 5}, /* outside the image, 140x */
     };
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++) {
         uint32_t s = (uint32_t)wins[t][4];
@@ -213,6 +215,33 @@ static void test_quality(nst_augmenter *a)
         free(ref);
     }
     free(img);
+}
+
+/* Images smaller than the filter: taps clamped to very few pixels. */
+static void test_tiny(nst_augmenter *a)
+{
+    const uint32_t dims[][2] = {{1, 1}, {3, 2}, {1, 9}, {7, 1}};
+    for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+        uint32_t W = dims[t][0], H = dims[t][1];
+        uint8_t *img = make_natural(W, H, 200);
+        nst_image im = full_image(img, W, H);
+        const double wins[][5] = {{0, 0, W, H, 9}, {-0.5, 0.25, W + 1.5, H * 0.5, 4},
+                                  {0, 0, W, H, 1}};
+        for (size_t u = 0; u < 3; u++) {
+            uint32_t s = (uint32_t)wins[u][4];
+            size_t n = (size_t)s * s * 3;
+            uint8_t *o = malloc(n);
+            CHECK_OK(aug_u8(a, &im, wins[u][0], wins[u][1], wins[u][2], wins[u][3], s, 0, o));
+            double *ref = ref_resample(img, (int)W, (int)H, wins[u][0], wins[u][1],
+                                       wins[u][2], wins[u][3], (int)s);
+            double maxerr = 0;
+            for (size_t i = 0; i < n; i++) maxerr = fmax(maxerr, fabs(o[i] - ref[i]));
+            CHECK(maxerr <= 1.0);
+            free(o);
+            free(ref);
+        }
+        free(img);
+    }
 }
 
 static void test_float(nst_augmenter *a)
@@ -456,6 +485,7 @@ int main(void)
     test_identity(a);
     test_flip(a);
     test_quality(a);
+    test_tiny(a);
     test_float(a);
     test_constant(a);
     test_clamp(a);

@@ -4,8 +4,8 @@
  *
  * Filter coefficients are non-negative integers that sum to exactly
  * 1 << NST_AUG_BITS. An accumulator starts at NST_AUG_HALF (for rounding) and
- * adds coefficient * uint8 sample; the resulting pixel is acc >> NST_AUG_BITS,
- * clamped to [0, 255]. Rows of accumulators are padded to a multiple of
+ * adds coefficient * uint8 sample; the resulting pixel is acc >> NST_AUG_BITS
+ * (within [0, 255] by construction; the output writer clamps anyway). Rows of accumulators are padded to a multiple of
  * NST_AUG_LANES elements so the inner loops have a fixed trip count and
  * vectorize at -O2.
  */

@@ -9,15 +9,18 @@
  * max(1, scale) input pixels, so downscaling is antialiased. Taps that fall
  * outside the image data are clamped to its edge (their weights are folded
  * onto the edge pixel). Weights are normalized in double precision, then
- * converted to NST_AUG_BITS-bit fixed point summing to exactly 1, so both
- * passes are integer and a constant image stays exactly constant.
+ * converted to NST_AUG_BITS-bit fixed point: non-negative, summing to
+ * exactly one, so both passes are integer, no accumulator can leave
+ * [0, 255] and a constant image stays exactly constant. Every output of an
+ * axis gets the same number of taps k (zero-padded), so the horizontal inner
+ * loop has a fixed, usually compile-time, trip count.
  *
  * The horizontal pass runs first, over only the input rows the vertical
- * taps touch, into a uint8 intermediate (rounded and clamped, like PIL); the
- * flip is folded into it by giving output column i the taps of column
- * size-1-i. The vertical pass accumulates one output row at a time in int32
- * (fixed 16-element blocks, so it vectorizes at -O2) and the row goes straight
- * to the destination in its layout.
+ * taps touch, into a rounded uint8 intermediate (like PIL); the flip is
+ * folded into its taps by giving output column i those of column size-1-i.
+ * The vertical pass accumulates one output row at a time in int32 (fixed
+ * 16-element blocks, so it vectorizes at -O2) and the row goes straight to
+ * the destination in its layout (normalize.c).
  *
  * Coordinates: the window is in source-image pixels; img->data is the image
  * decoded at scale_num/scale_den with its pixel (0,0) at (x0,y0) of that
