@@ -18,7 +18,7 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 DEB_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                 python3
 
-.PHONY: all deps build asan tsan test demo bench install format clean
+.PHONY: all deps build release-test asan tsan test demo bench install format clean
 
 all: build
 
@@ -40,7 +40,10 @@ tsan: deps
 	@cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest $(CTEST_FLAGS)
 
-test: build asan tsan
+release-test: build
+	cd build && ctest $(CTEST_FLAGS)
+
+test: release-test asan tsan
 	@echo "make test: all test suites passed"
 
 demo: build
