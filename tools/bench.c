@@ -51,6 +51,7 @@ static void bench_usage(FILE *f)
             "  --step-ms MS      simulated training time per batch (default 0: as fast as possible)\n"
             "  --json            print one JSON object on stdout instead of the summary\n"
             "  --quiet           no progress line\n"
+            "  --no-checksum     skip hashing the delivered bytes (for timing against peers)\n"
             "  --help            this text\n"
             "\n"
             "loader options (--name VALUE or --name=VALUE; defaults and bounds):\n");
@@ -106,7 +107,7 @@ int cmd_bench(int argc, char **argv)
 {
     const char *data = NULL;
     double step_ms = 0;
-    int json = 0, quiet = 0, epochs_set = 0, rc, status = 1;
+    int json = 0, quiet = 0, no_checksum = 0, epochs_set = 0, rc, status = 1;
     nostall_config *cfg = NULL;
     nostall_loader *ld = NULL;
     epoch_rec *recs = NULL;
@@ -124,6 +125,7 @@ int cmd_bench(int argc, char **argv)
         }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--no-checksum")) { no_checksum = 1; continue; }
         if (strncmp(a, "--", 2) != 0) {
             if (data) {
                 fprintf(stderr, "nostall bench: unexpected argument '%s' (DATA is '%s')\n", a, data);
@@ -231,7 +233,7 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
             goto out;
         }
-        nostall_checksum_batch(&checksum, &b);
+        if (!no_checksum) nostall_checksum_batch(&checksum, &b);
         items += b.count;
         ep_items += b.count;
         batches++;
@@ -267,7 +269,8 @@ int cmd_bench(int argc, char **argv)
                    ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
                 items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
-        fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
+        if (no_checksum) fprintf(f, ", \"checksum\": null");
+        else fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
         fprintf(f, ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
                    ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
                    ", \"batches_per_epoch\": %" PRIu64 "}",
@@ -340,7 +343,7 @@ int cmd_bench(int argc, char **argv)
             printf("    %-18s %s\n", nostall_status_name(si.status), si.reason);
         }
         if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
-        printf("  checksum    %016" PRIx64 "\n", checksum);
+        if (!no_checksum) printf("  checksum    %016" PRIx64 "\n", checksum);
     }
     status = 0;
 out:

@@ -1,0 +1,596 @@
+#!/usr/bin/python3
+"""peers.py — nostall side by side with its peers, on the same files, in one run.
+
+Systems (each on one core: one worker thread / process / numba thread):
+
+  nostall      `nostall bench DATA --threads 1` (and `--threads 2` for the
+               scaling figure), train mode, crop 224, float and uint8 outputs.
+  torchvision  torchvision.datasets.ImageFolder (PIL decode) +
+               RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)) +
+               RandomHorizontalFlip + (float: ToTensor + Normalize(ImageNet);
+               uint8: the HWC uint8 array), DataLoader(shuffle=True,
+               num_workers=0) in this process with torch.set_num_threads(1).
+               num_workers=0 is the favourable choice on one core: no worker
+               process, no pickling, no shared-memory hand-off. (--torch-workers 1
+               runs one worker process instead; its CPU time is counted too.)
+  FFCV         a .beton written from the same ImageFolder (RGBImageField,
+               write_mode='jpg', jpeg_quality = the generator's quality, no
+               max_resolution, so nothing is resized), Loader(num_workers=1,
+               order=RANDOM), pipeline RandomResizedCropRGBImageDecoder((224, 224))
+               + RandomHorizontalFlip + (float: NormalizeImage(ImageNet, float32)
+               + ToTensor + ToTorchImage(), FFCV's own recipe: an NCHW float32
+               tensor in channels_last memory, no copy; --ffcv-contiguous adds
+               the copy to contiguous NCHW memory, which costs FFCV much more;
+               uint8: ToTensor, a contiguous NHWC uint8 tensor).
+               The first epoch (numba JIT compilation) is a warm-up, excluded.
+  libjpeg      bench/jpeg_decode: plain libjpeg-turbo full decode to RGB of
+               every file, one thread, pixels discarded; and its entropy-only
+               mode (jpeg_read_coefficients). The floors a loader is measured
+               against: no crop, no resize, no normalization, no batching.
+
+Every system first runs one untimed warm-up epoch (page cache, imports, JIT).
+Then `--rounds` rounds, each running every measurement once, interleaved
+(A B C D ... A B C D ...), each over `--epochs` epochs of the whole dataset.
+Reported: the median over rounds of images/s (wall clock) and of images per
+CPU-second (user + system time of the process(es) doing the work: the
+"per core" figure, less sensitive to other load on a shared machine), and
+the ratios of the medians.
+
+Output: a readable table on stdout, `--out FILE` (JSON, all raw samples) and
+`--markdown FILE` (tables ready to paste into docs/performance.md).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+CROP = 224
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def self_cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+# --------------------------------------------------------------------------
+# Machine description
+# --------------------------------------------------------------------------
+def machine_info():
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "kernel": platform.release(), "nproc": os.cpu_count(),
+            "python": platform.python_version()}
+    try:
+        info["sched_affinity"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_total"] = f.readline().split(":", 1)[1].strip()
+    except OSError:
+        pass
+    info["loadavg_start"] = os.getloadavg()
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "../src",
+                                "../include", "../tools"],
+                               capture_output=True, text=True).stdout.strip()
+        info["nostall_commit"] = head + ("+uncommitted changes" if dirty else "")
+    except OSError:
+        pass
+    return info
+
+
+def versions():
+    v = {}
+    for name in ("torch", "torchvision", "numpy", "PIL", "ffcv", "numba", "cv2"):
+        try:
+            mod = __import__(name)
+            v[name] = getattr(mod, "__version__", "?")
+        except Exception as e:  # noqa: BLE001 - report, do not fail
+            v[name] = "unavailable (%s)" % type(e).__name__
+    try:
+        from PIL import features
+        v["PIL_libjpeg_turbo"] = features.version("libjpeg_turbo")
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libjpeg62-turbo"],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            v["libjpeg62-turbo"] = out.stdout.strip()
+    except OSError:
+        pass
+    return v
+
+
+# --------------------------------------------------------------------------
+# Systems. Each measurement is a callable returning
+#   {"images": n, "seconds": wall, "cpu_seconds": cpu, ...}
+# --------------------------------------------------------------------------
+class NostallRun:
+    def __init__(self, binary, data, threads, output, batch_size, epochs):
+        self.cmd = [binary, "bench", data, "--threads", str(threads), "--batch-size",
+                    str(batch_size), "--epochs", str(epochs), "--crop", str(CROP),
+                    "--output", output, "--mode", "train", "--json", "--quiet",
+                    "--no-checksum"]
+
+    def __call__(self):
+        c0 = children_cpu()
+        out = subprocess.run(self.cmd, capture_output=True, text=True)
+        cpu = children_cpu() - c0
+        if out.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(self.cmd), out.returncode,
+                                                       out.stderr.strip()))
+        j = json.loads(out.stdout)
+        st = j.get("stats", {})
+        busy = (st.get("fetch_busy_ns", 0) + st.get("decode_busy_ns", 0)
+                + st.get("augment_busy_ns", 0)) * 1e-9
+        return {"images": j["items"], "seconds": j["seconds"], "cpu_seconds": cpu,
+                "setup_seconds": j.get("setup_seconds"), "worker_busy_seconds": busy,
+                "decode_busy_seconds": st.get("decode_busy_ns", 0) * 1e-9,
+                "augment_busy_seconds": st.get("augment_busy_ns", 0) * 1e-9,
+                "fetch_busy_seconds": st.get("fetch_busy_ns", 0) * 1e-9,
+                "skipped": j.get("skipped_count", 0), "checksum": j.get("checksum")}
+
+
+class JpegRun:
+    def __init__(self, binary, data, mode, epochs):
+        self.cmd = [binary, data, "--mode", mode, "--epochs", str(epochs), "--warmup", "0"]
+
+    def __call__(self):
+        c0 = children_cpu()
+        out = subprocess.run(self.cmd, capture_output=True, text=True)
+        cpu = children_cpu() - c0
+        if out.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(self.cmd), out.returncode,
+                                                       out.stderr.strip()))
+        j = json.loads(out.stdout)
+        # the process's own CPU clock excludes startup and the directory walk
+        return {"images": j["images"], "seconds": j["seconds"],
+                "cpu_seconds": j.get("cpu_seconds", cpu)}
+
+
+class _HWCUint8:
+    """PIL image -> HWC uint8 tensor (the layout nostall's uint8 output has)."""
+
+    def __call__(self, img):
+        import numpy as np
+        import torch
+        return torch.from_numpy(np.asarray(img, dtype=np.uint8).copy())
+
+
+def _describe(x):
+    import torch
+    d = {"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", ""),
+         "contiguous": bool(x.is_contiguous())}
+    if x.dim() == 4:
+        d["channels_last"] = bool(x.is_contiguous(memory_format=torch.channels_last))
+    return d
+
+
+class TorchRun:
+    def __init__(self, data, output, batch_size, epochs, workers):
+        import torch
+        import torchvision
+        from torchvision import transforms as T
+        torch.set_num_threads(1)
+        aug = [T.RandomResizedCrop(CROP, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0)),
+               T.RandomHorizontalFlip()]
+        if output == "float":
+            aug += [T.ToTensor(), T.Normalize(MEAN, STD)]
+        else:
+            aug += [_HWCUint8()]
+        ds = torchvision.datasets.ImageFolder(data, transform=T.Compose(aug))
+        self.loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True,
+                                                  num_workers=workers, drop_last=False)
+        self.epochs = epochs
+        self.sample = None
+
+    def __call__(self):
+        n = 0
+        c0, k0 = self_cpu(), children_cpu()
+        t0 = time.perf_counter()
+        for _ in range(self.epochs):
+            for x, _y in self.loader:
+                n += x.shape[0]
+                if self.sample is None:
+                    self.sample = _describe(x)
+        t = time.perf_counter() - t0
+        cpu = (self_cpu() - c0) + (children_cpu() - k0)
+        return {"images": n, "seconds": t, "cpu_seconds": cpu}
+
+
+class FfcvRun:
+    def __init__(self, beton, output, batch_size, epochs, contiguous=False):
+        import numpy as np
+        from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+        from ffcv.loader import Loader, OrderOption
+        from ffcv.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze,
+                                     ToTensor, ToTorchImage)
+        image = [RandomResizedCropRGBImageDecoder((CROP, CROP), scale=(0.08, 1.0),
+                                                  ratio=(3.0 / 4.0, 4.0 / 3.0)),
+                 RandomHorizontalFlip()]
+        if output == "float":
+            image += [NormalizeImage(np.array(MEAN) * 255, np.array(STD) * 255, np.float32),
+                      ToTensor(), ToTorchImage(channels_last=not contiguous)]
+        else:
+            image += [ToTensor()]
+        self.loader = Loader(beton, batch_size=batch_size, num_workers=1,
+                             order=OrderOption.RANDOM, drop_last=False, os_cache=True,
+                             pipelines={"image": image,
+                                        "label": [IntDecoder(), ToTensor(), Squeeze()]})
+        self.epochs = epochs
+        self.sample = None
+
+    def __call__(self):
+        n = 0
+        c0 = self_cpu()
+        t0 = time.perf_counter()
+        for _ in range(self.epochs):
+            for x, _y in self.loader:
+                n += x.shape[0]
+                if self.sample is None:
+                    self.sample = _describe(x)
+        t = time.perf_counter() - t0
+        return {"images": n, "seconds": t, "cpu_seconds": self_cpu() - c0}
+
+
+def write_beton(data, beton, quality, workers):
+    """The same images, re-encoded by FFCV's writer at the same quality."""
+    import torchvision
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    ds = torchvision.datasets.ImageFolder(data)
+    tmp = beton + ".tmp"
+    writer = DatasetWriter(tmp, {"image": RGBImageField(write_mode="jpg", max_resolution=None,
+                                                        jpeg_quality=quality),
+                                 "label": IntField()}, num_workers=workers)
+    writer.from_indexed_dataset(ds)
+    os.replace(tmp, beton)
+
+
+def reencode_sizes(data, quality, n=20):
+    """Mean size of the first n files and of FFCV's re-encoding of them (cv2)."""
+    import cv2
+    import numpy as np
+    from PIL import Image
+    files = []
+    for root, _dirs, names in sorted(os.walk(data)):
+        files += [os.path.join(root, x) for x in sorted(names)
+                  if x.lower().endswith((".jpg", ".jpeg"))]
+        if len(files) >= n:
+            break
+    files = files[:n]
+    orig = enc = 0
+    for f in files:
+        im = np.asarray(Image.open(f).convert("RGB"))
+        ok, buf = cv2.imencode(".jpg", cv2.cvtColor(im, cv2.COLOR_RGB2BGR),
+                               [int(cv2.IMWRITE_JPEG_QUALITY), quality])
+        orig += os.path.getsize(f)
+        enc += buf.nbytes
+    return [round(orig / len(files) / 1000.0, 1), round(enc / len(files) / 1000.0, 1)]
+
+
+def dir_bytes(data):
+    total, files = 0, 0
+    for root, _dirs, names in os.walk(data):
+        for n in names:
+            if n.lower().endswith((".jpg", ".jpeg")):
+                total += os.path.getsize(os.path.join(root, n))
+                files += 1
+    return total, files
+
+
+# --------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------
+LABELS = {
+    "nostall_1t": "nostall, 1 thread",
+    "nostall_2t": "nostall, 2 threads",
+    "torch": "PyTorch DataLoader + torchvision (num_workers=%d)",
+    "ffcv": "FFCV",
+    "libjpeg_full": "libjpeg-turbo full decode only",
+    "libjpeg_coeffs": "libjpeg-turbo entropy decode only",
+}
+OUT_LABEL = {"float": "float32 NCHW normalized", "uint8": "uint8 NHWC", "-": "RGB, discarded"}
+
+
+def summarize(samples):
+    ips = [s["images"] / s["seconds"] for s in samples if s["seconds"] > 0]
+    ipc = [s["images"] / s["cpu_seconds"] for s in samples if s.get("cpu_seconds", 0) > 0]
+    r = {"rounds": len(samples),
+         "images_per_second": statistics.median(ips) if ips else None,
+         "images_per_second_min": min(ips) if ips else None,
+         "images_per_second_max": max(ips) if ips else None,
+         "images_per_cpu_second": statistics.median(ipc) if ipc else None,
+         "cpu_cores_used": (statistics.median([s["cpu_seconds"] / s["seconds"] for s in samples])
+                            if samples else None)}
+    return r
+
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+
+def fmt(x, nd=0):
+    if x is None:
+        return "—"
+    return ("%." + str(nd) + "f") % x
+
+
+def fmt_ratio(x):
+    return "—" if x is None else "%.2f×" % x
+
+
+def build_tables(res, meta):
+    """Return (text, markdown)."""
+    s = res["summary"]
+    rows = []
+    order = [("nostall_1t", "float"), ("nostall_2t", "float"), ("torch", "float"),
+             ("ffcv", "float"), ("nostall_1t", "uint8"), ("nostall_2t", "uint8"),
+             ("torch", "uint8"), ("ffcv", "uint8"), ("libjpeg_full", "-"),
+             ("libjpeg_coeffs", "-")]
+    for sys_, out in order:
+        key = sys_ + ("" if out == "-" else "_" + out)
+        if key not in s:
+            if key in res.get("unavailable", {}):
+                rows.append((LABELS[sys_].replace(" (num_workers=%d)", ""), OUT_LABEL[out],
+                             "unavailable: " + res["unavailable"][key],
+                             "", "", "", ""))
+            continue
+        m = s[key]
+        label = LABELS[sys_]
+        if sys_ == "torch":
+            label = label % meta["params"]["torch_workers"]
+        olabel = OUT_LABEL[out]
+        if key == "ffcv_float" and not meta["params"].get("ffcv_contiguous"):
+            olabel += " (channels_last memory)"
+        rows.append((label, olabel, fmt(m["images_per_second"]),
+                     "%s–%s" % (fmt(m["images_per_second_min"]), fmt(m["images_per_second_max"])),
+                     fmt(m["images_per_cpu_second"]), fmt(m["cpu_cores_used"], 2),
+                     str(m["rounds"])))
+    head = ("system", "output", "images/s (wall, median)", "range", "images per CPU-second",
+            "CPU cores busy", "rounds")
+
+    rr = res["ratios"]
+    rat_rows = []
+    names = [("vs_torch", "nostall ÷ PyTorch+torchvision"), ("vs_ffcv", "nostall ÷ FFCV"),
+             ("vs_libjpeg_full", "nostall ÷ libjpeg-turbo full decode"),
+             ("vs_libjpeg_coeffs", "nostall ÷ libjpeg-turbo entropy decode")]
+    for k, label in names:
+        cells = [label]
+        for out in ("float", "uint8"):
+            r = rr.get(out, {}).get(k)
+            if r is None:
+                cells.append("—")
+            else:
+                cells.append("%s (per CPU-s %s)" % (fmt_ratio(r["wall"]), fmt_ratio(r["cpu"])))
+        rat_rows.append(cells)
+    cells = ["nostall 2 threads ÷ 1 thread (images/s)"]
+    for out in ("float", "uint8"):
+        cells.append(fmt_ratio(rr.get(out, {}).get("scaling_2t")))
+    rat_rows.append(cells)
+    cells = ["nostall 2 threads ÷ 1 thread (images per CPU-s: 1.00× = no parallel overhead)"]
+    for out in ("float", "uint8"):
+        cells.append(fmt_ratio(rr.get(out, {}).get("scaling_2t_cpu")))
+    rat_rows.append(cells)
+    rhead = ("ratio (1 thread each, train, 224×224)", "float32 NCHW", "uint8 NHWC")
+
+    def md_table(h, body):
+        lines = ["| " + " | ".join(h) + " |", "|" + "|".join("---" for _ in h) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines)
+
+    def txt_table(h, body):
+        w = [max(len(str(r[i])) for r in [h] + list(body)) for i in range(len(h))]
+        lines = ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(h)),
+                 "  ".join("-" * x for x in w)]
+        lines += ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) for r in body]
+        return "\n".join(lines)
+
+    mi = meta["machine"]
+    p = meta["params"]
+    desc = ("%d images, %dx%d JPEG quality %d (%.0f KB mean), batch %d, %d epoch(s) per "
+            "measurement, %d round(s), medians" %
+            (p["images"], p["width"], p["height"], p["quality"], p["mean_kb"], p["batch_size"],
+             p["epochs"], p["rounds"]))
+    mach = ("%s, %s CPUs, Linux %s, %s, nostall %s; load average %s at start, %s at end" %
+            (mi.get("cpu", "?"), mi.get("nproc"), mi.get("kernel"), mi.get("date"),
+             mi.get("nostall_commit", "?"),
+             " ".join("%.2f" % x for x in mi["loadavg_start"]),
+             " ".join("%.2f" % x for x in mi.get("loadavg_end", ()))))
+    text = "\n".join([desc, mach, "", txt_table(head, rows), "", txt_table(rhead, rat_rows)])
+    md = "\n".join(["_" + desc + "._  ", "_" + mach + "._", "", md_table(head, rows), "",
+                    md_table(rhead, rat_rows)])
+    return text, md
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="ImageFolder of JPEGs")
+    ap.add_argument("--nostall", required=True, help="path of the nostall CLI")
+    ap.add_argument("--jpeg-decode", required=True, help="path of bench/jpeg_decode")
+    ap.add_argument("--quality", type=int, required=True,
+                    help="JPEG quality the images were written at (FFCV re-encodes at it)")
+    ap.add_argument("--width", type=int, default=0, help="for the report only")
+    ap.add_argument("--height", type=int, default=0, help="for the report only")
+    ap.add_argument("--beton", help="FFCV file (default: DATA.q<Q>.beton, written if missing)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=1, help="epochs per measurement")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--torch-workers", type=int, default=0,
+                    help="DataLoader num_workers (0: in this process; default)")
+    ap.add_argument("--ffcv-contiguous", action="store_true",
+                    help="FFCV float: copy to contiguous NCHW (default: channels_last view)")
+    ap.add_argument("--skip", default="",
+                    help="comma list of systems to leave out: nostall2,torch,ffcv,libjpeg")
+    ap.add_argument("--out", help="write all results as JSON here")
+    ap.add_argument("--markdown", help="write the Markdown tables here")
+    a = ap.parse_args()
+    skip = set(x for x in a.skip.split(",") if x)
+
+    meta = {"machine": machine_info(), "versions": versions()}
+    nbytes, nfiles = dir_bytes(a.data)
+    if nfiles == 0:
+        sys.exit("peers.py: no JPEGs under %s" % a.data)
+    meta["params"] = {"data": os.path.abspath(a.data), "images": nfiles, "bytes": nbytes,
+                      "mean_kb": nbytes / nfiles / 1000.0, "width": a.width, "height": a.height,
+                      "quality": a.quality, "batch_size": a.batch_size, "epochs": a.epochs,
+                      "rounds": a.rounds, "torch_workers": a.torch_workers, "crop": CROP,
+                      "ffcv_contiguous": a.ffcv_contiguous}
+    log("peers: %d images (%.1f MB) in %s" % (nfiles, nbytes / 1e6, a.data))
+
+    runs = {}          # key -> callable
+    unavailable = {}   # key -> reason
+    extra = {}
+
+    for out in ("float", "uint8"):
+        runs["nostall_1t_" + out] = NostallRun(a.nostall, a.data, 1, out, a.batch_size, a.epochs)
+        if "nostall2" not in skip:
+            runs["nostall_2t_" + out] = NostallRun(a.nostall, a.data, 2, out, a.batch_size,
+                                                   a.epochs)
+
+    if "torch" not in skip:
+        for out in ("float", "uint8"):
+            try:
+                runs["torch_" + out] = TorchRun(a.data, out, a.batch_size, a.epochs,
+                                                a.torch_workers)
+            except Exception as e:  # noqa: BLE001
+                unavailable["torch_" + out] = "%s: %s" % (type(e).__name__, e)
+                log("peers: torchvision unavailable: %s" % unavailable["torch_" + out])
+
+    if "ffcv" not in skip:
+        beton = a.beton or "%s.q%d.beton" % (a.data.rstrip("/"), a.quality)
+        try:
+            if not os.path.exists(beton):
+                log("peers: writing %s (FFCV re-encodes every image at quality %d)" %
+                    (beton, a.quality))
+                t0 = time.perf_counter()
+                write_beton(a.data, beton, a.quality, max(1, os.cpu_count() or 1))
+                extra["ffcv_write_seconds"] = time.perf_counter() - t0
+            extra["ffcv_beton_bytes"] = os.path.getsize(beton)
+            for out in ("float", "uint8"):
+                runs["ffcv_" + out] = FfcvRun(beton, out, a.batch_size, a.epochs,
+                                              a.ffcv_contiguous)
+            extra["ffcv_reencoded_kb_vs_original_kb"] = reencode_sizes(a.data, a.quality)
+        except Exception as e:  # noqa: BLE001
+            for out in ("float", "uint8"):
+                unavailable["ffcv_" + out] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0]
+                                                         if str(e) else "")
+            log("peers: FFCV unavailable:\n" + traceback.format_exc())
+
+    if "libjpeg" not in skip:
+        runs["libjpeg_full"] = JpegRun(a.jpeg_decode, a.data, "full", a.epochs)
+        runs["libjpeg_coeffs"] = JpegRun(a.jpeg_decode, a.data, "coeffs", a.epochs)
+
+    order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "ffcv_float",
+                         "nostall_2t_float", "nostall_1t_uint8", "torch_uint8", "ffcv_uint8",
+                         "nostall_2t_uint8", "libjpeg_coeffs") if k in runs]
+
+    # Warm-up: one untimed run of each (page cache, imports, FFCV's numba JIT).
+    warm = {}
+    for k in order:
+        log("peers: warm-up %s" % k)
+        try:
+            r = runs[k]()
+            warm[k] = r
+        except Exception as e:  # noqa: BLE001
+            unavailable[k] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            log("peers: %s failed in warm-up, left out: %s" % (k, e))
+    order = [k for k in order if k not in unavailable]
+    for k in ("ffcv_float", "ffcv_uint8"):
+        if k in warm:
+            extra[k + "_first_epoch_seconds_incl_jit"] = warm[k]["seconds"]
+
+    samples = {k: [] for k in order}
+    for rnd in range(a.rounds):
+        for k in order:
+            try:
+                r = runs[k]()
+            except Exception as e:  # noqa: BLE001
+                log("peers: %s failed in round %d: %s" % (k, rnd + 1, e))
+                continue
+            samples[k].append(r)
+            log("peers: round %d/%d %-18s %7.1f images/s  %7.1f images/CPU-s" %
+                (rnd + 1, a.rounds, k, r["images"] / r["seconds"],
+                 r["images"] / r["cpu_seconds"] if r["cpu_seconds"] else 0))
+
+    meta["machine"]["loadavg_end"] = os.getloadavg()
+    summary = {k: summarize(v) for k, v in samples.items() if v}
+    for k in ("torch_float", "torch_uint8", "ffcv_float", "ffcv_uint8"):
+        if k in runs and getattr(runs[k], "sample", None):
+            extra[k + "_batch"] = runs[k].sample
+
+    ratios = {}
+    for out in ("float", "uint8"):
+        ns = summary.get("nostall_1t_" + out)
+        if not ns:
+            continue
+        rr = {}
+        for name, key in (("vs_torch", "torch_" + out), ("vs_ffcv", "ffcv_" + out),
+                          ("vs_libjpeg_full", "libjpeg_full"),
+                          ("vs_libjpeg_coeffs", "libjpeg_coeffs")):
+            if key in summary:
+                rr[name] = {"wall": ratio(ns["images_per_second"],
+                                          summary[key]["images_per_second"]),
+                            "cpu": ratio(ns["images_per_cpu_second"],
+                                         summary[key]["images_per_cpu_second"])}
+        n2 = summary.get("nostall_2t_" + out)
+        if n2:
+            rr["scaling_2t"] = ratio(n2["images_per_second"], ns["images_per_second"])
+            rr["scaling_2t_cpu"] = ratio(n2["images_per_cpu_second"],
+                                         ns["images_per_cpu_second"])
+        ratios[out] = rr
+
+    res = {"meta": meta, "extra": extra, "summary": summary, "ratios": ratios,
+           "unavailable": unavailable, "samples": samples,
+           "nostall_cmd": " ".join(runs["nostall_1t_float"].cmd)}
+    text, md = build_tables(res, meta)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+        log("peers: wrote %s" % a.out)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(md + "\n")
+        log("peers: wrote %s" % a.markdown)
+    print()
+    print(text)
+    if extra:
+        print()
+        for k, v in sorted(extra.items()):
+            print("  %s: %s" % (k, v))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/run.sh — nostall side by side with PyTorch DataLoader + torchvision,
+# FFCV and plain libjpeg-turbo decoding, on the same files, in one run.
+# `make bench` runs this after building. See docs/performance.md.
+#
+#   bash bench/run.sh [--images N] [--rounds R] [--epochs E] [--quick] [--out DIR]
+#                     [--width W] [--height H] [--quality Q] [-- PEERS_OPTIONS...]
+#
+# Environment (flags win):
+#   NOSTALL_BENCH_DATA   dataset cache (default /tmp/nostall-bench-data); the
+#                        ImageFolder and the FFCV .beton are kept there and
+#                        reused by later runs with the same parameters
+#   NOSTALL_BENCH_OUT    where results go (default build/bench)
+#   NOSTALL_BUILD        build directory with the nostall CLI (default build)
+#   BENCH_IMAGES, BENCH_ROUNDS, BENCH_EPOCHS, BENCH_QUALITY
+#
+# Defaults: 1000 JPEGs 470x425 at quality 95 (about 130-140 KB each; the
+# issue's reference data is "about 100 KB, about 470x425, quality 93-98"),
+# batch 64, 1 epoch per measurement, 5 interleaved rounds, medians.
+# --quick: 300 images, 2 rounds (a smoke run, about a minute).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+IMAGES="${BENCH_IMAGES:-1000}"
+ROUNDS="${BENCH_ROUNDS:-5}"
+EPOCHS="${BENCH_EPOCHS:-1}"
+QUALITY="${BENCH_QUALITY:-95}"
+WIDTH=470
+HEIGHT=425
+CLASSES=10
+SEED=7
+DATA_ROOT="${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}"
+OUT="${NOSTALL_BENCH_OUT:-$ROOT/build/bench}"
+BUILD="${NOSTALL_BUILD:-$ROOT/build}"
+PY=/usr/bin/python3
+PEERS_ARGS=()
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --images) IMAGES="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
+        --epochs) EPOCHS="$2"; shift 2 ;;
+        --quality) QUALITY="$2"; shift 2 ;;
+        --width) WIDTH="$2"; shift 2 ;;
+        --height) HEIGHT="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        --quick) IMAGES=300; ROUNDS=2; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; PEERS_ARGS=("$@"); break ;;
+        *) echo "bench/run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+# 1. What the peers need (Debian packages; installs only what is missing).
+#    python3-ffcv's package misses two of its imports (cv2, numba): named here.
+bash tools/install-deps.sh gcc cmake libjpeg62-turbo-dev libpng-dev python3-torch \
+    python3-torchvision python3-pil python3-numpy python3-ffcv python3-opencv python3-numba
+
+# 2. Build: the nostall CLI (release flags, as `make build`) and jpeg_decode.
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target nostall_cli >/dev/null
+NOSTALL="$BUILD/nostall"
+mkdir -p "$OUT"
+cc -O2 -std=c11 -Wall -Wextra -o "$OUT/jpeg_decode" bench/jpeg_decode.c -ljpeg
+
+# 3. The dataset, generated once per parameter set.
+DATA="$DATA_ROOT/imagefolder-n$IMAGES-${WIDTH}x$HEIGHT-q$QUALITY-s$SEED"
+if [ ! -f "$DATA/.complete" ]; then
+    echo "bench: generating $IMAGES JPEGs ${WIDTH}x$HEIGHT quality $QUALITY into $DATA" >&2
+    rm -rf "$DATA" "$DATA.q$QUALITY.beton"
+    mkdir -p "$DATA"
+    "$NOSTALL" gen "$DATA" --images "$IMAGES" --classes "$CLASSES" --width "$WIDTH" \
+        --height "$HEIGHT" --quality "$QUALITY" --seed "$SEED" --quiet --force >&2
+    touch "$DATA/.complete"
+fi
+
+# 4. Run everything, side by side.
+echo "bench: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+"$PY" bench/peers.py --data "$DATA" --nostall "$NOSTALL" --jpeg-decode "$OUT/jpeg_decode" \
+    --quality "$QUALITY" --width "$WIDTH" --height "$HEIGHT" --rounds "$ROUNDS" \
+    --epochs "$EPOCHS" --out "$OUT/results.json" --markdown "$OUT/results.md" \
+    ${PEERS_ARGS[@]+"${PEERS_ARGS[@]}"}
+echo "bench: results in $OUT/results.json and $OUT/results.md (paste into docs/performance.md)" >&2
