@@ -4,6 +4,7 @@
 #   make            release build: build/nostall, build/libnostall.so
 #   make test       every test under ASan+UBSan, then under TSan (-Werror)
 #   make asan|tsan  one sanitizer build and its tests
+#   make python-test  the Python binding's tests (Debian's /usr/bin/python3)
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
 #   make install    install library, header, CLI, pkg-config file (PREFIX)
@@ -16,9 +17,10 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
 # Debian 12 packages the build and the tests need.
 DEB_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
-                python3
+                python3 python3-numpy python3-pytest python3-torch \
+                python3-torchvision python3-pil
 
-.PHONY: all deps build release-test asan tsan test demo bench install format clean
+.PHONY: all deps build release-test python-test asan tsan test demo bench install format clean
 
 all: build
 
@@ -43,7 +45,12 @@ tsan: deps
 release-test: build
 	cd build && ctest $(CTEST_FLAGS)
 
-test: release-test asan tsan
+# The Python binding's tests, against the release build.
+python-test: build
+	NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+test: release-test python-test asan tsan
 	@echo "make test: all test suites passed"
 
 demo: build

@@ -9,18 +9,27 @@
  * max(1, scale) input pixels, so downscaling is antialiased. Taps that fall
  * outside the image data are clamped to its edge (their weights are folded
  * onto the edge pixel). Weights are normalized in double precision, then
- * converted to NST_AUG_BITS-bit fixed point: non-negative, summing to
- * exactly one, so both passes are integer, no accumulator can leave
- * [0, 255] and a constant image stays exactly constant. Every output of an
- * axis gets the same number of taps k (zero-padded), so the horizontal inner
- * loop has a fixed, usually compile-time, trip count.
+ * converted to NST_AUG_BITS-bit (int16) fixed point: non-negative, summing
+ * to exactly one, so both passes are integer, no accumulator overflows and
+ * a constant image stays exactly constant (augment_impl.h). Every output of
+ * an axis gets the same number of taps k (zero-padded), so the inner loops
+ * have a fixed, usually compile-time, trip count.
  *
- * The horizontal pass runs first, over only the input rows the vertical
- * taps touch, into a rounded uint8 intermediate (like PIL); the flip is
- * folded into its taps by giving output column i those of column size-1-i.
- * The vertical pass accumulates one output row at a time in int32 (fixed
- * 16-element blocks, so it vectorizes at -O2) and the row goes straight to
- * the destination in its layout (normalize.c).
+ * Pass order is chosen per call by a rough cost model: vertical first (each
+ * output row: the vertical taps over the columns the horizontal taps touch,
+ * into one int16 row, then the horizontal pass) when that shrinks the work,
+ * e.g. when downscaling vertically; otherwise horizontal first over the
+ * input rows the vertical taps touch, kept in a ring of k rows. The first
+ * pass keeps NST_AUG_IBITS fractional bits in its int16 intermediate, the
+ * second rounds to uint8 (so float output is exactly the table applied to
+ * the uint8 output); the flip is folded into the horizontal taps by giving
+ * output column i those of column size-1-i. Finished rows go to the output
+ * writer (normalize.c).
+ *
+ * SIMD: with SSE2 (baseline on x86-64) both passes use pmaddwd on pairs of
+ * taps: the horizontal pass interleaves two input pixels as
+ * {R0,R1,G0,G1,B0,B1,x,x}, the vertical pass two rows. -DNST_RESIZE_SCALAR
+ * (or a target without SSE2) selects portable C with bit-identical results.
  *
  * Coordinates: the window is in source-image pixels; img->data is the image
  * decoded at scale_num/scale_den with its pixel (0,0) at (x0,y0) of that
@@ -39,21 +48,36 @@
 #include "common/buf.h"
 #include "common/error.h"
 
+/* SSE2 is part of x86-64; -DNST_RESIZE_SCALAR builds the portable path. */
+#if defined(__SSE2__) && !defined(NST_RESIZE_SCALAR)
+#define NST_RESIZE_SSE2 1
+#include <emmintrin.h>
+#else
+#define NST_RESIZE_SSE2 0
+#endif
+
 /* Windows are rejected when they map beyond this many pixels (keeps every
  * tap index and filter size comfortably inside int32). */
 #define NST_AUG_MAX_COORD 67108864.0 /* 2^26 */
 
 typedef struct nst_axis {
-    nst_buf bounds; /* int32 pairs per output: first input index, tap count */
-    nst_buf coefs;  /* int32 [size][k]: fixed-point weights               */
-    uint32_t k;     /* stride of coefs: the most taps any output has      */
+    nst_buf start;  /* int32 per output: first input index, relative to lo */
+    nst_buf coefs;  /* int16 [size][k]: fixed-point weights               */
+    nst_buf bounds; /* int32 pairs per output while building: first, count */
+    uint32_t k;     /* taps of every output                                */
+    int32_t lo, hi; /* input indices [lo, hi) are touched                  */
+    int mono;       /* starts are non-decreasing in the output index       */
 } nst_axis;
 
 struct nst_augmenter {
     nst_axis ax, ay;
-    nst_buf work; /* double weights of one output pixel                  */
-    nst_buf tmp;  /* uint8 intermediate: horizontally resampled rows     */
-    nst_buf acc;  /* int32 accumulator row of the vertical pass          */
+    nst_buf work;    /* double weights while building an axis              */
+    nst_buf hco;     /* SIMD layout of the horizontal coefficients         */
+    nst_buf tmp;     /* int16 intermediate row(s)                          */
+    nst_buf rows;    /* pointers to the k (+1) rows of a vertical output   */
+    nst_buf vco;     /* SIMD layout of one output row's vertical weights   */
+    nst_buf orow;    /* one finished uint8 RGB output row                  */
+    nst_buf lastrow; /* padded copy of the image's last row                */
 };
 
 int nst_augmenter_create(nst_augmenter **out)
@@ -64,16 +88,25 @@ int nst_augmenter_create(nst_augmenter **out)
     return 0;
 }
 
+static void axis_free(nst_axis *ax)
+{
+    nst_buf_free(&ax->start);
+    nst_buf_free(&ax->coefs);
+    nst_buf_free(&ax->bounds);
+}
+
 void nst_augmenter_free(nst_augmenter *a)
 {
     if (!a) return;
-    nst_buf_free(&a->ax.bounds);
-    nst_buf_free(&a->ax.coefs);
-    nst_buf_free(&a->ay.bounds);
-    nst_buf_free(&a->ay.coefs);
+    axis_free(&a->ax);
+    axis_free(&a->ay);
     nst_buf_free(&a->work);
+    nst_buf_free(&a->hco);
     nst_buf_free(&a->tmp);
-    nst_buf_free(&a->acc);
+    nst_buf_free(&a->rows);
+    nst_buf_free(&a->vco);
+    nst_buf_free(&a->orow);
+    nst_buf_free(&a->lastrow);
     free(a);
 }
 
@@ -84,7 +117,7 @@ static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 
 /* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels. */
 static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
-                      uint32_t n, uint32_t size, int flip)
+                      uint32_t n, uint32_t size, int flip, int rel)
 {
     const double scale = len / (double)size;
     const double support = scale > 1.0 ? scale : 1.0; /* triangle: 1 * scale */
@@ -96,16 +129,18 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
     size_t nb, nk, nc, nw;
     if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) ||
         nst_mul_overflow(size, kc, &nk) ||
-        nst_mul_overflow(nk, sizeof(int32_t), &nc) ||
+        nst_mul_overflow(nk, sizeof(int16_t), &nc) ||
         nst_mul_overflow(nk, sizeof(double), &nw))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
     int rc;
     if ((rc = nst_buf_reserve(&ax->bounds, nb)) < 0) return rc;
     if ((rc = nst_buf_reserve(&ax->coefs, nc)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&ax->start, (size_t)size * sizeof(int32_t))) < 0) return rc;
     if ((rc = nst_buf_reserve(work, nw)) < 0) return rc;
 
     int32_t *bounds = (int32_t *)(void *)ax->bounds.data;
-    int32_t *coefs = (int32_t *)(void *)ax->coefs.data;
+    int16_t *coefs = (int16_t *)(void *)ax->coefs.data;
+    int32_t *starts = (int32_t *)(void *)ax->start.data;
     const int64_t last = (int64_t)n - 1;
 
     /* Phase 1: normalized double weights of each output, folded onto the
@@ -152,16 +187,18 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
      * (k <= kc <= n), the unused ones zero, so the passes run a fixed-count
      * inner loop; weights become fixed point summing to exactly one. */
     ax->k = (uint32_t)k;
+    int32_t lo = INT32_MAX, hi = 0;
+    int mono = 1;
     for (uint32_t i = 0; i < size; i++) {
         const double *w = (const double *)(const void *)work->data + (size_t)i * kc;
         const int64_t first = bounds[2 * i], cnt = bounds[2 * i + 1];
         const int64_t start = first < (int64_t)n - k ? first : (int64_t)n - k;
-        int32_t *c = coefs + (size_t)i * (size_t)k;
-        memset(c, 0, sizeof(int32_t) * (size_t)k);
+        int16_t *c = coefs + (size_t)i * (size_t)k;
+        memset(c, 0, sizeof(int16_t) * (size_t)k);
         c += first - start;
         /* Round the running sum, not each weight: the coefficients are
          * non-negative and add up to exactly NST_AUG_ONE, so every
-         * accumulator stays within [0, 255] * NST_AUG_ONE + NST_AUG_HALF. */
+         * accumulator stays within range (augment_impl.h). */
         double cum = 0.0;
         int32_t prev = 0;
         for (int64_t j = 0; j < cnt; j++) {
@@ -170,90 +207,314 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
                                         : (int32_t)floor(cum * NST_AUG_ONE + 0.5);
             if (next > NST_AUG_ONE) next = NST_AUG_ONE;
             if (next < prev) next = prev;
-            c[j] = next - prev;
+            c[j] = (int16_t)(next - prev);
             prev = next;
         }
-        bounds[2 * i] = (int32_t)start;
-        bounds[2 * i + 1] = (int32_t)k;
+        starts[i] = (int32_t)start;
+        if (i > 0 && starts[i] < starts[i - 1]) mono = 0;
+        if (starts[i] < lo) lo = starts[i];
+        if (starts[i] + (int32_t)k > hi) hi = starts[i] + (int32_t)k;
     }
+    ax->lo = lo;
+    ax->hi = hi;
+    ax->mono = mono;
+    if (rel)
+        for (uint32_t i = 0; i < size; i++) starts[i] -= lo;
     return 0;
 }
-
-/* Accumulator -> pixel. No clamping needed: taps are non-negative and sum
- * to exactly one (build_axis), so the value is already within [0, 255]. */
-static inline uint8_t px8(int32_t a) { return (uint8_t)(a >> NST_AUG_BITS); }
 
 #if defined(__GNUC__)
 #define NST_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define NST_ALWAYS_INLINE inline
 #endif
+
 #if defined(__clang__)
-#define NST_UNROLL _Pragma("unroll 16")
+#define NST_UNROLL _Pragma("unroll 8")
 #elif defined(__GNUC__)
-#define NST_UNROLL _Pragma("GCC unroll 16")
+#define NST_UNROLL _Pragma("GCC unroll 8")
 #else
 #define NST_UNROLL
 #endif
 
-/* One input row -> one intermediate row of `size` RGB pixels; every output
- * has exactly k taps (a constant in the specialized copies below). */
-static NST_ALWAYS_INLINE void hpass_row_k(const uint8_t *restrict src,
-                                          const int32_t *restrict xb,
-                                          const int32_t *restrict xc, uint32_t k,
+static inline uint32_t load_u32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* ---------------------------------------------------------------------
+ * Horizontal pass: one row of input pixels -> `size` output pixels.
+ * xs[i] is output i's first input pixel, k its tap count.
+ * --------------------------------------------------------------------- */
+
+#if NST_RESIZE_SSE2
+/* SIMD coefficient layout: per output, k2 = ceil(k / 2) vectors
+ * {c0, c1, c0, c1, c0, c1, 0, 0} of taps (2j, 2j+1) (the last c1 is 0 when
+ * k is odd). A pair of input pixels is interleaved to
+ * {R0, R1, G0, G1, B0, B1, x, x} so one pmaddwd gives the R, G, B partial
+ * sums. Reads reach 4 elements past the last tap (weight 0; see callers). */
+static void expand_hcoefs(int16_t *restrict dst, const int16_t *restrict c,
+                          uint32_t k, uint32_t size)
+{
+    const uint32_t k2 = (k + 1) / 2;
+    for (uint32_t i = 0; i < size; i++, c += k)
+        for (uint32_t j = 0; j < k2; j++, dst += 8) {
+            const int16_t c0 = c[2 * j], c1 = 2 * j + 1 < k ? c[2 * j + 1] : 0;
+            dst[0] = dst[2] = dst[4] = c0;
+            dst[1] = dst[3] = dst[5] = c1;
+            dst[6] = dst[7] = 0;
+        }
+}
+
+/* uint8 input -> int16 intermediate (first pass). dst gets 4 elements per
+ * pixel written (3 * size + 1 in all). */
+static NST_ALWAYS_INLINE void hpass_u8_k(const uint8_t *restrict src,
+                                         const int32_t *restrict xs,
+                                         const int16_t *restrict hc, uint32_t k2,
+                                         uint32_t size, int16_t *restrict dst)
+{
+    const __m128i z = _mm_setzero_si128();
+    const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND1);
+    for (uint32_t i = 0; i < size; i++) {
+        const uint8_t *p = src + (size_t)xs[i] * 3;
+        const __m128i *c = (const __m128i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m128i acc = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            __m128i a = _mm_cvtsi32_si128((int)load_u32(p + 6 * j));
+            __m128i b = _mm_cvtsi32_si128((int)load_u32(p + 6 * j + 3));
+            __m128i x = _mm_unpacklo_epi8(_mm_unpacklo_epi8(a, b), z);
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(x, _mm_loadu_si128(c + j)));
+        }
+        acc = _mm_srai_epi32(acc, NST_AUG_SHIFT1);
+        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i),
+                         _mm_packs_epi32(acc, acc));
+    }
+}
+
+/* int16 intermediate -> uint8 output (second pass). dst gets 4 bytes per
+ * pixel written (3 * size + 1 in all). */
+static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
+                                          const int32_t *restrict xs,
+                                          const int16_t *restrict hc, uint32_t k2,
                                           uint32_t size, uint8_t *restrict dst)
 {
+    const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND2);
     for (uint32_t i = 0; i < size; i++) {
-        const uint8_t *p = src + (size_t)xb[2 * i] * 3;
-        const int32_t *c = xc + (size_t)i * k;
-        int32_t r = NST_AUG_HALF, g = NST_AUG_HALF, b = NST_AUG_HALF;
+        const int16_t *p = src + (size_t)xs[i] * 3;
+        const __m128i *c = (const __m128i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m128i acc = rnd;
         NST_UNROLL
-        for (uint32_t t = 0; t < k; t++) {
-            const int32_t ct = c[t];
-            r += p[3 * t] * ct;
-            g += p[3 * t + 1] * ct;
-            b += p[3 * t + 2] * ct;
+        for (uint32_t j = 0; j < k2; j++) {
+            __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j));
+            __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j + 3));
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b),
+                                                    _mm_loadu_si128(c + j)));
         }
-        dst[3 * i] = px8(r);
-        dst[3 * i + 1] = px8(g);
-        dst[3 * i + 2] = px8(b);
+        acc = _mm_srai_epi32(acc, NST_AUG_SHIFT2);
+        acc = _mm_packs_epi32(acc, acc);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(acc, acc));
+        memcpy(dst + 3 * (size_t)i, &v, sizeof v);
     }
 }
 
-static void hpass_row(const uint8_t *src, const int32_t *xb, const int32_t *xc,
+#define NST_HDISPATCH(FN, ...)                                                 \
+    switch (k2) { /* the usual tap counts, unrolled */                        \
+    case 1: FN(__VA_ARGS__, 1, size, dst); return;                             \
+    case 2: FN(__VA_ARGS__, 2, size, dst); return;                             \
+    case 3: FN(__VA_ARGS__, 3, size, dst); return;                             \
+    case 4: FN(__VA_ARGS__, 4, size, dst); return;                             \
+    case 5: FN(__VA_ARGS__, 5, size, dst); return;                             \
+    default: FN(__VA_ARGS__, k2, size, dst); return;                           \
+    }
+
+static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
+                     uint32_t k, uint32_t size, int16_t *dst)
+{
+    const uint32_t k2 = (k + 1) / 2;
+    NST_HDISPATCH(hpass_u8_k, src, xs, hc)
+}
+
+static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
                       uint32_t k, uint32_t size, uint8_t *dst)
 {
-    switch (k) { /* the usual tap counts, unrolled */
-#define NST_HCASE(K)                                                           \
-    case K: hpass_row_k(src, xb, xc, K, size, dst); return;
-        NST_HCASE(1) NST_HCASE(2) NST_HCASE(3) NST_HCASE(4) NST_HCASE(5)
-        NST_HCASE(6) NST_HCASE(7) NST_HCASE(8) NST_HCASE(9)
-#undef NST_HCASE
-    default: hpass_row_k(src, xb, xc, k, size, dst); return;
+    const uint32_t k2 = (k + 1) / 2;
+    NST_HDISPATCH(hpass_i16_k, src, xs, hc)
+}
+#undef NST_HDISPATCH
+
+#else /* portable scalar: the same integer arithmetic, no over-reads */
+
+static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
+                     uint32_t k, uint32_t size, int16_t *dst)
+{
+    for (uint32_t i = 0; i < size; i++) {
+        const uint8_t *p = src + (size_t)xs[i] * 3;
+        const int16_t *c = hc + (size_t)i * k;
+        int32_t r = NST_AUG_ROUND1, g = NST_AUG_ROUND1, b = NST_AUG_ROUND1;
+        for (uint32_t t = 0; t < k; t++) {
+            r += c[t] * p[3 * t];
+            g += c[t] * p[3 * t + 1];
+            b += c[t] * p[3 * t + 2];
+        }
+        dst[3 * i] = (int16_t)(r >> NST_AUG_SHIFT1);
+        dst[3 * i + 1] = (int16_t)(g >> NST_AUG_SHIFT1);
+        dst[3 * i + 2] = (int16_t)(b >> NST_AUG_SHIFT1);
     }
 }
 
-/* acc[0 .. nblk*LANES) = rounding + c * row[...], the first tap. */
-static void vpass_first(int32_t *restrict acc, const uint8_t *restrict row,
-                        int32_t c, size_t nblk)
+static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
+                      uint32_t k, uint32_t size, uint8_t *dst)
 {
-    for (size_t bk = 0; bk < nblk; bk++) {
-        int32_t *restrict a = acc + bk * NST_AUG_LANES;
-        const uint8_t *restrict r = row + bk * NST_AUG_LANES;
-        for (int l = 0; l < NST_AUG_LANES; l++) a[l] = NST_AUG_HALF + c * (int32_t)r[l];
+    for (uint32_t i = 0; i < size; i++) {
+        const int16_t *p = src + (size_t)xs[i] * 3;
+        const int16_t *c = hc + (size_t)i * k;
+        int32_t r = NST_AUG_ROUND2, g = NST_AUG_ROUND2, b = NST_AUG_ROUND2;
+        for (uint32_t t = 0; t < k; t++) {
+            r += c[t] * p[3 * t];
+            g += c[t] * p[3 * t + 1];
+            b += c[t] * p[3 * t + 2];
+        }
+        dst[3 * i] = (uint8_t)(r >> NST_AUG_SHIFT2);
+        dst[3 * i + 1] = (uint8_t)(g >> NST_AUG_SHIFT2);
+        dst[3 * i + 2] = (uint8_t)(b >> NST_AUG_SHIFT2);
+    }
+}
+#endif
+
+/* ---------------------------------------------------------------------
+ * Vertical pass: k rows (row t at rows[t], coefficient c[t]) -> one row of
+ * n elements. The SIMD code takes the rows in pairs, interleaving them so
+ * one pmaddwd applies both coefficients; when k is odd, rows[k] must be a
+ * readable row (its weight is 0: the callers repeat rows[k - 1]).
+ * --------------------------------------------------------------------- */
+
+#if NST_RESIZE_SSE2
+/* uint8 rows -> int16 intermediate (first pass), n >= 16; reads exactly n
+ * bytes of each row (the last block overlaps the one before). */
+static NST_ALWAYS_INLINE void vpass_u8_k(const uint8_t *const *restrict rows,
+                                         const __m128i *restrict cf, uint32_t k2,
+                                         size_t n, int16_t *restrict dst)
+{
+    const __m128i z = _mm_setzero_si128();
+    const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND1);
+    for (size_t x = 0;; x += 16) {
+        if (x + 16 > n) x = n - 16;
+        __m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i u = _mm_loadu_si128((const __m128i *)(const void *)(rows[2 * j] + x));
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(rows[2 * j + 1] + x));
+            const __m128i lo = _mm_unpacklo_epi8(u, v), hi = _mm_unpackhi_epi8(u, v);
+            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, z), cf[j]));
+            a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, z), cf[j]));
+            a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, z), cf[j]));
+            a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, z), cf[j]));
+        }
+        a0 = _mm_srai_epi32(a0, NST_AUG_SHIFT1);
+        a1 = _mm_srai_epi32(a1, NST_AUG_SHIFT1);
+        a2 = _mm_srai_epi32(a2, NST_AUG_SHIFT1);
+        a3 = _mm_srai_epi32(a3, NST_AUG_SHIFT1);
+        _mm_storeu_si128((__m128i *)(void *)(dst + x), _mm_packs_epi32(a0, a1));
+        _mm_storeu_si128((__m128i *)(void *)(dst + x + 8), _mm_packs_epi32(a2, a3));
+        if (x + 16 >= n) break;
     }
 }
 
-/* acc[0 .. nblk*LANES) += c * row[...] in fixed-size blocks (vectorizes). */
-static void vpass_tap(int32_t *restrict acc, const uint8_t *restrict row,
-                      int32_t c, size_t nblk)
+/* int16 intermediate rows -> uint8 (second pass); n is a multiple of 16. */
+static NST_ALWAYS_INLINE void vpass_i16_k(const int16_t *const *restrict rows,
+                                          const __m128i *restrict cf, uint32_t k2,
+                                          size_t n, uint8_t *restrict dst)
 {
-    for (size_t bk = 0; bk < nblk; bk++) {
-        int32_t *restrict a = acc + bk * NST_AUG_LANES;
-        const uint8_t *restrict r = row + bk * NST_AUG_LANES;
-        for (int l = 0; l < NST_AUG_LANES; l++) a[l] += c * (int32_t)r[l];
+    const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND2);
+    for (size_t x = 0; x < n; x += 16) {
+        __m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i *ru = (const __m128i *)(const void *)(rows[2 * j] + x);
+            const __m128i *rv = (const __m128i *)(const void *)(rows[2 * j + 1] + x);
+            const __m128i u0 = _mm_loadu_si128(ru), u1 = _mm_loadu_si128(ru + 1);
+            const __m128i v0 = _mm_loadu_si128(rv), v1 = _mm_loadu_si128(rv + 1);
+            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi16(u0, v0), cf[j]));
+            a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi16(u0, v0), cf[j]));
+            a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi16(u1, v1), cf[j]));
+            a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi16(u1, v1), cf[j]));
+        }
+        a0 = _mm_srai_epi32(a0, NST_AUG_SHIFT2);
+        a1 = _mm_srai_epi32(a1, NST_AUG_SHIFT2);
+        a2 = _mm_srai_epi32(a2, NST_AUG_SHIFT2);
+        a3 = _mm_srai_epi32(a3, NST_AUG_SHIFT2);
+        _mm_storeu_si128((__m128i *)(void *)(dst + x),
+                         _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3)));
     }
 }
+
+#define NST_VDISPATCH(FN)                                                      \
+    switch (k2) { /* the usual tap counts, unrolled */                        \
+    case 1: FN(rows, cf, 1, n, dst); break;                                    \
+    case 2: FN(rows, cf, 2, n, dst); break;                                    \
+    case 3: FN(rows, cf, 3, n, dst); break;                                    \
+    case 4: FN(rows, cf, 4, n, dst); break;                                    \
+    default: FN(rows, cf, k2, n, dst); break;                                  \
+    }
+
+/* Pair coefficients {c[2j], c[2j+1]} broadcast, c[k] = 0. */
+static void vcoefs(__m128i *cf, const int16_t *c, uint32_t k)
+{
+    for (uint32_t j = 0; 2 * j < k; j++) {
+        const uint32_t c0 = (uint16_t)c[2 * j];
+        const uint32_t c1 = 2 * j + 1 < k ? (uint16_t)c[2 * j + 1] : 0;
+        cf[j] = _mm_set1_epi32((int)(c0 | c1 << 16));
+    }
+}
+#endif
+
+static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs,
+                     uint32_t k, size_t n, int16_t *restrict dst)
+{
+#if NST_RESIZE_SSE2
+    if (n >= 16) { /* (malloc'ed cfs: 16-byte aligned) */
+        __m128i *cf = cfs;
+        const uint32_t k2 = (k + 1) / 2;
+        vcoefs(cf, c, k);
+        NST_VDISPATCH(vpass_u8_k)
+        return;
+    }
+#else
+    (void)cfs;
+#endif
+    for (size_t x = 0; x < n; x++) {
+        int32_t s = NST_AUG_ROUND1;
+        for (uint32_t t = 0; t < k; t++) s += c[t] * rows[t][x];
+        dst[x] = (int16_t)(s >> NST_AUG_SHIFT1);
+    }
+}
+
+static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs,
+                      uint32_t k, size_t n, uint8_t *restrict dst)
+{
+#if NST_RESIZE_SSE2
+    __m128i *cf = cfs;
+    const uint32_t k2 = (k + 1) / 2;
+    vcoefs(cf, c, k);
+    NST_VDISPATCH(vpass_i16_k)
+#else
+    (void)cfs;
+    for (size_t x = 0; x < n; x++) {
+        int32_t s = NST_AUG_ROUND2;
+        for (uint32_t t = 0; t < k; t++) s += c[t] * rows[t][x];
+        dst[x] = (uint8_t)(s >> NST_AUG_SHIFT2);
+    }
+#endif
+}
+#undef NST_VDISPATCH
+
+/* Rough cost, in vector operations, of each pass order (per unit: one output
+ * pixel of the horizontal pass, one 16-element block of the vertical). */
+static double hcost(double outputs, uint32_t k) { return outputs * (8.0 + 6.0 * ((k + 1) / 2)); }
+static double vcost(double elems, uint32_t k) { return elems / 16.0 * (12.0 + 16.0 * ((k + 1) / 2)); }
 
 int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
                 int flip, const nst_output *out)
@@ -289,49 +550,94 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
                          win->x, win->y, win->w, win->h);
 
     const uint32_t size = out->size;
-    size_t row, rowp, nblk;
-    if (nst_mul_overflow(size, 3, &row) || row > SIZE_MAX - NST_AUG_LANES)
+    if (size > (uint32_t)NST_AUG_MAX_COORD)
         return nst_error(NOSTALL_E_INVALID, "augment: output size %u too large", size);
-    nblk = (row + NST_AUG_LANES - 1) / NST_AUG_LANES;
-    rowp = nblk * NST_AUG_LANES;
 
-    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size, flip)) < 0) return rc;
-    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size, 0)) < 0) return rc;
-    const int32_t *xb = (const int32_t *)(const void *)a->ax.bounds.data;
-    const int32_t *xc = (const int32_t *)(const void *)a->ax.coefs.data;
-    const int32_t *yb = (const int32_t *)(const void *)a->ay.bounds.data;
-    const int32_t *yc = (const int32_t *)(const void *)a->ay.coefs.data;
+    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size, flip, 1)) < 0) return rc;
+    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size, 0, 0)) < 0) return rc;
+    const int32_t *xs = (const int32_t *)(const void *)a->ax.start.data;
+    const int16_t *xc = (const int16_t *)(const void *)a->ax.coefs.data;
+    const int32_t *ys = (const int32_t *)(const void *)a->ay.start.data;
+    const int16_t *yc = (const int16_t *)(const void *)a->ay.coefs.data;
+    const uint32_t kx = a->ax.k, ky = a->ay.k;
+    const size_t nx = (size_t)(a->ax.hi - a->ax.lo), ny = (size_t)(a->ay.hi - a->ay.lo);
 
-    /* Input rows the vertical taps touch. */
-    int32_t ylo = INT32_MAX, yhi = 0;
-    for (uint32_t y = 0; y < size; y++) {
-        if (yb[2 * y] < ylo) ylo = yb[2 * y];
-        if (yb[2 * y] + yb[2 * y + 1] > yhi) yhi = yb[2 * y] + yb[2 * y + 1];
-    }
-    size_t nrows = (size_t)(yhi - ylo), tbytes, abytes;
-    if (nst_mul_overflow(nrows, rowp, &tbytes) ||
-        nst_mul_overflow(rowp, sizeof(int32_t), &abytes))
+    /* Pass order: vertical first (one intermediate row per output row, over
+     * the nx columns the horizontal taps touch) or horizontal first (over
+     * the ny input rows the vertical taps touch, kept in a ring of ky rows
+     * when the rows are consumed in order). Whichever costs less. */
+    const double vfirst = vcost((double)size * 3.0 * (double)nx, ky) +
+                          hcost((double)size * size, kx);
+    const double hfirst = hcost((double)ny * size, kx) +
+                          vcost((double)size * 3.0 * (double)size, ky);
+    const int vert_first = vfirst < hfirst;
+
+    /* Scratch: the uint8 output row (+ slack for 4-byte stores), the rows
+     * of pointers, the int16 intermediate (+ slack for the 4-element reads
+     * of the horizontal pass), a padded copy of the last input row. */
+    const size_t orow = (size_t)size * 3;
+    const size_t irow = vert_first ? nx * 3 + 8 : (orow + 16) / 16 * 16;
+    const size_t nring = vert_first ? 1 : (a->ay.mono ? ky : ny);
+    size_t hbytes = 0, ibytes;
+#if NST_RESIZE_SSE2
+    if (nst_mul_overflow((size_t)size * ((kx + 1) / 2), 16, &hbytes))
+        return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
+#endif
+    if (nst_mul_overflow(irow, nring * sizeof(int16_t), &ibytes))
         return nst_error(NOSTALL_E_NOMEM, "augment: intermediate too large");
-    if ((rc = nst_buf_reserve(&a->tmp, tbytes)) < 0) return rc;
-    if ((rc = nst_buf_reserve(&a->acc, abytes)) < 0) return rc;
-    uint8_t *tmp = a->tmp.data;
-    int32_t *acc = (int32_t *)(void *)a->acc.data;
+    if ((rc = nst_buf_reserve(&a->orow, orow + 16)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->rows, ((size_t)ky + 1) * sizeof(void *))) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->vco, ((size_t)ky + 1) / 2 * 16)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->tmp, ibytes)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->lastrow, (size_t)img->width * 3 + 16)) < 0) return rc;
+    if ((rc = nst_buf_reserve(&a->hco, hbytes)) < 0) return rc;
+    uint8_t *orowp = a->orow.data;
+    int16_t *tmp = (int16_t *)(void *)a->tmp.data;
+    const int16_t *hc = xc;
+#if NST_RESIZE_SSE2
+    expand_hcoefs((int16_t *)(void *)a->hco.data, xc, kx, size);
+    hc = (const int16_t *)(const void *)a->hco.data;
+#endif
+    /* Slack read by the horizontal pass with weight 0: defined values. */
+    memset(tmp, 0, ibytes);
 
-    for (size_t r = 0; r < nrows; r++) {
-        uint8_t *d = tmp + r * rowp;
-        hpass_row(img->data + ((size_t)ylo + r) * img->stride, xb, xc, a->ax.k,
-                  size, d);
-        memset(d + row, 0, rowp - row); /* padding lanes: defined, unused */
+    if (vert_first) {
+        const uint8_t **rows = (const uint8_t **)(void *)a->rows.data;
+        const uint8_t *base = img->data + (size_t)a->ax.lo * 3;
+        for (uint32_t y = 0; y < size; y++) {
+            for (uint32_t t = 0; t < ky; t++)
+                rows[t] = base + ((size_t)ys[y] + t) * img->stride;
+            rows[ky] = rows[ky - 1];
+            vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp);
+            hpass_i16(tmp, xs, hc, kx, size, orowp);
+            nst_out_row(out, y, orowp);
+        }
+        return 0;
     }
 
+    /* Horizontal first. The SIMD horizontal pass reads up to 4 bytes past
+     * a row's last tap: inside the next row, except for the image's last
+     * row, which is read from a padded copy. */
+    const int16_t **rows = (const int16_t **)(void *)a->rows.data;
+    uint8_t *last = a->lastrow.data;
+    memcpy(last, img->data + (size_t)(img->height - 1) * img->stride,
+           (size_t)img->width * 3);
+    memset(last + (size_t)img->width * 3, 0, 16);
+    int64_t done = a->ay.lo; /* input rows below this are in the ring */
     for (uint32_t y = 0; y < size; y++) {
-        const int32_t *c = yc + (size_t)y * a->ay.k;
-        const int32_t n = yb[2 * y + 1];
-        const uint8_t *r0 = tmp + (size_t)(yb[2 * y] - ylo) * rowp;
-        vpass_first(acc, r0, c[0], nblk);
-        for (int32_t t = 1; t < n; t++)
-            vpass_tap(acc, r0 + (size_t)t * rowp, c[t], nblk);
-        nst_out_row(out, y, acc);
+        const int64_t need = (int64_t)ys[y] + ky;
+        for (; done < need; done++) {
+            const uint8_t *src = done + 1 < (int64_t)img->height && img->stride >= 4
+                                     ? img->data + (size_t)done * img->stride
+                                     : last;
+            hpass_u8(src + (size_t)a->ax.lo * 3, xs, hc, kx, size,
+                     tmp + (size_t)((done - a->ay.lo) % (int64_t)nring) * irow);
+        }
+        for (uint32_t t = 0; t < ky; t++)
+            rows[t] = tmp + (size_t)(((int64_t)ys[y] + t - a->ay.lo) % (int64_t)nring) * irow;
+        rows[ky] = rows[ky - 1];
+        vpass_i16(rows, yc + (size_t)y * ky, a->vco.data, ky, irow, orowp);
+        nst_out_row(out, y, orowp);
     }
     return 0;
 }
