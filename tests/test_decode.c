@@ -289,9 +289,40 @@ static void test_jpeg_rgb(nst_decoder *d)
         printf("jpeg rgb (progressive=%d): mean abs err %.3f\n", prog, e);
         CHECK(e < 3);
 
-        /* Hints are accepted and (for now) give the full image. */
+        /* Hints give a region at scale 1/2 (50.5 x 40 -> 16 x 16: 1/2 keeps
+         * it >= 16, 1/4 would not) that covers the roi with a margin. */
         nst_window roi = {10, 5, 50.5, 40};
         CHECK_OK(nst_decode(d, j, len, "rgb.jpg", &roi, 16, 16, &im));
+        CHECK_EQ(im.scale_num, 1);
+        CHECK_EQ(im.scale_den, 2);
+        CHECK_EQ(im.full_width, 87); /* ceil(173 / 2) */
+        CHECK_EQ(im.full_height, 46);
+        CHECK_EQ(im.src_width, w);
+        CHECK_EQ(im.src_height, h);
+        CHECK_EQ(im.stride, (size_t)im.width * 3);
+        CHECK(im.x0 + 1 <= 5 && im.y0 + 1 <= 2);     /* roi starts at 5, 2.5 */
+        CHECK(im.x0 + im.width >= 31 && im.y0 + im.height >= 25); /* ends 30.25, 22.5 */
+        CHECK(im.x0 + im.width <= 87 && im.y0 + im.height <= 46);
+        CHECK(im.width < 87 || im.height < 46);
+        /* No output size: full scale, the roi's region only. */
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", &roi, 0, 0, &im));
+        CHECK_EQ(im.scale_den, 1);
+        CHECK(im.x0 <= 10 && im.x0 + im.width >= 61 && im.x0 + im.width <= (uint32_t)w);
+        CHECK(im.y0 <= 5 && im.y0 + im.height >= 45 && im.y0 + im.height <= (uint32_t)h);
+        /* Output size without roi: the whole image, DCT-scaled (173x91 to
+         * 40x20 allows 1/4). */
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", NULL, 40, 20, &im));
+        CHECK_EQ(im.scale_den, 4);
+        CHECK_EQ(im.width, 44);
+        CHECK_EQ(im.height, 23);
+        CHECK_EQ(im.x0, 0);
+        CHECK_EQ(im.y0, 0);
+        /* A useless roi (NaN, empty) is ignored: full image. */
+        nst_window bad = {NAN, 0, 10, 10};
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", &bad, 0, 0, &im));
+        check_full(&im, (uint32_t)w, (uint32_t)h);
+        nst_window empty = {3, 3, 0, 10};
+        CHECK_OK(nst_decode(d, j, len, "rgb.jpg", &empty, 0, 0, &im));
         check_full(&im, (uint32_t)w, (uint32_t)h);
         free(j);
         free(px);
@@ -710,6 +741,12 @@ static void test_limits(void)
         double t0 = now_s();
         CHECK_RC(nst_decode(d, j, len, "huge.jpg", NULL, 0, 0, &im), NOSTALL_E_TOO_MANY_PIXELS);
         CHECK(msg_has("huge.jpg"));
+        /* With region hints (a tiny roi, DCT scaling) too: the check is on
+         * the file's dimensions, before scale or region are considered. */
+        nst_window roi = {100, 100, 2000, 2000};
+        CHECK_RC(nst_decode(d, j, len, "huge.jpg", &roi, 224, 224, &im),
+                 NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK(msg_has("huge.jpg"));
         CHECK_RC(nst_decode_probe(d, j, len, "huge.jpg", &info), NOSTALL_E_TOO_MANY_PIXELS);
         double dt = now_s() - t0;
         if (dt >= 0.1) fprintf(stderr, "forged JPEG took %.3f s\n", dt);
@@ -866,6 +903,26 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
         unsigned sum = 0; /* touch every byte: ASan checks the bounds */
         for (size_t i = 0; i < im.stride * im.height; i++) sum += im.data[i];
         (void)sum;
+    }
+    if (prc == 0) {
+        /* The same bytes through region decode (a fixed roi, so the rnd()
+         * sequence above stays as it was); damage below the roi may go
+         * unnoticed, so a success here says nothing about `rc`. */
+        nst_window roi = {info.width / 4.0, info.height / 3.0, info.width / 2.0,
+                          info.height / 2.0};
+        int rrc = nst_decode(d, buf, n, "fuzz", &roi, 8, 8, &im);
+        CHECK(rrc <= 0);
+        if (rrc < 0) {
+            CHECK(rrc == NOSTALL_E_CORRUPT || rrc == NOSTALL_E_TRUNCATED ||
+                  rrc == NOSTALL_E_TOO_MANY_PIXELS);
+        } else {
+            CHECK(im.x0 + im.width <= im.full_width && im.y0 + im.height <= im.full_height);
+            CHECK_EQ(im.src_width, info.width);
+            unsigned sum = 0;
+            for (uint32_t y = 0; y < im.height; y++)
+                for (size_t i = 0; i < (size_t)im.width * 3; i++) sum += im.data[y * im.stride + i];
+            (void)sum;
+        }
     }
 }
 

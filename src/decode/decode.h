@@ -23,6 +23,12 @@
  * The `roi` and output-size hints let a decoder produce only the part of the
  * image a crop needs, possibly DCT-scaled; the result says which part it is
  * (x0, y0, scale). A decoder may ignore the hints and decode everything.
+ * JPEG uses them (jpeg.c): the roi's rows and iMCU-aligned columns plus the
+ * resampling filter's margin, at the smallest DCT scale 1/1, 1/2, 1/4 or
+ * 1/8 that keeps the roi at least out_w x out_h. Decoding stops after the
+ * roi's last row, so damage confined to the part of a baseline JPEG below
+ * it is not detected (the item succeeds); progressive files are always
+ * read whole. PNG ignores the hints.
  */
 #ifndef NST_DECODE_DECODE_H
 #define NST_DECODE_DECODE_H
