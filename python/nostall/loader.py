@@ -24,6 +24,9 @@ Design
   nothing. state_dict()/load_state_dict() give exact mid-epoch resume.
 * Threads: stop() may be called from any thread (the iterating thread then
   gets StoppedError); everything else from the thread that iterates.
+* fork(): a child's copy of a Loader is unusable (ForkError); its close() or
+  garbage collection frees nothing, since the memory and threads are the
+  parent's.
 """
 
 import ctypes
@@ -148,7 +151,10 @@ class Loader:
     Every libnostall option is a keyword (see nostall.OPTIONS for types,
     defaults and bounds): batch_size, crop, mode="train"|"eval", threads,
     seed, output="float"|"uint8", mean=(r, g, b), shuffle=True, ...
-    rank and world_size default to $RANK and $WORLD_SIZE (set by torchrun).
+    Values are passed to the library as text (bools as 1/0, sequences as
+    "a,b,c"), which validates them: a bad one raises OptionError naming it.
+    None means "not given". rank and world_size default to $RANK and
+    $WORLD_SIZE (set by torchrun).
 
     Iterating yields `(images, labels)` for one epoch: torch tensors (numpy
     arrays if torch is not installed) -- float: float32 N,C,H,W; uint8: uint8
@@ -164,6 +170,8 @@ class Loader:
         self._batch = _lib.Batch()
         self._iter_token = 0
         self._as_torch = _torch()
+        self._pid = os.getpid()
+        options = {k: v for k, v in options.items() if v is not None}  # None: not given
         for key in ("rank", "world_size"):
             env = os.environ.get(key.upper())
             if key not in options and env not in (None, ""):
@@ -225,6 +233,8 @@ class Loader:
         """Release the lent batch, stop and join the workers, free the loader.
         Idempotent. Tensors yielded without copy=True are invalid afterwards."""
         ld, self._ld = self._ld, None
+        if ld and os.getpid() != self._pid:
+            return  # a fork()ed child: the workers are the parent's; leave it all be
         if ld:
             lib = self._lib
             if self._batch.images:
@@ -258,7 +268,7 @@ class Loader:
         return self._epoch(self._iter_token)
 
     def _epoch(self, token):
-        lib, b = self._lib, self._batch
+        b = self._batch
         try:
             st = self.state_dict()
             if st["position"] and st["position"] >= self._info["items_per_epoch"]:

@@ -1,0 +1,378 @@
+"""Tests of the Python binding (python/nostall) against the built library.
+
+Run: /usr/bin/python3 -m pytest tests/python -q
+Small generated datasets (see conftest.py) keep the whole file to a few seconds.
+"""
+
+import collections
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+try:
+    import nostall
+    from nostall import _lib
+except ImportError as e:  # conftest skips everything with the reason
+    pytest.skip(str(e), allow_module_level=True)
+
+torch = pytest.importorskip("torch")
+
+SMALL = dict(batch_size=16, crop=24, threads=2, seed=1)
+
+
+def epoch_indices(loader):
+    out = []
+    for images, labels in loader:
+        out.extend(loader.last_indices.tolist())
+    return out
+
+
+def test_shapes_dtypes_labels(data):
+    with nostall.Loader(data, **SMALL) as ld:
+        assert len(ld) == 3 and ld.info()["items"] == 40 and ld.info()["classes"] == 4
+        sizes = []
+        for images, labels in ld:
+            n = labels.shape[0]
+            sizes.append(n)
+            assert images.shape == (n, 3, 24, 24) and images.dtype == torch.float32
+            assert labels.dtype == torch.int64 and images.is_contiguous()
+            assert 0 <= int(labels.min()) and int(labels.max()) < 4
+            assert torch.isfinite(images).all() and float(images.std()) > 0.1  # normalized
+            # labels agree with the dataset index
+            assert labels.tolist() == [ld.item(i)[1] for i in ld.last_indices]
+        assert sizes == [16, 16, 8]
+        assert ld.classes == ["class_000", "class_001", "class_002", "class_003"]
+    with nostall.Loader(data, output="uint8", **SMALL) as ld:
+        images, labels = next(iter(ld))
+        assert images.shape == (16, 24, 24, 3) and images.dtype == torch.uint8
+        assert int(images.max()) > 100
+
+
+def test_exactly_once_per_epoch(data):
+    with nostall.Loader(data, **SMALL) as ld:
+        truth = collections.Counter(ld.item(i)[1] for i in range(40))
+        orders = []
+        for epoch in range(3):
+            got, labels = [], []
+            for x, y in ld:
+                got.extend(ld.last_indices.tolist())
+                labels.extend(y.tolist())
+            assert sorted(got) == list(range(40)), "epoch %d" % epoch
+            assert collections.Counter(labels) == truth
+            orders.append(got)
+        assert orders[0] != orders[1] != orders[2]  # reshuffled every epoch
+        assert ld.stats()["items_delivered"] == 120
+
+
+def test_epochs_option_and_set_epoch(data):
+    with nostall.Loader(data, epochs=2, **SMALL) as ld:
+        e0, e1 = epoch_indices(ld), epoch_indices(ld)
+        assert epoch_indices(ld) == []  # DONE
+        ld.set_epoch(1)
+        assert epoch_indices(ld) == e1
+        ld.set_epoch(0)
+        assert epoch_indices(ld) == e0
+    with nostall.Loader(data, **SMALL) as ld:
+        ld.set_epoch(1)
+        assert epoch_indices(ld) == e1
+
+
+def python_checksum(loader):
+    """What nostall_checksum_batch folds, computed from the Python side."""
+    state = ctypes.c_uint64(0)
+    for images, labels in loader:
+        for t in (images, labels):
+            _lib.checksum_update(ctypes.byref(state), t.data_ptr(), t.numel() * t.element_size())
+    return state.value
+
+
+@pytest.mark.parametrize("output", ["float", "uint8"])
+def test_same_bytes_as_cli(data, cli, output):
+    opts = dict(batch_size=7, crop=20, seed=9, output=output, mode="train")
+    args = [cli, "bench", data, "--json", "--quiet", "--epochs", "1"]
+    for k, v in opts.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    want = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    with nostall.Loader(data, threads=2, **opts) as ld:
+        assert "%016x" % python_checksum(ld) == want["checksum"]
+    with nostall.Loader(data, threads=1, copy=True, **opts) as ld:  # the helper, on copies
+        s = 0
+        for images, labels in ld:
+            s = nostall.checksum(images, labels, s)
+        assert "%016x" % s == want["checksum"]
+
+
+def batches(loader, n=None):
+    out = []
+    for images, labels in loader:
+        out.append((loader.last_indices.tolist(), images.clone()))
+        if n is not None and len(out) == n:
+            break
+    return out
+
+
+def test_resume_mid_epoch(data):
+    opts = dict(SMALL, batch_size=6)
+    with nostall.Loader(data, **opts) as ld:
+        batches(ld)  # epoch 0
+        full = batches(ld)  # epoch 1
+    with nostall.Loader(data, **opts) as ld:
+        ld.set_epoch(1)
+        head = batches(ld, 3)
+        state = ld.state_dict()
+        assert state == {"epoch": 1, "position": 18}
+    with nostall.Loader(data, **opts) as ld:
+        ld.load_state_dict(state)
+        tail = batches(ld)
+    got = head + tail
+    assert [i for i, _ in got] == [i for i, _ in full]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, full))
+    # the same loader, interrupted by `break`, continues the epoch on the next `for`
+    with nostall.Loader(data, **opts) as ld:
+        ld.set_epoch(1)
+        again = batches(ld, 2) + batches(ld)
+        assert [i for i, _ in again] == [i for i, _ in full]
+
+
+def test_errors(data, bad_data, tmp_path):
+    with pytest.raises(nostall.OptionError) as e:
+        nostall.Loader(data, crop=0)
+    assert "crop" in str(e.value) and e.value.status == -11 and e.value.status_name == "E_OPTION"
+    assert isinstance(e.value, ValueError) and isinstance(e.value, nostall.Error)
+    with pytest.raises(nostall.OptionError, match="mode"):
+        nostall.Loader(data, mode="sideways")
+    with pytest.raises(nostall.OptionError, match="cropp"):
+        nostall.Loader(data, cropp=3)
+    with pytest.raises(nostall.OptionError, match="world_size|rank"):
+        nostall.Loader(data, rank=2, world_size=2)
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(nostall.NotFoundError) as e:
+        nostall.Loader(missing)
+    assert missing in str(e.value) and isinstance(e.value, FileNotFoundError)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(nostall.Error, match="empty"):
+        nostall.Loader(str(empty))
+    # on_bad_item="fail": the text file named x.jpg stops the epoch, by name
+    with nostall.Loader(bad_data, on_bad_item="fail", batch_size=4, crop=16, threads=1,
+                        shuffle=False) as ld:
+        with pytest.raises(nostall.BadItemError) as e:
+            for _ in ld:
+                pass
+        assert "x.jpg" in str(e.value) and e.value.status < 0
+        assert not isinstance(e.value, (nostall.StoppedError, nostall.StateError))
+        with pytest.raises(nostall.BadItemError):  # sticky
+            next(iter(ld))
+    # on_bad_item="skip" (default): reported, the other 8 delivered
+    with nostall.Loader(bad_data, batch_size=4, crop=16, threads=1) as ld:
+        assert sum(len(y) for _, y in ld) == 8
+        (skip,) = ld.skipped()
+        assert skip["path"].endswith("x.jpg") and skip["status"].startswith("E_")
+        assert "x.jpg" in skip["reason"] and ld.stats()["skipped_unique"] == 1
+
+
+def test_zero_copy_and_copy(data):
+    with nostall.Loader(data, **SMALL) as ld:
+        for images, labels in ld:
+            assert images.data_ptr() == ld.last_batch_address == ld._batch.images
+            assert labels.data_ptr() == ld._batch.labels
+        views = batches(ld)
+    with nostall.Loader(data, copy=True, **SMALL) as ld:
+        ld.set_epoch(1)
+        kept = []
+        for images, labels in ld:
+            assert ld.last_batch_address is None  # already released
+            kept.append(images)
+        assert all(torch.equal(a, v) for a, (_, v) in zip(kept, views))
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_no_leak_over_epochs(data):
+    with nostall.Loader(data, batch_size=8, crop=32, threads=2) as ld:
+        for _ in range(3):
+            for images, labels in ld:
+                float(images.sum())
+        before = rss_bytes()
+        for _ in range(30):
+            for images, labels in ld:
+                float(images.sum())
+        grown = rss_bytes() - before
+        assert ld.state_dict()["epoch"] == 33
+    assert grown < 4 << 20, "RSS grew by %d bytes over 30 epochs" % grown
+    before = rss_bytes()
+    for _ in range(20):  # create/close: every loader freed exactly once
+        ld = nostall.Loader(data, batch_size=8, crop=32, threads=2)
+        next(iter(ld))
+        ld.close()
+        ld.close()
+        del ld
+    grown = rss_bytes() - before
+    assert grown < 8 << 20, "RSS grew by %d bytes over 20 loaders" % grown
+
+
+def test_rank_world_size_from_env(data, monkeypatch):
+    shards = []
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        with nostall.Loader(data, **SMALL) as ld:
+            assert ld.config["rank"] == str(rank) and ld.config["world_size"] == "2"
+            assert ld.info()["items_per_epoch"] == 20
+            shards.append(set(epoch_indices(ld)))
+    assert shards[0].isdisjoint(shards[1]) and shards[0] | shards[1] == set(range(40))
+    with nostall.Loader(data, rank=0, world_size=1, **SMALL) as ld:  # keywords win
+        assert ld.info()["items_per_epoch"] == 40
+
+
+def test_numpy_without_torch(data, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails
+    with nostall.Loader(data, output="uint8", **SMALL) as ld:
+        for images, labels in ld:
+            assert isinstance(images, np.ndarray) and isinstance(labels, np.ndarray)
+            assert images.dtype == np.uint8 and images.shape[1:] == (24, 24, 3)
+            assert labels.dtype == np.int64
+            assert images.ctypes.data == ld.last_batch_address
+
+
+def test_eval_matches_torchvision(data):
+    """mode="eval" is torchvision's Resize + CenterCrop (up to resampling
+    differences), and float output is uint8 output normalized by mean/std."""
+    tv = pytest.importorskip("torchvision")
+    T = tv.transforms
+    crop, mean, std = 24, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    ds = tv.datasets.ImageFolder(data, T.Compose([T.Resize(crop * 8 // 7), T.CenterCrop(crop),
+                                                  T.PILToTensor()]))
+    opts = dict(mode="eval", shuffle=False, crop=crop, batch_size=40, copy=True)
+    with nostall.Loader(data, output="uint8", **opts) as ld:
+        u8, labels = next(iter(ld))
+    assert labels.tolist() == [y for _, y in ds.samples]
+    for i in range(40):
+        ref = ds[i][0].permute(1, 2, 0).float()
+        assert float((u8[i].float() - ref).abs().mean()) < 6  # of 255
+    for mode in ("eval", "train"):  # train: same seed, same crops and flips
+        opts = dict(mode=mode, seed=5, crop=crop, batch_size=40, copy=True, mean=mean, std=std)
+        with nostall.Loader(data, output="uint8", **opts) as ld:
+            u8, _ = next(iter(ld))
+        with nostall.Loader(data, output="float", **opts) as ld:
+            f32, _ = next(iter(ld))
+        want = (u8.permute(0, 3, 1, 2).float() / 255 - torch.tensor(mean).view(3, 1, 1)) \
+            / torch.tensor(std).view(3, 1, 1)
+        assert float((f32 - want).abs().max()) < 1e-5, mode
+
+
+def test_fork_child_does_not_free(data):
+    ld = nostall.Loader(data, **SMALL)
+    next(iter(ld))
+    pid = os.fork()
+    if pid == 0:  # child: unusable, and closing it must neither hang nor free
+        code = 1
+        try:
+            try:
+                next(iter(ld))
+            except nostall.ForkError:
+                code = 0
+            ld.close()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sum(len(y) for _, y in ld) == 40 - 16  # the parent's loader carries on
+    ld.close()
+
+
+def test_list_source(data):
+    with nostall.Loader(data, **SMALL) as ld:
+        pairs = [ld.item(i) for i in range(40)]
+    with nostall.Loader(pairs[:10], shuffle=False, batch_size=4, crop=16) as ld:
+        assert ld.info()["items"] == 10 and ld.class_name(0) is None
+        assert epoch_indices(ld) == list(range(10))
+
+
+def test_stop_and_close_mid_epoch(data):
+    ld = nostall.Loader(data, batch_size=2, crop=16, threads=1, batches_ahead=1)
+    seen = 0
+    with pytest.raises(nostall.StoppedError):
+        for images, labels in ld:
+            seen += 1
+            if seen == 3:
+                threading.Thread(target=ld.stop).start()
+                time.sleep(0.2)
+    ld.close()
+    with pytest.raises(nostall.StateError, match="closed"):
+        ld.state_dict()
+    # close() inside the loop: the iteration just ends, nothing dangles
+    ld = nostall.Loader(data, batch_size=2, crop=16, threads=2)
+    n = 0
+    for images, labels in ld:
+        n += 1
+        if n == 2:
+            ld.close()
+    assert n == 2
+    ld.close()
+    # abandoning an iterator mid-epoch releases its batch
+    with nostall.Loader(data, batch_size=2, crop=16, threads=2, batches_ahead=1) as ld:
+        for _ in range(5):
+            it = iter(ld)
+            next(it)
+            next(it)
+        assert ld.state_dict()["position"] == 20
+
+
+def test_keyboard_interrupt_while_waiting(data, tmp_path):
+    """SIGINT while the loader waits for a batch that cannot be produced yet:
+    item 0 is a FIFO, so the only worker blocks opening it until we write."""
+    fifo = str(tmp_path / "blocked.jpg")
+    os.mkfifo(fifo)
+    with nostall.Loader(data, **SMALL) as ld:
+        pairs = [ld.item(i) for i in range(1, 8)]
+    listing = tmp_path / "list.tsv"
+    listing.write_text("".join("%s\t%d\n" % p for p in [(fifo, 0)] + pairs))
+    # epochs=1: the worker must not come back to the FIFO in a later epoch
+    ld = nostall.Loader(str(listing), batch_size=1, shuffle=False, threads=1, crop=16,
+                        batches_ahead=1, epochs=1)
+    done = threading.Event()
+
+    def unblock():  # open the FIFO's write end whenever a reader waits on it
+        while not done.wait(0.01):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # ENXIO: no reader right now
+                pass
+
+    unblocker = threading.Thread(target=unblock, daemon=True)
+
+    try:
+        sent = []
+        timer = threading.Timer(0.3, lambda: (sent.append(time.monotonic()),
+                                              os.kill(os.getpid(), signal.SIGINT)))
+        got = []
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            for images, labels in ld:
+                got.append(labels)
+        caught = time.monotonic()
+        timer.join()
+        assert got == [] and caught - sent[0] < 1.0, "KeyboardInterrupt took %.2fs" % (
+            caught - sent[0])
+        assert ld.state_dict() == {"epoch": 0, "position": 0}
+        # unblock the worker: the FIFO gives an empty file, which is skipped
+        unblocker.start()
+        assert sum(len(y) for _, y in ld) == 7  # the loader is still usable
+        assert [s["path"] for s in ld.skipped()] == [fifo]
+    finally:
+        if not unblocker.is_alive():
+            unblocker.start()
+        ld.close()  # joins the worker: it must not be blocked on the FIFO
+        done.set()
