@@ -39,7 +39,8 @@
  *      valid and unchanged until it is passed to nostall_loader_release() (or
  *      the loader is freed). Batches are released in the order received.
  *   4. After nostall_loader_free() returns, no thread of the loader runs and
- *      no memory of it remains.
+ *      no memory of it remains. In a forked child, free does nothing (the
+ *      child's copy of the memory is left alone; its threads do not exist).
  *   5. Strings returned by the library (error messages, paths, option info)
  *      are owned by the library; see each function for how long they live.
  *
@@ -175,7 +176,7 @@ NOSTALL_API const char *nostall_last_error(void);
     X(OUTPUT, "output", ENUM, "float", "float|uint8", "",                      \
       "float: float32 NCHW normalized by mean/std; uint8: uint8 NHWC RGB")     \
     X(MEAN, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",             \
-      "float output: per-channel mean (RGB, in units of 1/255)")               \
+      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")               \
     X(STD, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",            \
       "float output: per-channel standard deviation (RGB)")                    \
     X(ON_BAD_ITEM, "on_bad_item", ENUM, "skip", "skip|fail", "",               \

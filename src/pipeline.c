@@ -509,6 +509,9 @@ int nostall_loader_stop(nostall_loader *ld)
 void nostall_loader_free(nostall_loader *ld)
 {
     if (!ld) return;
+    /* In a forked child the workers do not exist and the mutex may have been
+     * held at fork time: touch nothing (the child's copy is leaked). */
+    if (getpid() != ld->pid) return;
     if (ld->workers) {
         nostall_loader_stop(ld);
         for (uint32_t i = 0; i < ld->nthreads; i++)
@@ -699,6 +702,8 @@ int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out)
 {
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_get_state: NULL argument");
+    int rc = forked(ld, "nostall_loader_get_state");
+    if (rc < 0) return rc;
     out->epoch = atomic_load_explicit(&((nostall_loader *)ld)->cons_epoch_pub, memory_order_relaxed);
     out->position = atomic_load_explicit(&((nostall_loader *)ld)->cons_pos_pub, memory_order_relaxed);
     return 0;

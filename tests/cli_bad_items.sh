@@ -64,10 +64,12 @@ grep -q "bad_" "$TMP/err" || fail "fail message does not name the file: $(cat "$
 [ "$(wc -l < "$TMP/err")" -eq 1 ] || fail "fail message is not one line: $(cat "$TMP/err")"
 # a file list: relative paths, a missing file, a directory; labels from the list
 ls "$TMP"/data/class_000/*.jpg | head -5 | sed "s#^$TMP/##; s#\$#\t4#" > "$TMP/list.txt"
-printf 'data/class_000/does_not_exist.jpg\t1\ndata/class_001\t2\n# a comment\n\n' >> "$TMP/list.txt"
+mkfifo "$TMP/fifo.jpg"
+printf 'data/class_000/does_not_exist.jpg\t1\ndata/class_001\t2\n# a comment\n\nfifo.jpg\t0\n/dev/zero\t0\n' >> "$TMP/list.txt"
 "$CLI" bench "$TMP/list.txt" --batch-size 3 --crop 16 --json --quiet > "$TMP/list.json"
 [ "$(json "$TMP/list.json" 'j["items"]')" = 5 ] || fail "list: expected 5 good items"
-[ "$(json "$TMP/list.json" 'sorted(s["status"] for s in j["skipped"])')" = "['E_IO', 'E_NOT_FOUND']" ] \
+# a FIFO or a device is an item error, never a blocked worker
+[ "$(json "$TMP/list.json" 'sorted(s["status"] for s in j["skipped"])')" = "['E_IO', 'E_IO', 'E_IO', 'E_NOT_FOUND']" ] \
     || fail "list: $(json "$TMP/list.json" 'j["skipped"]')"
 [ "$(json "$TMP/list.json" 'j["dataset"]["classes"]')" = 5 ] || fail "list: classes = max label + 1"
 printf 'no-tab-here\n' > "$TMP/badlist.txt"

@@ -396,7 +396,12 @@ static void test_fork(void)
     pid_t pid = fork();
     if (pid == 0) {
         nostall_batch b;
-        _exit(nostall_loader_next(ld, &b) == NOSTALL_E_FORK ? 0 : 1);
+        nostall_state st;
+        int ok = nostall_loader_next(ld, &b) == NOSTALL_E_FORK &&
+                 nostall_loader_get_state(ld, &st) == NOSTALL_E_FORK &&
+                 nostall_loader_set_state(ld, &st) == NOSTALL_E_FORK;
+        nostall_loader_free(ld); /* must return at once in the child */
+        _exit(ok ? 0 : 1);
     }
     int status = 0;
     waitpid(pid, &status, 0);

@@ -37,7 +37,9 @@ int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *le
 
     *len = 0;
     do {
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* O_NONBLOCK: opening a FIFO must not block the worker; anything
+         * that is not a regular file is rejected below. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return open_error(path, errno);
     if (fstat(fd, &st) != 0) {
@@ -46,6 +48,11 @@ int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *le
     }
     if (S_ISDIR(st.st_mode)) {
         rc = nst_error(NOSTALL_E_IO, "read: %s: is a directory", path);
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        /* FIFOs, sockets and devices could block or never end. */
+        rc = nst_error(NOSTALL_E_IO, "read: %s: not a regular file", path);
         goto out;
     }
     if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {

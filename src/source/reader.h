@@ -3,8 +3,11 @@
  *
  * nst_read_file opens the path, checks its size against the limit before
  * reading, and reads with pread() until EOF, handling short reads and EINTR.
- * Errors (each message names the path): E_NOT_FOUND, E_PERMISSION, E_IO
- * (including "is a directory"), E_EMPTY, E_FILE_TOO_LARGE.
+ * Only regular files are read (opened non-blocking, so a FIFO cannot stall a
+ * worker). Errors (each message names the path): E_NOT_FOUND, E_PERMISSION,
+ * E_IO (including "is a directory" and "not a regular file"), E_EMPTY,
+ * E_FILE_TOO_LARGE. A read that blocks in the kernel (a hung network
+ * filesystem) cannot be interrupted: stop/free wait for it.
  * Called by worker threads; touches only its arguments.
  */
 #ifndef NST_SOURCE_READER_H
