@@ -444,7 +444,8 @@ def main():
     ap.add_argument("--height", type=int, default=0, help="for the report only")
     ap.add_argument("--beton", help="FFCV file (default: DATA.q<Q>.beton, written if missing)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=1, help="epochs per measurement")
+    ap.add_argument("--epochs", type=int, default=2,
+                    help="epochs per measurement (2 amortizes every system's startup)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--torch-workers", type=int, default=0,
                     help="DataLoader num_workers (0: in this process; default)")

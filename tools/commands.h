@@ -9,5 +9,7 @@
 
 int cmd_gen(int argc, char **argv);   /* gen.c:   write a synthetic ImageFolder dataset */
 int cmd_bench(int argc, char **argv); /* bench.c: run the loader, report throughput     */
+int cmd_transcode(int argc, char **argv); /* transcode.c: lossless JPEG copy with restart
+                                             markers for faster region decode            */
 
 #endif
