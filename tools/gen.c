@@ -80,7 +80,8 @@ static void usage(FILE *f)
             "  --size-jitter F   scale each image's width and height by a\n"
             "                    per-image factor in [1-F, 1+F], F in 0..0.5 (default 0)\n"
             "  --format FMT      jpeg or png                           (default jpeg)\n"
-            "  --force           write into OUT_DIR even if it is not empty\n"
+            "  --force           write into OUT_DIR even if it is not empty (files of the same\n"
+            "                    name are replaced; other files stay, with a warning)\n"
             "  --quiet           no progress line (the summary is still printed)\n"
             "  --help            show this help\n");
 }
@@ -807,6 +808,10 @@ int cmd_gen(int argc, char **argv)
             fprintf(stderr, "gen: '%s' exists and is not empty (use --force to write into it)\n", o.out_dir);
             return 2;
         }
+        if (ne)
+            fprintf(stderr, "gen: warning: '%s' is not empty: files with the names gen writes "
+                            "are replaced, any others stay and remain part of the dataset\n",
+                    o.out_dir);
     }
     if (mkdir_p(o.out_dir) != 0) {
         fprintf(stderr, "gen: cannot create '%s': %s\n", o.out_dir, strerror(errno));
