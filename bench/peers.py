@@ -5,6 +5,10 @@ Systems (each on one core: one worker thread / process / numba thread):
 
   nostall      `nostall bench DATA --threads 1` (and `--threads 2` for the
                scaling figure), train mode, crop 224, float and uint8 outputs.
+               With --transcoded DIR (a `nostall transcode` copy of DATA: the
+               same pixels, a restart marker every MCU row), the same 1-thread
+               runs on that copy too ("restart-marker transcode" rows), so the
+               rows above each crop are never entropy-decoded.
   torchvision  torchvision.datasets.ImageFolder (PIL decode) +
                RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)) +
                RandomHorizontalFlip + (float: ToTensor + Normalize(ImageNet);
@@ -315,6 +319,7 @@ def dir_bytes(data):
 LABELS = {
     "nostall_1t": "nostall, 1 thread",
     "nostall_2t": "nostall, 2 threads",
+    "nostall_rst_1t": "nostall, 1 thread, restart-marker transcode",
     "torch": "PyTorch DataLoader + torchvision (num_workers=%d)",
     "ffcv": "FFCV",
     "libjpeg_full": "libjpeg-turbo full decode only",
@@ -354,8 +359,9 @@ def build_tables(res, meta):
     """Return (text, markdown)."""
     s = res["summary"]
     rows = []
-    order = [("nostall_1t", "float"), ("nostall_2t", "float"), ("torch", "float"),
-             ("ffcv", "float"), ("nostall_1t", "uint8"), ("nostall_2t", "uint8"),
+    order = [("nostall_1t", "float"), ("nostall_rst_1t", "float"), ("nostall_2t", "float"),
+             ("torch", "float"), ("ffcv", "float"), ("nostall_1t", "uint8"),
+             ("nostall_rst_1t", "uint8"), ("nostall_2t", "uint8"),
              ("torch", "uint8"), ("ffcv", "uint8"), ("libjpeg_full", "-"),
              ("libjpeg_coeffs", "-")]
     for sys_, out in order:
@@ -385,10 +391,17 @@ def build_tables(res, meta):
     names = [("vs_torch", "nostall ÷ PyTorch+torchvision"), ("vs_ffcv", "nostall ÷ FFCV"),
              ("vs_libjpeg_full", "nostall ÷ libjpeg-turbo full decode"),
              ("vs_libjpeg_coeffs", "nostall ÷ libjpeg-turbo entropy decode")]
+    if any("rst" in rr.get(out, {}) for out in ("float", "uint8")):
+        names = names + [("rst." + k, label.replace("nostall ÷", "nostall, restart-marker "
+                                                    "transcode ÷"))
+                         for k, label in names]
+        names.append(("rst.vs_nostall", "nostall, restart-marker transcode ÷ original files"))
     for k, label in names:
         cells = [label]
         for out in ("float", "uint8"):
-            r = rr.get(out, {}).get(k)
+            r = rr.get(out, {})
+            for part in k.split("."):
+                r = r.get(part) if r else None
             if r is None:
                 cells.append("—")
             else:
@@ -451,6 +464,8 @@ def main():
                     help="DataLoader num_workers (0: in this process; default)")
     ap.add_argument("--ffcv-contiguous", action="store_true",
                     help="FFCV float: copy to contiguous NCHW (default: channels_last view)")
+    ap.add_argument("--transcoded",
+                    help="a `nostall transcode` copy of DATA: adds restart-marker rows")
     ap.add_argument("--skip", default="",
                     help="comma list of systems to leave out: nostall2,torch,ffcv,libjpeg")
     ap.add_argument("--out", help="write all results as JSON here")
@@ -478,6 +493,13 @@ def main():
         if "nostall2" not in skip:
             runs["nostall_2t_" + out] = NostallRun(a.nostall, a.data, 2, out, a.batch_size,
                                                    a.epochs)
+
+    if a.transcoded:
+        tb, tf = dir_bytes(a.transcoded)
+        extra["transcoded_mean_kb"] = round(tb / max(tf, 1) / 1000.0, 1)
+        for out in ("float", "uint8"):
+            runs["nostall_rst_1t_" + out] = NostallRun(a.nostall, a.transcoded, 1, out,
+                                                       a.batch_size, a.epochs)
 
     if "torch" not in skip:
         for out in ("float", "uint8"):
@@ -512,9 +534,10 @@ def main():
         runs["libjpeg_full"] = JpegRun(a.jpeg_decode, a.data, "full", a.epochs)
         runs["libjpeg_coeffs"] = JpegRun(a.jpeg_decode, a.data, "coeffs", a.epochs)
 
-    order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "ffcv_float",
-                         "nostall_2t_float", "nostall_1t_uint8", "torch_uint8", "ffcv_uint8",
-                         "nostall_2t_uint8", "libjpeg_coeffs") if k in runs]
+    order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "nostall_rst_1t_float",
+                         "ffcv_float", "nostall_2t_float", "nostall_1t_uint8", "torch_uint8",
+                         "nostall_rst_1t_uint8", "ffcv_uint8", "nostall_2t_uint8",
+                         "libjpeg_coeffs") if k in runs]
 
     # Warm-up: one untimed run of each (page cache, imports, FFCV's numba JIT).
     warm = {}
@@ -550,20 +573,28 @@ def main():
         if k in runs and getattr(runs[k], "sample", None):
             extra[k + "_batch"] = runs[k].sample
 
-    ratios = {}
-    for out in ("float", "uint8"):
-        ns = summary.get("nostall_1t_" + out)
-        if not ns:
-            continue
+    def peer_ratios(ns, out):
         rr = {}
         for name, key in (("vs_torch", "torch_" + out), ("vs_ffcv", "ffcv_" + out),
                           ("vs_libjpeg_full", "libjpeg_full"),
-                          ("vs_libjpeg_coeffs", "libjpeg_coeffs")):
+                          ("vs_libjpeg_coeffs", "libjpeg_coeffs"),
+                          ("vs_nostall", "nostall_1t_" + out)):
             if key in summary:
                 rr[name] = {"wall": ratio(ns["images_per_second"],
                                           summary[key]["images_per_second"]),
                             "cpu": ratio(ns["images_per_cpu_second"],
                                          summary[key]["images_per_cpu_second"])}
+        return rr
+
+    ratios = {}
+    for out in ("float", "uint8"):
+        ns = summary.get("nostall_1t_" + out)
+        if not ns:
+            continue
+        rr = peer_ratios(ns, out)
+        rr.pop("vs_nostall", None)
+        if summary.get("nostall_rst_1t_" + out):
+            rr["rst"] = peer_ratios(summary["nostall_rst_1t_" + out], out)
         n2 = summary.get("nostall_2t_" + out)
         if n2:
             rr["scaling_2t"] = ratio(n2["images_per_second"], ns["images_per_second"])

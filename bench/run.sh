@@ -8,8 +8,9 @@
 #
 # Environment (flags win):
 #   NOSTALL_BENCH_DATA   dataset cache (default /tmp/nostall-bench-data); the
-#                        ImageFolder and the FFCV .beton are kept there and
-#                        reused by later runs with the same parameters
+#                        ImageFolder, its `nostall transcode` copy (.rst1) and
+#                        the FFCV .beton are kept there and reused by later
+#                        runs with the same parameters
 #   NOSTALL_BENCH_OUT    where results go (default build/bench)
 #   NOSTALL_BUILD        build directory with the nostall CLI (default build)
 #   BENCH_IMAGES, BENCH_ROUNDS, BENCH_EPOCHS, BENCH_QUALITY
@@ -37,7 +38,7 @@ BUILD="${NOSTALL_BUILD:-$ROOT/build}"
 PY=/usr/bin/python3
 PEERS_ARGS=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --images) IMAGES="$2"; shift 2 ;;
@@ -72,17 +73,25 @@ cc -O2 -std=c11 -Wall -Wextra -o "$OUT/jpeg_decode" bench/jpeg_decode.c -ljpeg
 DATA="$DATA_ROOT/imagefolder-n$IMAGES-${WIDTH}x$HEIGHT-q$QUALITY-s$SEED"
 if [ ! -f "$DATA/.complete" ]; then
     echo "bench: generating $IMAGES JPEGs ${WIDTH}x$HEIGHT quality $QUALITY into $DATA" >&2
-    rm -rf "$DATA" "$DATA.q$QUALITY.beton"
+    rm -rf "$DATA" "$DATA.q$QUALITY.beton" "$DATA.rst1" "$DATA.rst1.partial"
     mkdir -p "$DATA"
     "$NOSTALL" gen "$DATA" --images "$IMAGES" --classes "$CLASSES" --width "$WIDTH" \
         --height "$HEIGHT" --quality "$QUALITY" --seed "$SEED" --quiet --force >&2
     touch "$DATA/.complete"
 fi
+# ... and its lossless restart-marker copy (`nostall transcode`), once.
+RST="$DATA.rst1"
+if [ ! -d "$RST" ]; then
+    echo "bench: transcoding $DATA into $RST (restart marker every MCU row)" >&2
+    rm -rf "$RST.partial"
+    "$NOSTALL" transcode "$DATA" "$RST.partial" --restart-rows 1 --quiet >&2
+    mv "$RST.partial" "$RST" # only a finished copy gets the final name
+fi
 
 # 4. Run everything, side by side.
 echo "bench: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$PY" bench/peers.py --data "$DATA" --nostall "$NOSTALL" --jpeg-decode "$OUT/jpeg_decode" \
-    --quality "$QUALITY" --width "$WIDTH" --height "$HEIGHT" --rounds "$ROUNDS" \
+    --transcoded "$RST" --quality "$QUALITY" --width "$WIDTH" --height "$HEIGHT" --rounds "$ROUNDS" \
     --epochs "$EPOCHS" --out "$OUT/results.json" --markdown "$OUT/results.md" \
     ${PEERS_ARGS[@]+"${PEERS_ARGS[@]}"}
 echo "bench: results in $OUT/results.json and $OUT/results.md (paste into docs/performance.md)" >&2

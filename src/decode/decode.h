@@ -29,6 +29,12 @@
  * roi's last row, so damage confined to the part of a baseline JPEG below
  * it is not detected (the item succeeds); progressive files are always
  * read whole. PNG ignores the hints.
+ *
+ * Restart markers (files from `nostall transcode`, or any baseline JPEG with
+ * a restart interval of whole MCU rows): only the restart intervals covering
+ * the window's rows are Huffman-decoded (jpeg_rst.c), so damage above the
+ * window goes unseen as well, and a truncated file decodes when the
+ * window's intervals are complete. Pixels are identical to the normal path.
  */
 #ifndef NST_DECODE_DECODE_H
 #define NST_DECODE_DECODE_H

@@ -54,4 +54,45 @@ int nst_png_probe(nst_decoder *d, const uint8_t *buf, size_t len,
 int nst_png_decode(nst_decoder *d, const uint8_t *buf, size_t len,
                    const char *path, nst_image *out);
 
+/* ---- restart-marker fast path (jpeg_rst.c) ------------------------------ */
+
+/* Scratch of the fast path; lives in jpeg.c's nst_jpeg. Grow-only. */
+typedef struct nst_jpeg_rst {
+    nst_buf stream;  /* the rebuilt JPEG                              */
+    nst_buf marks;   /* restart-interval offsets (size_t)             */
+    uint64_t hits;   /* decodes that took the fast path (tests, stats) */
+    int disabled;    /* tests: compare with the normal path           */
+} nst_jpeg_rst;
+
+/* What libjpeg parsed (jpeg.c fills it in after jpeg_read_header) and the
+ * image rows the region needs. */
+typedef struct nst_jpeg_rst_geom {
+    uint32_t width, height;     /* image                                   */
+    uint32_t mcu_h;             /* image rows per MCU row                  */
+    uint32_t mcus_per_row, mcu_rows;
+    uint32_t restart_interval;  /* in MCUs (DRI)                           */
+    uint32_t row_lo, row_hi;    /* image rows [row_lo, row_hi) needed      */
+} nst_jpeg_rst_geom;
+
+typedef struct nst_jpeg_rst_out {
+    const uint8_t *data;  /* the rebuilt JPEG, in r->stream            */
+    size_t len;
+    uint32_t first_row;   /* image row of its first row (MCU-aligned) */
+    uint32_t height;      /* its height                               */
+} nst_jpeg_rst_out;
+
+/* Rebuild a JPEG of only the restart intervals holding rows
+ * [row_lo, row_hi) of a baseline, single-scan file with a restart marker
+ * every whole number of MCU rows. 1: built (out filled); 0: not possible
+ * or no gain (the region starts in the first interval): use the normal
+ * path. Never an error: damage is left for libjpeg to find. */
+int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len,
+                       const nst_jpeg_rst_geom *g, nst_jpeg_rst_out *out);
+void nst_jpeg_rst_free(nst_jpeg_rst *r);
+
+/* Test hooks (jpeg.c): decodes that took the fast path so far, and turning
+ * it off (on = 0) to compare with the normal path. */
+uint64_t nst_jpeg_rst_hits(const nst_decoder *d);
+void nst_jpeg_rst_enable(nst_decoder *d, int on);
+
 #endif

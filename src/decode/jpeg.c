@@ -75,6 +75,7 @@ struct nst_jpeg {
     struct jpeg_decompress_struct cinfo; /* first: see progress_monitor */
     nst_jpeg_err err;
     struct jpeg_progress_mgr progress;
+    nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
 };
 
 /* ---- error manager --------------------------------------------------- */
@@ -258,8 +259,13 @@ void nst_jpeg_free(nst_jpeg *j)
 {
     if (!j) return;
     jpeg_destroy_decompress(&j->cinfo);
+    nst_jpeg_rst_free(&j->rst);
     free(j);
 }
+
+uint64_t nst_jpeg_rst_hits(const nst_decoder *d) { return d->jpeg->rst.hits; }
+
+void nst_jpeg_rst_enable(nst_decoder *d, int on) { d->jpeg->rst.disabled = !on; }
 
 /* ---- decoding ---------------------------------------------------------- */
 
@@ -368,6 +374,90 @@ static void axis_range(double a, double len, unsigned den, uint32_t out,
     *hi = (uint32_t)h;
 }
 
+/* Decode parameters after jpeg_read_header(): output colour space, DCT
+ * scale 1/den, libjpeg's default (accurate) IDCT and fancy upsampling (at
+ * full scale the same pixels as PIL's default decode). */
+static void set_output(struct jpeg_decompress_struct *ci, J_COLOR_SPACE cs, unsigned den)
+{
+    ci->out_color_space = cs;
+    ci->scale_num = 1;
+    ci->scale_denom = den;
+    ci->dct_method = JDCT_ISLOW;
+    ci->do_fancy_upsampling = TRUE;
+    jpeg_calc_output_dimensions(ci);
+}
+
+/* The restart-marker fast path (jpeg_rst.c): if the file (just through
+ * jpeg_read_header, parameters set) is a single-scan baseline JPEG with a
+ * restart marker every whole number of MCU rows, and the region starts
+ * below the first restart interval, point libjpeg at a rebuilt stream of
+ * only the intervals the region needs (so the rows above are never
+ * Huffman-decoded) and move plan->y0/y1 into its coordinates. Returns the
+ * number of scaled rows left out above (0: not switched, nothing changed).
+ * The rows asked for reach 2 * max_v_samp_factor source rows beyond the
+ * plan on both sides: enough that fancy upsampling never sees a cut as
+ * the image edge inside the plan, so the pixels are the normal path's. */
+static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan *plan,
+                           J_COLOR_SPACE cs)
+{
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    if (j->rst.disabled || ci->restart_interval == 0 || ci->progressive_mode ||
+        ci->arith_code || ci->data_precision != 8 || ci->comps_in_scan != ci->num_components ||
+        ci->num_components < 1 || ci->max_v_samp_factor < 1 || ci->max_h_samp_factor < 1)
+        return 0;
+    const unsigned den = plan->den;
+    nst_jpeg_rst_geom g;
+    g.width = ci->image_width;
+    g.height = ci->image_height;
+    g.restart_interval = ci->restart_interval;
+    if (ci->comps_in_scan == 1) { /* one block per MCU */
+        const jpeg_component_info *c = &ci->comp_info[0];
+        if (c->v_samp_factor != ci->max_v_samp_factor) return 0;
+        g.mcu_h = 8;
+        g.mcus_per_row = c->width_in_blocks;
+        g.mcu_rows = c->height_in_blocks;
+    } else {
+        g.mcu_h = 8u * (uint32_t)ci->max_v_samp_factor;
+        g.mcus_per_row = (g.width + 8u * ci->max_h_samp_factor - 1) /
+                         (8u * ci->max_h_samp_factor);
+        g.mcu_rows = ci->total_iMCU_rows;
+    }
+    if (g.mcu_h % den != 0) return 0;
+    const uint64_t margin = 2ull * (uint64_t)ci->max_v_samp_factor * den;
+    uint64_t lo = (uint64_t)plan->y0 * den, hi = (uint64_t)plan->y1 * den + margin;
+    lo = lo > margin ? lo - margin : 0;
+    if (hi > g.height) hi = g.height;
+    if (lo >= hi) return 0;
+    g.row_lo = (uint32_t)lo;
+    g.row_hi = (uint32_t)hi;
+    nst_jpeg_rst_out r;
+    if (!nst_jpeg_rst_build(&j->rst, buf, len, &g, &r)) return 0;
+    const uint32_t cut = r.first_row / den, rows = (r.height + den - 1) / den;
+    if (r.first_row % den != 0 || plan->y0 < cut || plan->y1 > cut + rows) return 0;
+
+    const JDIMENSION fw = ci->output_width;
+    const J_COLOR_SPACE jcs = ci->jpeg_color_space;
+    jpeg_abort_decompress(ci);
+    jpeg_mem_src(ci, r.data, (unsigned long)r.len);
+    jpeg_read_header(ci, TRUE);
+    set_output(ci, cs, den);
+    if (ci->image_width != g.width || ci->image_height != r.height ||
+        ci->output_width != fw || ci->output_height != rows || ci->jpeg_color_space != jcs ||
+        ci->progressive_mode || ci->comps_in_scan != ci->num_components) {
+        /* Cannot happen (the header is the original's but for the height);
+         * back to the original, as if never switched. */
+        jpeg_abort_decompress(ci);
+        jpeg_mem_src(ci, buf, (unsigned long)len);
+        jpeg_read_header(ci, TRUE);
+        set_output(ci, cs, den);
+        return 0;
+    }
+    plan->y0 -= cut;
+    plan->y1 -= cut;
+    j->rst.hits++;
+    return cut;
+}
+
 /* Everything between jpeg_read_header() and the last scanline. Runs under
  * the setjmp of nst_jpeg_decode(); any libjpeg error longjmps out of it, so
  * it keeps no state that the caller needs afterwards except through `j`
@@ -392,10 +482,14 @@ static void axis_range(double a, double len, unsigned den, uint32_t out,
  * All colour spaces take this path: libjpeg-turbo supports crop and skip
  * for every combination we use (fancy upsampling is on, so the merged
  * h2v2 upsampler, whose skip support is fragile, is never chosen; buffered
- * image mode is not used). */
-static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
-                       const nst_window *roi, uint32_t out_w, uint32_t out_h,
-                       nst_image *out)
+ * image mode is not used).
+ *
+ * Restart markers: see rst_switch(); with them the rows above the region
+ * are not entropy-decoded either, so damage there goes unseen too, and a
+ * truncated file decodes if the region's restart intervals are whole. */
+static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t len,
+                       const char *path, const nst_window *roi, uint32_t out_w,
+                       uint32_t out_h, nst_image *out)
 {
     struct jpeg_decompress_struct *ci = &j->cinfo;
     jpeg_read_header(ci, TRUE);
@@ -404,15 +498,16 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
     if (rc < 0) return rc;
 
     int cmyk = 0;
+    J_COLOR_SPACE cs;
     switch (ci->jpeg_color_space) {
     case JCS_GRAYSCALE:
     case JCS_YCbCr:
     case JCS_RGB:
-        ci->out_color_space = JCS_RGB;
+        cs = JCS_RGB;
         break;
     case JCS_CMYK:
     case JCS_YCCK:
-        ci->out_color_space = JCS_CMYK;
+        cs = JCS_CMYK;
         cmyk = 1;
         break;
     default:
@@ -426,13 +521,7 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
     nst_jpeg_plan plan;
     plan.den = use_roi ? choose_den(roi->w, roi->h, out_w, out_h)
                        : choose_den((double)sw, (double)sh, out_w, out_h);
-    /* libjpeg's default (accurate) IDCT and fancy upsampling: at full scale
-     * the same pixels as PIL's default decode. */
-    ci->scale_num = 1;
-    ci->scale_denom = plan.den;
-    ci->dct_method = JDCT_ISLOW;
-    ci->do_fancy_upsampling = TRUE;
-    jpeg_calc_output_dimensions(ci);
+    set_output(ci, cs, plan.den);
     const uint32_t fw = ci->output_width, fh = ci->output_height;
     if (use_roi) {
         axis_range(roi->x, roi->w, plan.den, out_w, fw, &plan.x0, &plan.x1);
@@ -442,13 +531,16 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
         plan.x1 = fw;
         plan.y1 = fh;
     }
+    /* Rows above the stream libjpeg now reads (restart-marker fast path). */
+    const uint32_t cut = use_roi ? rst_switch(j, buf, len, &plan, cs) : 0;
+    const uint32_t cur_h = ci->output_height;
 
     jpeg_start_decompress(ci);
     int comps = ci->output_components;
     if (comps != (cmyk ? 4 : 3))
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unexpected %d output components",
                          path, comps);
-    if (ci->output_width != fw || ci->output_height != fh)
+    if (ci->output_width != fw || ci->output_height != cur_h)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG output size changed", path);
 
     /* Columns: libjpeg widens [x0, x1) leftwards to an iMCU boundary. */
@@ -491,7 +583,7 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const char *path,
     out->height = h;
     out->stride = (size_t)w * 3;
     out->x0 = (uint32_t)xoff;
-    out->y0 = plan.y0;
+    out->y0 = plan.y0 + cut;
     out->scale_num = 1;
     out->scale_den = plan.den;
     out->full_width = fw;
@@ -513,7 +605,7 @@ int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
         return nst_error(j->err.status, "decode: %s: %s", path, j->err.msg);
     }
     jpeg_mem_src(&j->cinfo, buf, (unsigned long)len);
-    rc = decode_body(d, j, path, roi, out_w, out_h, out);
+    rc = decode_body(d, j, buf, len, path, roi, out_w, out_h, out);
     /* Not jpeg_finish_decompress(): every pixel we need is in; what follows
      * (the rest of the image for a region, trailing junk, a missing EOI)
      * must not fail the item. */

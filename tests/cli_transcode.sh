@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `nostall transcode`: every JPEG rewritten losslessly with restart markers
+# (the loader gives the same checksum on both trees, train and eval, float
+# and uint8: the same coefficients give the same pixels, and the
+# restart-marker fast path of region decode gives the normal path's pixels);
+# other files copied byte for byte; a damaged JPEG reported by name and copied
+# unchanged; usage errors exit 2.
+source "$(dirname "$0")/lib_cli.sh"
+
+"$CLI" gen "$TMP/src" --images 30 --classes 3 --width 300 --height 240 --size-jitter 0.3 --quality 92 --quiet
+echo "not an image" > "$TMP/src/class_000/README.txt"
+"$CLI" transcode "$TMP/src" "$TMP/dst" --quiet > "$TMP/out" || fail "transcode failed"
+cat "$TMP/out"
+grep -q "30 JPEGs transcoded" "$TMP/out" || fail "summary: $(cat "$TMP/out")"
+cmp -s "$TMP/src/class_000/README.txt" "$TMP/dst/class_000/README.txt" || fail "non-JPEG not copied as is"
+[ "$(find "$TMP/dst" -type f | wc -l)" = 31 ] || fail "file count"
+[ -z "$(find "$TMP/dst" -name '*.tmp')" ] || fail "leftover .tmp files"
+
+# every JPEG: baseline, a DRI of whole MCU rows, restart markers in its data
+"$PY" - "$TMP/dst" <<'PYEOF' || fail "restart markers missing"
+import os, struct, sys
+n = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        if not f.endswith(".jpg"):
+            continue
+        b = open(os.path.join(root, f), "rb").read()
+        assert b[:2] == b"\xff\xd8", f
+        assert b"\xff\xc0" in b and b"\xff\xc2" not in b[:b.index(b"\xff\xda")], f + ": not baseline"
+        dri = b.index(b"\xff\xdd")
+        assert struct.unpack(">H", b[dri + 4:dri + 6])[0] > 0, f
+        data = b[b.index(b"\xff\xda"):]
+        assert b"\xff\xd0" in data and b"\xff\xd1" in data, f + ": no RST markers"
+        n += 1
+assert n == 30, n
+PYEOF
+
+# same pixels: same checksums on both trees
+common=(--batch-size 8 --crop 64 --epochs 2 --threads 1 --json --quiet --seed 3)
+for args in "--mode train --output uint8" "--mode train --output float" \
+            "--mode eval --shuffle 0 --output uint8" "--mode train --output uint8 --crop 16"; do
+    # shellcheck disable=SC2086
+    "$CLI" bench "$TMP/src" "${common[@]}" $args > "$TMP/a.json"
+    # shellcheck disable=SC2086
+    "$CLI" bench "$TMP/dst" "${common[@]}" $args > "$TMP/b.json"
+    a=$(json "$TMP/a.json" 'j["checksum"]'); b=$(json "$TMP/b.json" 'j["checksum"]')
+    echo "$args: original $a, transcoded $b"
+    [ "$a" = "$b" ] || fail "checksums differ ($args)"
+    [ "$(json "$TMP/b.json" 'j["skipped"]')" = "[]" ] || fail "items skipped ($args)"
+done
+
+# --restart-rows 2, and the loader still agrees
+"$CLI" transcode "$TMP/src" "$TMP/dst2" --restart-rows=2 --quiet > /dev/null || fail "--restart-rows 2"
+"$CLI" bench "$TMP/dst2" "${common[@]}" --output uint8 > "$TMP/c.json"
+"$CLI" bench "$TMP/src" "${common[@]}" --output uint8 > "$TMP/a.json"
+[ "$(json "$TMP/a.json" 'j["checksum"]')" = "$(json "$TMP/c.json" 'j["checksum"]')" ] || fail "checksum with --restart-rows 2"
+
+# a damaged JPEG: reported by path, copied unchanged, the run goes on (exit 0)
+mkdir -p "$TMP/bad/c"
+f=$(find "$TMP/src" -name '*.jpg' | sort | head -n 1)
+head -c 3000 "$f" > "$TMP/bad/c/trunc.jpg"
+cp "$f" "$TMP/bad/c/good.jpg"
+"$CLI" transcode "$TMP/bad" "$TMP/bad.out" --quiet > "$TMP/out" 2> "$TMP/err" || fail "damaged file aborted the run"
+grep -q "trunc.jpg" "$TMP/err" || fail "damaged file not named: $(cat "$TMP/err")"
+grep -q "1 damaged" "$TMP/out" || fail "damaged file not counted: $(cat "$TMP/out")"
+cmp -s "$TMP/bad/c/trunc.jpg" "$TMP/bad.out/c/trunc.jpg" || fail "damaged file not copied unchanged"
+cmp -s "$TMP/bad/c/good.jpg" "$TMP/bad.out/c/good.jpg" && fail "good file not transcoded"
+
+# usage errors: exit 2 with a message
+set +e
+"$CLI" transcode "$TMP/src" > /dev/null 2> "$TMP/err"; [ $? = 2 ] || fail "missing DST: exit not 2"
+grep -q "DST" "$TMP/err" || fail "missing DST not named"
+"$CLI" transcode "$TMP/src" "$TMP/dst" --quiet > /dev/null 2> "$TMP/err"; [ $? = 2 ] || fail "non-empty DST accepted"
+grep -q "force" "$TMP/err" || fail "non-empty DST message"
+"$CLI" transcode "$TMP/src" "$TMP/src/inner" --quiet > /dev/null 2> "$TMP/err"; [ $? = 2 ] || fail "DST inside SRC accepted"
+"$CLI" transcode "$TMP/src" "$TMP/x" --restart-rows 0 2> "$TMP/err"; [ $? = 2 ] || fail "--restart-rows 0 accepted"
+grep -q "restart-rows" "$TMP/err" || fail "--restart-rows not named"
+"$CLI" transcode "$TMP/missing" "$TMP/y" 2> "$TMP/err"; [ $? = 2 ] || fail "missing SRC accepted"
+grep -q "$TMP/missing" "$TMP/err" || fail "missing SRC not named"
+"$CLI" transcode --help | grep -q -- "--restart-rows" || fail "--help lacks --restart-rows"
+set -e
+"$CLI" transcode "$TMP/src" "$TMP/dst" --force --quiet > /dev/null || fail "--force"
+echo "PASS"
