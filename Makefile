@@ -15,38 +15,43 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON := /usr/bin/python3
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
-# Debian 12 packages the build and the tests need.
-DEB_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
-                python3 python3-numpy python3-pytest python3-torch \
-                python3-torchvision python3-pil
+# Debian 12 packages: what the build (and make demo) needs, and what the
+# tests add (the CLI tests parse JSON with python3; the binding's tests use
+# numpy, torch, torchvision, PIL and pytest).
+BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev
+TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
+                 python3-torchvision python3-pil
 
-.PHONY: all deps build release-test python-test asan tsan test demo bench install format clean
+.PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 
 all: build
 
 deps:
-	@bash tools/install-deps.sh $(DEB_PACKAGES)
+	@bash tools/install-deps.sh $(BUILD_PACKAGES)
+
+test-deps:
+	@bash tools/install-deps.sh $(TEST_PACKAGES)
 
 build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build build -j$(JOBS)
 
-asan: deps
+asan: deps test-deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNOSTALL_SANITIZE=address -DNOSTALL_WERROR=ON >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_FLAGS)
 
-tsan: deps
+tsan: deps test-deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_SANITIZE=thread -DNOSTALL_WERROR=ON >/dev/null
 	@cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest $(CTEST_FLAGS)
 
-release-test: build
+release-test: build test-deps
 	cd build && ctest $(CTEST_FLAGS)
 
 # The Python binding's tests, against the release build.
-python-test: build
+python-test: build test-deps
 	NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 30 --classes 3 --width 120 --height 90 --quiet
-good=$(ls "$TMP"/data/class_000/*.jpg | head -1)
+good=$(find "$TMP/data/class_000" -name "*.jpg" -print -quit)
 c1="$TMP/data/class_001"
 : > "$c1/bad_empty.jpg"
 echo "hello, I am a text file" > "$c1/bad_text.jpg"

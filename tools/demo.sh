@@ -21,7 +21,7 @@ echo "== 4. determinism: the same seed gives the same bytes with 1 thread"
 echo
 echo "== 5. bad files are skipped, counted and reported (or fail the run with --on-bad-item fail)"
 echo "not a jpeg" > "$DIR/train/class_003/broken.jpg"
-head -c 3000 "$(ls "$DIR"/train/class_000/*.jpg | head -1)" > "$DIR/train/class_005/truncated.jpg"
+head -c 3000 "$(find "$DIR/train/class_000" -name "*.jpg" -print -quit)" > "$DIR/train/class_005/truncated.jpg"
 "$CLI" bench "$DIR/train" --batch-size 32 --mode eval --output uint8 --quiet
 echo
 echo "demo done: see README.md for the C API and 'nostall bench --help' for every option."
