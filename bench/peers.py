@@ -6,9 +6,9 @@ Systems (each on one core: one worker thread / process / numba thread):
   nostall      `nostall bench DATA --threads 1` (and `--threads 2` for the
                scaling figure), train mode, crop 224, float and uint8 outputs.
                With --transcoded DIR (a `nostall transcode` copy of DATA: the
-               same pixels, a restart marker every MCU row), the same 1-thread
+               same pixels, a restart marker every MCU), the same 1-thread
                runs on that copy too ("restart-marker transcode" rows), so the
-               rows above each crop are never entropy-decoded.
+               MCUs above and beside each crop are never entropy-decoded.
   torchvision  torchvision.datasets.ImageFolder (PIL decode) +
                RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)) +
                RandomHorizontalFlip + (float: ToTensor + Normalize(ImageNet);

@@ -8,7 +8,7 @@
 #
 # Environment (flags win):
 #   NOSTALL_BENCH_DATA   dataset cache (default /tmp/nostall-bench-data); the
-#                        ImageFolder, its `nostall transcode` copy (.rst1) and
+#                        ImageFolder, its `nostall transcode` copy (.rstm1) and
 #                        the FFCV .beton are kept there and reused by later
 #                        runs with the same parameters
 #   NOSTALL_BENCH_OUT    where results go (default build/bench)
@@ -73,18 +73,21 @@ cc -O2 -std=c11 -Wall -Wextra -o "$OUT/jpeg_decode" bench/jpeg_decode.c -ljpeg
 DATA="$DATA_ROOT/imagefolder-n$IMAGES-${WIDTH}x$HEIGHT-q$QUALITY-s$SEED"
 if [ ! -f "$DATA/.complete" ]; then
     echo "bench: generating $IMAGES JPEGs ${WIDTH}x$HEIGHT quality $QUALITY into $DATA" >&2
-    rm -rf "$DATA" "$DATA.q$QUALITY.beton" "$DATA.rst1" "$DATA.rst1.partial"
+    rm -rf "$DATA" "$DATA.q$QUALITY.beton" "$DATA.rst1" "$DATA.rst1.partial" "$DATA.rstm1" \
+        "$DATA.rstm1.partial"
     mkdir -p "$DATA"
     "$NOSTALL" gen "$DATA" --images "$IMAGES" --classes "$CLASSES" --width "$WIDTH" \
         --height "$HEIGHT" --quality "$QUALITY" --seed "$SEED" --quiet --force >&2
     touch "$DATA/.complete"
 fi
-# ... and its lossless restart-marker copy (`nostall transcode`), once.
-RST="$DATA.rst1"
+# ... and its lossless restart-marker copy (`nostall transcode` with its
+# default, a restart marker every MCU), once. (.rst1, a marker every MCU
+# row, was the copy of earlier versions: a different name, never reused.)
+RST="$DATA.rstm1"
 if [ ! -d "$RST" ]; then
-    echo "bench: transcoding $DATA into $RST (restart marker every MCU row)" >&2
+    echo "bench: transcoding $DATA into $RST (restart marker every MCU)" >&2
     rm -rf "$RST.partial"
-    "$NOSTALL" transcode "$DATA" "$RST.partial" --restart-rows 1 --quiet >&2
+    "$NOSTALL" transcode "$DATA" "$RST.partial" --restart-mcus 1 --quiet >&2
     mv "$RST.partial" "$RST" # only a finished copy gets the final name
 fi
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `nostall transcode`: every JPEG rewritten losslessly with restart markers
-# (the loader gives the same checksum on both trees, train and eval, float
+# (by default one every MCU; --restart-mcus N, --restart-rows N) (the
+# loader gives the same checksum on both trees, train and eval, float
 # and uint8: the same coefficients give the same pixels, and the
 # restart-marker fast path of region decode gives the normal path's pixels);
 # other files copied byte for byte; a damaged JPEG reported by name and copied
@@ -16,7 +17,7 @@ cmp -s "$TMP/src/class_000/README.txt" "$TMP/dst/class_000/README.txt" || fail "
 [ "$(find "$TMP/dst" -type f | wc -l)" = 31 ] || fail "file count"
 [ -z "$(find "$TMP/dst" -name '*.tmp')" ] || fail "leftover .tmp files"
 
-# every JPEG: baseline, a DRI of whole MCU rows, restart markers in its data
+# every JPEG: baseline, a DRI of 1 MCU (the default), restart markers in its data
 "$PY" - "$TMP/dst" <<'PYEOF' || fail "restart markers missing"
 import os, struct, sys
 n = 0
@@ -28,7 +29,7 @@ for root, _, files in os.walk(sys.argv[1]):
         assert b[:2] == b"\xff\xd8", f
         assert b"\xff\xc0" in b and b"\xff\xc2" not in b[:b.index(b"\xff\xda")], f + ": not baseline"
         dri = b.index(b"\xff\xdd")
-        assert struct.unpack(">H", b[dri + 4:dri + 6])[0] > 0, f
+        assert struct.unpack(">H", b[dri + 4:dri + 6])[0] == 1, f
         data = b[b.index(b"\xff\xda"):]
         assert b"\xff\xd0" in data and b"\xff\xd1" in data, f + ": no RST markers"
         n += 1
@@ -38,7 +39,8 @@ PYEOF
 # same pixels: same checksums on both trees
 common=(--batch-size 8 --crop 64 --epochs 2 --threads 1 --json --quiet --seed 3)
 for args in "--mode train --output uint8" "--mode train --output float" \
-            "--mode eval --shuffle 0 --output uint8" "--mode train --output uint8 --crop 16"; do
+            "--mode eval --shuffle 0 --output uint8" "--mode eval --shuffle 0 --output float" \
+            "--mode train --output uint8 --crop 16"; do
     # shellcheck disable=SC2086
     "$CLI" bench "$TMP/src" "${common[@]}" $args > "$TMP/a.json"
     # shellcheck disable=SC2086
@@ -49,11 +51,38 @@ for args in "--mode train --output uint8" "--mode train --output float" \
     [ "$(json "$TMP/b.json" 'j["skipped"]')" = "[]" ] || fail "items skipped ($args)"
 done
 
-# --restart-rows 2, and the loader still agrees
-"$CLI" transcode "$TMP/src" "$TMP/dst2" --restart-rows=2 --quiet > /dev/null || fail "--restart-rows 2"
-"$CLI" bench "$TMP/dst2" "${common[@]}" --output uint8 > "$TMP/c.json"
+# --restart-rows 2, --restart-rows 1, --restart-mcus 2 (lowered to 1 where
+# the MCUs per row are odd), and the loader still agrees
 "$CLI" bench "$TMP/src" "${common[@]}" --output uint8 > "$TMP/a.json"
-[ "$(json "$TMP/a.json" 'j["checksum"]')" = "$(json "$TMP/c.json" 'j["checksum"]')" ] || fail "checksum with --restart-rows 2"
+for opt in --restart-rows=2 "--restart-rows 1" "--restart-mcus 2"; do
+    rm -rf "$TMP/dst2"
+    # shellcheck disable=SC2086
+    "$CLI" transcode "$TMP/src" "$TMP/dst2" $opt --quiet > /dev/null || fail "$opt"
+    "$CLI" bench "$TMP/dst2" "${common[@]}" --output uint8 > "$TMP/c.json"
+    [ "$(json "$TMP/a.json" 'j["checksum"]')" = "$(json "$TMP/c.json" 'j["checksum"]')" ] || fail "checksum with $opt"
+done
+# --restart-mcus 2: a DRI of 2 where the 4:2:0 MCUs per row are even, else 1
+"$PY" - "$TMP/dst2" <<'PYEOF' || fail "--restart-mcus 2: wrong DRI"
+import os, struct, sys
+seen = set()
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        if not f.endswith(".jpg"):
+            continue
+        b = open(os.path.join(root, f), "rb").read()
+        p, seg = 2, {}
+        while b[p + 1] != 0xDA:  # the header segments, up to SOS
+            n = struct.unpack(">H", b[p + 2:p + 4])[0]
+            seg[b[p + 1]] = b[p + 4:p + 2 + n]
+            p += 2 + n
+        sof, ri = seg[0xC0], struct.unpack(">H", seg[0xDD])[0]
+        width = struct.unpack(">H", sof[3:5])[0]
+        hmax = max(sof[7 + 3 * i] >> 4 for i in range(sof[5]))
+        mcus = (width + 8 * hmax - 1) // (8 * hmax)
+        assert ri == (2 if mcus % 2 == 0 else 1), (f, width, ri)
+        seen.add(ri)
+assert seen == {1, 2}, seen
+PYEOF
 
 # a damaged JPEG: reported by path, copied unchanged, the run goes on (exit 0)
 mkdir -p "$TMP/bad/c"
@@ -75,9 +104,13 @@ grep -q "force" "$TMP/err" || fail "non-empty DST message"
 "$CLI" transcode "$TMP/src" "$TMP/src/inner" --quiet > /dev/null 2> "$TMP/err"; [ $? = 2 ] || fail "DST inside SRC accepted"
 "$CLI" transcode "$TMP/src" "$TMP/x" --restart-rows 0 2> "$TMP/err"; [ $? = 2 ] || fail "--restart-rows 0 accepted"
 grep -q "restart-rows" "$TMP/err" || fail "--restart-rows not named"
+"$CLI" transcode "$TMP/src" "$TMP/x" --restart-mcus 0 2> "$TMP/err"; [ $? = 2 ] || fail "--restart-mcus 0 accepted"
+grep -q "restart-mcus" "$TMP/err" || fail "--restart-mcus not named"
+"$CLI" transcode "$TMP/src" "$TMP/x" --restart-mcus 1 --restart-rows 1 2> "$TMP/err"; [ $? = 2 ] || fail "both --restart-mcus and --restart-rows accepted"
 "$CLI" transcode "$TMP/missing" "$TMP/y" 2> "$TMP/err"; [ $? = 2 ] || fail "missing SRC accepted"
 grep -q "$TMP/missing" "$TMP/err" || fail "missing SRC not named"
 "$CLI" transcode --help | grep -q -- "--restart-rows" || fail "--help lacks --restart-rows"
+"$CLI" transcode --help | grep -q -- "--restart-mcus" || fail "--help lacks --restart-mcus"
 set -e
 "$CLI" transcode "$TMP/src" "$TMP/dst" --force --quiet > /dev/null || fail "--force"
 echo "PASS"

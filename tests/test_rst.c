@@ -2,17 +2,22 @@
  * test_rst.c — the restart-marker fast path of JPEG region decode
  * (src/decode/jpeg_rst.c) against the normal region path on the same file.
  *
- *   exactness  JPEGs with a restart marker every 1, 2 or 3 MCU rows
- *              (4:2:0, 4:2:2, 4:4:0, 4:4:4, grayscale, CMYK; odd sizes),
- *              many random rois and output sizes (so every DCT scale):
- *              the fast path's pixels equal the normal path's over the
- *              rows both decoded, in full-image coordinates, bit for bit;
- *              and the fast path was taken (hit counter) whenever the
- *              region starts below the first restart interval.
- *   declined   no restart markers, an interval that is not whole MCU
- *              rows, a progressive file with restarts: normal path only.
+ *   exactness  JPEGs with a restart marker every 1, 2 or 3 MCU rows, or
+ *              every k MCUs with k dividing the MCUs per row (k = 1, 2,
+ *              ...: column mode) (4:2:0, 4:2:2, 4:4:0, 4:4:4, grayscale,
+ *              CMYK; odd sizes), many random rois and output sizes (so
+ *              every DCT scale): the fast path's pixels equal the normal
+ *              path's over the rows both decoded, in full-image
+ *              coordinates, bit for bit; and the fast path was taken (hit
+ *              counter) whenever the region starts below the first restart
+ *              interval row (or, in column mode, leaves out a group of k
+ *              MCUs left or right of it).
+ *   declined   no restart markers, an interval that is neither whole MCU
+ *              rows nor divides a row, a progressive file with restarts:
+ *              normal path only.
  *   truncated  a region whose intervals are whole decodes; one reaching
- *              the cut is E_TRUNCATED, as on the normal path.
+ *              the cut is E_TRUNCATED, as on the normal path (row and
+ *              column mode).
  *   fuzz       1000 mutated restart-marked files (byte flips, marker
  *              damage, truncation): no crash (run under ASan by `make
  *              asan`), the same result twice, and when the normal path
@@ -124,6 +129,13 @@ static long compare(const nst_image *a, const nst_image *b, long *overlap)
     return diff;
 }
 
+/* MCU size of a test file (the interleaved scan's; gray: one block). */
+static void mcu_size(int sub, uint32_t *mw, uint32_t *mh)
+{
+    *mw = sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK ? 16 : 8;
+    *mh = sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK ? 16 : 8;
+}
+
 static void exactness(nst_decoder *fast, nst_decoder *slow)
 {
     static const struct {
@@ -134,6 +146,16 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
         {200, 301, SUB_440, 1}, {333, 517, SUB_GRAY, 1}, {97, 61, SUB_GRAY, 2},
         {250, 190, SUB_CMYK, 1}, {333, 517, SUB_420, -63}, /* 21 MCUs/row x 3 rows */
         {64, 2000, SUB_420, 1},
+        /* column mode: a restart every k MCUs, k dividing the MCUs per row */
+        {333, 517, SUB_420, -1}, {333, 517, SUB_420, -3}, /* 21 MCUs/row */
+        {470, 425, SUB_420, -1}, {470, 425, SUB_420, -2}, /* 30 */
+        {97, 61, SUB_420, -1},                             /* 7 */
+        {333, 517, SUB_444, -1}, {333, 517, SUB_444, -2}, /* 42 */
+        {333, 517, SUB_422, -1}, {333, 517, SUB_422, -7}, /* 21 */
+        {200, 301, SUB_440, -1},                           /* 25 */
+        {333, 517, SUB_GRAY, -1}, {97, 61, SUB_GRAY, -1}, /* 42, 13 */
+        {250, 190, SUB_CMYK, -1}, {250, 190, SUB_CMYK, -2}, /* 16 */
+        {64, 2000, SUB_420, -1}, {64, 2000, SUB_420, -2}, /* 4 */
     };
     nst_rng rng;
     nst_rng_seed(&rng, 42);
@@ -142,7 +164,17 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
         uint8_t *jpg = encode(cases[ci].w, cases[ci].h, cases[ci].sub, cases[ci].restart, 0, &len);
         uint64_t hits0 = nst_jpeg_rst_hits(fast);
         long diffs = 0, overlap = 0, below = 0;
-        const int iters = 150;
+        uint32_t mcu_w, mcu_h;
+        mcu_size(cases[ci].sub, &mcu_w, &mcu_h);
+        const uint32_t mpr = ((uint32_t)cases[ci].w + mcu_w - 1) / mcu_w;
+        /* Interval geometry: rows of `irows` MCU rows, of groups `gw`
+         * pixels wide (0: whole rows). */
+        uint32_t irows = 1, gw = 0;
+        if (cases[ci].restart > 0) irows = (uint32_t)cases[ci].restart;
+        else if ((uint32_t)-cases[ci].restart % mpr == 0) irows = (uint32_t)-cases[ci].restart / mpr;
+        else gw = (uint32_t)-cases[ci].restart * mcu_w;
+        if (gw) CHECK_EQ(mpr % ((uint32_t)-cases[ci].restart), 0);
+        const int iters = 120;
         for (int it = 0; it < iters; it++) {
             nst_window roi;
             uint32_t ow, oh;
@@ -161,22 +193,24 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
                         roi.x, roi.y, roi.w, roi.h, ow, oh, d);
             diffs += d > 0 ? d : 0;
             overlap += ov;
-            /* A region starting well below the first interval (plus the
-             * margin) must have taken the fast path. */
-            const uint32_t mcu_h = cases[ci].sub == SUB_420 || cases[ci].sub == SUB_440 ||
-                                           cases[ci].sub == SUB_CMYK ? 16 : 8;
-            const uint32_t k = cases[ci].restart > 0 ? (uint32_t)cases[ci].restart : 3;
-            if ((uint64_t)b.y0 * b.scale_den >= (uint64_t)k * mcu_h + 64) {
+            /* A region starting well below the first interval row (plus
+             * the margin), or in column mode well right of the first group
+             * or left of the last, must have taken the fast path. */
+            const uint64_t den = b.scale_den, xs = (uint64_t)b.x0 * den,
+                           xe = (uint64_t)(b.x0 + b.width) * den;
+            if ((uint64_t)b.y0 * den >= (uint64_t)irows * mcu_h + 64 ||
+                (gw && (xs >= gw + 64u || xe + 64u <= (uint64_t)(mpr * mcu_w / gw - 1) * gw))) {
                 below++;
                 CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
             }
         }
-        printf("%-6s %4dx%-4d restart %3d: %3ld of %d rois below interval 0, fast path %llu "
+        printf("%-6s %4dx%-4d restart %3d: %3ld of %d rois beside interval 0, fast path %3llu "
                "times, %ld of %ld pixels differ\n",
                sub_name[cases[ci].sub], cases[ci].w, cases[ci].h, cases[ci].restart, below, iters,
                (unsigned long long)(nst_jpeg_rst_hits(fast) - hits0), diffs, overlap);
         CHECK_EQ(diffs, 0);
         if (cases[ci].h > 200) CHECK(nst_jpeg_rst_hits(fast) - hits0 > 0);
+        if (gw) CHECK(below > 0);
         free(jpg);
     }
 }
@@ -189,7 +223,9 @@ static void declined(nst_decoder *fast, nst_decoder *slow)
     } cases[] = {
         {SUB_420, 0, 0, "no restart markers"},
         {SUB_420, -22, 0, "interval 22 MCUs (21 per row)"},
-        {SUB_420, -10, 0, "interval 10 MCUs"},
+        {SUB_420, -10, 0, "interval 10 MCUs (21 per row)"},
+        {SUB_444, -4, 0, "interval 4 MCUs (42 per row)"},
+        {SUB_420, -2, 0, "interval 2 MCUs (21 per row)"},
         {SUB_444, 1, 1, "progressive with restarts"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -221,25 +257,47 @@ static void declined(nst_decoder *fast, nst_decoder *slow)
     CHECK_OK(nst_decode(fast, jpg, len, "fast", NULL, 0, 0, &a));
     CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
     free(jpg);
+    /* A restart every MCU: a roi in the first MCU row but not at its left
+     * edge takes it; one spanning every column of the first row does not. */
+    jpg = encode(333, 517, SUB_420, -1, 0, &len);
+    h0 = nst_jpeg_rst_hits(fast);
+    nst_window right = {200, 0, 100, 10};
+    nst_image b;
+    CHECK_OK(nst_decode(fast, jpg, len, "fast", &right, 100, 10, &a));
+    CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
+    CHECK(a.x0 > 0 && a.x0 * a.scale_den <= 200 - 4);
+    nst_jpeg_rst_enable(fast, 0);
+    CHECK_OK(nst_decode(fast, jpg, len, "fast", &right, 100, 10, &b));
+    nst_jpeg_rst_enable(fast, 1);
+    long ov, d = compare(&a, &b, &ov);
+    CHECK_EQ(d, 0);
+    CHECK(ov > 0);
+    nst_window wide = {0, 0, 333, 10};
+    CHECK_OK(nst_decode(fast, jpg, len, "fast", &wide, 333, 10, &a));
+    CHECK_OK(nst_decode(fast, jpg, len, "fast", NULL, 0, 0, &a));
+    CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
+    free(jpg);
 }
 
 static void truncated(nst_decoder *fast, nst_decoder *slow)
 {
-    size_t len;
-    uint8_t *jpg = encode(333, 517, SUB_420, 1, 0, &len);
-    size_t cut = len * 6 / 10;
-    uint64_t h0 = nst_jpeg_rst_hits(fast);
-    nst_image a, b;
-    nst_window mid = {20, 150, 200, 100}; /* rows well inside the first 60% */
-    CHECK_OK(nst_decode(fast, jpg, cut, "fast", &mid, 100, 50, &a));
-    CHECK_OK(nst_decode(slow, jpg, cut, "slow", &mid, 100, 50, &b));
-    CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
-    long ov, d = compare(&a, &b, &ov);
-    CHECK_EQ(d, 0);
-    nst_window low = {20, 400, 200, 100};
-    CHECK_RC(nst_decode(fast, jpg, cut, "fast", &low, 100, 50, &a), NOSTALL_E_TRUNCATED);
-    CHECK_RC(nst_decode(slow, jpg, cut, "slow", &low, 100, 50, &b), NOSTALL_E_TRUNCATED);
-    free(jpg);
+    for (int restart = 1; restart >= -1; restart -= 2) { /* rows, then every MCU */
+        size_t len;
+        uint8_t *jpg = encode(333, 517, SUB_420, restart, 0, &len);
+        size_t cut = len * 6 / 10;
+        uint64_t h0 = nst_jpeg_rst_hits(fast);
+        nst_image a, b;
+        nst_window mid = {20, 150, 200, 100}; /* rows well inside the first 60% */
+        CHECK_OK(nst_decode(fast, jpg, cut, "fast", &mid, 100, 50, &a));
+        CHECK_OK(nst_decode(slow, jpg, cut, "slow", &mid, 100, 50, &b));
+        CHECK_EQ(nst_jpeg_rst_hits(fast), h0 + 1);
+        long ov, d = compare(&a, &b, &ov);
+        CHECK_EQ(d, 0);
+        nst_window low = {20, 400, 200, 100};
+        CHECK_RC(nst_decode(fast, jpg, cut, "fast", &low, 100, 50, &a), NOSTALL_E_TRUNCATED);
+        CHECK_RC(nst_decode(slow, jpg, cut, "slow", &low, 100, 50, &b), NOSTALL_E_TRUNCATED);
+        free(jpg);
+    }
 }
 
 static uint64_t hash_image(const nst_image *im)
@@ -254,17 +312,21 @@ static uint64_t hash_image(const nst_image *im)
 
 static void fuzz(nst_decoder *fast, nst_decoder *slow)
 {
-    size_t len[3];
-    uint8_t *base[3] = {encode(160, 240, SUB_420, 1, 0, &len[0]),
-                        encode(97, 130, SUB_GRAY, 2, 0, &len[1]),
-                        encode(120, 200, SUB_444, 1, 0, &len[2])};
+    enum { NB = 5 };
+    size_t len[NB];
+    uint8_t *base[NB] = {encode(160, 240, SUB_420, 1, 0, &len[0]),
+                         encode(97, 130, SUB_GRAY, 2, 0, &len[1]),
+                         encode(120, 200, SUB_444, 1, 0, &len[2]),
+                         encode(160, 240, SUB_420, -1, 0, &len[3]),
+                         encode(120, 200, SUB_444, -3, 0, &len[4])};
     nst_rng rng;
     nst_rng_seed(&rng, 7);
     long both_ok = 0, fast_only = 0, both_fail = 0, taken = 0;
-    uint8_t *buf = malloc(len[0] > len[1] ? (len[0] > len[2] ? len[0] : len[2])
-                                          : (len[1] > len[2] ? len[1] : len[2]));
+    size_t maxlen = 0;
+    for (int i = 0; i < NB; i++) maxlen = len[i] > maxlen ? len[i] : maxlen;
+    uint8_t *buf = malloc(maxlen);
     for (int it = 0; it < 1000; it++) {
-        int which = it % 3;
+        int which = it % NB;
         size_t n = len[which];
         memcpy(buf, base[which], n);
         int kind = (int)(nst_rng_u64(&rng) % 4);
@@ -313,7 +375,7 @@ static void fuzz(nst_decoder *fast, nst_decoder *slow)
            both_ok, fast_only, both_fail, taken);
     CHECK(taken > 100);
     free(buf);
-    for (int i = 0; i < 3; i++) free(base[i]);
+    for (int i = 0; i < NB; i++) free(base[i]);
 }
 
 int main(void)

@@ -1,13 +1,16 @@
 /*
  * transcode.c — `nostall transcode SRC DST`: copy a dataset, rewriting every
- * JPEG losslessly with a restart marker every N MCU rows.
+ * JPEG losslessly with a restart marker every N MCUs (default 1) or every N
+ * MCU rows.
  *
  * Why: to reach a crop's rows, a JPEG decoder must Huffman-decode every
  * row above them (entropy data cannot be entered in the middle), and on
  * typical training images Huffman decoding is most of the decode time. A
  * restart marker resets the decoder state, so the library's region decode
  * (src/decode/jpeg_rst.c) can start at the marker just above the crop and
- * never touch the rows above it. Measured numbers: docs/performance.md.
+ * never touch the rows above it; with a marker every N MCUs, N dividing
+ * the MCUs per row, it also skips the MCUs left and right of the crop.
+ * Measured numbers: docs/performance.md.
  *
  * What: SRC is walked recursively (sorted, symbolic links followed, at most
  * 64 levels) and mirrored into DST. A file is a JPEG by its magic bytes
@@ -17,7 +20,9 @@
  * every decoder gives exactly the same pixels. The copy is sequential
  * (progressive input becomes baseline), Huffman tables are optimized
  * (usually a smaller file than the camera's or PIL's default tables; the
- * markers add 2 bytes per interval), and it has a DRI of N MCU rows.
+ * markers add 2 bytes per interval), and it has a DRI of N MCUs (lowered
+ * to the largest divisor of the MCUs per row not above N, so that the
+ * intervals tile each row) or of N MCU rows (--restart-rows).
  * APPn (EXIF, ICC, XMP, ...) and COM markers are copied; JFIF and Adobe
  * markers are rewritten by libjpeg. Other files are copied byte for byte.
  *
@@ -51,7 +56,8 @@
 
 typedef struct {
     const char *src, *dst;
-    long rows;
+    long rows; /* > 0: --restart-rows                        */
+    long mcus; /* > 0: --restart-mcus (exactly one of the two) */
     int force, quiet;
 } tc_opts;
 
@@ -70,14 +76,18 @@ static void usage(FILE *f)
             "usage: nostall transcode SRC DST [options]\n"
             "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
             "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
-            "as a baseline JPEG with a restart marker every N MCU rows and optimized\n"
-            "Huffman tables. nostall's region decode then skips the rows above a crop\n"
-            "without decoding them. Other files are copied as they are; a damaged JPEG\n"
-            "is reported and copied unchanged.\n"
+            "as a baseline JPEG with a restart marker every N MCUs (or MCU rows) and\n"
+            "optimized Huffman tables. nostall's region decode then skips the MCUs\n"
+            "above (and with --restart-mcus beside) a crop without decoding them.\n"
+            "Other files are copied as they are; a damaged JPEG is reported and copied\n"
+            "unchanged.\n"
             "\n"
             "options (--flag VALUE or --flag=VALUE):\n"
-            "  --restart-rows N  MCU rows (8 or 16 pixel rows) per restart interval,\n"
-            "                    1..64 (default 1)\n"
+            "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
+            "                    1..64 (default 1); lowered per image to the largest\n"
+            "                    divisor of its MCUs per row, so intervals tile the rows\n"
+            "  --restart-rows N  instead: MCU rows per restart interval, 1..64 (rows\n"
+            "                    only: the columns beside a crop are still decoded)\n"
             "  --force           write into DST even if it is not empty\n"
             "  --quiet           no progress line (the summary is still printed)\n"
             "  --help            show this help\n");
@@ -86,7 +96,6 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, tc_opts *o, int *help)
 {
     memset(o, 0, sizeof *o);
-    o->rows = 1;
     *help = 0;
     int no_more_flags = 0;
     for (int i = 1; i < argc; i++) {
@@ -124,7 +133,8 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
             else o->force = 1;
             continue;
         }
-        if (strcmp(name, "--restart-rows") != 0) {
+        const int is_mcus = strcmp(name, "--restart-mcus") == 0;
+        if (strcmp(name, "--restart-rows") != 0 && !is_mcus) {
             fprintf(stderr, "transcode: unknown option '%s' (see nostall transcode --help)\n", a);
             return -1;
         }
@@ -139,11 +149,17 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
         errno = 0;
         long v = strtol(val, &end, 10);
         if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE || v < 1 || v > 64) {
-            fprintf(stderr, "transcode: --restart-rows must be an integer in 1..64 (got '%s')\n", val);
+            fprintf(stderr, "transcode: %s must be an integer in 1..64 (got '%s')\n", name, val);
             return -1;
         }
-        o->rows = v;
+        if (is_mcus) o->mcus = v;
+        else o->rows = v;
+        if (o->mcus && o->rows) {
+            fprintf(stderr, "transcode: --restart-mcus and --restart-rows exclude each other\n");
+            return -1;
+        }
     }
+    if (!o->rows && !o->mcus) o->mcus = 1;
     if (!o->src || !o->dst) {
         fprintf(stderr, "transcode: missing %s (usage: nostall transcode SRC DST [options]; "
                         "see --help)\n", o->src ? "DST" : "SRC");
@@ -182,8 +198,10 @@ static int is_marker(const jpeg_saved_marker_ptr m, int code, const char *id, un
     return m->marker == code && m->data_length >= idlen && memcmp(m->data, id, idlen) == 0;
 }
 
-/* Transcode in[0..len) into a malloc'd *out. 0, or -1 with msg filled. */
-static int transcode_jpeg(const uint8_t *in, size_t len, int rows, unsigned char **out,
+/* Transcode in[0..len) into a malloc'd *out, with a restart marker every
+ * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
+ * the MCUs per row). 0, or -1 with msg filled. */
+static int transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
                           unsigned long *out_len, char *msg, size_t msglen)
 {
     struct jpeg_decompress_struct src;
@@ -229,15 +247,21 @@ static int transcode_jpeg(const uint8_t *in, size_t len, int rows, unsigned char
     jpeg_mem_dest(&dst, out, out_len);
     jpeg_copy_critical_parameters(&src, &dst);
     dst.optimize_coding = TRUE;
-    /* The restart interval must be whole MCU rows for the decoder's fast
-     * path; libjpeg caps it at 65535 MCUs, so keep rows * MCUs-per-row
-     * below that (an 8188-MCU-wide image still gets one row). */
+    /* The restart interval must be whole MCU rows, or divide one, for the
+     * decoder's fast path; libjpeg caps it at 65535 MCUs, so keep rows *
+     * MCUs-per-row below that (an 8188-MCU-wide image still gets one row). */
     long mcus = dst.num_components == 1
                     ? ((long)src.image_width + 7) / 8
                     : ((long)src.image_width + 8L * src.max_h_samp_factor - 1) /
                           (8L * src.max_h_samp_factor);
     if (mcus < 1) mcus = 1;
-    dst.restart_in_rows = (long)rows * mcus <= 65535 ? rows : (int)(65535 / mcus);
+    if (rows > 0) {
+        dst.restart_in_rows = (long)rows * mcus <= 65535 ? rows : (int)(65535 / mcus);
+    } else {
+        long k = per < 1 ? 1 : per;
+        while (mcus % k != 0) k--;
+        dst.restart_interval = (unsigned)k;
+    }
     jpeg_write_coefficients(&dst, coefs);
     for (jpeg_saved_marker_ptr m = src.marker_list; m; m = m->next) {
         if (dst.write_JFIF_header && is_marker(m, JPEG_APP0, "JFIF\0", 5)) continue;
@@ -396,7 +420,8 @@ static void do_file(tc_state *s, const tc_opts *o, const char *from, const char 
     if (jpeg) {
         char msg[JMSG_LENGTH_MAX + 64];
         unsigned long elen = 0;
-        if (transcode_jpeg(s->buf, (size_t)len, (int)o->rows, &enc, &elen, msg, sizeof msg) == 0) {
+        if (transcode_jpeg(s->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
+                           sizeof msg) == 0) {
             data = enc;
             out_len = elen;
         } else {
@@ -538,10 +563,12 @@ int cmd_transcode(int argc, char **argv)
     if (s.progress) fprintf(stderr, "\r\033[K");
     double t = now_s() - s.t0;
     printf("transcode: %ld files in %.1f s: %ld JPEGs transcoded (%.1f MB -> %.1f MB, "
-           "restart every %ld MCU row%s), %ld other files copied, %ld damaged JPEGs copied "
+           "restart every %ld MCU%s%s), %ld other files copied, %ld damaged JPEGs copied "
            "unchanged; %.1f MB -> %.1f MB in all%s\n",
-           s.files, t, s.jpegs, (double)s.jpeg_in / 1e6, (double)s.jpeg_out / 1e6, o.rows,
-           o.rows == 1 ? "" : "s", s.copied - s.corrupt, s.corrupt, (double)s.in_bytes / 1e6,
+           s.files, t, s.jpegs, (double)s.jpeg_in / 1e6, (double)s.jpeg_out / 1e6,
+           o.rows ? o.rows : o.mcus, o.rows ? " row" : "",
+           (o.rows ? o.rows : o.mcus) == 1 ? "" : "s", s.copied - s.corrupt, s.corrupt,
+           (double)s.in_bytes / 1e6,
            (double)s.out_bytes / 1e6, "");
     if (s.errors) {
         fprintf(stderr, "transcode: %ld error(s), see above\n", s.errors);

@@ -65,27 +65,32 @@ typedef struct nst_jpeg_rst {
 } nst_jpeg_rst;
 
 /* What libjpeg parsed (jpeg.c fills it in after jpeg_read_header) and the
- * image rows the region needs. */
+ * image rows and columns the region needs. */
 typedef struct nst_jpeg_rst_geom {
     uint32_t width, height;     /* image                                   */
-    uint32_t mcu_h;             /* image rows per MCU row                  */
+    uint32_t mcu_w, mcu_h;      /* image columns / rows per MCU            */
     uint32_t mcus_per_row, mcu_rows;
     uint32_t restart_interval;  /* in MCUs (DRI)                           */
     uint32_t row_lo, row_hi;    /* image rows [row_lo, row_hi) needed      */
+    uint32_t col_lo, col_hi;    /* image columns [col_lo, col_hi) needed   */
 } nst_jpeg_rst_geom;
 
 typedef struct nst_jpeg_rst_out {
-    const uint8_t *data;  /* the rebuilt JPEG, in r->stream            */
+    const uint8_t *data;  /* the rebuilt JPEG, in r->stream                  */
     size_t len;
-    uint32_t first_row;   /* image row of its first row (MCU-aligned) */
-    uint32_t height;      /* its height                               */
+    uint32_t first_row;   /* image row of its first row (MCU-aligned)       */
+    uint32_t height;      /* its height                                     */
+    uint32_t first_col;   /* image column of its first column (MCU-aligned) */
+    uint32_t width;       /* its width                                      */
 } nst_jpeg_rst_out;
 
 /* Rebuild a JPEG of only the restart intervals holding rows
- * [row_lo, row_hi) of a baseline, single-scan file with a restart marker
- * every whole number of MCU rows. 1: built (out filled); 0: not possible
- * or no gain (the region starts in the first interval): use the normal
- * path. Never an error: damage is left for libjpeg to find. */
+ * [row_lo, row_hi) (and, where each interval is k MCUs with k dividing the
+ * MCUs per row, columns [col_lo, col_hi)) of a baseline, single-scan file
+ * with a restart marker every whole number of MCU rows or every k MCUs.
+ * 1: built (out filled); 0: not possible or no gain (nothing left out but
+ * rows below the region): use the normal path. Never an error: damage is
+ * left for libjpeg to find. */
 int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len,
                        const nst_jpeg_rst_geom *g, nst_jpeg_rst_out *out);
 void nst_jpeg_rst_free(nst_jpeg_rst *r);

@@ -389,18 +389,22 @@ static void set_output(struct jpeg_decompress_struct *ci, J_COLOR_SPACE cs, unsi
 
 /* The restart-marker fast path (jpeg_rst.c): if the file (just through
  * jpeg_read_header, parameters set) is a single-scan baseline JPEG with a
- * restart marker every whole number of MCU rows, and the region starts
- * below the first restart interval, point libjpeg at a rebuilt stream of
- * only the intervals the region needs (so the rows above are never
- * Huffman-decoded) and move plan->y0/y1 into its coordinates. Returns the
- * number of scaled rows left out above (0: not switched, nothing changed).
- * The rows asked for reach 2 * max_v_samp_factor source rows beyond the
- * plan on both sides: enough that fancy upsampling never sees a cut as
- * the image edge inside the plan, so the pixels are the normal path's. */
-static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan *plan,
-                           J_COLOR_SPACE cs)
+ * restart marker every whole number of MCU rows, or every k MCUs with k
+ * dividing the MCUs per row, and the region leaves out whole intervals
+ * above it (or, with k dividing a row, beside it), point libjpeg at a
+ * rebuilt stream of only the intervals the region needs (so the MCUs left
+ * out are never Huffman-decoded) and move plan->x0/x1/y0/y1 into its
+ * coordinates. Returns 1 with *cut_x / *cut_y the scaled columns / rows
+ * left out left of / above it, or 0 (not switched, nothing changed). The
+ * pixels asked for reach 2 * max_v_samp_factor source rows and
+ * 2 * max_h_samp_factor source columns beyond the plan on every side:
+ * enough that fancy upsampling never sees a cut as the image edge inside
+ * the plan, so the pixels are the normal path's. */
+static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan *plan,
+                      J_COLOR_SPACE cs, uint32_t *cut_x, uint32_t *cut_y)
 {
     struct jpeg_decompress_struct *ci = &j->cinfo;
+    *cut_x = *cut_y = 0;
     if (j->rst.disabled || ci->restart_interval == 0 || ci->progressive_mode ||
         ci->arith_code || ci->data_precision != 8 || ci->comps_in_scan != ci->num_components ||
         ci->num_components < 1 || ci->max_v_samp_factor < 1 || ci->max_h_samp_factor < 1)
@@ -412,28 +416,42 @@ static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg
     g.restart_interval = ci->restart_interval;
     if (ci->comps_in_scan == 1) { /* one block per MCU */
         const jpeg_component_info *c = &ci->comp_info[0];
-        if (c->v_samp_factor != ci->max_v_samp_factor) return 0;
+        if (c->v_samp_factor != ci->max_v_samp_factor ||
+            c->h_samp_factor != ci->max_h_samp_factor)
+            return 0;
+        g.mcu_w = 8;
         g.mcu_h = 8;
         g.mcus_per_row = c->width_in_blocks;
         g.mcu_rows = c->height_in_blocks;
     } else {
+        g.mcu_w = 8u * (uint32_t)ci->max_h_samp_factor;
         g.mcu_h = 8u * (uint32_t)ci->max_v_samp_factor;
-        g.mcus_per_row = (g.width + 8u * ci->max_h_samp_factor - 1) /
-                         (8u * ci->max_h_samp_factor);
+        g.mcus_per_row = (g.width + g.mcu_w - 1) / g.mcu_w;
         g.mcu_rows = ci->total_iMCU_rows;
     }
-    if (g.mcu_h % den != 0) return 0;
-    const uint64_t margin = 2ull * (uint64_t)ci->max_v_samp_factor * den;
-    uint64_t lo = (uint64_t)plan->y0 * den, hi = (uint64_t)plan->y1 * den + margin;
-    lo = lo > margin ? lo - margin : 0;
+    if (g.mcu_h % den != 0 || g.mcu_w % den != 0) return 0;
+    const uint64_t ym = 2ull * (uint64_t)ci->max_v_samp_factor * den;
+    uint64_t lo = (uint64_t)plan->y0 * den, hi = (uint64_t)plan->y1 * den + ym;
+    lo = lo > ym ? lo - ym : 0;
     if (hi > g.height) hi = g.height;
     if (lo >= hi) return 0;
     g.row_lo = (uint32_t)lo;
     g.row_hi = (uint32_t)hi;
+    const uint64_t xm = 2ull * (uint64_t)ci->max_h_samp_factor * den;
+    lo = (uint64_t)plan->x0 * den;
+    hi = (uint64_t)plan->x1 * den + xm;
+    lo = lo > xm ? lo - xm : 0;
+    if (hi > g.width) hi = g.width;
+    if (lo >= hi) return 0;
+    g.col_lo = (uint32_t)lo;
+    g.col_hi = (uint32_t)hi;
     nst_jpeg_rst_out r;
     if (!nst_jpeg_rst_build(&j->rst, buf, len, &g, &r)) return 0;
-    const uint32_t cut = r.first_row / den, rows = (r.height + den - 1) / den;
-    if (r.first_row % den != 0 || plan->y0 < cut || plan->y1 > cut + rows) return 0;
+    const uint32_t cy = r.first_row / den, rows = (r.height + den - 1) / den;
+    const uint32_t cx = r.first_col / den, cols = (r.width + den - 1) / den;
+    if (r.first_row % den != 0 || plan->y0 < cy || plan->y1 > cy + rows ||
+        r.first_col % den != 0 || plan->x0 < cx || plan->x1 > cx + cols)
+        return 0;
 
     const JDIMENSION fw = ci->output_width;
     const J_COLOR_SPACE jcs = ci->jpeg_color_space;
@@ -441,10 +459,11 @@ static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg
     jpeg_mem_src(ci, r.data, (unsigned long)r.len);
     jpeg_read_header(ci, TRUE);
     set_output(ci, cs, den);
-    if (ci->image_width != g.width || ci->image_height != r.height ||
-        ci->output_width != fw || ci->output_height != rows || ci->jpeg_color_space != jcs ||
-        ci->progressive_mode || ci->comps_in_scan != ci->num_components) {
-        /* Cannot happen (the header is the original's but for the height);
+    if (ci->image_width != r.width || ci->image_height != r.height ||
+        ci->output_width != cols || ci->output_height != rows || ci->jpeg_color_space != jcs ||
+        ci->progressive_mode || ci->comps_in_scan != ci->num_components ||
+        (r.width == g.width && ci->output_width != fw)) {
+        /* Cannot happen (the header is the original's but for the size);
          * back to the original, as if never switched. */
         jpeg_abort_decompress(ci);
         jpeg_mem_src(ci, buf, (unsigned long)len);
@@ -452,10 +471,14 @@ static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg
         set_output(ci, cs, den);
         return 0;
     }
-    plan->y0 -= cut;
-    plan->y1 -= cut;
+    plan->y0 -= cy;
+    plan->y1 -= cy;
+    plan->x0 -= cx;
+    plan->x1 -= cx;
+    *cut_x = cx;
+    *cut_y = cy;
     j->rst.hits++;
-    return cut;
+    return 1;
 }
 
 /* Everything between jpeg_read_header() and the last scanline. Runs under
@@ -485,8 +508,10 @@ static uint32_t rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg
  * image mode is not used).
  *
  * Restart markers: see rst_switch(); with them the rows above the region
- * are not entropy-decoded either, so damage there goes unseen too, and a
- * truncated file decodes if the region's restart intervals are whole. */
+ * (and, with intervals of k MCUs dividing a row, the MCUs left and right
+ * of it) are not entropy-decoded either, so damage there goes unseen too,
+ * and a truncated file decodes if the region's restart intervals are
+ * whole. */
 static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t len,
                        const char *path, const nst_window *roi, uint32_t out_w,
                        uint32_t out_h, nst_image *out)
@@ -531,22 +556,24 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
         plan.x1 = fw;
         plan.y1 = fh;
     }
-    /* Rows above the stream libjpeg now reads (restart-marker fast path). */
-    const uint32_t cut = use_roi ? rst_switch(j, buf, len, &plan, cs) : 0;
-    const uint32_t cur_h = ci->output_height;
+    /* Columns left of and rows above the stream libjpeg now reads
+     * (restart-marker fast path). */
+    uint32_t cut_x = 0, cut_y = 0;
+    if (use_roi) (void)rst_switch(j, buf, len, &plan, cs, &cut_x, &cut_y);
+    const uint32_t cur_w = ci->output_width, cur_h = ci->output_height;
 
     jpeg_start_decompress(ci);
     int comps = ci->output_components;
     if (comps != (cmyk ? 4 : 3))
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unexpected %d output components",
                          path, comps);
-    if (ci->output_width != fw || ci->output_height != cur_h)
+    if (ci->output_width != cur_w || ci->output_height != cur_h)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG output size changed", path);
 
     /* Columns: libjpeg widens [x0, x1) leftwards to an iMCU boundary. */
     JDIMENSION xoff = plan.x0, cw = plan.x1 - plan.x0;
-    if (cw < fw) jpeg_crop_scanline(ci, &xoff, &cw);
-    else xoff = 0, cw = fw;
+    if (cw < cur_w) jpeg_crop_scanline(ci, &xoff, &cw);
+    else xoff = 0, cw = cur_w;
     if (xoff > plan.x0 || xoff + cw != plan.x1 || ci->output_width != cw)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG crop failed", path);
 
@@ -582,8 +609,8 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     out->width = w;
     out->height = h;
     out->stride = (size_t)w * 3;
-    out->x0 = (uint32_t)xoff;
-    out->y0 = plan.y0 + cut;
+    out->x0 = (uint32_t)xoff + cut_x;
+    out->y0 = plan.y0 + cut_y;
     out->scale_num = 1;
     out->scale_den = plan.den;
     out->full_width = fw;

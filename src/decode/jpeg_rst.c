@@ -3,26 +3,37 @@
  *
  * Huffman data cannot be entered in the middle: to reach the rows of a crop,
  * libjpeg must entropy-decode every MCU row above it (jpeg_skip_scanlines()
- * saves only the inverse DCT and colour work). A baseline file with a
- * restart marker every k MCU rows (`nostall transcode` writes them, k = 1
- * by default) can be entered at any restart marker, because the decoder
- * state (DC predictions, bit buffer) is reset there. So for a region we
- * find the markers with one byte scan (much cheaper than Huffman decoding),
- * and rebuild, in a grow-only scratch buffer, a smaller but valid JPEG made
- * of the original headers (SOF height patched) and only the restart
- * intervals that hold the rows needed, renumbered from RST0. jpeg.c decodes
- * that stream with its usual region machinery and shifts the result down by
- * the rows left out.
+ * saves only the inverse DCT and colour work), and every MCU left and right
+ * of it in its rows (jpeg_crop_scanline() too). A baseline file with a
+ * restart marker every k MCUs (`nostall transcode` writes them, k = 1 by
+ * default) can be entered at any restart marker, because the decoder state
+ * (DC predictions, bit buffer) is reset there. So for a region we find the
+ * markers with one byte scan (much cheaper than Huffman decoding), and
+ * rebuild, in a grow-only scratch buffer, a smaller but valid JPEG made of
+ * the original headers (SOF height and width patched) and only the restart
+ * intervals that hold the pixels needed, renumbered from RST0. Two layouts:
+ *
+ *   row mode     k a multiple of the MCUs per row: an interval is k / that
+ *                many whole MCU rows; only the rows are cut.
+ *   column mode  k dividing the MCUs per row: each MCU row is that many
+ *                groups of k MCUs; the rebuilt image is the rectangle of
+ *                groups [c0, c1] x MCU rows [r0, r1]. Its rows are
+ *                (c1 - c0 + 1) k MCUs wide, a multiple of the DRI (kept),
+ *                so every interval holds exactly the same MCUs as before.
+ *
+ * jpeg.c decodes that stream with its usual region machinery and shifts
+ * the result right and down by the columns and rows left out.
  *
  * The rebuilt stream holds the same entropy-coded bytes as the original for
- * its rows, so the coefficients, hence the pixels, are the same; only the
- * rows next to a cut could differ (fancy upsampling sees the cut as the
- * image edge), and the caller asks for a margin of rows beyond its region
- * on both sides so that those rows are never in it.
+ * its MCUs, so the coefficients, hence the pixels, are the same; only the
+ * pixels next to a cut could differ (fancy upsampling sees the cut as the
+ * image edge), and the caller asks for a margin beyond its region on all
+ * sides so that those pixels are never in it.
  *
  * Anything unexpected (a marker out of place, a restart interval that is
- * not whole MCU rows, a wrong RST number or count, an SOF that disagrees
- * with libjpeg's parse, a scan followed by another scan) returns 0 and the
+ * neither whole MCU rows nor a divisor of one, a wrong RST number or
+ * count, an SOF that disagrees with libjpeg's parse, a scan followed by
+ * another scan) returns 0 and the
  * caller takes the normal path: this module never decides that a file is
  * bad, it only declines. A truncated file is used if every restart
  * interval the region needs ends with its marker; otherwise the normal
@@ -48,7 +59,8 @@ void nst_jpeg_rst_free(nst_jpeg_rst *r)
  * libjpeg reads (tables, SOF, DRI, SOS, JFIF APP0, Adobe APP14) and dropping
  * the other APPn and COM segments, which it ignores. Returns the header
  * length written, with *sos_end (offset of the first entropy byte in buf)
- * and *sof_h (offset in `o` of the SOF height field), or 0. */
+ * and *sof_h (offset in `o` of the SOF height field; the width follows
+ * it), or 0. */
 static size_t copy_header(const uint8_t *buf, size_t len, const nst_jpeg_rst_geom *g,
                           uint8_t *o, size_t *sos_end, size_t *sof_h)
 {
@@ -105,20 +117,47 @@ int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len,
                        const nst_jpeg_rst_geom *g, nst_jpeg_rst_out *out)
 {
     memset(out, 0, sizeof *out);
-    if (!buf || g->mcus_per_row == 0 || g->mcu_h == 0 || g->mcu_rows == 0 ||
-        g->restart_interval == 0 || g->restart_interval % g->mcus_per_row != 0 ||
-        g->height == 0 || g->row_lo >= g->row_hi || g->row_hi > g->height ||
+    if (!buf || g->mcus_per_row == 0 || g->mcu_h == 0 || g->mcu_w == 0 || g->mcu_rows == 0 ||
+        g->restart_interval == 0 || g->height == 0 || g->width == 0 ||
+        g->row_lo >= g->row_hi || g->row_hi > g->height ||
+        g->col_lo >= g->col_hi || g->col_hi > g->width ||
         (uint64_t)g->mcu_rows * g->mcu_h < g->height ||
-        (uint64_t)(g->mcu_rows - 1) * g->mcu_h >= g->height)
+        (uint64_t)(g->mcu_rows - 1) * g->mcu_h >= g->height ||
+        (uint64_t)g->mcus_per_row * g->mcu_w < g->width ||
+        (uint64_t)(g->mcus_per_row - 1) * g->mcu_w >= g->width)
         return 0;
-    const uint32_t k = g->restart_interval / g->mcus_per_row; /* MCU rows per interval */
-    const uint32_t nseg = (g->mcu_rows + k - 1) / k;
-    const uint32_t s0 = g->row_lo / g->mcu_h / k;
-    uint32_t s1 = (g->row_hi - 1) / g->mcu_h / k;
-    if (s1 >= nseg) s1 = nseg - 1;
-    /* Nothing above the region to leave out: the normal path already stops
-     * after the region's last row. */
-    if (s0 == 0) return 0;
+    /* Interval layout: `rows` MCU rows per interval (row mode), or `gpr`
+     * intervals of k MCUs per MCU row (column mode, rows = 1). */
+    uint32_t rows, gpr, k;
+    if (g->restart_interval % g->mcus_per_row == 0) {
+        rows = g->restart_interval / g->mcus_per_row;
+        gpr = 1;
+        k = g->mcus_per_row;
+    } else if (g->mcus_per_row % g->restart_interval == 0) {
+        rows = 1;
+        k = g->restart_interval;
+        gpr = g->mcus_per_row / k;
+    } else {
+        return 0;
+    }
+    const uint32_t nrow = (g->mcu_rows + rows - 1) / rows; /* interval rows */
+    const uint64_t nseg64 = (uint64_t)nrow * gpr;
+    if (nseg64 > UINT32_MAX / 4) return 0;
+    const uint32_t nseg = (uint32_t)nseg64;
+    const uint32_t r0 = g->row_lo / g->mcu_h / rows;
+    uint32_t r1 = (g->row_hi - 1) / g->mcu_h / rows;
+    if (r1 >= nrow) r1 = nrow - 1;
+    const uint64_t gw = (uint64_t)k * g->mcu_w; /* image columns per group */
+    uint32_t c0 = 0, c1 = gpr - 1;
+    if (gpr > 1) {
+        c0 = (uint32_t)(g->col_lo / gw);
+        c1 = (uint32_t)((g->col_hi - 1) / gw);
+        if (c1 >= gpr) c1 = gpr - 1;
+    }
+    /* Nothing above or beside the region to leave out: the normal path
+     * already stops after the region's last row. */
+    if (r0 == 0 && c0 == 0 && c1 == gpr - 1) return 0;
+    const uint32_t last = r1 * gpr + c1; /* the last interval needed */
 
     /* Room: the rebuilt stream is at most the original plus one 2-byte
      * marker per interval and EOI; the marks are two offsets per interval. */
@@ -165,26 +204,38 @@ int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len,
         complete = 1;
         break;
     }
-    if (complete ? count + 1 != nseg : s1 >= count) return 0;
+    if (complete ? count + 1 != nseg : last >= count) return 0;
 
-    /* SOF height: the rows from interval s0's first to interval s1's last
-     * (or the image's last). */
-    const uint32_t first = s0 * k * g->mcu_h;
-    uint64_t h = (uint64_t)(s1 - s0 + 1) * k * g->mcu_h;
+    /* SOF height: the rows from interval row r0's first to interval row
+     * r1's last (or the image's last); width likewise from the groups. */
+    const uint32_t first = r0 * rows * g->mcu_h;
+    uint64_t h = (uint64_t)(r1 - r0 + 1) * rows * g->mcu_h;
     if (h > g->height - first) h = g->height - first;
+    const uint32_t left = (uint32_t)(c0 * gw);
+    uint64_t w = (uint64_t)(c1 - c0 + 1) * gw;
+    if (w > g->width - left) w = g->width - left;
     o[sof_h] = (uint8_t)(h >> 8);
     o[sof_h + 1] = (uint8_t)h;
-    for (uint32_t i = s0; i <= s1; i++) {
-        const size_t a = start[i], e = end[i];
-        if (e < a || e > len) return 0;
-        memcpy(o + n, buf + a, e - a);
-        n += e - a;
-        o[n++] = 0xFF;
-        o[n++] = i < s1 ? (uint8_t)(0xD0 + ((i - s0) & 7)) : 0xD9;
+    o[sof_h + 2] = (uint8_t)(w >> 8);
+    o[sof_h + 3] = (uint8_t)w;
+    uint32_t m = 0; /* intervals written */
+    for (uint32_t y = r0; y <= r1; y++) {
+        for (uint32_t x = c0; x <= c1; x++) {
+            const uint32_t i = y * gpr + x;
+            const size_t a = start[i], e = end[i];
+            if (e < a || e > len) return 0;
+            memcpy(o + n, buf + a, e - a);
+            n += e - a;
+            o[n++] = 0xFF;
+            o[n++] = i < last ? (uint8_t)(0xD0 + (m & 7)) : 0xD9;
+            m++;
+        }
     }
     out->data = o;
     out->len = n;
     out->first_row = first;
     out->height = (uint32_t)h;
+    out->first_col = left;
+    out->width = (uint32_t)w;
     return 1;
 }
