@@ -185,7 +185,19 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MAX_PIXELS, "max_pixels", UINT, "100000000", "1", "1000000000",          \
       "images with more pixels (width * height) are bad items")                \
     X(MAX_FILE_BYTES, "max_file_bytes", SIZE, "256M", "1", "16G",              \
-      "files larger than this are bad items")
+      "files larger than this are bad items")                                  \
+    X(CACHE, "cache", ENUM, "minio", "minio|none", "",                         \
+      "minio: with cache_bytes > 0, keep encoded items in a fill-once, "       \
+      "never-evict cache and read misses without filling the OS page cache; "  \
+      "none: no cache, read through the OS page cache")                        \
+    X(CACHE_BYTES, "cache_bytes", SIZE, "0", "0", "16T",                       \
+      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of "       \
+      "physical memory ('25%'); 0 = no cache")                                 \
+    X(STORAGE_MBPS, "storage_mbps", DOUBLE, "0", "0", "1000000",               \
+      "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "    \
+      "all reads; 0 = off")                                                    \
+    X(STORAGE_LATENCY_MS, "storage_latency_ms", DOUBLE, "0", "0", "60000",     \
+      "emulate this latency per storage read, in milliseconds; 0 = off")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
@@ -340,7 +352,10 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
 /* ------------------------------------------------------------------------
  * Statistics. One table defines every counter; all are uint64_t.
  * Times are nanoseconds. Counters are cumulative since create (set_state
- * does not reset them). nostall_loader_stats() may be called from any thread.
+ * does not reset them). storage_reads, storage_bytes_read, cache_hits and
+ * cache_misses count the items of *delivered* batches, so a snapshot taken
+ * at an epoch's end covers exactly that epoch (work done ahead is counted
+ * when its batch is delivered); the per-stage counters count work done. nostall_loader_stats() may be called from any thread.
  * New counters are only ever appended, so a struct from an older header
  * stays valid: pass its size.
  * ------------------------------------------------------------------------ */
@@ -349,9 +364,9 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(position, "items of that epoch delivered so far")                        \
     X(batches_delivered, "batches lent to the consumer")                       \
     X(items_delivered, "items lent to the consumer")                           \
-    X(fetch_items, "items read from storage")                                  \
-    X(fetch_bytes, "bytes read from storage")                                  \
-    X(fetch_busy_ns, "worker time spent reading")                              \
+    X(fetch_items, "items fetched (from the cache or from storage)")           \
+    X(fetch_bytes, "bytes fetched (from the cache or from storage)")           \
+    X(fetch_busy_ns, "worker time spent fetching (including emulated delays)") \
     X(decode_items, "items decoded")                                           \
     X(decode_pixels, "pixels decoded")                                         \
     X(decode_busy_ns, "worker time spent decoding")                            \
@@ -362,7 +377,14 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(consumer_wait_ns, "consumer time spent waiting in next: the data stall") \
     X(skipped, "bad items left out (each occurrence)")                         \
     X(skipped_unique, "distinct bad items seen")                               \
-    X(threads, "worker threads")
+    X(threads, "worker threads")                                               \
+    X(storage_reads, "items read from storage (cache misses, or all without a cache)") \
+    X(storage_bytes_read, "bytes read from storage")                           \
+    X(storage_wait_ns, "worker time spent in emulated storage delays")         \
+    X(cache_hits, "items served from the MinIO cache")                         \
+    X(cache_misses, "items looked up in the cache and not found")              \
+    X(cache_bytes, "bytes held by the MinIO cache")                            \
+    X(cache_items, "items held by the MinIO cache")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

@@ -44,6 +44,7 @@
 
 #include "augment/augment.h"
 #include "batch/ring.h"
+#include "cache/minio.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -53,6 +54,7 @@
 #include "source/index.h"
 #include "source/reader.h"
 #include "source/sampler.h"
+#include "source/throttle.h"
 
 typedef _Atomic uint64_t counter;
 
@@ -67,6 +69,8 @@ typedef struct worker_stats {
     counter decode_items, decode_pixels, decode_ns;
     counter augment_items, augment_bytes, augment_ns;
     counter idle_ns;
+    counter storage_reads, storage_bytes, storage_wait_ns;
+    counter cache_hits, cache_misses;
 } worker_stats;
 
 typedef struct worker {
@@ -93,6 +97,8 @@ struct nostall_loader {
     nst_ring ring;
     float lut[3 * 256];
     pid_t pid;
+    nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
+    nst_throttle throttle; /* emulated storage (off unless configured)    */
 
     /* Plan (immutable after create). */
     uint32_t batch_size, crop, resize, nthreads;
@@ -128,6 +134,8 @@ struct nostall_loader {
 
     atomic_int stop_flag;
     counter batches_delivered, items_delivered, wait_ns;
+    /* fetch accounting of delivered batches (see nst_slot.io_*) */
+    counter dlv_storage_bytes, dlv_storage_reads, dlv_cache_hits, dlv_cache_misses;
     counter cons_epoch_pub, cons_pos_pub;
 
     worker *workers;
@@ -190,7 +198,13 @@ static void skip_record(struct nostall_loader *ld, uint64_t index, int status, c
  * Runs without the lock; touches only the worker's own scratch, the item's
  * range of the slot, and the worker's counters.
  * ------------------------------------------------------------------------ */
-static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst)
+/* Where an item's bytes came from, added to its batch's accounting. */
+typedef struct item_io {
+    uint64_t storage_bytes;
+    int storage_read, cache_hit, cache_miss;
+} item_io;
+
+static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst, item_io *io)
 {
     struct nostall_loader *ld = w->ld;
     const char *path = nst_index_path(ld->index, index);
@@ -198,17 +212,39 @@ static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst)
     nst_image_info info;
     nst_window win;
     nst_image img;
-    int flip = 0, rc;
+    int flip = 0, rc = 0;
 
+    /* Fetch: from the MinIO cache (zero-copy: decode straight from cache
+     * memory) or from storage, filling the cache on a miss. */
+    const uint8_t *data = NULL;
     uint64_t t0 = nst_now_ns();
-    rc = nst_read_file(path, ld->cfg.v[NOSTALL_OPT_MAX_FILE_BYTES].u, &w->file, &len);
+    if (ld->cache && nst_cache_get(ld->cache, index, &data, &len)) {
+        STAT_ADD(w->st.cache_hits, 1);
+        io->cache_hit = 1;
+    } else {
+        rc = nst_read_file(path, ld->cfg.v[NOSTALL_OPT_MAX_FILE_BYTES].u,
+                           ld->cache ? NST_READ_DROP_CACHE : 0, &w->file, &len);
+        if (rc == 0) {
+            STAT_ADD(w->st.storage_wait_ns, nst_throttle_read(&ld->throttle, len));
+            STAT_ADD(w->st.storage_reads, 1);
+            STAT_ADD(w->st.storage_bytes, len);
+            io->storage_read = 1;
+            io->storage_bytes = len;
+        }
+        if (ld->cache) {
+            STAT_ADD(w->st.cache_misses, 1);
+            io->cache_miss = 1;
+            if (rc == 0) nst_cache_put(ld->cache, index, w->file.data, len);
+        }
+        data = w->file.data;
+    }
     uint64_t t1 = nst_now_ns();
     STAT_ADD(w->st.fetch_ns, t1 - t0);
     if (rc < 0) return rc;
     STAT_ADD(w->st.fetch_items, 1);
     STAT_ADD(w->st.fetch_bytes, len);
 
-    rc = nst_decode_probe(w->dec, w->file.data, len, path, &info);
+    rc = nst_decode_probe(w->dec, data, len, path, &info);
     if (rc < 0) {
         STAT_ADD(w->st.decode_ns, nst_now_ns() - t1);
         return rc;
@@ -224,7 +260,7 @@ static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst)
     } else {
         nst_crop_center(info.width, info.height, ld->resize, ld->crop, &win);
     }
-    rc = nst_decode(w->dec, w->file.data, len, path, &win, ld->crop, ld->crop, &img);
+    rc = nst_decode(w->dec, data, len, path, &win, ld->crop, ld->crop, &img);
     uint64_t t2 = nst_now_ns();
     STAT_ADD(w->st.decode_ns, t2 - t1);
     if (rc < 0) return rc;
@@ -270,6 +306,7 @@ static int open_batch(struct nostall_loader *ld)
     s->position = ld->prod_pos;
     s->count = batch_len(ld, ld->prod_pos);
     s->assigned = s->done = s->failed = s->delivered = 0;
+    s->io_storage_bytes = s->io_storage_reads = s->io_cache_hits = s->io_cache_misses = 0;
     s->error = 0;
     s->errmsg[0] = '\0';
     ld->prod_open = 1;
@@ -306,7 +343,8 @@ static void *worker_main(void *arg)
         uint64_t index = nst_sampler_item(&ld->sampler, epoch, pos);
         s->indices[j] = index;
         s->labels[j] = nst_index_label(ld->index, index);
-        int rc = process_item(w, epoch, index, s->images + (size_t)j * ld->item_bytes);
+        item_io io = {0, 0, 0, 0};
+        int rc = process_item(w, epoch, index, s->images + (size_t)j * ld->item_bytes, &io);
         if (rc < 0) {
             const char *detail = nostall_last_error();
             snprintf(msg, sizeof msg, "%s", detail && *detail ? detail : nostall_strerror(rc));
@@ -319,6 +357,10 @@ static void *worker_main(void *arg)
             continue;
         }
         s->item_status[j] = rc < 0 ? rc : 0;
+        s->io_storage_bytes += io.storage_bytes;
+        s->io_storage_reads += (uint64_t)io.storage_read;
+        s->io_cache_hits += (uint64_t)io.cache_hit;
+        s->io_cache_misses += (uint64_t)io.cache_miss;
         if (rc < 0) {
             s->failed++;
             if (ld->on_bad == NOSTALL_BAD_SKIP) {
@@ -361,6 +403,10 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: rank (%llu) must be < world_size (%llu)", fn,
                          (unsigned long long)v[NOSTALL_OPT_RANK].u,
                          (unsigned long long)v[NOSTALL_OPT_WORLD_SIZE].u);
+    if (v[NOSTALL_OPT_CACHE].u == 1 /* none */ && v[NOSTALL_OPT_CACHE_BYTES].u)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
+                         (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
@@ -396,6 +442,8 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     ld->pid = getpid();
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->work, NULL);
+    nst_throttle_init(&ld->throttle, ld->cfg.v[NOSTALL_OPT_STORAGE_MBPS].d,
+                      ld->cfg.v[NOSTALL_OPT_STORAGE_LATENCY_MS].d);
     {
         /* `ready` has timed waits against CLOCK_MONOTONIC (nst_now_ns). */
         pthread_condattr_t ca;
@@ -452,6 +500,10 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
             ld->batches_per_epoch = (per + ld->batch_size - 1) / ld->batch_size;
             ld->items_per_epoch = per;
         }
+    }
+    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
+        if (rc < 0) goto fail;
     }
     rc = nst_ring_create(&ld->ring, (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, ld->batch_size,
                          ld->item_bytes);
@@ -527,7 +579,9 @@ void nostall_loader_free(nostall_loader *ld)
     free(ld->skips);
     free(ld->skip_reason);
     nst_ring_destroy(&ld->ring);
+    nst_cache_free(ld->cache);
     nst_index_free(ld->index);
+    nst_throttle_destroy(&ld->throttle);
     free(ld->source);
     pthread_cond_destroy(&ld->work);
     pthread_cond_destroy(&ld->ready);
@@ -628,6 +682,10 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
             ld->cons_seq++;
             ld->cons_pos = s->position + s->count;
             publish_cons(ld);
+            STAT_ADD(ld->dlv_storage_bytes, s->io_storage_bytes);
+            STAT_ADD(ld->dlv_storage_reads, s->io_storage_reads);
+            STAT_ADD(ld->dlv_cache_hits, s->io_cache_hits);
+            STAT_ADD(ld->dlv_cache_misses, s->io_cache_misses);
             if (s->delivered == 0) { /* every item was bad and skipped */
                 s->state = NST_SLOT_LENT; /* not counted in `lent` */
                 release_empties(ld);
@@ -815,6 +873,20 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.augment_bytes += STAT_GET(w->augment_bytes);
         s.augment_busy_ns += STAT_GET(w->augment_ns);
         s.worker_idle_ns += STAT_GET(w->idle_ns);
+        s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
+    }
+    /* Storage and cache counts are those of the delivered batches' items,
+     * so a snapshot at an epoch end covers exactly that epoch's items (work
+     * already done for batches not yet delivered is counted when they are). */
+    s.storage_reads = STAT_GET(ld->dlv_storage_reads);
+    s.storage_bytes_read = STAT_GET(ld->dlv_storage_bytes);
+    s.cache_hits = STAT_GET(ld->dlv_cache_hits);
+    s.cache_misses = STAT_GET(ld->dlv_cache_misses);
+    if (ld->cache) {
+        nst_cache_stats cs;
+        nst_cache_stats_get(ld->cache, &cs);
+        s.cache_bytes = cs.bytes;
+        s.cache_items = cs.items;
     }
     pthread_mutex_lock(&ld->mu);
     s.skipped = ld->skipped_total;

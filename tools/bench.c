@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 typedef struct epoch_rec {
     uint64_t epoch, items, batches;
     double seconds, stall_seconds;
+    uint64_t storage_bytes_read, storage_reads, cache_hits, cache_misses, cache_bytes;
 } epoch_rec;
 
 static double now_s(void)
@@ -211,6 +213,8 @@ int cmd_bench(int argc, char **argv)
     uint64_t checksum = 0, items = 0, batches = 0, ep = 0, ep_items = 0, ep_batches = 0;
     nostall_stats st;
     double t0 = now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
+    nostall_stats st0; /* counters at the start of the current epoch */
+    nostall_loader_stats(ld, &st0, sizeof st0);
     for (;;) {
         nostall_batch b;
         rc = nostall_loader_next(ld, &b);
@@ -220,8 +224,13 @@ int cmd_bench(int argc, char **argv)
             nostall_loader_stats(ld, &st, sizeof st);
             double stall = st.consumer_wait_ns * 1e-9;
             if (ep < epochs) {
-                recs[ep] = (epoch_rec){ep, ep_items, ep_batches, t - t_ep, stall - stall_ep0};
+                recs[ep] = (epoch_rec){ep, ep_items, ep_batches, t - t_ep, stall - stall_ep0,
+                                       st.storage_bytes_read - st0.storage_bytes_read,
+                                       st.storage_reads - st0.storage_reads,
+                                       st.cache_hits - st0.cache_hits,
+                                       st.cache_misses - st0.cache_misses, st.cache_bytes};
             }
+            st0 = st;
             stall_ep0 = stall;
             t_ep = t;
             ep++;
@@ -271,6 +280,12 @@ int cmd_bench(int argc, char **argv)
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
         if (no_checksum) fprintf(f, ", \"checksum\": null");
         else fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(f, ", \"peak_rss_bytes\": %lld", (long long)ru.ru_maxrss * 1024);
+        fprintf(f, ", \"storage_bytes_read\": %" PRIu64 ", \"cache_hits\": %" PRIu64
+                   ", \"cache_misses\": %" PRIu64 ", \"cache_bytes\": %" PRIu64,
+                st.storage_bytes_read, st.cache_hits, st.cache_misses, st.cache_bytes);
         fprintf(f, ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
                    ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
                    ", \"batches_per_epoch\": %" PRIu64 "}",
@@ -289,10 +304,14 @@ int cmd_bench(int argc, char **argv)
         fprintf(f, "], \"per_epoch\": [");
         for (uint64_t e = 0; e < ep && e < epochs; e++)
             fprintf(f, "%s{\"epoch\": %" PRIu64 ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64
-                       ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f}",
+                       ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
+                       ", \"storage_bytes_read\": %" PRIu64 ", \"storage_reads\": %" PRIu64
+                       ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
+                       ", \"cache_bytes\": %" PRIu64 "}",
                     e ? ", " : "", recs[e].epoch, recs[e].items, recs[e].batches, recs[e].seconds,
                     recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
-                    recs[e].stall_seconds);
+                    recs[e].stall_seconds, recs[e].storage_bytes_read, recs[e].storage_reads,
+                    recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes);
         fprintf(f, "], \"config\": {");
         for (int i = 0; i < nostall_option_count(); i++) {
             nostall_option_info oi;
@@ -333,6 +352,14 @@ int cmd_bench(int argc, char **argv)
             printf("  worker time fetch %.0f%%  decode %.0f%%  augment %.0f%%  (%.1f items/s per busy core)\n",
                    100 * st.fetch_busy_ns * 1e-9 / busy, 100 * st.decode_busy_ns * 1e-9 / busy,
                    100 * st.augment_busy_ns * 1e-9 / busy, st.augment_items / busy);
+        if (st.cache_hits + st.cache_misses)
+            printf("  cache       %.1f MiB in %" PRIu64 " items; %" PRIu64 " hits, %" PRIu64
+                   " misses\n",
+                   st.cache_bytes / 1048576.0, st.cache_items, st.cache_hits, st.cache_misses);
+        printf("  storage     %.1f MiB read in %" PRIu64 " reads", st.storage_bytes_read / 1048576.0,
+               st.storage_reads);
+        if (st.storage_wait_ns) printf(" (%.2f s of emulated delay)", st.storage_wait_ns * 1e-9);
+        printf("\n");
         printf("  skipped     %" PRIu64 " bad item(s)", nskip);
         if (nskip) printf(":");
         printf("\n");

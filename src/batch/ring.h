@@ -39,6 +39,9 @@ typedef struct nst_slot {
     uint32_t done;      /* items finished                                */
     uint32_t failed;    /* items that failed                             */
     uint32_t delivered; /* items left after compaction                   */
+    /* fetch accounting of this batch's items, so counters can be reported
+     * per delivered batch (exact per epoch despite prefetching) */
+    uint64_t io_storage_bytes, io_storage_reads, io_cache_hits, io_cache_misses;
     int error;          /* fail policy: first failing item's status      */
     uint32_t error_item;
     char errmsg[NST_ERROR_MAX - 64];

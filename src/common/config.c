@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/error.h"
@@ -112,7 +113,8 @@ static int parse_double(const char *s, double *out)
     return 0;
 }
 
-/* "123", "64K", "1.5G", "256MiB", "2gb": powers of 1024; must be whole bytes. */
+/* "123", "64K", "1.5G", "256MiB", "2gb": powers of 1024; must be whole bytes.
+ * "25%": a percentage of physical memory, rounded down to whole bytes. */
 static int parse_size(const char *s, uint64_t *out)
 {
     char *end;
@@ -121,6 +123,14 @@ static int parse_size(const char *s, uint64_t *out)
     errno = 0;
     double v = strtod(s, &end);
     if (errno == ERANGE || end == s || !isfinite(v) || v < 0) return -1;
+    if (*end == '%') {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        for (end++; isspace((unsigned char)*end); end++) {
+        }
+        if (*end || v > 100 || pages <= 0 || psize <= 0) return -1;
+        *out = (uint64_t)floor((double)pages * (double)psize * v / 100.0);
+        return 0;
+    }
     double mul = 1;
     switch (toupper((unsigned char)*end)) {
     case 'K': mul = 1024.0; end++; break;
@@ -190,7 +200,7 @@ static int parse_value(int id, const char *text, nst_optval *v)
         if (p(text, &x) != 0)
             return nst_error(NOSTALL_E_OPTION, "option '%s': '%s' is not %s", d->name, text,
                              d->type == NOSTALL_TYPE_UINT ? "a non-negative integer"
-                                                          : "a size (e.g. 4096, 64K, 1.5G)");
+                                                          : "a size (e.g. 4096, 64K, 1.5G, 25%)");
         p(d->lo, &lo);
         p(d->hi, &hi);
         if (x < lo || x > hi)

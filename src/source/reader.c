@@ -29,7 +29,7 @@ static int open_error(const char *path, int err)
     }
 }
 
-int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *len)
+int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf, size_t *len)
 {
     struct stat st;
     int fd, rc = 0;
@@ -93,6 +93,7 @@ int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *le
         goto out;
     }
     *len = have;
+    if (flags & NST_READ_DROP_CACHE) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 out:
     close(fd);
     return rc;

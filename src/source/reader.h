@@ -18,6 +18,11 @@
 
 #include "common/buf.h"
 
-int nst_read_file(const char *path, uint64_t max_bytes, nst_buf *buf, size_t *len);
+/* NST_READ_DROP_CACHE: after reading, tell the kernel to drop the file's
+ * pages (posix_fadvise DONTNEED), so bytes cached by nostall are not held
+ * twice and every storage read is a real one. */
+enum { NST_READ_DROP_CACHE = 1 };
+
+int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf, size_t *len);
 
 #endif
