@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The storage tier end to end: with a MinIO cache of a fraction c of the
+# dataset's bytes, every epoch after the first reads (1 - c) of the bytes
+# from storage and serves the cached items as hits; the cache never exceeds
+# its budget and does not change a single delivered byte; misses are not
+# left in the OS page cache; emulated bandwidth and latency slow reads as
+# configured; bad options are refused with a message.
+source "$(dirname "$0")/lib_cli.sh"
+
+"$CLI" gen "$TMP/data" --images 60 --classes 3 --width 160 --height 120 --size-jitter 0.3 --quiet
+total=$(find "$TMP/data" -type f -name '*.jpg' -printf '%s\n' | awk '{s+=$1} END {print s}')
+common=(--batch-size 8 --crop 32 --threads 2 --epochs 3 --json --quiet --seed 3)
+
+"$CLI" bench "$TMP/data" "${common[@]}" --cache none > "$TMP/none.json"
+ref=$(json "$TMP/none.json" 'j["checksum"]')
+[ "$(json "$TMP/none.json" 'j["per_epoch"][2]["storage_bytes_read"]')" = "$total" ] || fail "no cache: every epoch reads everything"
+
+for c in 0.25 0.5 0.75; do
+    budget=$(awk -v t="$total" -v c="$c" 'BEGIN {printf "%d", t * c}')
+    "$CLI" bench "$TMP/data" "${common[@]}" --cache-bytes "$budget" > "$TMP/c$c.json"
+    f="$TMP/c$c.json"
+    [ "$(json "$f" 'j["checksum"]')" = "$ref" ] || fail "c=$c: the cache changed the delivered bytes"
+    [ "$(json "$f" 'j["per_epoch"][0]["storage_bytes_read"]')" = "$total" ] || fail "c=$c: first epoch must read everything"
+    json "$f" "j['cache_bytes'] <= $budget" | grep True > /dev/null || fail "c=$c: cache over budget"
+    for e in 1 2; do
+        got=$(json "$f" "j['per_epoch'][$e]['storage_bytes_read']")
+        want=$(awk -v t="$total" -v c="$c" 'BEGIN {printf "%d", t * (1 - c)}')
+        echo "c=$c epoch $e: read $got of $total bytes (want about $want)"
+        json "$f" "abs(j['per_epoch'][$e]['storage_bytes_read'] - $total * (1 - $c)) <= 0.02 * $total" \
+            | grep True > /dev/null || fail "c=$c epoch $e: read $got, want (1-c) of $total within 2%"
+        # every cached item is a hit, every other item a miss
+        json "$f" "j['per_epoch'][$e]['cache_hits'] + j['per_epoch'][$e]['cache_misses'] == 60" \
+            | grep True > /dev/null || fail "c=$c: hits + misses != items"
+        json "$f" "j['per_epoch'][$e]['cache_hits'] == j['stats']['cache_items']" \
+            | grep True > /dev/null || fail "c=$c: hits != cached items"
+    done
+done
+
+# percentage-of-RAM form is accepted
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --cache-bytes 1% --json --quiet > "$TMP/pct.json" \
+    || fail "--cache-bytes 1% refused"
+
+# honest I/O: with a cache, the files read are not left in the page cache
+if fincore --version > /dev/null 2>&1; then
+    resident() { find "$TMP/data" -type f -name '*.jpg' -print0 | xargs -0 fincore --bytes --noheadings \
+                 | awk '{s+=$1} END {print s+0}'; }
+    cat "$TMP"/data/*/*.jpg > /dev/null                      # warm every page
+    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --cache-bytes 100M --json --quiet > /dev/null
+    after=$(resident)
+    echo "page cache after a cached run: $after of $total bytes resident"
+    [ "$after" -lt $((total / 10)) ] || fail "cached run left $after bytes in the page cache"
+    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --cache none --json --quiet > /dev/null
+    [ "$(resident)" -gt $((total / 2)) ] || echo "note: page cache did not keep files with --cache none"
+else
+    echo "fincore not available: page-cache check skipped"
+fi
+
+# emulated storage: 60 items of ~$total bytes at 2 MB/s cannot take less than total/2e6 s
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --json --quiet > "$TMP/slow.json"
+json "$TMP/slow.json" "j['seconds'] >= 0.95 * $total / 2e6" | grep True > /dev/null \
+    || fail "2 MB/s emulation too fast: $(json "$TMP/slow.json" 'j["seconds"]') s for $total bytes"
+json "$TMP/slow.json" "j['seconds'] <= 3 * $total / 2e6 + 2" | grep True > /dev/null \
+    || fail "2 MB/s emulation too slow: $(json "$TMP/slow.json" 'j["seconds"]') s"
+# latency: one thread, 20 ms per read, 60 reads: at least 1.2 s
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --storage-latency-ms 20 --json --quiet > "$TMP/lat.json"
+json "$TMP/lat.json" "j['seconds'] >= 1.14" | grep True > /dev/null || fail "latency emulation too fast"
+# with a cache, epochs after the first are not slowed by storage for cached items
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --epochs 2 \
+    --cache-bytes 100M --json --quiet > "$TMP/slowcache.json"
+json "$TMP/slowcache.json" "j['per_epoch'][1]['seconds'] < 0.5 * j['per_epoch'][0]['seconds']" \
+    | grep True > /dev/null || fail "fully cached epoch not faster than the first"
+
+# bad options
+if "$CLI" bench "$TMP/data" --cache none --cache-bytes 10M 2> "$TMP/err"; then fail "cache none + bytes accepted"; fi
+grep cache_bytes "$TMP/err" > /dev/null || fail "message: $(cat "$TMP/err")"
+if "$CLI" bench "$TMP/data" --cache-bytes 200% 2> "$TMP/err"; then fail "200% accepted"; fi
+echo PASS
