@@ -363,3 +363,22 @@ def test_keyboard_interrupt_while_waiting(tmp_path):
         t0 = time.monotonic()
         ld.close()  # stops and joins the worker mid-batch
         assert time.monotonic() - t0 < 5.0
+
+
+def test_cache_and_storage_options(data):
+    """The storage-tier options are keywords like any other, and their
+    counters appear in stats(): from the second epoch on, every cached item
+    is a hit and only the rest is read from storage."""
+    with nostall.Loader(data, batch_size=4, crop=16, threads=2, cache_bytes="64M",
+                        storage_mbps=1000, seed=1) as ld:
+        n = sum(len(y) for _, y in ld)
+        first = ld.stats()
+        assert first["cache_misses"] == n and first["cache_hits"] == 0
+        assert first["storage_bytes_read"] > 0
+        assert sum(len(y) for _, y in ld) == n
+        second = ld.stats()
+        assert second["cache_hits"] - first["cache_hits"] == n
+        assert second["storage_bytes_read"] == first["storage_bytes_read"]
+        assert second["cache_bytes"] == first["storage_bytes_read"]
+    with pytest.raises(nostall.OptionError, match="cache_bytes"):
+        nostall.Loader(data, cache="none", cache_bytes="1M")
