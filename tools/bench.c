@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "util.h"
 #include "nostall.h"
 
 typedef struct epoch_rec {
@@ -28,12 +29,6 @@ typedef struct epoch_rec {
     uint64_t storage_bytes_read, storage_reads, cache_hits, cache_misses, cache_bytes;
 } epoch_rec;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void sleep_s(double s)
 {
@@ -195,12 +190,12 @@ int cmd_bench(int argc, char **argv)
     }
     nostall_config_set_uint(cfg, NOSTALL_OPT_EPOCHS, epochs);
 
-    double t_create = now_s();
+    double t_create = tool_now_s();
     if (nostall_loader_create(&ld, data, cfg) < 0) {
         fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
         goto out;
     }
-    double setup_s = now_s() - t_create;
+    double setup_s = tool_now_s() - t_create;
     nostall_dataset_info info;
     nostall_loader_info(ld, &info);
     recs = calloc(epochs, sizeof *recs);
@@ -212,7 +207,7 @@ int cmd_bench(int argc, char **argv)
     int show = !quiet && isatty(2);
     uint64_t checksum = 0, items = 0, batches = 0, ep = 0, ep_items = 0, ep_batches = 0;
     nostall_stats st;
-    double t0 = now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
+    double t0 = tool_now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
     nostall_stats st0; /* counters at the start of the current epoch */
     nostall_loader_stats(ld, &st0, sizeof st0);
     for (;;) {
@@ -220,7 +215,7 @@ int cmd_bench(int argc, char **argv)
         rc = nostall_loader_next(ld, &b);
         if (rc == NOSTALL_DONE) break;
         if (rc == NOSTALL_EPOCH_END) {
-            double t = now_s();
+            double t = tool_now_s();
             nostall_loader_stats(ld, &st, sizeof st);
             double stall = st.consumer_wait_ns * 1e-9;
             if (ep < epochs) {
@@ -254,7 +249,7 @@ int cmd_bench(int argc, char **argv)
             goto out;
         }
         if (show) {
-            double t = now_s();
+            double t = tool_now_s();
             if (t - last_draw > 0.1) {
                 nostall_loader_stats(ld, &st, sizeof st);
                 progress(ep, epochs, pos, info.items_per_epoch, t - t0, items,
@@ -263,7 +258,7 @@ int cmd_bench(int argc, char **argv)
             }
         }
     }
-    double seconds = now_s() - t0;
+    double seconds = tool_now_s() - t0;
     if (show) fputc('\n', stderr);
     nostall_loader_stats(ld, &st, sizeof st);
     double stall_s = st.consumer_wait_ns * 1e-9;

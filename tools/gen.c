@@ -33,6 +33,7 @@
  * summary are decimal (1 MB = 10^6 bytes, 1 KB = 10^3 bytes).
  */
 #include "commands.h"
+#include "util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -704,49 +705,7 @@ static long long write_image(const char *path, const canvas *cv, const gen_opts 
 /* ------------------------------------------------------------------------ */
 /* Filesystem                                                                */
 
-/* mkdir -p. Returns 0 or -1 with errno set. */
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
 
-/* 1 if dir has any entry besides . and .., 0 if empty, -1 on error. */
-static int dir_nonempty(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    struct dirent *e;
-    int any = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            any = 1;
-            break;
-        }
-    }
-    closedir(d);
-    return any;
-}
 
 static int digits(long v)
 {
@@ -755,12 +714,6 @@ static int digits(long v)
     return d;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Per-image size with --size-jitter (its own stream, independent of pixels). */
 static void image_size(const gen_opts *o, long index, int *w, int *h)
@@ -799,7 +752,7 @@ int cmd_gen(int argc, char **argv)
             fprintf(stderr, "gen: '%s' exists and is not a directory\n", o.out_dir);
             return 2;
         }
-        int ne = dir_nonempty(o.out_dir);
+        int ne = tool_dir_nonempty(o.out_dir);
         if (ne < 0) {
             fprintf(stderr, "gen: cannot read '%s': %s\n", o.out_dir, strerror(errno));
             return 1;
@@ -813,7 +766,7 @@ int cmd_gen(int argc, char **argv)
                             "are replaced, any others stay and remain part of the dataset\n",
                     o.out_dir);
     }
-    if (mkdir_p(o.out_dir) != 0) {
+    if (tool_mkdir_p(o.out_dir) != 0) {
         fprintf(stderr, "gen: cannot create '%s': %s\n", o.out_dir, strerror(errno));
         return 1;
     }
@@ -842,7 +795,7 @@ int cmd_gen(int argc, char **argv)
     int cap_w = 0;
     int status = 0;
     const int progress = !o.quiet && isatty(STDERR_FILENO);
-    double t0 = now_s(), last = t0;
+    double t0 = tool_now_s(), last = t0;
     long long total = 0;
     long done = 0;
 
@@ -891,7 +844,7 @@ int cmd_gen(int argc, char **argv)
         total += sz;
         done++;
         if (progress) {
-            double t = now_s();
+            double t = tool_now_s();
             if (t - last >= 0.1 || done == o.images) {
                 fprintf(stderr, "\rgen: %ld/%ld images, %.1f MB", done, o.images, (double)total / 1e6);
                 fflush(stderr);
@@ -907,7 +860,7 @@ int cmd_gen(int argc, char **argv)
     if (progress) fprintf(stderr, "\r\033[K");
     if (status != 0) return status;
 
-    double el = now_s() - t0;
+    double el = tool_now_s() - t0;
     fprintf(stderr, "gen: wrote %ld images in %ld classes to %s (%.1f MB, mean %.1f KB) in %.1f s\n", done,
             o.classes, o.out_dir, (double)total / 1e6, done ? (double)total / (double)done / 1e3 : 0.0, el);
     return 0;

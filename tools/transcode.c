@@ -36,6 +36,7 @@
  * summary are decimal (1 MB = 10^6 bytes).
  */
 #include "commands.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -285,53 +286,8 @@ static int transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsi
 /* ------------------------------------------------------------------------ */
 /* Files                                                                     */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
 
-static int dir_nonempty(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    struct dirent *e;
-    int any = 0;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            any = 1;
-            break;
-        }
-    closedir(d);
-    return any;
-}
 
 /* Read a whole regular file into s->buf. Returns its length or -1. */
 static long long read_file(tc_state *s, const char *path)
@@ -390,7 +346,7 @@ static int write_file(const char *path, const void *data, size_t len)
 static void progress(tc_state *s, int final)
 {
     if (!s->progress) return;
-    double t = now_s();
+    double t = tool_now_s();
     if (!final && t - s->last < 0.1) return;
     s->last = t;
     fprintf(stderr, "\rtranscode: %ld files, %.1f MB -> %.1f MB", s->files,
@@ -526,7 +482,7 @@ int cmd_transcode(int argc, char **argv)
             fprintf(stderr, "transcode: '%s' exists and is not a directory\n", o.dst);
             return 2;
         }
-        int ne = dir_nonempty(o.dst);
+        int ne = tool_dir_nonempty(o.dst);
         if (ne < 0) {
             fprintf(stderr, "transcode: cannot read '%s': %s\n", o.dst, strerror(errno));
             return 1;
@@ -537,7 +493,7 @@ int cmd_transcode(int argc, char **argv)
             return 2;
         }
     }
-    if (mkdir_p(o.dst) != 0) {
+    if (tool_mkdir_p(o.dst) != 0) {
         fprintf(stderr, "transcode: cannot create '%s': %s\n", o.dst, strerror(errno));
         return 1;
     }
@@ -557,11 +513,11 @@ int cmd_transcode(int argc, char **argv)
     tc_state s;
     memset(&s, 0, sizeof s);
     s.progress = !o.quiet && isatty(STDERR_FILENO);
-    s.t0 = s.last = now_s();
+    s.t0 = s.last = tool_now_s();
     walk(&s, &o, o.src, o.dst, 0);
     free(s.buf);
     if (s.progress) fprintf(stderr, "\r\033[K");
-    double t = now_s() - s.t0;
+    double t = tool_now_s() - s.t0;
     printf("transcode: %ld files in %.1f s: %ld JPEGs transcoded (%.1f MB -> %.1f MB, "
            "restart every %ld MCU%s%s), %ld other files copied, %ld damaged JPEGs copied "
            "unchanged; %.1f MB -> %.1f MB in all%s\n",
