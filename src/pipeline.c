@@ -225,7 +225,7 @@ static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst,
         rc = nst_read_file(path, ld->cfg.v[NOSTALL_OPT_MAX_FILE_BYTES].u,
                            ld->cache ? NST_READ_DROP_CACHE : 0, &w->file, &len);
         if (rc == 0) {
-            STAT_ADD(w->st.storage_wait_ns, nst_throttle_read(&ld->throttle, len));
+            STAT_ADD(w->st.storage_wait_ns, nst_throttle_read(&ld->throttle, len, &ld->stop_flag));
             STAT_ADD(w->st.storage_reads, 1);
             STAT_ADD(w->st.storage_bytes, len);
             io->storage_read = 1;

@@ -6,6 +6,7 @@
  * both policies. Datasets are made with `nostall gen` ($NOSTALL_CLI).
  */
 #include <pthread.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -382,6 +383,21 @@ static void test_stop_and_free(void)
     }
     nostall_config_free(cfg);
     nostall_loader_free(NULL);
+
+    /* free during an emulated read that would take minutes returns at once */
+    const char *slow[][2] = {{"threads", "2"}, {"crop", "8"}, {"storage_mbps", "0.0001"}};
+    cfg = make_cfg(slow, 3);
+    ld = NULL;
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    nostall_config_free(cfg);
+    usleep(100 * 1000);
+    struct timespec a, z;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    nostall_loader_free(ld);
+    clock_gettime(CLOCK_MONOTONIC, &z);
+    double took = (double)(z.tv_sec - a.tv_sec) + (double)(z.tv_nsec - a.tv_nsec) * 1e-9;
+    if (took >= 2.0) fprintf(stderr, "free took %.2f s during an emulated read\n", took);
+    CHECK(took < 2.0);
 }
 
 static void test_fork(void)

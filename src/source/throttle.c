@@ -16,7 +16,7 @@ void nst_throttle_init(nst_throttle *t, double mbps, double latency_ms)
 
 void nst_throttle_destroy(nst_throttle *t) { pthread_mutex_destroy(&t->mu); }
 
-uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes)
+uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop)
 {
     if (!t->on) return 0;
     uint64_t now = nst_now_ns(), start = now + t->latency_ns, done;
@@ -25,8 +25,12 @@ uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes)
     done = start + (uint64_t)((double)bytes * t->ns_per_byte);
     t->device_free_ns = done;
     pthread_mutex_unlock(&t->mu);
-    struct timespec ts = {(time_t)(done / 1000000000), (long)(done % 1000000000)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    for (;;) {
+        uint64_t t_now = nst_now_ns();
+        if (t_now >= done || (stop && atomic_load(stop))) break;
+        uint64_t until = done - t_now > 20000000 ? t_now + 20000000 : done;
+        struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: loop */
     }
     return nst_now_ns() - now;
 }

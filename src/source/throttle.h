@@ -15,6 +15,7 @@
 #define NST_SOURCE_THROTTLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef struct nst_throttle {
@@ -29,7 +30,9 @@ typedef struct nst_throttle {
 void nst_throttle_init(nst_throttle *t, double mbps, double latency_ms);
 void nst_throttle_destroy(nst_throttle *t);
 /* Sleep until a read of `bytes` issued now would complete; returns the
- * nanoseconds slept. No-op (0) when the throttle is off. */
-uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes);
+ * nanoseconds slept. No-op (0) when the throttle is off. Sleeps in slices of
+ * at most 20 ms and returns early once *stop is set, so a loader's stop/free
+ * is never held up by an emulated delay. */
+uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop);
 
 #endif
