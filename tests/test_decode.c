@@ -17,19 +17,14 @@
 #include <png.h>
 
 #include "check.h"
+#include "test_jpeg.h"
 #include "decode/decode.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
+/* xorshift64*, fixed seed: the fuzz loop is reproducible. */
 static uint64_t rng_s = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-    /* xorshift64*, fixed seed: the fuzz loop is reproducible. */
-    rng_s ^= rng_s >> 12;
-    rng_s ^= rng_s << 25;
-    rng_s ^= rng_s >> 27;
-    return (uint32_t)((rng_s * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static uint32_t rnd(void) { return test_xorshift(&rng_s); }
 
 static double now_s(void)
 {
@@ -60,51 +55,11 @@ static uint8_t *make_noise(size_t n)
     return p;
 }
 
-typedef struct {
-    int w, h, comps;        /* input components: 1, 3, 4 */
-    J_COLOR_SPACE in_cs;
-    J_COLOR_SPACE jpeg_cs;  /* JCS_UNKNOWN: libjpeg's default for in_cs */
-    int quality, progressive, restart_rows, no_adobe;
-} jpeg_opts;
-
-static uint8_t *jpeg_encode(const uint8_t *px, const jpeg_opts *o, size_t *len)
-{
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    unsigned char *mem = NULL;
-    unsigned long mlen = 0;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &mlen);
-    c.image_width = (JDIMENSION)o->w;
-    c.image_height = (JDIMENSION)o->h;
-    c.input_components = o->comps;
-    c.in_color_space = o->in_cs;
-    jpeg_set_defaults(&c);
-    if (o->jpeg_cs != JCS_UNKNOWN) jpeg_set_colorspace(&c, o->jpeg_cs);
-    if (o->no_adobe) c.write_Adobe_marker = FALSE;
-    jpeg_set_quality(&c, o->quality, TRUE);
-    if (o->progressive) jpeg_simple_progression(&c);
-    if (o->restart_rows) c.restart_in_rows = o->restart_rows;
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * o->w * o->comps);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    uint8_t *out = malloc(mlen);
-    memcpy(out, mem, mlen);
-    free(mem);
-    *len = mlen;
-    return out;
-}
-
 static uint8_t *jpeg_rgb(int w, int h, int progressive, size_t *len)
 {
     uint8_t *px = make_rgb(w, h);
-    jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, progressive, 0, 0};
-    uint8_t *j = jpeg_encode(px, &o, len);
+    test_jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, progressive, 0, 0};
+    uint8_t *j = test_jpeg_encode(px, &o, len);
     free(px);
     return j;
 }
@@ -271,9 +226,9 @@ static void test_jpeg_rgb(nst_decoder *d)
     for (int prog = 0; prog < 2; prog++) {
         int w = 173, h = 91;
         uint8_t *px = make_rgb(w, h);
-        jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, prog, 0, 0};
+        test_jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, prog, 0, 0};
         size_t len;
-        uint8_t *j = jpeg_encode(px, &o, &len);
+        uint8_t *j = test_jpeg_encode(px, &o, &len);
 
         nst_image_info info;
         CHECK_OK(nst_decode_probe(d, j, len, "rgb.jpg", &info));
@@ -334,9 +289,9 @@ static void test_jpeg_gray(nst_decoder *d)
     int w = 64, h = 50;
     uint8_t *g = malloc((size_t)w * h);
     for (int i = 0; i < w * h; i++) g[i] = (uint8_t)((i % w) * 4 + (i / w));
-    jpeg_opts o = {w, h, 1, JCS_GRAYSCALE, JCS_UNKNOWN, 95, 0, 0, 0};
+    test_jpeg_opts o = {w, h, 1, JCS_GRAYSCALE, JCS_UNKNOWN, 95, 0, 0, 0};
     size_t len;
-    uint8_t *j = jpeg_encode(g, &o, &len);
+    uint8_t *j = test_jpeg_encode(g, &o, &len);
     nst_image_info info;
     CHECK_OK(nst_decode_probe(d, j, len, "gray.jpg", &info));
     CHECK_EQ(info.components, 1);
@@ -376,10 +331,10 @@ static void test_jpeg_cmyk(nst_decoder *d)
      * (Adobe transform 2); 2: CMYK without Adobe marker, which PIL also
      * reads as Adobe-inverted. */
     for (int variant = 0; variant < 3; variant++) {
-        jpeg_opts o = {w, h, 4, JCS_CMYK, variant == 1 ? JCS_YCCK : JCS_UNKNOWN, 95, 0, 0,
+        test_jpeg_opts o = {w, h, 4, JCS_CMYK, variant == 1 ? JCS_YCCK : JCS_UNKNOWN, 95, 0, 0,
                        variant == 2};
         size_t len;
-        uint8_t *j = jpeg_encode(cmyk, &o, &len);
+        uint8_t *j = test_jpeg_encode(cmyk, &o, &len);
         int has_adobe = 0;
         for (size_t i = 0; i + 1 < len; i++)
             if (j[i] == 0xFF && j[i + 1] == 0xEE) has_adobe = 1;
@@ -581,8 +536,8 @@ static void test_warnings(nst_decoder *d)
     }
     {
         uint8_t *px = make_rgb(96, 64);
-        jpeg_opts o = {96, 64, 3, JCS_RGB, JCS_UNKNOWN, 90, 0, 1, 0};
-        uint8_t *j = jpeg_encode(px, &o, &len);
+        test_jpeg_opts o = {96, 64, 3, JCS_RGB, JCS_UNKNOWN, 90, 0, 1, 0};
+        uint8_t *j = test_jpeg_encode(px, &o, &len);
         size_t s = jpeg_scan_start(j, len), rst = 0;
         for (size_t i = s; i + 1 < len; i++)
             if (j[i] == 0xFF && j[i + 1] == 0xD0) {
@@ -667,9 +622,9 @@ static void test_bad_inputs(nst_decoder *d)
         int detected = 0, total = 0;
         for (int rep = 0; rep < 20; rep++) {
             uint8_t *px = make_rgb(160, 120);
-            jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, !restarts && (rep & 1),
+            test_jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, !restarts && (rep & 1),
                            restarts, 0};
-            uint8_t *j = jpeg_encode(px, &o, &len);
+            uint8_t *j = test_jpeg_encode(px, &o, &len);
             size_t s = jpeg_scan_start(j, len);
             CHECK(s > 0);
             size_t at = s + (len - s) / 4 + rnd() % ((len - s) / 2);
@@ -826,9 +781,9 @@ static void test_reuse(nst_decoder *d)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int w = sizes[k][0], h = sizes[k][1];
             uint8_t *px = make_rgb(w, h);
-            jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, (int)(k & 1), 0, 0};
+            test_jpeg_opts o = {w, h, 3, JCS_RGB, JCS_UNKNOWN, 95, (int)(k & 1), 0, 0};
             size_t len;
-            uint8_t *j = jpeg_encode(px, &o, &len);
+            uint8_t *j = test_jpeg_encode(px, &o, &len);
 
             nst_decoder *fresh = NULL;
             CHECK_OK(nst_decoder_create(&fresh, 1u << 30));
@@ -936,8 +891,8 @@ static void test_fuzz(void)
     js[1] = jpeg_rgb(48, 40, 1, &jl[1]);
     {
         uint8_t *px = make_rgb(40, 32);
-        jpeg_opts o = {40, 32, 3, JCS_RGB, JCS_UNKNOWN, 80, 0, 1, 0};
-        js[2] = jpeg_encode(px, &o, &jl[2]);
+        test_jpeg_opts o = {40, 32, 3, JCS_RGB, JCS_UNKNOWN, 80, 0, 1, 0};
+        js[2] = test_jpeg_encode(px, &o, &jl[2]);
         free(px);
     }
     ps[0] = png_rgb(40, 30, &pl[0]);

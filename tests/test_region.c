@@ -31,19 +31,14 @@
 
 #include "augment/augment.h"
 #include "check.h"
+#include "test_jpeg.h"
 #include "common/rng.h"
 #include "decode/decode.h"
 
 /* ---- test images ---------------------------------------------------------- */
 
 static uint64_t noise_s = 0x243F6A8885A308D3ull;
-static uint32_t noise(void)
-{
-    noise_s ^= noise_s >> 12;
-    noise_s ^= noise_s << 25;
-    noise_s ^= noise_s >> 27;
-    return (uint32_t)((noise_s * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static uint32_t noise(void) { return test_xorshift(&noise_s); }
 
 static uint8_t clamp8(double v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5); }
 
@@ -77,44 +72,19 @@ static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size
 {
     int comps = sub == SUB_GRAY ? 1 : sub == SUB_CMYK ? 4 : 3;
     uint8_t *px = make_image(w, h, comps);
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    unsigned char *mem = NULL;
-    unsigned long mlen = 0;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &mlen);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = comps;
-    c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
-    jpeg_set_defaults(&c);
-    if (sub == SUB_CMYK) jpeg_set_colorspace(&c, JCS_YCCK);
-    jpeg_set_quality(&c, quality, TRUE);
+    test_jpeg_opts o = {w, h, comps,
+                        comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
+                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, quality, progressive, 0, 0};
+    test_jpeg_layout l = {0, 0, 0, 0, 0};
     if (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) {
-        c.comp_info[0].h_samp_factor = 2;
-        c.comp_info[0].v_samp_factor = sub == SUB_422 ? 1 : 2;
-        if (sub == SUB_CMYK) {
-            c.comp_info[3].h_samp_factor = 2;
-            c.comp_info[3].v_samp_factor = 2;
-        }
+        l.luma_h = 2;
+        l.luma_v = sub == SUB_422 ? 1 : 2;
+        if (sub == SUB_CMYK) l.k_h = l.k_v = 2;
     } else if (sub == SUB_444) {
-        c.comp_info[0].h_samp_factor = 1;
-        c.comp_info[0].v_samp_factor = 1;
+        l.luma_h = l.luma_v = 1;
     }
-    if (progressive) jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * w * comps);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
-    uint8_t *out = malloc(mlen);
-    memcpy(out, mem, mlen);
-    free(mem);
-    *len = mlen;
     return out;
 }
 

@@ -31,18 +31,13 @@
 #include <jpeglib.h>
 
 #include "check.h"
+#include "test_jpeg.h"
 #include "common/rng.h"
 #include "decode/decode.h"
 #include "decode/decode_impl.h"
 
 static uint64_t noise_s = 0x9E3779B97F4A7C15ull;
-static uint32_t noise(void)
-{
-    noise_s ^= noise_s >> 12;
-    noise_s ^= noise_s << 25;
-    noise_s ^= noise_s >> 27;
-    return (uint32_t)((noise_s * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static uint32_t noise(void) { return test_xorshift(&noise_s); }
 
 enum { SUB_420, SUB_422, SUB_440, SUB_444, SUB_GRAY, SUB_CMYK };
 static const char *sub_name[] = {"4:2:0", "4:2:2", "4:4:0", "4:4:4", "gray", "cmyk"};
@@ -59,37 +54,16 @@ static uint8_t *encode(int w, int h, int sub, int restart, int progressive, size
                 px[((size_t)y * w + x) * comps + c] =
                     (uint8_t)((x * (3 + c) + y * (5 - c) + (int)(noise() % 40) +
                                ((x / 7 + y / 5) % 2) * 60) & 255);
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    unsigned char *mem = NULL;
-    unsigned long mlen = 0;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &mlen);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = comps;
-    c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
-    jpeg_set_defaults(&c);
-    if (sub == SUB_CMYK) jpeg_set_colorspace(&c, JCS_YCCK);
-    jpeg_set_quality(&c, 90, TRUE);
-    c.comp_info[0].h_samp_factor = (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1;
-    c.comp_info[0].v_samp_factor = (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1;
-    if (progressive) jpeg_simple_progression(&c);
-    if (restart > 0) c.restart_in_rows = restart;
-    else if (restart < 0) c.restart_interval = (unsigned)-restart;
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * w * comps);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    test_jpeg_opts o = {w, h, comps,
+                        comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
+                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, 90, progressive,
+                        restart > 0 ? restart : 0, 0};
+    test_jpeg_layout l = {
+        (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1,
+        (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1, 0, 0,
+        restart < 0 ? -restart : 0};
+    uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
-    uint8_t *out = malloc(mlen);
-    memcpy(out, mem, mlen);
-    free(mem);
-    *len = mlen;
     return out;
 }
 
