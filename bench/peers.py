@@ -139,6 +139,17 @@ def versions():
 # Systems. Each measurement is a callable returning
 #   {"images": n, "seconds": wall, "cpu_seconds": cpu, ...}
 # --------------------------------------------------------------------------
+def run_json(cmd):
+    """Run a command that prints one JSON object; return (object, its CPU seconds)."""
+    c0 = children_cpu()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    cpu = children_cpu() - c0
+    if out.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode,
+                                                   out.stderr.strip()))
+    return json.loads(out.stdout), cpu
+
+
 class NostallRun:
     def __init__(self, binary, data, threads, output, batch_size, epochs):
         self.cmd = [binary, "bench", data, "--threads", str(threads), "--batch-size",
@@ -147,13 +158,7 @@ class NostallRun:
                     "--no-checksum"]
 
     def __call__(self):
-        c0 = children_cpu()
-        out = subprocess.run(self.cmd, capture_output=True, text=True)
-        cpu = children_cpu() - c0
-        if out.returncode != 0:
-            raise RuntimeError("%s failed (%d): %s" % (" ".join(self.cmd), out.returncode,
-                                                       out.stderr.strip()))
-        j = json.loads(out.stdout)
+        j, cpu = run_json(self.cmd)
         st = j.get("stats", {})
         busy = (st.get("fetch_busy_ns", 0) + st.get("decode_busy_ns", 0)
                 + st.get("augment_busy_ns", 0)) * 1e-9
@@ -170,13 +175,7 @@ class JpegRun:
         self.cmd = [binary, data, "--mode", mode, "--epochs", str(epochs), "--warmup", "0"]
 
     def __call__(self):
-        c0 = children_cpu()
-        out = subprocess.run(self.cmd, capture_output=True, text=True)
-        cpu = children_cpu() - c0
-        if out.returncode != 0:
-            raise RuntimeError("%s failed (%d): %s" % (" ".join(self.cmd), out.returncode,
-                                                       out.stderr.strip()))
-        j = json.loads(out.stdout)
+        j, cpu = run_json(self.cmd)
         # the process's own CPU clock excludes startup and the directory walk
         return {"images": j["images"], "seconds": j["seconds"],
                 "cpu_seconds": j.get("cpu_seconds", cpu)}
