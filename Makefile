@@ -18,9 +18,11 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 # Debian 12 packages: what the build (and make demo) needs, and what the
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
 # numpy, torch, torchvision, PIL and pytest).
-BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev
+BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
+                  liburing-dev libcurl4-openssl-dev
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
-                 python3-torchvision python3-pil
+                 python3-torchvision python3-pil python3-matplotlib nginx chromium \
+                 openmpi-bin libopenmpi-dev
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 

@@ -197,7 +197,37 @@ NOSTALL_API const char *nostall_last_error(void);
       "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "    \
       "all reads; 0 = off")                                                    \
     X(STORAGE_LATENCY_MS, "storage_latency_ms", DOUBLE, "0", "0", "60000",     \
-      "emulate this latency per storage read, in milliseconds; 0 = off")
+      "emulate this latency per storage read, in milliseconds; 0 = off")       \
+    X(IO_DEPTH, "io_depth", UINT, "4", "1", "256",                             \
+      "reads or HTTP transfers in flight per worker thread (items fetched "    \
+      "ahead of decoding); 1 = read each item when its turn comes")            \
+    X(READER, "reader", ENUM, "auto", "auto|pread|io_uring", "",               \
+      "how local files are read: io_uring (many reads in flight from one "     \
+      "thread), pread, or auto: io_uring when io_depth > 1 and the kernel "    \
+      "allows it, else pread")                                                 \
+    X(HTTP_TIMEOUT_MS, "http_timeout_ms", UINT, "30000", "1", "3600000",       \
+      "http(s) items: one attempt at a transfer fails after this long")        \
+    X(HTTP_RETRIES, "http_retries", UINT, "3", "0", "100",                     \
+      "http(s) items: retries of transient failures (connection errors, "      \
+      "timeouts, 5xx, 429, a body cut short), with exponential backoff")       \
+    X(HTTP_VERIFY_TLS, "http_verify_tls", BOOL, "1", "0", "1",                 \
+      "https items: verify the server's certificate and host name")            \
+    X(ECHO, "echo", ENUM, "fixed", "fixed|adaptive", "",                       \
+      "data echoing: fixed = every item used echo_factor times; adaptive = "   \
+      "repeat pooled items only when the consumer would otherwise wait "       \
+      "(at most echo_max uses each)")                                          \
+    X(ECHO_POINT, "echo_point", ENUM, "decode", "fetch|decode|augment|batch",  \
+      "", "where data is repeated: fetch (encoded bytes, each copy decoded "   \
+      "and augmented afresh), decode (decoded image, each copy augmented "     \
+      "afresh), augment (identical examples), batch (whole batches)")          \
+    X(ECHO_FACTOR, "echo_factor", DOUBLE, "1", "1", "1000",                    \
+      "fixed echoing: uses of each item per epoch (fractional: the extra use " \
+      "is drawn per item); 1 = no echoing")                                    \
+    X(ECHO_BUFFER, "echo_buffer", UINT, "64", "1", "1048576",                  \
+      "echo shuffle pool: items (batches for echo_point=batch) held with "     \
+      "their remaining uses and drawn at random, spreading copies apart")      \
+    X(ECHO_MAX, "echo_max", UINT, "4", "1", "1000",                            \
+      "adaptive echoing: most uses of any item")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
@@ -384,7 +414,29 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(cache_hits, "items served from the MinIO cache")                         \
     X(cache_misses, "items looked up in the cache and not found")              \
     X(cache_bytes, "bytes held by the MinIO cache")                            \
-    X(cache_items, "items held by the MinIO cache")
+    X(cache_items, "items held by the MinIO cache")                            \
+    X(fresh_items, "delivered items that were the first use of their item "   \
+      "in the epoch")                                                          \
+    X(echoed_items, "delivered items that were a repeat (data echoing)")       \
+    X(echo_uses_1, "items used once in their epoch (counted when the epoch's " \
+      "last use is delivered; echo histogram)")                                \
+    X(echo_uses_2, "items used twice")                                         \
+    X(echo_uses_3, "items used 3 times")                                       \
+    X(echo_uses_4, "items used 4 times")                                       \
+    X(echo_uses_5_8, "items used 5 to 8 times")                                \
+    X(echo_uses_9_up, "items used 9 or more times")                            \
+    X(echo_batch_duplicates, "items delivered in a batch that already held "  \
+      "the same item")                                                         \
+    X(echo_repeat_distance, "sum over repeats of the items delivered since "  \
+      "the previous use of the same item (mean: / echoed_items)")              \
+    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "  \
+      "augment) — with consumer_busy_ns, estimates R")                         \
+    X(consumer_busy_ns, "consumer time between batches (outside next): the "  \
+      "training step")                                                         \
+    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")         \
+    X(peer_bytes, "bytes served by a peer cache")                              \
+    X(http_transfers, "http(s) transfers completed (each attempt)")            \
+    X(http_retries, "http(s) transfers retried after a transient failure")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
@@ -415,6 +467,40 @@ NOSTALL_API uint64_t nostall_loader_skipped_count(const nostall_loader *ld);
  * i >= count. */
 NOSTALL_API int nostall_loader_skipped(const nostall_loader *ld, uint64_t i,
                                        nostall_skip_info *out);
+
+/* ------------------------------------------------------------------------
+ * Peer cache: an extension point for a cache outside this loader, consulted
+ * on every item the loader's own MinIO cache does not hold, before storage
+ * is read. nostall_mpi.h's partitioned cache is built on it.
+ * ------------------------------------------------------------------------ */
+/* A worker's fetch buffer, handed to nostall_peer_cache.get. */
+typedef struct nostall_fetch_buf nostall_fetch_buf;
+/* Room for `len` bytes in the buffer (grown as needed, kept by the worker
+ * for its next items). NULL when out of memory. */
+NOSTALL_API void *nostall_fetch_buf_reserve(nostall_fetch_buf *buf, size_t len);
+
+typedef struct nostall_peer_cache {
+    void *ctx;
+    /* Called by worker threads, concurrently. Return 1 after writing the
+     * item's bytes into nostall_fetch_buf_reserve(buf, len) and setting
+     * *len; 0 if no peer holds the item (storage is then read); a negative
+     * status for an error, which also falls back to storage. NULL: never. */
+    int (*get)(void *ctx, uint64_t index, nostall_fetch_buf *buf, size_t *len);
+    /* Called by worker threads after item `index` was read from storage
+     * (data valid only during the call). NULL: never. */
+    void (*put)(void *ctx, uint64_t index, const void *data, size_t len);
+} nostall_peer_cache;
+
+/* Attach a peer cache to loaders created from this config (a copy of *pc
+ * is kept; NULL detaches). The hooks must stay callable until every such
+ * loader is freed. With a peer cache, storage reads do not fill the OS page
+ * cache, as with the MinIO cache. */
+NOSTALL_API int nostall_config_set_peer_cache(nostall_config *cfg,
+                                              const nostall_peer_cache *pc);
+
+/* For extension libraries (nostall_mpi): record this thread's error so that
+ * nostall_last_error() reports it; returns `status`. */
+NOSTALL_API int nostall_error_set(int status, const char *message);
 
 /* ------------------------------------------------------------------------
  * Utilities.

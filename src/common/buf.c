@@ -27,3 +27,11 @@ void nst_buf_free(nst_buf *b)
     b->data = NULL;
     b->cap = 0;
 }
+
+/* The public face of a worker's fetch buffer (nostall_peer_cache.get). */
+void *nostall_fetch_buf_reserve(nostall_fetch_buf *buf, size_t len)
+{
+    nst_buf *b = (nst_buf *)buf;
+    if (!b || nst_buf_reserve(b, len ? len : 1) < 0) return NULL;
+    return b->data;
+}

@@ -282,6 +282,19 @@ int nostall_config_create(nostall_config **out)
 
 void nostall_config_free(nostall_config *cfg) { free(cfg); }
 
+int nostall_config_set_peer_cache(nostall_config *cfg, const nostall_peer_cache *pc)
+{
+    nst_error_clear();
+    if (!cfg) return nst_error(NOSTALL_E_INVALID, "nostall_config_set_peer_cache: cfg is NULL");
+    memset(&cfg->peer, 0, sizeof cfg->peer);
+    cfg->has_peer = 0;
+    if (pc && (pc->get || pc->put)) {
+        cfg->peer = *pc;
+        cfg->has_peer = 1;
+    }
+    return 0;
+}
+
 int nostall_config_set(nostall_config *cfg, const char *name, const char *value)
 {
     nst_error_clear();

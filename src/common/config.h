@@ -19,6 +19,8 @@ typedef union nst_optval {
 
 struct nostall_config {
     nst_optval v[NOSTALL_OPT_COUNT_];
+    nostall_peer_cache peer; /* all NULL: none */
+    int has_peer;
 };
 
 #endif

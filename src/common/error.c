@@ -59,3 +59,5 @@ int nst_error_set(int status, const char *msg)
 }
 
 void nst_error_clear(void) { tls_msg[0] = '\0'; }
+
+int nostall_error_set(int status, const char *message) { return nst_error_set(status, message); }
