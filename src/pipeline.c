@@ -52,7 +52,7 @@
 #include "common/rng.h"
 #include "decode/decode.h"
 #include "source/index.h"
-#include "source/reader.h"
+#include "source/fetch.h"
 #include "source/sampler.h"
 #include "source/throttle.h"
 
@@ -73,12 +73,21 @@ typedef struct worker_stats {
     counter cache_hits, cache_misses;
 } worker_stats;
 
+/* An item ticket taken by a worker: item j of the batch in slot s. */
+typedef struct ticket {
+    nst_slot *s;
+    uint32_t j;
+    uint64_t epoch, index, gen;
+} ticket;
+
 typedef struct worker {
     _Alignas(64) worker_stats st;
     struct nostall_loader *ld;
     pthread_t thread;
     int started;
-    nst_buf file;
+    nst_fetcher *fetch;  /* the fetches in flight, oldest first         */
+    ticket *tk;          /* their tickets, same FIFO order (depth)      */
+    uint32_t tk_head, tk_count, depth;
     nst_decoder *dec;
     nst_augmenter *aug;
 } worker;
@@ -99,6 +108,7 @@ struct nostall_loader {
     pid_t pid;
     nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
     nst_throttle throttle; /* emulated storage (off unless configured)    */
+    nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
     /* Plan (immutable after create). */
     uint32_t batch_size, crop, resize, nthreads;
@@ -113,7 +123,7 @@ struct nostall_loader {
     /* Guarded by mu. */
     int stopped;         /* also read without mu via stop_flag */
     int resetting;
-    uint64_t gen;        /* bumped by set_state                          */
+    uint64_t gen;        /* bumped by set_state (also in gen_pub)         */
     uint64_t inflight;   /* items being processed outside the lock        */
     /* producer cursor */
     uint64_t prod_epoch, prod_pos, prod_seq;
@@ -133,9 +143,11 @@ struct nostall_loader {
     char *skip_reason; /* copy handed out by nostall_loader_skipped      */
 
     atomic_int stop_flag;
+    counter gen_pub;     /* gen, readable without mu                      */
     counter batches_delivered, items_delivered, wait_ns;
     /* fetch accounting of delivered batches (see nst_slot.io_*) */
     counter dlv_storage_bytes, dlv_storage_reads, dlv_cache_hits, dlv_cache_misses;
+    counter dlv_peer_hits, dlv_peer_bytes, dlv_http_transfers, dlv_http_retries;
     counter cons_epoch_pub, cons_pos_pub;
 
     worker *workers;
@@ -198,51 +210,16 @@ static void skip_record(struct nostall_loader *ld, uint64_t index, int status, c
  * Runs without the lock; touches only the worker's own scratch, the item's
  * range of the slot, and the worker's counters.
  * ------------------------------------------------------------------------ */
-/* Where an item's bytes came from, added to its batch's accounting. */
-typedef struct item_io {
-    uint64_t storage_bytes;
-    int storage_read, cache_hit, cache_miss;
-} item_io;
-
-static int process_item(worker *w, uint64_t epoch, uint64_t index, uint8_t *dst, item_io *io)
+/* Decode and augment one fetched item into its place in the slot. */
+static int process_item(worker *w, uint64_t epoch, uint64_t index, const char *path,
+                        const uint8_t *data, size_t len, uint8_t *dst)
 {
     struct nostall_loader *ld = w->ld;
-    const char *path = nst_index_path(ld->index, index);
-    size_t len = 0;
     nst_image_info info;
     nst_window win;
     nst_image img;
     int flip = 0, rc = 0;
-
-    /* Fetch: from the MinIO cache (zero-copy: decode straight from cache
-     * memory) or from storage, filling the cache on a miss. */
-    const uint8_t *data = NULL;
-    uint64_t t0 = nst_now_ns();
-    if (ld->cache && nst_cache_get(ld->cache, index, &data, &len)) {
-        STAT_ADD(w->st.cache_hits, 1);
-        io->cache_hit = 1;
-    } else {
-        rc = nst_read_file(path, ld->cfg.v[NOSTALL_OPT_MAX_FILE_BYTES].u,
-                           ld->cache ? NST_READ_DROP_CACHE : 0, &w->file, &len);
-        if (rc == 0) {
-            STAT_ADD(w->st.storage_wait_ns, nst_throttle_read(&ld->throttle, len, &ld->stop_flag));
-            STAT_ADD(w->st.storage_reads, 1);
-            STAT_ADD(w->st.storage_bytes, len);
-            io->storage_read = 1;
-            io->storage_bytes = len;
-        }
-        if (ld->cache) {
-            STAT_ADD(w->st.cache_misses, 1);
-            io->cache_miss = 1;
-            if (rc == 0) nst_cache_put(ld->cache, index, w->file.data, len);
-        }
-        data = w->file.data;
-    }
     uint64_t t1 = nst_now_ns();
-    STAT_ADD(w->st.fetch_ns, t1 - t0);
-    if (rc < 0) return rc;
-    STAT_ADD(w->st.fetch_items, 1);
-    STAT_ADD(w->st.fetch_bytes, len);
 
     rc = nst_decode_probe(w->dec, data, len, path, &info);
     if (rc < 0) {
@@ -307,12 +284,76 @@ static int open_batch(struct nostall_loader *ld)
     s->count = batch_len(ld, ld->prod_pos);
     s->assigned = s->done = s->failed = s->delivered = 0;
     s->io_storage_bytes = s->io_storage_reads = s->io_cache_hits = s->io_cache_misses = 0;
+    s->io_peer_hits = s->io_peer_bytes = s->io_http_transfers = s->io_http_retries = 0;
     s->error = 0;
     s->errmsg[0] = '\0';
     ld->prod_open = 1;
     return 1;
 }
 
+/* Take the next item ticket of the open batch into the worker's FIFO
+ * (mu held, a batch is open). */
+static void take_ticket(struct nostall_loader *ld, worker *w)
+{
+    nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
+    ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+    t->s = s;
+    t->j = s->assigned++;
+    t->epoch = s->epoch;
+    t->index = s->position + t->j; /* the position, until mapped below */
+    t->gen = ld->gen;
+    if (s->assigned == s->count) {
+        ld->prod_open = 0;
+        ld->prod_pos += s->count;
+        ld->prod_seq++;
+    }
+    ld->inflight++;
+    w->tk_count++;
+}
+
+/* Record a finished item in its slot (mu held). */
+static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, const char *msg,
+                        const nst_fetch_io *io)
+{
+    nst_slot *s = t->s;
+    uint32_t j = t->j;
+    s->item_status[j] = rc < 0 ? rc : 0;
+    s->io_storage_bytes += io->storage_bytes;
+    s->io_storage_reads += io->storage_read;
+    s->io_cache_hits += io->cache_hit;
+    s->io_cache_misses += io->cache_miss;
+    s->io_peer_hits += io->peer_hit;
+    s->io_peer_bytes += io->peer_bytes;
+    s->io_http_transfers += io->http_transfers;
+    s->io_http_retries += io->http_retries;
+    if (rc < 0) {
+        s->failed++;
+        if (ld->on_bad == NOSTALL_BAD_SKIP) {
+            skip_record(ld, t->index, rc, msg);
+        } else {
+            ld->prod_halted = 1;
+            if (!s->error || j < s->error_item) {
+                s->error = rc;
+                s->error_item = j;
+                snprintf(s->errmsg, sizeof s->errmsg, "item %llu: %s",
+                         (unsigned long long)t->index, msg);
+            }
+        }
+    }
+    if (++s->done == s->count) {
+        if (s->failed && ld->on_bad == NOSTALL_BAD_SKIP) nst_ring_compact(&ld->ring, s);
+        else s->delivered = s->count;
+        s->state = NST_SLOT_READY;
+        pthread_cond_broadcast(&ld->ready);
+    }
+}
+
+/*
+ * A worker keeps up to `depth` tickets, taken in delivery order and only
+ * from open batches (so the ring bounds them and a worker holding tickets
+ * never waits for ring space), with their fetches in flight; it completes
+ * the oldest, decodes and augments it, and tops the FIFO up again.
+ */
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -322,65 +363,70 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&ld->mu);
     for (;;) {
         if (ld->stopped) break;
-        if (ld->resetting || !open_batch(ld)) {
+        uint32_t first = w->tk_count;
+        while (w->tk_count < w->depth && !ld->resetting && open_batch(ld)) take_ticket(ld, w);
+        uint32_t taken = w->tk_count - first;
+        if (w->tk_count == 0) {
             uint64_t t0 = nst_now_ns();
             pthread_cond_wait(&ld->work, &ld->mu);
             STAT_ADD(w->st.idle_ns, nst_now_ns() - t0);
             continue;
         }
-        /* Take item j of the open batch. */
-        nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
-        uint32_t j = s->assigned++;
-        uint64_t epoch = s->epoch, pos = s->position + j, gen = ld->gen;
-        if (s->assigned == s->count) {
-            ld->prod_open = 0;
-            ld->prod_pos += s->count;
-            ld->prod_seq++;
-        }
-        ld->inflight++;
         pthread_mutex_unlock(&ld->mu);
 
-        uint64_t index = nst_sampler_item(&ld->sampler, epoch, pos);
-        s->indices[j] = index;
-        s->labels[j] = nst_index_label(ld->index, index);
-        item_io io = {0, 0, 0, 0};
-        int rc = process_item(w, epoch, index, s->images + (size_t)j * ld->item_bytes, &io);
-        if (rc < 0) {
-            const char *detail = nostall_last_error();
-            snprintf(msg, sizeof msg, "%s", detail && *detail ? detail : nostall_strerror(rc));
+        /* Start the fetches of the new tickets. */
+        uint64_t t0 = nst_now_ns();
+        for (uint32_t k = first; k < first + taken; k++) {
+            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+            uint64_t index = nst_sampler_item(&ld->sampler, t->epoch, t->index);
+            t->index = index;
+            t->s->indices[t->j] = index;
+            t->s->labels[t->j] = nst_index_label(ld->index, index);
+            nst_fetch_submit(w->fetch, index, nst_index_path(ld->index, index));
         }
+        /* Complete the oldest. */
+        nst_fetch_req *r = nst_fetch_next(w->fetch);
+        STAT_ADD(w->st.fetch_ns, nst_now_ns() - t0);
+        if (!r) { /* stopped while waiting */
+            pthread_mutex_lock(&ld->mu);
+            break;
+        }
+        ticket t = w->tk[w->tk_head];
+        nst_fetch_io io = r->io;
+        int rc = 0;
+        STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        if (io.storage_read) {
+            STAT_ADD(w->st.storage_reads, 1);
+            STAT_ADD(w->st.storage_bytes, io.storage_bytes);
+        }
+        STAT_ADD(w->st.cache_hits, io.cache_hit);
+        STAT_ADD(w->st.cache_misses, io.cache_miss);
+        if (t.gen != STAT_GET(ld->gen_pub)) {
+            rc = 0; /* set_state discarded this batch: do not decode */
+        } else if (r->status < 0) {
+            rc = r->status;
+            snprintf(msg, sizeof msg, "%s", r->msg);
+        } else {
+            STAT_ADD(w->st.fetch_items, 1);
+            STAT_ADD(w->st.fetch_bytes, r->len);
+            rc = process_item(w, t.epoch, t.index, r->path, r->data, r->len,
+                              t.s->images + (size_t)t.j * ld->item_bytes);
+            if (rc < 0) {
+                const char *detail = nostall_last_error();
+                snprintf(msg, sizeof msg, "%s", detail && *detail ? detail : nostall_strerror(rc));
+            }
+        }
+        nst_fetch_release(w->fetch);
+        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_count--;
 
         pthread_mutex_lock(&ld->mu);
         ld->inflight--;
-        if (gen != ld->gen) { /* set_state discarded this batch */
+        if (t.gen != ld->gen) { /* set_state discarded this batch */
             pthread_cond_broadcast(&ld->idle);
             continue;
         }
-        s->item_status[j] = rc < 0 ? rc : 0;
-        s->io_storage_bytes += io.storage_bytes;
-        s->io_storage_reads += (uint64_t)io.storage_read;
-        s->io_cache_hits += (uint64_t)io.cache_hit;
-        s->io_cache_misses += (uint64_t)io.cache_miss;
-        if (rc < 0) {
-            s->failed++;
-            if (ld->on_bad == NOSTALL_BAD_SKIP) {
-                skip_record(ld, index, rc, msg);
-            } else {
-                ld->prod_halted = 1;
-                if (!s->error || j < s->error_item) {
-                    s->error = rc;
-                    s->error_item = j;
-                    snprintf(s->errmsg, sizeof s->errmsg, "item %llu: %s",
-                             (unsigned long long)index, msg);
-                }
-            }
-        }
-        if (++s->done == s->count) {
-            if (s->failed && ld->on_bad == NOSTALL_BAD_SKIP) nst_ring_compact(&ld->ring, s);
-            else s->delivered = s->count;
-            s->state = NST_SLOT_READY;
-            pthread_cond_broadcast(&ld->ready);
-        }
+        finish_item(ld, &t, rc, msg, &io);
     }
     pthread_mutex_unlock(&ld->mu);
     return NULL;
@@ -509,6 +555,16 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
                          ld->item_bytes);
     if (rc < 0) goto fail;
 
+    ld->fenv.cache = ld->cache;
+    ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
+    ld->fenv.throttle = &ld->throttle;
+    ld->fenv.stop = &ld->stop_flag;
+    ld->fenv.max_file_bytes = v[NOSTALL_OPT_MAX_FILE_BYTES].u;
+    ld->fenv.reader = (int)v[NOSTALL_OPT_READER].u;
+    ld->fenv.http_timeout_ms = (uint32_t)v[NOSTALL_OPT_HTTP_TIMEOUT_MS].u;
+    ld->fenv.http_retries = (uint32_t)v[NOSTALL_OPT_HTTP_RETRIES].u;
+    ld->fenv.http_verify_tls = (int)v[NOSTALL_OPT_HTTP_VERIFY_TLS].u;
+
     ld->workers = calloc(ld->nthreads, sizeof *ld->workers);
     if (!ld->workers) {
         rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
@@ -519,6 +575,13 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         w->ld = ld;
         if ((rc = nst_decoder_create(&w->dec, v[NOSTALL_OPT_MAX_PIXELS].u)) < 0) goto fail;
         if ((rc = nst_augmenter_create(&w->aug)) < 0) goto fail;
+        w->depth = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
+        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->depth)) < 0) goto fail;
+        w->tk = calloc(w->depth, sizeof *w->tk);
+        if (!w->tk) {
+            rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+            goto fail;
+        }
     }
     for (uint32_t i = 0; i < ld->nthreads; i++) {
         if (pthread_create(&ld->workers[i].thread, NULL, worker_main, &ld->workers[i]) != 0) {
@@ -571,7 +634,8 @@ void nostall_loader_free(nostall_loader *ld)
         for (uint32_t i = 0; i < ld->nthreads; i++) {
             nst_decoder_free(ld->workers[i].dec);
             nst_augmenter_free(ld->workers[i].aug);
-            nst_buf_free(&ld->workers[i].file);
+            nst_fetcher_free(ld->workers[i].fetch);
+            free(ld->workers[i].tk);
         }
         free(ld->workers);
     }
@@ -686,6 +750,10 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
             STAT_ADD(ld->dlv_storage_reads, s->io_storage_reads);
             STAT_ADD(ld->dlv_cache_hits, s->io_cache_hits);
             STAT_ADD(ld->dlv_cache_misses, s->io_cache_misses);
+            STAT_ADD(ld->dlv_peer_hits, s->io_peer_hits);
+            STAT_ADD(ld->dlv_peer_bytes, s->io_peer_bytes);
+            STAT_ADD(ld->dlv_http_transfers, s->io_http_transfers);
+            STAT_ADD(ld->dlv_http_retries, s->io_http_retries);
             if (s->delivered == 0) { /* every item was bad and skipped */
                 s->state = NST_SLOT_LENT; /* not counted in `lent` */
                 release_empties(ld);
@@ -790,6 +858,7 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     }
     ld->resetting = 1;
     ld->gen++;
+    atomic_store_explicit(&ld->gen_pub, ld->gen, memory_order_relaxed);
     while (ld->inflight && !ld->stopped) pthread_cond_wait(&ld->idle, &ld->mu);
     if (ld->stopped) {
         ld->resetting = 0;
@@ -882,6 +951,10 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     s.storage_bytes_read = STAT_GET(ld->dlv_storage_bytes);
     s.cache_hits = STAT_GET(ld->dlv_cache_hits);
     s.cache_misses = STAT_GET(ld->dlv_cache_misses);
+    s.peer_hits = STAT_GET(ld->dlv_peer_hits);
+    s.peer_bytes = STAT_GET(ld->dlv_peer_bytes);
+    s.http_transfers = STAT_GET(ld->dlv_http_transfers);
+    s.http_retries = STAT_GET(ld->dlv_http_retries);
     if (ld->cache) {
         nst_cache_stats cs;
         nst_cache_stats_get(ld->cache, &cs);

@@ -16,6 +16,13 @@ for out in float uint8; do
     echo "$out: threads 1 $a, 2 $b, 8 $c"
     [ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "$out checksums differ across thread counts"
 done
+# the reader and the reads in flight never change a byte
+ref=$(json "$TMP/float-1.json" 'j["checksum"]')
+for r in "pread 1" "pread 5" "io_uring 2" "io_uring 16" "auto 3"; do
+    set -- $r
+    "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --seed 7 --reader $1 --io-depth $2 > "$TMP/rd.json"
+    [ "$(json "$TMP/rd.json" 'j["checksum"]')" = "$ref" ] || fail "reader $1 io_depth $2 changed the checksum"
+done
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --seed 8 > "$TMP/seed8.json"
 d=$(json "$TMP/seed8.json" 'j["checksum"]')
 [ "$d" != "$(json "$TMP/float-1.json" 'j["checksum"]')" ] || fail "different seed gave the same checksum"

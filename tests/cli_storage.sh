@@ -61,9 +61,18 @@ json "$TMP/slow.json" "j['seconds'] >= 0.95 * $total / 2e6" | grep True > /dev/n
     || fail "2 MB/s emulation too fast: $(json "$TMP/slow.json" 'j["seconds"]') s for $total bytes"
 json "$TMP/slow.json" "j['seconds'] <= 3 * $total / 2e6 + 2" | grep True > /dev/null \
     || fail "2 MB/s emulation too slow: $(json "$TMP/slow.json" 'j["seconds"]') s"
-# latency: one thread, 20 ms per read, 60 reads: at least 1.2 s
-"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --storage-latency-ms 20 --json --quiet > "$TMP/lat.json"
+# latency: one thread, 20 ms per read, 60 reads one at a time: at least 1.2 s
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --io-depth 1 --storage-latency-ms 20 --json --quiet > "$TMP/lat.json"
 json "$TMP/lat.json" "j['seconds'] >= 1.14" | grep True > /dev/null || fail "latency emulation too fast"
+# reads in flight: with 6 per thread the latencies overlap: about 60/6 * 20 ms
+for reader in pread io_uring; do
+    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --io-depth 6 --reader $reader \
+        --storage-latency-ms 20 --json --quiet > "$TMP/lat6.json"
+    s6=$(json "$TMP/lat6.json" 'j["seconds"]')
+    echo "latency 20 ms, 60 reads, 1 thread: depth 1 $(json "$TMP/lat.json" 'j["seconds"]') s, depth 6 ($reader) $s6 s"
+    json "$TMP/lat6.json" "0.19 <= j['seconds'] <= 0.6" | grep True > /dev/null \
+        || fail "io_depth 6 ($reader): $s6 s, want about 0.2 s (latencies overlapping)"
+done
 # with a cache, epochs after the first are not slowed by storage for cached items
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --epochs 2 \
     --cache-bytes 100M --json --quiet > "$TMP/slowcache.json"

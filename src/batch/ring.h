@@ -42,6 +42,7 @@ typedef struct nst_slot {
     /* fetch accounting of this batch's items, so counters can be reported
      * per delivered batch (exact per epoch despite prefetching) */
     uint64_t io_storage_bytes, io_storage_reads, io_cache_hits, io_cache_misses;
+    uint64_t io_peer_hits, io_peer_bytes, io_http_transfers, io_http_retries;
     int error;          /* fail policy: first failing item's status      */
     uint32_t error_item;
     char errmsg[NST_ERROR_MAX - 64];

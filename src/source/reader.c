@@ -29,13 +29,13 @@ static int open_error(const char *path, int err)
     }
 }
 
-int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf, size_t *len)
+int nst_open_item(const char *path, uint64_t max_bytes, int *fd_out, size_t *size)
 {
     struct stat st;
     int fd, rc = 0;
-    size_t have = 0;
 
-    *len = 0;
+    *fd_out = -1;
+    *size = 0;
     do {
         /* O_NONBLOCK: opening a FIFO must not block the worker; anything
          * that is not a regular file is rejected below. */
@@ -44,31 +44,48 @@ int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf,
     if (fd < 0) return open_error(path, errno);
     if (fstat(fd, &st) != 0) {
         rc = nst_error(NOSTALL_E_IO, "read: %s: fstat: %s", path, strerror(errno));
-        goto out;
-    }
-    if (S_ISDIR(st.st_mode)) {
+    } else if (S_ISDIR(st.st_mode)) {
         rc = nst_error(NOSTALL_E_IO, "read: %s: is a directory", path);
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    } else if (!S_ISREG(st.st_mode)) {
         /* FIFOs, sockets and devices could block or never end. */
         rc = nst_error(NOSTALL_E_IO, "read: %s: not a regular file", path);
-        goto out;
-    }
-    if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {
+    } else if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {
         rc = nst_error(NOSTALL_E_FILE_TOO_LARGE, "read: %s: %lld bytes is over max_file_bytes=%llu",
                        path, (long long)st.st_size, (unsigned long long)max_bytes);
-        goto out;
     }
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+int nst_read_check(const char *path, size_t have, uint64_t max_bytes)
+{
+    if (have > max_bytes)
+        return nst_error(NOSTALL_E_FILE_TOO_LARGE, "read: %s: more than max_file_bytes=%llu bytes",
+                         path, (unsigned long long)max_bytes);
+    if (have == 0) return nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", path);
+    return 0;
+}
+
+int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_buf *buf,
+                size_t *len)
+{
+    int rc;
+    size_t have = 0;
+
+    *len = 0;
     /* One spare byte lets the loop see EOF without a second buffer growth. */
-    size_t want = (size_t)st.st_size + 1;
-    if ((rc = nst_buf_reserve(buf, want)) < 0) goto out;
+    if ((rc = nst_buf_reserve(buf, size + 1)) < 0) return rc;
     for (;;) {
         if (have == buf->cap) {
             if (have >= max_bytes + 1) break;
             size_t next = have * 2 > max_bytes + 1 ? (size_t)max_bytes + 1 : have * 2;
             nst_buf tmp = {0};
-            if ((rc = nst_buf_reserve(&tmp, next)) < 0) goto out;
+            if ((rc = nst_buf_reserve(&tmp, next)) < 0) return rc;
             memcpy(tmp.data, buf->data, have);
             nst_buf_free(buf);
             *buf = tmp;
@@ -76,25 +93,26 @@ int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf,
         ssize_t n = pread(fd, buf->data + have, buf->cap - have, (off_t)have);
         if (n < 0) {
             if (errno == EINTR) continue;
-            rc = nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", path, have,
-                           strerror(errno));
-            goto out;
+            return nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", path, have,
+                             strerror(errno));
         }
         if (n == 0) break;
         have += (size_t)n;
     }
-    if (have > max_bytes) {
-        rc = nst_error(NOSTALL_E_FILE_TOO_LARGE, "read: %s: more than max_file_bytes=%llu bytes",
-                       path, (unsigned long long)max_bytes);
-        goto out;
-    }
-    if (have == 0) {
-        rc = nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", path);
-        goto out;
-    }
+    if ((rc = nst_read_check(path, have, max_bytes)) < 0) return rc;
     *len = have;
-    if (flags & NST_READ_DROP_CACHE) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-out:
+    return 0;
+}
+
+int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf, size_t *len)
+{
+    int fd, rc;
+    size_t size;
+
+    *len = 0;
+    if ((rc = nst_open_item(path, max_bytes, &fd, &size)) < 0) return rc;
+    rc = nst_read_fd(fd, path, size, max_bytes, buf, len);
+    if (rc == 0 && (flags & NST_READ_DROP_CACHE)) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
     return rc;
 }

@@ -25,4 +25,14 @@ enum { NST_READ_DROP_CACHE = 1 };
 
 int nst_read_file(const char *path, uint64_t max_bytes, int flags, nst_buf *buf, size_t *len);
 
+/* The steps of nst_read_file, for readers that read asynchronously
+ * (fetch.c's io_uring path): open + fstat + the checks above, giving an
+ * open descriptor of a regular file of `*size` bytes (<= max_bytes), which
+ * the caller closes; then the pread loop; and the checks on what was read
+ * (over the limit: E_FILE_TOO_LARGE; nothing: E_EMPTY). */
+int nst_open_item(const char *path, uint64_t max_bytes, int *fd, size_t *size);
+int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_buf *buf,
+                size_t *len);
+int nst_read_check(const char *path, size_t have, uint64_t max_bytes);
+
 #endif

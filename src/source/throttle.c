@@ -16,15 +16,21 @@ void nst_throttle_init(nst_throttle *t, double mbps, double latency_ms)
 
 void nst_throttle_destroy(nst_throttle *t) { pthread_mutex_destroy(&t->mu); }
 
-uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop)
+uint64_t nst_throttle_schedule(nst_throttle *t, uint64_t bytes)
 {
     if (!t->on) return 0;
-    uint64_t now = nst_now_ns(), start = now + t->latency_ns, done;
+    uint64_t start = nst_now_ns() + t->latency_ns, done;
     pthread_mutex_lock(&t->mu);
     if (t->device_free_ns > start) start = t->device_free_ns;
     done = start + (uint64_t)((double)bytes * t->ns_per_byte);
     t->device_free_ns = done;
     pthread_mutex_unlock(&t->mu);
+    return done;
+}
+
+uint64_t nst_throttle_wait_until(uint64_t done, const atomic_int *stop)
+{
+    uint64_t now = nst_now_ns();
     for (;;) {
         uint64_t t_now = nst_now_ns();
         if (t_now >= done || (stop && atomic_load(stop))) break;
@@ -33,4 +39,10 @@ uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *st
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL); /* EINTR: loop */
     }
     return nst_now_ns() - now;
+}
+
+uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop)
+{
+    if (!t->on) return 0;
+    return nst_throttle_wait_until(nst_throttle_schedule(t, bytes), stop);
 }

@@ -35,4 +35,11 @@ void nst_throttle_destroy(nst_throttle *t);
  * is never held up by an emulated delay. */
 uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop);
 
+/* The two halves of nst_throttle_read, for readers with several reads in
+ * flight: schedule a read of `bytes` issued now and get the time (nst_now_ns
+ * clock) it completes on the emulated device (0 when the throttle is off);
+ * later, sleep until that time (returns the ns slept; early on *stop). */
+uint64_t nst_throttle_schedule(nst_throttle *t, uint64_t bytes);
+uint64_t nst_throttle_wait_until(uint64_t done_ns, const atomic_int *stop);
+
 #endif

@@ -1,0 +1,339 @@
+/*
+ * fetch.c — a worker's fetch stage with reads in flight (see fetch.h).
+ *
+ * The pending fetches are a FIFO of `depth` requests, completed oldest
+ * first. Local files: opened and checked (nst_open_item) at submit, then
+ * either read at once (pread) or submitted to the worker's io_uring, whose
+ * completions are reaped while waiting for the oldest (short reads are
+ * resubmitted for the rest). URLs: handed to the worker's libcurl multi
+ * handle (source/http.c). Emulated storage: each local read is scheduled on
+ * the emulated device at submit (nst_throttle_schedule) and its completion
+ * is held back until that time, so delays of requests in flight overlap
+ * as they would on a real device with a queue.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "source/fetch.h"
+#include "source/http.h"
+#include "source/reader.h"
+
+enum { REQ_DONE = 0, REQ_URING, REQ_HTTP };
+
+struct nst_fetcher {
+    const nst_fetch_env *env;
+    uint32_t depth, head, count;
+    nst_fetch_req *reqs;
+    int use_uring;
+    struct io_uring ring;
+    uint32_t uring_inflight; /* reads submitted and not yet reaped */
+    nst_http *http;          /* created on the first URL */
+};
+
+static int drop_cache(const nst_fetcher *f) { return f->env->cache || f->env->peer; }
+
+/* Record the current thread-local error as the request's result. */
+static void req_fail(nst_fetch_req *r, int status)
+{
+    const char *m = nostall_last_error();
+    r->status = status;
+    snprintf(r->msg, sizeof r->msg, "%s", m && *m ? m : nostall_strerror(status));
+    r->state = REQ_DONE;
+}
+
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth)
+{
+    nst_fetcher *f = calloc(1, sizeof *f);
+    *out = NULL;
+    if (!f) return nst_error(NOSTALL_E_NOMEM, "fetch: out of memory");
+    f->env = env;
+    f->depth = depth ? depth : 1;
+    f->reqs = calloc(f->depth, sizeof *f->reqs);
+    if (!f->reqs) {
+        free(f);
+        return nst_error(NOSTALL_E_NOMEM, "fetch: out of memory");
+    }
+    for (uint32_t i = 0; i < f->depth; i++) f->reqs[i].fd = -1;
+    if (env->reader == NST_READER_URING || (env->reader == NST_READER_AUTO && f->depth > 1)) {
+        int rc = io_uring_queue_init(f->depth, &f->ring, 0);
+        if (rc == 0) {
+            f->use_uring = 1;
+        } else if (env->reader == NST_READER_URING) {
+            free(f->reqs);
+            free(f);
+            return nst_error(NOSTALL_E_IO,
+                             "reader=io_uring: io_uring is not available here (%s); use "
+                             "reader=pread or reader=auto",
+                             strerror(-rc));
+        }
+    }
+    *out = f;
+    return 0;
+}
+
+const char *nst_fetcher_reader(const nst_fetcher *f) { return f->use_uring ? "io_uring" : "pread"; }
+uint32_t nst_fetch_pending(const nst_fetcher *f) { return f->count; }
+uint32_t nst_fetch_room(const nst_fetcher *f) { return f->depth - f->count; }
+
+/* A storage read finished with `have` bytes in r->buf: check it, drop its
+ * pages when nostall caches, offer it to the caches. */
+static void finish_read(nst_fetcher *f, nst_fetch_req *r)
+{
+    int rc = nst_read_check(r->path, r->have, f->env->max_file_bytes);
+    if (r->fd >= 0) {
+        if (rc == 0 && drop_cache(f)) posix_fadvise(r->fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(r->fd);
+        r->fd = -1;
+    }
+    if (rc < 0) {
+        req_fail(r, rc);
+        return;
+    }
+    r->data = r->buf.data;
+    r->len = r->have;
+    r->io.storage_read = 1;
+    r->io.storage_bytes = r->have;
+    if (f->env->cache) nst_cache_put(f->env->cache, r->index, r->data, r->len);
+    if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
+    r->state = REQ_DONE;
+}
+
+static void uring_submit_read(nst_fetcher *f, nst_fetch_req *r)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+    if (!sqe) { /* cannot happen: the ring has depth entries; read now */
+        size_t len;
+        int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
+        if (rc < 0) {
+            close(r->fd);
+            r->fd = -1;
+            req_fail(r, rc);
+            return;
+        }
+        r->have = len;
+        finish_read(f, r);
+        return;
+    }
+    io_uring_prep_read(sqe, r->fd, r->buf.data + r->have, (unsigned)(r->size - r->have),
+                       (uint64_t)r->have);
+    io_uring_sqe_set_data(sqe, r);
+    io_uring_submit(&f->ring);
+    f->uring_inflight++;
+    r->state = REQ_URING;
+}
+
+/* Handle one completion; wait up to 20 ms for it when `wait`. */
+static void uring_reap(nst_fetcher *f, int wait)
+{
+    struct io_uring_cqe *cqe = NULL;
+    int rc;
+    if (wait) {
+        struct __kernel_timespec ts = {0, 20000000};
+        rc = io_uring_wait_cqe_timeout(&f->ring, &cqe, &ts);
+    } else {
+        rc = io_uring_peek_cqe(&f->ring, &cqe);
+    }
+    if (rc < 0 || !cqe) return;
+    nst_fetch_req *r = io_uring_cqe_get_data(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&f->ring, cqe);
+    f->uring_inflight--;
+    if (res == -EINTR || res == -EAGAIN) {
+        uring_submit_read(f, r);
+        return;
+    }
+    if (res < 0) {
+        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", r->path, r->have,
+                           strerror(-res));
+        close(r->fd);
+        r->fd = -1;
+        req_fail(r, st);
+        return;
+    }
+    r->have += (size_t)res;
+    if (res > 0 && r->have < r->size) {
+        uring_submit_read(f, r); /* short read: the rest */
+        return;
+    }
+    finish_read(f, r); /* all of it, or EOF early (the file shrank) */
+}
+
+static void submit_local(nst_fetcher *f, nst_fetch_req *r)
+{
+    const nst_fetch_env *env = f->env;
+    int rc = nst_open_item(r->path, env->max_file_bytes, &r->fd, &r->size);
+    if (rc < 0) {
+        req_fail(r, rc);
+        return;
+    }
+    if (r->size == 0) {
+        close(r->fd);
+        r->fd = -1;
+        req_fail(r, nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", r->path));
+        return;
+    }
+    r->deadline = nst_throttle_schedule(env->throttle, r->size);
+    if (f->use_uring) {
+        if ((rc = nst_buf_reserve(&r->buf, r->size)) < 0) {
+            close(r->fd);
+            r->fd = -1;
+            req_fail(r, rc);
+            return;
+        }
+        uring_submit_read(f, r);
+        return;
+    }
+    size_t len;
+    rc = nst_read_fd(r->fd, r->path, r->size, env->max_file_bytes, &r->buf, &len);
+    if (rc < 0) {
+        close(r->fd);
+        r->fd = -1;
+        req_fail(r, rc);
+        return;
+    }
+    r->have = len;
+    finish_read(f, r);
+}
+
+static void submit_http(nst_fetcher *f, nst_fetch_req *r)
+{
+    const nst_fetch_env *env = f->env;
+    int rc;
+    if (!f->http) {
+        nst_http_opts o = {
+            .max_inflight = f->depth,
+            .timeout_ms = env->http_timeout_ms,
+            .retries = env->http_retries,
+            .backoff_ms = 0,
+            .verify_tls = env->http_verify_tls,
+            .max_bytes = env->max_file_bytes,
+            .stop = env->stop,
+        };
+        if ((rc = nst_http_create(&f->http, &o)) < 0) {
+            req_fail(r, rc);
+            return;
+        }
+    }
+    if ((rc = nst_http_submit(f->http, r->path, &r->buf, (uint64_t)(uintptr_t)r)) < 0) {
+        req_fail(r, rc);
+        return;
+    }
+    r->state = REQ_HTTP;
+}
+
+static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
+{
+    nst_http_done d;
+    if (nst_http_wait(f->http, timeout_ms, &d) != 1) return;
+    nst_fetch_req *r = (nst_fetch_req *)(uintptr_t)d.tag;
+    r->io.http_transfers = (uint8_t)(d.attempts > 255 ? 255 : d.attempts);
+    r->io.http_retries = (uint8_t)(d.attempts > 1 ? (d.attempts - 1 > 255 ? 255 : d.attempts - 1) : 0);
+    if (d.status < 0) {
+        r->status = d.status;
+        snprintf(r->msg, sizeof r->msg, "%s", d.msg);
+        r->state = REQ_DONE;
+        return;
+    }
+    r->have = d.len;
+    finish_read(f, r);
+}
+
+void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
+{
+    const nst_fetch_env *env = f->env;
+    nst_fetch_req *r = &f->reqs[(f->head + f->count) % f->depth];
+    f->count++;
+    r->index = index;
+    r->path = path;
+    r->data = NULL;
+    r->len = r->size = r->have = 0;
+    r->status = 0;
+    r->msg[0] = '\0';
+    memset(&r->io, 0, sizeof r->io);
+    r->wait_ns = 0;
+    r->deadline = 0;
+    r->state = REQ_DONE;
+
+    if (env->cache) {
+        const uint8_t *data;
+        size_t len;
+        if (nst_cache_get(env->cache, index, &data, &len)) {
+            r->data = data;
+            r->len = len;
+            r->io.cache_hit = 1;
+            return;
+        }
+        r->io.cache_miss = 1;
+    }
+    if (env->peer && env->peer->get) {
+        size_t len = 0;
+        if (env->peer->get(env->peer->ctx, index, (nostall_fetch_buf *)&r->buf, &len) == 1 &&
+            len > 0 && len <= r->buf.cap) {
+            r->data = r->buf.data;
+            r->len = len;
+            r->io.peer_hit = 1;
+            r->io.peer_bytes = len;
+            return;
+        }
+    }
+    if (nst_http_is_url(path)) submit_http(f, r);
+    else submit_local(f, r);
+}
+
+nst_fetch_req *nst_fetch_next(nst_fetcher *f)
+{
+    if (!f->count) return NULL;
+    nst_fetch_req *r = &f->reqs[f->head];
+    uint64_t t0 = nst_now_ns();
+    while (r->state != REQ_DONE) {
+        if (f->env->stop && atomic_load(f->env->stop)) return NULL;
+        if (r->state == REQ_URING) uring_reap(f, 1);
+        else http_reap(f, 20);
+    }
+    /* Reap whatever else completed meanwhile (keeps the queue moving). */
+    while (f->uring_inflight && io_uring_cq_ready(&f->ring)) uring_reap(f, 0);
+    if (r->deadline) {
+        nst_throttle_wait_until(r->deadline, f->env->stop);
+        r->deadline = 0;
+        if (f->env->stop && atomic_load(f->env->stop)) return NULL;
+    }
+    r->wait_ns = nst_now_ns() - t0;
+    return r;
+}
+
+void nst_fetch_release(nst_fetcher *f)
+{
+    if (!f->count) return;
+    f->head = (f->head + 1) % f->depth;
+    f->count--;
+}
+
+void nst_fetcher_free(nst_fetcher *f)
+{
+    if (!f) return;
+    if (f->use_uring) {
+        /* Reads in flight write into our buffers: wait for them (local file
+         * reads complete; a hung network filesystem would hang here, as it
+         * would in pread). */
+        while (f->uring_inflight) {
+            struct io_uring_cqe *cqe;
+            if (io_uring_wait_cqe(&f->ring, &cqe) < 0) break;
+            io_uring_cqe_seen(&f->ring, cqe);
+            f->uring_inflight--;
+        }
+        io_uring_queue_exit(&f->ring);
+    }
+    nst_http_free(f->http);
+    for (uint32_t i = 0; i < f->depth; i++) {
+        if (f->reqs[i].fd >= 0) close(f->reqs[i].fd);
+        nst_buf_free(&f->reqs[i].buf);
+    }
+    free(f->reqs);
+    free(f);
+}

@@ -1,0 +1,97 @@
+/*
+ * fetch.h — the fetch stage of one worker thread: get an item's encoded
+ * bytes from the MinIO cache, a peer cache, local storage or HTTP, with up
+ * to `depth` fetches in flight.
+ *
+ * A worker submits the items it will decode next (in its order) and then
+ * completes them oldest first. Meanwhile the others are in flight: io_uring
+ * reads of local files, libcurl transfers, emulated storage delays (each
+ * read is scheduled on the emulated device when submitted, so `depth`
+ * emulated reads overlap). depth = 1 reads each item when it is submitted.
+ *
+ * Sources, in order: the MinIO cache (a hit is a pointer into cache memory:
+ * no copy, no read), the peer cache hook (nostall_peer_cache), then storage
+ * — a path is read with pread or io_uring, an http:// or https:// URL with
+ * the worker's libcurl multi handle (created on the first URL). What was
+ * read from storage is offered to the MinIO cache and the peer cache, and,
+ * when either exists, dropped from the OS page cache.
+ *
+ * Threads: one fetcher per worker, used only by that thread. It touches the
+ * shared MinIO cache (thread-safe), the shared throttle (its own lock) and
+ * the peer hooks (thread-safe by contract); nothing else outside itself.
+ */
+#ifndef NST_SOURCE_FETCH_H
+#define NST_SOURCE_FETCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/minio.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "source/throttle.h"
+
+enum { NST_READER_AUTO = 0, NST_READER_PREAD = 1, NST_READER_URING = 2 };
+
+/* What every fetcher of a loader shares (owned by the loader). */
+typedef struct nst_fetch_env {
+    nst_cache *cache;                /* NULL: none */
+    const nostall_peer_cache *peer;  /* NULL: none */
+    nst_throttle *throttle;
+    const atomic_int *stop;
+    uint64_t max_file_bytes;
+    int reader;                      /* NST_READER_* */
+    uint32_t http_timeout_ms, http_retries;
+    int http_verify_tls;
+} nst_fetch_env;
+
+/* Where an item's bytes came from (added to its batch's accounting). */
+typedef struct nst_fetch_io {
+    uint64_t storage_bytes, peer_bytes;
+    uint8_t storage_read, cache_hit, cache_miss, peer_hit;
+    uint8_t http_transfers, http_retries;
+} nst_fetch_io;
+
+/* One fetch. After nst_fetch_next() returns it: status 0 with data/len the
+ * item's bytes (valid until nst_fetch_release), or a negative status with
+ * msg naming the item. */
+typedef struct nst_fetch_req {
+    uint64_t index;
+    const char *path;
+    const uint8_t *data;
+    size_t len;
+    int status;
+    char msg[NST_ERROR_MAX - 128];
+    nst_fetch_io io;
+    uint64_t wait_ns; /* time spent waiting for this fetch in next() */
+    /* private */
+    int state, fd;
+    size_t size, have;
+    uint64_t deadline;
+    nst_buf buf;
+} nst_fetch_req;
+
+typedef struct nst_fetcher nst_fetcher;
+
+/* depth >= 1. With env->reader AUTO, io_uring is used when depth > 1 and the
+ * kernel allows it; URING fails with E_IO when it is unavailable. */
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth);
+/* Waits for reads in flight (their buffers are freed), aborts transfers. */
+void nst_fetcher_free(nst_fetcher *f);
+/* "pread" or "io_uring". */
+const char *nst_fetcher_reader(const nst_fetcher *f);
+
+/* Fetches submitted and not yet released; room = depth - pending. */
+uint32_t nst_fetch_pending(const nst_fetcher *f);
+uint32_t nst_fetch_room(const nst_fetcher *f);
+/* Start fetching item `index` at `path` (needs room). Never fails: errors
+ * are reported by nst_fetch_next for this item. */
+void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path);
+/* Complete the oldest pending fetch and return it (still counted pending
+ * until released). NULL only when stop was set while waiting. */
+nst_fetch_req *nst_fetch_next(nst_fetcher *f);
+/* Recycle the oldest fetch (the one nst_fetch_next returned). */
+void nst_fetch_release(nst_fetcher *f);
+
+#endif
