@@ -34,6 +34,7 @@
  *   all three, so every wait has a shutdown exit. Statistics are per-worker
  *   relaxed atomics written only by their owner and summed at snapshot.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -51,6 +52,7 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "decode/decode.h"
+#include "echo/schedule.h"
 #include "source/index.h"
 #include "source/fetch.h"
 #include "source/sampler.h"
@@ -78,7 +80,46 @@ typedef struct ticket {
     nst_slot *s;
     uint32_t j;
     uint64_t epoch, index, gen;
+    /* fixed item echoing: which use of the item, where its data lives */
+    uint32_t copy, store;
+    uint8_t echo, produce;
+    uint32_t apool; /* adaptive: pool entry reserved for a copy, or UINT32_MAX */
 } ticket;
+
+/* Echoed data of one item (fixed item echoing), in the echo store. State
+ * and counts are guarded by mu; the data is written by the producing worker
+ * before it sets READY and only read afterwards, until the entry is freed
+ * (no ticket pending and the item's last use issued). */
+enum { ES_EMPTY = 0, ES_PRODUCING, ES_READY, ES_FAILED };
+typedef struct echo_slot {
+    int state, status;
+    uint32_t pending; /* tickets issued for this entry, not yet finished */
+    int closed;       /* the item's last use of the epoch was issued     */
+    nst_buf buf;      /* fetch: encoded bytes; decode: RGB pixels;
+                         augment: the finished item                      */
+    size_t len;
+    nst_image img;    /* decode point: the decoded image (data in buf)   */
+    char msg[NST_ERROR_MAX - 128];
+} echo_slot;
+
+enum { ECHO_OFF = 0, ECHO_ITEMS, ECHO_BATCHES, ECHO_ADAPTIVE };
+
+/* Adaptive echoing's pool of finished items (copies of fresh items made by
+ * the workers), from which the consumer assembles a batch of repeats when
+ * no fresh batch is ready. Guarded by mu except the pixel copies, which
+ * happen while an entry is WRITING (one worker) or has readers (consumer). */
+enum { AP_FREE = 0, AP_WRITING, AP_READY };
+typedef struct apool_entry {
+    int state;
+    uint32_t readers, uses;
+    int64_t label;
+    uint64_t index;
+} apool_entry;
+
+/* Sequence numbers of adaptive echo batches (not ring batches). */
+#define ECHO_SEQ_FLAG (UINT64_C(1) << 63)
+#define ECHO_SLOTS 2
+enum { EP_FETCH = 0, EP_DECODE = 1, EP_AUGMENT = 2, EP_BATCH = 3 };
 
 typedef struct worker {
     _Alignas(64) worker_stats st;
@@ -109,6 +150,26 @@ struct nostall_loader {
     nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
+
+    /* Data echoing. */
+    int echo, echo_point;  /* ECHO_*, EP_*                                */
+    nst_echo_sched esched; /* fixed item echoing's order (mu)             */
+    echo_slot *estore;     /* its data store, esched.store_cap entries    */
+    pthread_cond_t echo_cv;/* an echo entry became ready (or stop/reset)  */
+    uint64_t elen_epoch[4], elen_val[4]; /* memo of epoch lengths (mu)    */
+    uint32_t elen_next;
+    /* adaptive echoing (mu) */
+    apool_entry *apool;
+    uint8_t *apool_pixels;       /* napool * item_bytes                   */
+    uint32_t napool, apool_next, echo_max;
+    uint32_t *apick;             /* scratch for the consumer's draws      */
+    uint8_t *eslot_images;       /* ECHO_SLOTS batches                    */
+    int64_t *eslot_labels;
+    uint64_t *eslot_indices;
+    int eslot_lent[ECHO_SLOTS];
+    uint64_t adraws;
+    uint64_t cons_last_ns;       /* consumer: when next last returned     */
+    counter consumer_busy_ns;
 
     /* Plan (immutable after create). */
     uint32_t batch_size, crop, resize, nthreads;
@@ -145,9 +206,7 @@ struct nostall_loader {
     atomic_int stop_flag;
     counter gen_pub;     /* gen, readable without mu                      */
     counter batches_delivered, items_delivered, wait_ns;
-    /* fetch accounting of delivered batches (see nst_slot.io_*) */
-    counter dlv_storage_bytes, dlv_storage_reads, dlv_cache_hits, dlv_cache_misses;
-    counter dlv_peer_hits, dlv_peer_bytes, dlv_http_transfers, dlv_http_retries;
+    counter dlv[NST_IO_COUNT_]; /* nst_slot_io of delivered batches         */
     counter cons_epoch_pub, cons_pos_pub;
 
     worker *workers;
@@ -158,10 +217,24 @@ struct nostall_loader {
  * batch stream.
  * ------------------------------------------------------------------------ */
 
-/* Items in the batch starting at `pos`; 0 when the epoch is over. */
-static uint32_t batch_len(const struct nostall_loader *ld, uint64_t pos)
+/* Deliveries in `epoch`: the shard, or with fixed item echoing the sum of
+ * the items' uses (memoized: O(shard) for a fractional factor). mu held. */
+static uint64_t epoch_len(struct nostall_loader *ld, uint64_t epoch)
 {
-    uint64_t per = ld->sampler.per_rank;
+    if (ld->echo != ECHO_ITEMS) return ld->sampler.per_rank;
+    for (int i = 0; i < 4; i++)
+        if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) return ld->elen_val[i];
+    uint64_t n = nst_echo_epoch_len(&ld->esched, epoch);
+    ld->elen_epoch[ld->elen_next] = epoch;
+    ld->elen_val[ld->elen_next] = n;
+    ld->elen_next = (ld->elen_next + 1) % 4;
+    return n;
+}
+
+/* Items in the batch starting at `pos` of `epoch`; 0 when the epoch is over. */
+static uint32_t batch_len(struct nostall_loader *ld, uint64_t epoch, uint64_t pos)
+{
+    uint64_t per = epoch_len(ld, epoch);
     if (pos >= per) return 0;
     uint64_t rem = per - pos;
     if (rem >= ld->batch_size) return ld->batch_size;
@@ -210,58 +283,239 @@ static void skip_record(struct nostall_loader *ld, uint64_t index, int status, c
  * Runs without the lock; touches only the worker's own scratch, the item's
  * range of the slot, and the worker's counters.
  * ------------------------------------------------------------------------ */
-/* Decode and augment one fetched item into its place in the slot. */
-static int process_item(worker *w, uint64_t epoch, uint64_t index, const char *path,
-                        const uint8_t *data, size_t len, uint8_t *dst)
+/* The crop window and flip of use `copy` of an item of width x height. */
+static void plan_item(const struct nostall_loader *ld, uint64_t epoch, uint64_t index,
+                      uint32_t copy, uint32_t width, uint32_t height, nst_window *win, int *flip)
 {
-    struct nostall_loader *ld = w->ld;
-    nst_image_info info;
-    nst_window win;
-    nst_image img;
-    int flip = 0, rc = 0;
-    uint64_t t1 = nst_now_ns();
-
-    rc = nst_decode_probe(w->dec, data, len, path, &info);
-    if (rc < 0) {
-        STAT_ADD(w->st.decode_ns, nst_now_ns() - t1);
-        return rc;
+    const nst_optval *v = ld->cfg.v;
+    *flip = 0;
+    if (ld->mode != NOSTALL_MODE_TRAIN) {
+        nst_crop_center(width, height, ld->resize, ld->crop, win);
+        return;
     }
     nst_rng rng;
-    nst_rng_seed(&rng, nst_hash4(ld->cfg.v[NOSTALL_OPT_SEED].u, epoch, index, NST_RNG_AUGMENT));
-    if (ld->mode == NOSTALL_MODE_TRAIN) {
-        const nst_optval *v = ld->cfg.v;
-        nst_crop_random_resized(info.width, info.height, v[NOSTALL_OPT_SCALE_MIN].d,
-                                v[NOSTALL_OPT_SCALE_MAX].d, v[NOSTALL_OPT_RATIO_MIN].d,
-                                v[NOSTALL_OPT_RATIO_MAX].d, &rng, &win);
-        flip = nst_rng_double(&rng) < v[NOSTALL_OPT_FLIP_PROB].d;
-    } else {
-        nst_crop_center(info.width, info.height, ld->resize, ld->crop, &win);
-    }
-    rc = nst_decode(w->dec, data, len, path, &win, ld->crop, ld->crop, &img);
-    uint64_t t2 = nst_now_ns();
-    STAT_ADD(w->st.decode_ns, t2 - t1);
-    if (rc < 0) return rc;
-    STAT_ADD(w->st.decode_items, 1);
-    STAT_ADD(w->st.decode_pixels, (uint64_t)img.width * img.height);
+    nst_rng_seed(&rng, nst_hash4(v[NOSTALL_OPT_SEED].u, epoch, index, NST_RNG_AUGMENT_COPY(copy)));
+    nst_crop_random_resized(width, height, v[NOSTALL_OPT_SCALE_MIN].d, v[NOSTALL_OPT_SCALE_MAX].d,
+                            v[NOSTALL_OPT_RATIO_MIN].d, v[NOSTALL_OPT_RATIO_MAX].d, &rng, win);
+    *flip = nst_rng_double(&rng) < v[NOSTALL_OPT_FLIP_PROB].d;
+}
 
+/* Resample `win` of a decoded image into the item's place in the slot. */
+static int augment_item(worker *w, const nst_image *img, const nst_window *win, int flip,
+                        uint8_t *dst)
+{
+    struct nostall_loader *ld = w->ld;
     nst_output out = {
         .kind = ld->output == NOSTALL_OUTPUT_FLOAT ? NST_OUT_FLOAT_NCHW : NST_OUT_UINT8_NHWC,
         .size = ld->crop,
         .dst = dst,
         .lut = ld->lut,
     };
-    rc = nst_augment(w->aug, &img, &win, flip, &out);
-    uint64_t t3 = nst_now_ns();
-    STAT_ADD(w->st.augment_ns, t3 - t2);
+    uint64_t t0 = nst_now_ns();
+    int rc = nst_augment(w->aug, img, win, flip, &out);
+    STAT_ADD(w->st.augment_ns, nst_now_ns() - t0);
     if (rc < 0) return rc;
     STAT_ADD(w->st.augment_items, 1);
     STAT_ADD(w->st.augment_bytes, ld->item_bytes);
     return 0;
 }
 
+/* Decode (only the region it needs) and augment use `copy` of a fetched
+ * item into its place in the slot. */
+static int process_item(worker *w, uint64_t epoch, uint64_t index, uint32_t copy,
+                        const char *path, const uint8_t *data, size_t len, uint8_t *dst)
+{
+    struct nostall_loader *ld = w->ld;
+    nst_image_info info;
+    nst_window win;
+    nst_image img;
+    int flip, rc;
+    uint64_t t1 = nst_now_ns();
+
+    rc = nst_decode_probe(w->dec, data, len, path, &info);
+    if (rc == 0) {
+        plan_item(ld, epoch, index, copy, info.width, info.height, &win, &flip);
+        rc = nst_decode(w->dec, data, len, path, &win, ld->crop, ld->crop, &img);
+    }
+    STAT_ADD(w->st.decode_ns, nst_now_ns() - t1);
+    if (rc < 0) return rc;
+    STAT_ADD(w->st.decode_items, 1);
+    STAT_ADD(w->st.decode_pixels, (uint64_t)img.width * img.height);
+    return augment_item(w, &img, &win, flip, dst);
+}
+
+/* Echo point `decode`: decode the whole image into the echo entry, so each
+ * use can crop it differently. */
+static int decode_full(worker *w, const char *path, const uint8_t *data, size_t len,
+                       echo_slot *es)
+{
+    nst_image_info info;
+    nst_image img;
+    uint64_t t1 = nst_now_ns();
+    int rc = nst_decode_probe(w->dec, data, len, path, &info);
+    if (rc == 0) rc = nst_decode(w->dec, data, len, path, NULL, 0, 0, &img);
+    size_t row = 0, bytes = 0;
+    if (rc == 0 && (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
+        rc = nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: image too large to echo", path);
+    if (rc == 0) rc = nst_buf_reserve(&es->buf, bytes ? bytes : 1);
+    if (rc == 0) {
+        for (uint32_t y = 0; y < img.height; y++)
+            memcpy(es->buf.data + (size_t)y * row, img.data + (size_t)y * img.stride, row);
+        es->img = img;
+        es->img.data = es->buf.data;
+        es->img.stride = row;
+        es->len = bytes;
+        STAT_ADD(w->st.decode_items, 1);
+        STAT_ADD(w->st.decode_pixels, (uint64_t)img.width * img.height);
+    }
+    STAT_ADD(w->st.decode_ns, nst_now_ns() - t1);
+    return rc;
+}
+
+/* Publish an echo entry's outcome to the tickets waiting for it. */
+static void echo_publish(struct nostall_loader *ld, echo_slot *es, int rc, const char *msg)
+{
+    pthread_mutex_lock(&ld->mu);
+    es->state = rc < 0 ? ES_FAILED : ES_READY;
+    es->status = rc;
+    if (rc < 0) snprintf(es->msg, sizeof es->msg, "%s", msg);
+    pthread_cond_broadcast(&ld->echo_cv);
+    pthread_mutex_unlock(&ld->mu);
+}
+
+static void last_error_into(char *msg, size_t n, int rc)
+{
+    const char *detail = nostall_last_error();
+    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
+}
+
+/* One ticket of fixed item echoing. The producing use makes the entry's
+ * data (point fetch: the bytes; decode: the decoded image; augment: the
+ * finished item) and then its own item; the other uses wait for the entry
+ * (always produced by an earlier ticket, so the wait ends) and make their
+ * item from it. */
+static int echo_item(worker *w, const ticket *t, const nst_fetch_req *r, uint8_t *dst,
+                     char *msg, size_t msgn)
+{
+    struct nostall_loader *ld = w->ld;
+    echo_slot *es = &ld->estore[t->store];
+    const char *path = nst_index_path(ld->index, t->index);
+    int rc;
+
+    if (t->produce) {
+        if (r->status < 0) {
+            snprintf(msg, msgn, "%s", r->msg);
+            echo_publish(ld, es, r->status, msg);
+            return r->status;
+        }
+        STAT_ADD(w->st.fetch_items, 1);
+        STAT_ADD(w->st.fetch_bytes, r->len);
+        switch (ld->echo_point) {
+        case EP_FETCH:
+            rc = nst_buf_reserve(&es->buf, r->len);
+            if (rc == 0) {
+                memcpy(es->buf.data, r->data, r->len);
+                es->len = r->len;
+            } else {
+                last_error_into(msg, msgn, rc);
+            }
+            echo_publish(ld, es, rc, msg);
+            if (rc < 0) return rc;
+            rc = process_item(w, t->epoch, t->index, t->copy, path, r->data, r->len, dst);
+            break;
+        case EP_DECODE:
+            rc = decode_full(w, path, r->data, r->len, es);
+            if (rc < 0) last_error_into(msg, msgn, rc);
+            echo_publish(ld, es, rc, msg);
+            if (rc < 0) return rc;
+            {
+                nst_window win;
+                int flip;
+                plan_item(ld, t->epoch, t->index, t->copy, es->img.src_width, es->img.src_height,
+                          &win, &flip);
+                rc = augment_item(w, &es->img, &win, flip, dst);
+            }
+            break;
+        default: /* EP_AUGMENT */
+            rc = process_item(w, t->epoch, t->index, 0, path, r->data, r->len, dst);
+            if (rc == 0) rc = nst_buf_reserve(&es->buf, ld->item_bytes);
+            if (rc == 0) memcpy(es->buf.data, dst, ld->item_bytes);
+            if (rc < 0) last_error_into(msg, msgn, rc);
+            echo_publish(ld, es, rc, msg);
+            return rc;
+        }
+        if (rc < 0) last_error_into(msg, msgn, rc);
+        return rc;
+    }
+
+    pthread_mutex_lock(&ld->mu);
+    while (es->state == ES_PRODUCING && !ld->stopped && t->gen == ld->gen)
+        pthread_cond_wait(&ld->echo_cv, &ld->mu);
+    int state = es->state, status = es->status;
+    pthread_mutex_unlock(&ld->mu);
+    if (state == ES_FAILED) {
+        snprintf(msg, msgn, "%s", es->msg);
+        return status;
+    }
+    if (state != ES_READY) { /* stopped or reset: the ticket is discarded */
+        snprintf(msg, msgn, "loader stopped");
+        return NOSTALL_E_STOPPED;
+    }
+    switch (ld->echo_point) {
+    case EP_FETCH:
+        rc = process_item(w, t->epoch, t->index, t->copy, path, es->buf.data, es->len, dst);
+        break;
+    case EP_DECODE: {
+        nst_window win;
+        int flip;
+        plan_item(ld, t->epoch, t->index, t->copy, es->img.src_width, es->img.src_height, &win,
+                  &flip);
+        rc = augment_item(w, &es->img, &win, flip, dst);
+        break;
+    }
+    default:
+        memcpy(dst, es->buf.data, ld->item_bytes);
+        rc = 0;
+    }
+    if (rc < 0) last_error_into(msg, msgn, rc);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------
  * Workers.
  * ------------------------------------------------------------------------ */
+
+/* Free an echo entry once nothing uses it any more (mu held). */
+static void echo_entry_maybe_free(struct nostall_loader *ld, uint32_t id)
+{
+    echo_slot *es = &ld->estore[id];
+    if (es->pending || !es->closed) return;
+    es->state = ES_EMPTY;
+    es->closed = 0;
+    nst_echo_store_free(&ld->esched, id);
+}
+
+/* Start the echo order of `epoch` at delivery `dpos` (mu held). Items of the
+ * previous epoch whose remaining uses will never be issued (drop_last cut
+ * them) are closed, so their entries are freed when their tickets finish. */
+static void echo_epoch_start(struct nostall_loader *ld, uint64_t epoch, uint64_t dpos)
+{
+    nst_echo_sched *es = &ld->esched;
+    for (uint32_t i = 0; i < es->n; i++) {
+        uint32_t id = es->pool[i].store;
+        if (id == NST_ECHO_NO_STORE) continue;
+        ld->estore[id].closed = 1;
+        echo_entry_maybe_free(ld, id);
+    }
+    nst_echo_sched_start(es, epoch, dpos);
+}
+
+static void io_add_uses(nst_slot_io *io, uint32_t uses)
+{
+    if (uses <= 4) io->v[NST_IO_uses_1 + uses - 1]++;
+    else if (uses <= 8) io->uses_5_8++;
+    else io->uses_9_up++;
+}
 
 /* Open the next batch at the producer cursor if its slot is free (mu held).
  * Returns 1 if a batch is open, 0 if the worker must wait. */
@@ -271,9 +525,10 @@ static int open_batch(struct nostall_loader *ld)
     if (ld->prod_halted) return 0;
     for (;;) {
         if (ld->epochs_limit && ld->prod_epoch >= ld->epochs_limit) return 0;
-        if (batch_len(ld, ld->prod_pos) > 0) break;
+        if (batch_len(ld, ld->prod_epoch, ld->prod_pos) > 0) break;
         ld->prod_epoch++;
         ld->prod_pos = 0;
+        if (ld->echo == ECHO_ITEMS) echo_epoch_start(ld, ld->prod_epoch, 0);
     }
     if (ld->prod_seq >= ld->released + ld->ring.nslots) return 0; /* ring full */
     nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
@@ -281,10 +536,10 @@ static int open_batch(struct nostall_loader *ld)
     s->seq = ld->prod_seq;
     s->epoch = ld->prod_epoch;
     s->position = ld->prod_pos;
-    s->count = batch_len(ld, ld->prod_pos);
+    s->count = batch_len(ld, ld->prod_epoch, ld->prod_pos);
     s->assigned = s->done = s->failed = s->delivered = 0;
-    s->io_storage_bytes = s->io_storage_reads = s->io_cache_hits = s->io_cache_misses = 0;
-    s->io_peer_hits = s->io_peer_bytes = s->io_http_transfers = s->io_http_retries = 0;
+    memset(&s->io, 0, sizeof s->io);
+    s->lends_left = s->lends_out = 0;
     s->error = 0;
     s->errmsg[0] = '\0';
     ld->prod_open = 1;
@@ -292,15 +547,58 @@ static int open_batch(struct nostall_loader *ld)
 }
 
 /* Take the next item ticket of the open batch into the worker's FIFO
- * (mu held, a batch is open). */
-static void take_ticket(struct nostall_loader *ld, worker *w)
+ * (mu held, a batch is open). 0 if none can be taken now (echo store full:
+ * wait for a ticket to finish). */
+static int take_ticket(struct nostall_loader *ld, worker *w)
 {
     nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
     ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+    t->echo = t->produce = 0;
+    t->copy = 0;
+    t->store = NST_ECHO_NO_STORE;
+    if (ld->echo == ECHO_ITEMS) {
+        nst_echo_use u;
+        if (nst_echo_sched_next(&ld->esched, ld->prod_seq, &u) != 1) return 0;
+        t->echo = 1;
+        t->copy = u.copy;
+        t->store = u.store;
+        t->produce = u.produce;
+        t->index = u.index;
+        echo_slot *es = &ld->estore[u.store];
+        es->pending++;
+        if (u.produce) {
+            es->state = ES_PRODUCING;
+            es->closed = 0;
+        }
+        if (u.last) {
+            es->closed = 1;
+            io_add_uses(&s->io, u.uses);
+        }
+        if (u.copy) {
+            s->io.echoed++;
+            s->io.distance += u.distance;
+        } else {
+            s->io.fresh++;
+        }
+        s->io.dups += u.dup;
+    } else {
+        s->io.fresh++;
+        io_add_uses(&s->io, 1);
+    }
+    t->apool = UINT32_MAX;
+    if (ld->echo == ECHO_ADAPTIVE) {
+        apool_entry *a = &ld->apool[ld->apool_next];
+        if (a->readers == 0 && a->state != AP_WRITING) {
+            a->state = AP_WRITING;
+            t->apool = ld->apool_next;
+        }
+        ld->apool_next = (ld->apool_next + 1) % ld->napool;
+    }
+    if (ld->echo == ECHO_BATCHES) s->io.v[NST_IO_uses_1]--; /* counted at lend */
     t->s = s;
     t->j = s->assigned++;
     t->epoch = s->epoch;
-    t->index = s->position + t->j; /* the position, until mapped below */
+    if (!t->echo) t->index = s->position + t->j; /* the position, mapped later */
     t->gen = ld->gen;
     if (s->assigned == s->count) {
         ld->prod_open = 0;
@@ -309,6 +607,7 @@ static void take_ticket(struct nostall_loader *ld, worker *w)
     }
     ld->inflight++;
     w->tk_count++;
+    return 1;
 }
 
 /* Record a finished item in its slot (mu held). */
@@ -317,15 +616,26 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
 {
     nst_slot *s = t->s;
     uint32_t j = t->j;
+    if (t->echo) {
+        ld->estore[t->store].pending--;
+        echo_entry_maybe_free(ld, t->store);
+    }
+    if (t->apool != UINT32_MAX) {
+        apool_entry *a = &ld->apool[t->apool];
+        a->state = rc < 0 ? AP_FREE : AP_READY;
+        a->uses = 1;
+        a->label = t->s->labels[t->j];
+        a->index = t->index;
+    }
     s->item_status[j] = rc < 0 ? rc : 0;
-    s->io_storage_bytes += io->storage_bytes;
-    s->io_storage_reads += io->storage_read;
-    s->io_cache_hits += io->cache_hit;
-    s->io_cache_misses += io->cache_miss;
-    s->io_peer_hits += io->peer_hit;
-    s->io_peer_bytes += io->peer_bytes;
-    s->io_http_transfers += io->http_transfers;
-    s->io_http_retries += io->http_retries;
+    s->io.storage_bytes += io->storage_bytes;
+    s->io.storage_reads += io->storage_read;
+    s->io.cache_hits += io->cache_hit;
+    s->io.cache_misses += io->cache_miss;
+    s->io.peer_hits += io->peer_hit;
+    s->io.peer_bytes += io->peer_bytes;
+    s->io.http_transfers += io->http_transfers;
+    s->io.http_retries += io->http_retries;
     if (rc < 0) {
         s->failed++;
         if (ld->on_bad == NOSTALL_BAD_SKIP) {
@@ -364,7 +674,8 @@ static void *worker_main(void *arg)
     for (;;) {
         if (ld->stopped) break;
         uint32_t first = w->tk_count;
-        while (w->tk_count < w->depth && !ld->resetting && open_batch(ld)) take_ticket(ld, w);
+        while (w->tk_count < w->depth && !ld->resetting && open_batch(ld) && take_ticket(ld, w)) {
+        }
         uint32_t taken = w->tk_count - first;
         if (w->tk_count == 0) {
             uint64_t t0 = nst_now_ns();
@@ -378,11 +689,12 @@ static void *worker_main(void *arg)
         uint64_t t0 = nst_now_ns();
         for (uint32_t k = first; k < first + taken; k++) {
             ticket *t = &w->tk[(w->tk_head + k) % w->depth];
-            uint64_t index = nst_sampler_item(&ld->sampler, t->epoch, t->index);
-            t->index = index;
+            if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->index);
+            uint64_t index = t->index;
             t->s->indices[t->j] = index;
             t->s->labels[t->j] = nst_index_label(ld->index, index);
-            nst_fetch_submit(w->fetch, index, nst_index_path(ld->index, index));
+            if (t->echo && !t->produce) nst_fetch_submit_none(w->fetch, index);
+            else nst_fetch_submit(w->fetch, index, nst_index_path(ld->index, index));
         }
         /* Complete the oldest. */
         nst_fetch_req *r = nst_fetch_next(w->fetch);
@@ -401,21 +713,22 @@ static void *worker_main(void *arg)
         }
         STAT_ADD(w->st.cache_hits, io.cache_hit);
         STAT_ADD(w->st.cache_misses, io.cache_miss);
+        uint8_t *dst = t.s->images + (size_t)t.j * ld->item_bytes;
         if (t.gen != STAT_GET(ld->gen_pub)) {
             rc = 0; /* set_state discarded this batch: do not decode */
+        } else if (t.echo) {
+            rc = echo_item(w, &t, r, dst, msg, sizeof msg);
         } else if (r->status < 0) {
             rc = r->status;
             snprintf(msg, sizeof msg, "%s", r->msg);
         } else {
             STAT_ADD(w->st.fetch_items, 1);
             STAT_ADD(w->st.fetch_bytes, r->len);
-            rc = process_item(w, t.epoch, t.index, r->path, r->data, r->len,
-                              t.s->images + (size_t)t.j * ld->item_bytes);
-            if (rc < 0) {
-                const char *detail = nostall_last_error();
-                snprintf(msg, sizeof msg, "%s", detail && *detail ? detail : nostall_strerror(rc));
-            }
+            rc = process_item(w, t.epoch, t.index, 0, r->path, r->data, r->len, dst);
+            if (rc < 0) last_error_into(msg, sizeof msg, rc);
         }
+        if (t.apool != UINT32_MAX && rc == 0)
+            memcpy(ld->apool_pixels + (size_t)t.apool * ld->item_bytes, dst, ld->item_bytes);
         nst_fetch_release(w->fetch);
         w->tk_head = (w->tk_head + 1) % w->depth;
         w->tk_count--;
@@ -423,6 +736,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&ld->mu);
         ld->inflight--;
         if (t.gen != ld->gen) { /* set_state discarded this batch */
+            if (t.apool != UINT32_MAX) ld->apool[t.apool].state = AP_FREE;
             pthread_cond_broadcast(&ld->idle);
             continue;
         }
@@ -499,6 +813,7 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         pthread_condattr_destroy(&ca);
     }
     pthread_cond_init(&ld->idle, NULL);
+    pthread_cond_init(&ld->echo_cv, NULL);
 
     const nst_optval *v = ld->cfg.v;
     ld->batch_size = (uint32_t)v[NOSTALL_OPT_BATCH_SIZE].u;
@@ -554,6 +869,64 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     rc = nst_ring_create(&ld->ring, (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, ld->batch_size,
                          ld->item_bytes);
     if (rc < 0) goto fail;
+    if (v[NOSTALL_OPT_ECHO].u == 1) {
+        ld->echo = ECHO_ADAPTIVE;
+    } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
+        ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
+        ld->echo = ld->echo_point == EP_BATCH ? ECHO_BATCHES : ECHO_ITEMS;
+    }
+    if (ld->echo == ECHO_ADAPTIVE) {
+        size_t ib = ld->item_bytes, bs = ld->batch_size, np = v[NOSTALL_OPT_ECHO_BUFFER].u, bytes;
+        if (np < bs) {
+            rc = nst_error(NOSTALL_E_OPTION,
+                           "%s: echo=adaptive needs echo_buffer (%zu) >= batch_size (%zu): echo "
+                           "batches are drawn from that pool",
+                           fn, np, bs);
+            goto fail;
+        }
+        if (nst_mul_overflow(np, ib, &bytes) || bytes > ((size_t)1 << 40)) {
+            rc = nst_error(NOSTALL_E_OPTION, "%s: echo_buffer %zu x %zu-byte items is too large",
+                           fn, np, ib);
+            goto fail;
+        }
+        ld->napool = (uint32_t)np;
+        ld->echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u;
+        ld->apool = calloc(np, sizeof *ld->apool);
+        ld->apick = calloc(np, sizeof *ld->apick);
+        ld->apool_pixels = malloc(bytes);
+        ld->eslot_images = malloc(ECHO_SLOTS * bs * ib);
+        ld->eslot_labels = calloc(ECHO_SLOTS * bs, sizeof *ld->eslot_labels);
+        ld->eslot_indices = calloc(ECHO_SLOTS * bs, sizeof *ld->eslot_indices);
+        if (!ld->apool || !ld->apick || !ld->apool_pixels || !ld->eslot_images ||
+            !ld->eslot_labels || !ld->eslot_indices) {
+            rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory for the adaptive echo pool (%zu bytes)",
+                           fn, bytes);
+            goto fail;
+        }
+    }
+    if (ld->echo == ECHO_ITEMS) {
+        /* Entries live from an item's first draw to its last use's finish:
+         * at most the pool plus every ticket of the ring's open batches. */
+        uint64_t cap64 = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)ld->ring.nslots * ld->batch_size;
+        if (cap64 > UINT32_MAX - 1) {
+            rc = nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
+            goto fail;
+        }
+        rc = nst_echo_sched_init(&ld->esched, &ld->sampler, v[NOSTALL_OPT_ECHO_FACTOR].d,
+                                 v[NOSTALL_OPT_SEED].u, (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                                 (uint32_t)cap64);
+        if (rc < 0) goto fail;
+        ld->estore = calloc((size_t)cap64, sizeof *ld->estore);
+        if (!ld->estore) {
+            rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory for the echo store", fn);
+            goto fail;
+        }
+        /* The first epoch's length decides the plan reported by info. */
+        uint64_t len0 = epoch_len(ld, 0);
+        ld->batches_per_epoch = ld->drop_last ? len0 / ld->batch_size
+                                              : (len0 + ld->batch_size - 1) / ld->batch_size;
+        ld->items_per_epoch = ld->drop_last ? ld->batches_per_epoch * ld->batch_size : len0;
+    }
 
     ld->fenv.cache = ld->cache;
     ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
@@ -617,6 +990,7 @@ int nostall_loader_stop(nostall_loader *ld)
     pthread_cond_broadcast(&ld->work);
     pthread_cond_broadcast(&ld->ready);
     pthread_cond_broadcast(&ld->idle);
+    pthread_cond_broadcast(&ld->echo_cv);
     pthread_mutex_unlock(&ld->mu);
     return 0;
 }
@@ -642,6 +1016,17 @@ void nostall_loader_free(nostall_loader *ld)
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
     free(ld->skips);
     free(ld->skip_reason);
+    if (ld->estore) {
+        for (uint32_t i = 0; i < ld->esched.store_cap; i++) nst_buf_free(&ld->estore[i].buf);
+        free(ld->estore);
+    }
+    nst_echo_sched_destroy(&ld->esched);
+    free(ld->apool);
+    free(ld->apick);
+    free(ld->apool_pixels);
+    free(ld->eslot_images);
+    free(ld->eslot_labels);
+    free(ld->eslot_indices);
     nst_ring_destroy(&ld->ring);
     nst_cache_free(ld->cache);
     nst_index_free(ld->index);
@@ -650,6 +1035,7 @@ void nostall_loader_free(nostall_loader *ld)
     pthread_cond_destroy(&ld->work);
     pthread_cond_destroy(&ld->ready);
     pthread_cond_destroy(&ld->idle);
+    pthread_cond_destroy(&ld->echo_cv);
     pthread_mutex_destroy(&ld->mu);
     free(ld);
 }
@@ -666,6 +1052,86 @@ static void publish_cons(struct nostall_loader *ld)
 
 static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
                       const char *fn);
+
+static void fill_batch(const struct nostall_loader *ld, nostall_batch *out, void *images,
+                       int64_t *labels, uint64_t *indices, uint32_t count, uint64_t epoch,
+                       uint64_t position, uint64_t seq)
+{
+    out->images = images;
+    out->labels = labels;
+    out->indices = indices;
+    out->count = count;
+    out->channels = 3;
+    out->height = out->width = ld->crop;
+    out->dtype = ld->output == NOSTALL_OUTPUT_FLOAT ? NOSTALL_DTYPE_FLOAT32 : NOSTALL_DTYPE_UINT8;
+    out->layout = ld->output == NOSTALL_OUTPUT_FLOAT ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC;
+    out->item_bytes = ld->item_bytes;
+    out->epoch = epoch;
+    out->position = position;
+    out->sequence = seq;
+}
+
+/* Batch echoing: lends of the batch at `position` of `epoch`. */
+static uint32_t batch_uses(const struct nostall_loader *ld, uint64_t epoch, uint64_t position)
+{
+    double e = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d, whole = floor(e);
+    uint32_t n = (uint32_t)whole;
+    uint64_t h = nst_hash4(ld->cfg.v[NOSTALL_OPT_SEED].u, epoch, position, NST_RNG_ECHO_BATCH);
+    if (e > whole && (double)(h >> 11) * 0x1.0p-53 < e - whole) n++;
+    return n ? n : 1;
+}
+
+/* Adaptive echoing (mu held, no fresh batch ready): assemble a batch of
+ * repeats from the pool into a free echo slot. Entries are drawn at random
+ * among those used fewer than echo_max times; the pixel copies are made
+ * without the lock while the entries are marked as being read. 0 if there
+ * is no free echo slot or too few entries (the caller then waits). */
+static int adaptive_batch(struct nostall_loader *ld, nostall_batch *out)
+{
+    int slot = -1;
+    for (int i = 0; i < ECHO_SLOTS; i++)
+        if (!ld->eslot_lent[i]) slot = i;
+    if (slot < 0 || ld->lent == ld->ring.nslots) return 0;
+    uint32_t n = 0, want = ld->batch_size;
+    for (uint32_t i = 0; i < ld->napool; i++) {
+        apool_entry *a = &ld->apool[i];
+        if (a->state == AP_READY && a->uses < ld->echo_max) ld->apick[n++] = i;
+    }
+    if (n < want) return 0;
+    nst_rng rng;
+    nst_rng_seed(&rng, nst_hash4(ld->cfg.v[NOSTALL_OPT_SEED].u, ld->cons_epoch, ld->adraws++,
+                                 NST_RNG_ECHO_DRAW));
+    for (uint32_t k = 0; k < want; k++) { /* partial Fisher-Yates */
+        uint32_t r = k + (uint32_t)nst_rng_below(&rng, n - k), tmp = ld->apick[k];
+        ld->apick[k] = ld->apick[r];
+        ld->apick[r] = tmp;
+        apool_entry *a = &ld->apool[ld->apick[k]];
+        a->readers++;
+        a->uses++;
+    }
+    ld->eslot_lent[slot] = 1;
+    ld->lent++;
+    size_t ib = ld->item_bytes;
+    uint8_t *img = ld->eslot_images + (size_t)slot * want * ib;
+    int64_t *labels = ld->eslot_labels + (size_t)slot * want;
+    uint64_t *indices = ld->eslot_indices + (size_t)slot * want;
+    pthread_mutex_unlock(&ld->mu);
+    for (uint32_t k = 0; k < want; k++)
+        memcpy(img + (size_t)k * ib, ld->apool_pixels + (size_t)ld->apick[k] * ib, ib);
+    pthread_mutex_lock(&ld->mu);
+    for (uint32_t k = 0; k < want; k++) {
+        apool_entry *a = &ld->apool[ld->apick[k]];
+        labels[k] = a->label;
+        indices[k] = a->index;
+        a->readers--;
+    }
+    fill_batch(ld, out, img, labels, indices, want, ld->cons_epoch, ld->cons_pos,
+               ECHO_SEQ_FLAG | (uint64_t)slot);
+    STAT_ADD(ld->batches_delivered, 1);
+    STAT_ADD(ld->items_delivered, want);
+    STAT_ADD(ld->dlv[NST_IO_echoed], want);
+    return 1;
+}
 
 /* Free passed-over empty batches at the head of the lent queue (mu held). */
 static void release_empties(struct nostall_loader *ld)
@@ -709,7 +1175,9 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
+    uint64_t t_in = nst_now_ns();
     pthread_mutex_lock(&ld->mu);
+    if (ld->cons_last_ns) STAT_ADD(ld->consumer_busy_ns, t_in - ld->cons_last_ns);
     for (;;) {
         if (ld->failed) {
             rc = nst_error_set(ld->failed, ld->failmsg);
@@ -723,7 +1191,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
             rc = NOSTALL_DONE;
             break;
         }
-        if (batch_len(ld, ld->cons_pos) == 0) {
+        if (batch_len(ld, ld->cons_epoch, ld->cons_pos) == 0) {
             ld->cons_epoch++;
             ld->cons_pos = 0;
             publish_cons(ld);
@@ -743,40 +1211,41 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
                 pthread_cond_broadcast(&ld->ready);
                 continue;
             }
-            ld->cons_seq++;
-            ld->cons_pos = s->position + s->count;
-            publish_cons(ld);
-            STAT_ADD(ld->dlv_storage_bytes, s->io_storage_bytes);
-            STAT_ADD(ld->dlv_storage_reads, s->io_storage_reads);
-            STAT_ADD(ld->dlv_cache_hits, s->io_cache_hits);
-            STAT_ADD(ld->dlv_cache_misses, s->io_cache_misses);
-            STAT_ADD(ld->dlv_peer_hits, s->io_peer_hits);
-            STAT_ADD(ld->dlv_peer_bytes, s->io_peer_bytes);
-            STAT_ADD(ld->dlv_http_transfers, s->io_http_transfers);
-            STAT_ADD(ld->dlv_http_retries, s->io_http_retries);
+            if (s->lends_left == 0) { /* first lend of this batch */
+                s->lends_left = 1;
+                if (ld->echo == ECHO_BATCHES) {
+                    uint32_t u = batch_uses(ld, s->epoch, s->position);
+                    s->lends_left = u;
+                    s->io.v[u <= 4 ? NST_IO_uses_1 + u - 1 : u <= 8 ? NST_IO_uses_5_8
+                                                                   : NST_IO_uses_9_up] +=
+                        s->delivered;
+                }
+                if (s->delivered == 0) s->lends_left = 1; /* nothing to repeat */
+                for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], s->io.v[i]);
+            } else { /* batch echoing: a repeat, right after the previous lend */
+                STAT_ADD(ld->dlv[NST_IO_echoed], s->delivered);
+                STAT_ADD(ld->dlv[NST_IO_distance], s->delivered);
+            }
+            if (--s->lends_left == 0) {
+                ld->cons_seq++;
+                ld->cons_pos = s->position + s->count;
+                publish_cons(ld);
+                s->state = NST_SLOT_LENT; /* stays READY while repeats remain */
+            }
             if (s->delivered == 0) { /* every item was bad and skipped */
-                s->state = NST_SLOT_LENT; /* not counted in `lent` */
-                release_empties(ld);
+                release_empties(ld); /* LENT and not counted in `lent` */
                 continue;
             }
-            s->state = NST_SLOT_LENT;
+            s->lends_out++;
             ld->lent++;
-            out->images = s->images;
-            out->labels = s->labels;
-            out->indices = s->indices;
-            out->count = s->delivered;
-            out->channels = 3;
-            out->height = out->width = ld->crop;
-            out->dtype = ld->output == NOSTALL_OUTPUT_FLOAT ? NOSTALL_DTYPE_FLOAT32
-                                                             : NOSTALL_DTYPE_UINT8;
-            out->layout = ld->output == NOSTALL_OUTPUT_FLOAT ? NOSTALL_LAYOUT_NCHW
-                                                              : NOSTALL_LAYOUT_NHWC;
-            out->item_bytes = ld->item_bytes;
-            out->epoch = s->epoch;
-            out->position = s->position;
-            out->sequence = s->seq;
+            fill_batch(ld, out, s->images, s->labels, s->indices, s->delivered, s->epoch,
+                       s->position, s->seq);
             STAT_ADD(ld->batches_delivered, 1);
             STAT_ADD(ld->items_delivered, s->delivered);
+            rc = 0;
+            break;
+        }
+        if (ld->echo == ECHO_ADAPTIVE && adaptive_batch(ld, out)) {
             rc = 0;
             break;
         }
@@ -794,6 +1263,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
         }
         waited += nst_now_ns() - t0;
     }
+    ld->cons_last_ns = rc == 0 ? nst_now_ns() : 0; /* the step runs between batches */
     pthread_mutex_unlock(&ld->mu);
     if (waited) STAT_ADD(ld->wait_ns, waited);
     return rc;
@@ -807,14 +1277,27 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
     if (!ld || !b) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
     pthread_mutex_lock(&ld->mu);
+    if (b->sequence & ECHO_SEQ_FLAG) { /* an adaptive echo batch */
+        uint64_t i = b->sequence & ~ECHO_SEQ_FLAG;
+        if (ld->echo != ECHO_ADAPTIVE || i >= ECHO_SLOTS || !ld->eslot_lent[i] ||
+            b->images != ld->eslot_images + i * ld->batch_size * ld->item_bytes) {
+            rc = nst_error(NOSTALL_E_INVALID, "%s: not a lent echo batch", fn);
+        } else {
+            ld->eslot_lent[i] = 0;
+            ld->lent--;
+        }
+        pthread_mutex_unlock(&ld->mu);
+        return rc;
+    }
     nst_slot *s = &ld->ring.slots[ld->released % ld->ring.nslots];
-    if (ld->lent == 0 || s->state != NST_SLOT_LENT || b->sequence != ld->released ||
+    if (ld->lent == 0 || s->lends_out == 0 ||
+        (s->state != NST_SLOT_LENT && s->state != NST_SLOT_READY) || b->sequence != ld->released ||
         b->images != s->images) {
         rc = nst_error(NOSTALL_E_INVALID,
                        "%s: not the oldest lent batch (batches are released in order)", fn);
     } else {
         ld->lent--;
-        release_oldest(ld);
+        if (--s->lends_out == 0 && s->state == NST_SLOT_LENT) release_oldest(ld);
     }
     pthread_mutex_unlock(&ld->mu);
     return rc;
@@ -842,11 +1325,13 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     nst_error_clear();
     if (!ld || !st) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
-    if (st->position > ld->sampler.per_rank)
-        return nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
-                         (unsigned long long)st->position,
-                         (unsigned long long)ld->sampler.per_rank);
     pthread_mutex_lock(&ld->mu);
+    uint64_t len = epoch_len(ld, st->epoch);
+    if (st->position > len) {
+        rc = nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
+                       (unsigned long long)st->position, (unsigned long long)len);
+        goto out;
+    }
     if (ld->lent) {
         rc = nst_error(NOSTALL_E_STATE, "%s: %u batch(es) still lent; release them first", fn,
                        ld->lent);
@@ -859,6 +1344,7 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     ld->resetting = 1;
     ld->gen++;
     atomic_store_explicit(&ld->gen_pub, ld->gen, memory_order_relaxed);
+    pthread_cond_broadcast(&ld->echo_cv); /* echoed uses waiting on a discarded producer */
     while (ld->inflight && !ld->stopped) pthread_cond_wait(&ld->idle, &ld->mu);
     if (ld->stopped) {
         ld->resetting = 0;
@@ -866,6 +1352,15 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
         goto out;
     }
     nst_ring_reset(&ld->ring);
+    if (ld->echo == ECHO_ITEMS) {
+        for (uint32_t i = 0; i < ld->esched.store_cap; i++) {
+            ld->estore[i].state = ES_EMPTY;
+            ld->estore[i].pending = 0;
+            ld->estore[i].closed = 0;
+        }
+        nst_echo_store_reset(&ld->esched);
+        echo_epoch_start(ld, st->epoch, st->position);
+    }
     ld->prod_epoch = ld->cons_epoch = st->epoch;
     ld->prod_pos = ld->cons_pos = st->position;
     ld->prod_seq = ld->cons_seq = ld->released = 0;
@@ -930,6 +1425,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     s.batches_delivered = STAT_GET(ld->batches_delivered);
     s.items_delivered = STAT_GET(ld->items_delivered);
     s.consumer_wait_ns = STAT_GET(ld->wait_ns);
+    s.consumer_busy_ns = STAT_GET(ld->consumer_busy_ns);
     for (uint32_t i = 0; i < ld->nthreads; i++) {
         worker_stats *w = &ld->workers[i].st;
         s.fetch_items += STAT_GET(w->fetch_items);
@@ -942,20 +1438,30 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.augment_bytes += STAT_GET(w->augment_bytes);
         s.augment_busy_ns += STAT_GET(w->augment_ns);
         s.worker_idle_ns += STAT_GET(w->idle_ns);
+        s.upstream_busy_ns += STAT_GET(w->fetch_ns) + STAT_GET(w->decode_ns) + STAT_GET(w->augment_ns);
         s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
     }
     /* Storage and cache counts are those of the delivered batches' items,
      * so a snapshot at an epoch end covers exactly that epoch's items (work
      * already done for batches not yet delivered is counted when they are). */
-    s.storage_reads = STAT_GET(ld->dlv_storage_reads);
-    s.storage_bytes_read = STAT_GET(ld->dlv_storage_bytes);
-    s.cache_hits = STAT_GET(ld->dlv_cache_hits);
-    s.cache_misses = STAT_GET(ld->dlv_cache_misses);
-    s.peer_hits = STAT_GET(ld->dlv_peer_hits);
-    s.peer_bytes = STAT_GET(ld->dlv_peer_bytes);
-    s.http_transfers = STAT_GET(ld->dlv_http_transfers);
-    s.http_retries = STAT_GET(ld->dlv_http_retries);
-    if (ld->cache) {
+    s.storage_reads = STAT_GET(ld->dlv[NST_IO_storage_reads]);
+    s.storage_bytes_read = STAT_GET(ld->dlv[NST_IO_storage_bytes]);
+    s.cache_hits = STAT_GET(ld->dlv[NST_IO_cache_hits]);
+    s.cache_misses = STAT_GET(ld->dlv[NST_IO_cache_misses]);
+    s.peer_hits = STAT_GET(ld->dlv[NST_IO_peer_hits]);
+    s.peer_bytes = STAT_GET(ld->dlv[NST_IO_peer_bytes]);
+    s.http_transfers = STAT_GET(ld->dlv[NST_IO_http_transfers]);
+    s.http_retries = STAT_GET(ld->dlv[NST_IO_http_retries]);
+    s.fresh_items = STAT_GET(ld->dlv[NST_IO_fresh]);
+    s.echoed_items = STAT_GET(ld->dlv[NST_IO_echoed]);
+    s.echo_uses_1 = STAT_GET(ld->dlv[NST_IO_uses_1]);
+    s.echo_uses_2 = STAT_GET(ld->dlv[NST_IO_uses_2]);
+    s.echo_uses_3 = STAT_GET(ld->dlv[NST_IO_uses_3]);
+    s.echo_uses_4 = STAT_GET(ld->dlv[NST_IO_uses_4]);
+    s.echo_uses_5_8 = STAT_GET(ld->dlv[NST_IO_uses_5_8]);
+    s.echo_uses_9_up = STAT_GET(ld->dlv[NST_IO_uses_9_up]);
+    s.echo_batch_duplicates = STAT_GET(ld->dlv[NST_IO_dups]);
+    s.echo_repeat_distance = STAT_GET(ld->dlv[NST_IO_distance]);    if (ld->cache) {
         nst_cache_stats cs;
         nst_cache_stats_get(ld->cache, &cs);
         s.cache_bytes = cs.bytes;

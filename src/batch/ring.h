@@ -25,6 +25,27 @@ enum { NST_SLOT_FREE = 0, NST_SLOT_FILLING, NST_SLOT_READY, NST_SLOT_LENT };
 /* item_status value while the item is not finished. */
 #define NST_ITEM_PENDING 1
 
+/* Per-batch accounting: where its items came from, and echoing. */
+#define NST_SLOT_IO_FIELDS(X)                                                  \
+    X(storage_bytes) X(storage_reads) X(cache_hits) X(cache_misses)            \
+    X(peer_hits) X(peer_bytes) X(http_transfers) X(http_retries)               \
+    X(fresh) X(echoed) X(uses_1) X(uses_2) X(uses_3) X(uses_4) X(uses_5_8)      \
+    X(uses_9_up) X(dups) X(distance)
+enum {
+#define NST_SLOT_IO_ID_(f) NST_IO_##f,
+    NST_SLOT_IO_FIELDS(NST_SLOT_IO_ID_)
+#undef NST_SLOT_IO_ID_
+    NST_IO_COUNT_
+};
+typedef union nst_slot_io {
+    struct {
+#define NST_SLOT_IO_FIELD_(f) uint64_t f;
+        NST_SLOT_IO_FIELDS(NST_SLOT_IO_FIELD_)
+#undef NST_SLOT_IO_FIELD_
+    };
+    uint64_t v[NST_IO_COUNT_];
+} nst_slot_io;
+
 typedef struct nst_slot {
     uint8_t *images;    /* batch_size * item_bytes                       */
     int64_t *labels;    /* batch_size                                    */
@@ -39,10 +60,12 @@ typedef struct nst_slot {
     uint32_t done;      /* items finished                                */
     uint32_t failed;    /* items that failed                             */
     uint32_t delivered; /* items left after compaction                   */
-    /* fetch accounting of this batch's items, so counters can be reported
-     * per delivered batch (exact per epoch despite prefetching) */
-    uint64_t io_storage_bytes, io_storage_reads, io_cache_hits, io_cache_misses;
-    uint64_t io_peer_hits, io_peer_bytes, io_http_transfers, io_http_retries;
+    uint32_t lends_left; /* batch echoing: lends still to make (0: not
+                            lent yet)                                     */
+    uint32_t lends_out;  /* lends not yet released                        */
+    /* accounting of this batch's items, reported when it is delivered
+     * (exact per epoch despite preparing ahead) */
+    nst_slot_io io;
     int error;          /* fail policy: first failing item's status      */
     uint32_t error_item;
     char errmsg[NST_ERROR_MAX - 64];

@@ -32,7 +32,13 @@ static inline uint64_t nst_hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 enum {
     NST_RNG_ORDER = 1,   /* item order of an epoch    */
     NST_RNG_AUGMENT = 2, /* per-item augmentation     */
+    NST_RNG_ECHO_USES = 3, /* echoing: uses of an item  */
+    NST_RNG_ECHO_DRAW = 4, /* echoing: pool draws        */
+    NST_RNG_ECHO_BATCH = 5, /* batch echoing: uses of a batch */
 };
+/* Augmentation of the k-th echoed copy of an item (k = 0: the item's own
+ * stream, as without echoing). */
+#define NST_RNG_AUGMENT_COPY(k) (NST_RNG_AUGMENT + ((uint64_t)(k) << 8))
 
 typedef struct nst_rng {
     uint64_t state;

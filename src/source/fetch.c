@@ -244,9 +244,8 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     finish_read(f, r);
 }
 
-void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
+static nst_fetch_req *push(nst_fetcher *f, uint64_t index, const char *path)
 {
-    const nst_fetch_env *env = f->env;
     nst_fetch_req *r = &f->reqs[(f->head + f->count) % f->depth];
     f->count++;
     r->index = index;
@@ -259,7 +258,15 @@ void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
     r->wait_ns = 0;
     r->deadline = 0;
     r->state = REQ_DONE;
+    return r;
+}
 
+void nst_fetch_submit_none(nst_fetcher *f, uint64_t index) { push(f, index, ""); }
+
+void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
+{
+    const nst_fetch_env *env = f->env;
+    nst_fetch_req *r = push(f, index, path);
     if (env->cache) {
         const uint8_t *data;
         size_t len;

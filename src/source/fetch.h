@@ -88,6 +88,10 @@ uint32_t nst_fetch_room(const nst_fetcher *f);
 /* Start fetching item `index` at `path` (needs room). Never fails: errors
  * are reported by nst_fetch_next for this item. */
 void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path);
+/* Queue an entry that fetches nothing (an echoed use whose data is held
+ * elsewhere), keeping the FIFO in ticket order; it completes at once with
+ * data NULL. */
+void nst_fetch_submit_none(nst_fetcher *f, uint64_t index);
 /* Complete the oldest pending fetch and return it (still counted pending
  * until released). NULL only when stop was set while waiting. */
 nst_fetch_req *nst_fetch_next(nst_fetcher *f);
