@@ -53,6 +53,7 @@ if "$CLI" bench "$TMP/data" --no-such-flag 2> "$TMP/err"; then fail "unknown fla
 grep -q "no-such-flag" "$TMP/err" || fail "unknown flag not named"
 if "$CLI" bench "$TMP/missing" 2> "$TMP/err"; then fail "missing dataset accepted"; fi
 grep -q "$TMP/missing" "$TMP/err" || fail "missing path not named"
-"$CLI" bench --help | grep -q -- "--batch-size" || fail "--help lacks --batch-size"
+"$CLI" bench --help > "$TMP/help"
+grep -q -- "--batch-size" "$TMP/help" || fail "--help lacks --batch-size"
 "$CLI" --help > /dev/null || fail "--help"
 echo "PASS"

@@ -100,6 +100,34 @@ static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per
     fflush(stderr);
 }
 
+/* Data echoing as seen in the stats: achieved factor, and R (upstream time
+ * per fresh item over the consumer's step time per item) when the consumer
+ * did work between batches. */
+typedef struct echo_summary {
+    double factor, dups_per_batch, mean_distance, r_est;
+    int echoing, warn;
+} echo_summary;
+
+static echo_summary echo_summarize(const nostall_stats *st, const nostall_config *cfg)
+{
+    echo_summary e = {0};
+    double want = 1;
+    nostall_config_get_double(cfg, NOSTALL_OPT_ECHO_FACTOR, &want);
+    uint64_t mode = 0;
+    nostall_config_get_uint(cfg, NOSTALL_OPT_ECHO, &mode);
+    e.echoing = st->echoed_items > 0 || want > 1 || mode == 1;
+    e.factor = st->fresh_items ? (double)st->items_delivered / (double)st->fresh_items : 0;
+    e.dups_per_batch = st->batches_delivered ? (double)st->echo_batch_duplicates / (double)st->batches_delivered : 0;
+    e.mean_distance = st->echoed_items ? (double)st->echo_repeat_distance / (double)st->echoed_items : 0;
+    if (st->consumer_busy_ns && st->fresh_items && st->items_delivered && st->threads) {
+        double up = (double)st->upstream_busy_ns / st->threads / (double)st->fresh_items;
+        double down = (double)st->consumer_busy_ns / (double)st->items_delivered;
+        e.r_est = down > 0 ? up / down : 0;
+    }
+    e.warn = mode == 0 && want > 1 && e.r_est > 0 && want > e.r_est * 1.1;
+    return e;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *data = NULL;
@@ -307,7 +335,19 @@ int cmd_bench(int argc, char **argv)
                     recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
                     recs[e].stall_seconds, recs[e].storage_bytes_read, recs[e].storage_reads,
                     recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes);
-        fprintf(f, "], \"config\": {");
+        fprintf(f, "]");
+        echo_summary es = echo_summarize(&st, cfg);
+        fprintf(f, ", \"echo\": {\"fresh_items\": %" PRIu64 ", \"echoed_items\": %" PRIu64
+                   ", \"achieved_factor\": %.6f, \"uses_histogram\": {\"1\": %" PRIu64
+                   ", \"2\": %" PRIu64 ", \"3\": %" PRIu64 ", \"4\": %" PRIu64
+                   ", \"5-8\": %" PRIu64 ", \"9+\": %" PRIu64 "}, \"duplicates_per_batch\": %.6f"
+                   ", \"mean_repeat_distance\": %.3f, \"estimated_R\": %.4f, \"warning\": ",
+                st.fresh_items, st.echoed_items, es.factor, st.echo_uses_1, st.echo_uses_2,
+                st.echo_uses_3, st.echo_uses_4, st.echo_uses_5_8, st.echo_uses_9_up,
+                es.dups_per_batch, es.mean_distance, es.r_est);
+        if (es.warn) fprintf(f, "\"echo_factor exceeds the estimated R: repeats beyond R only slow training\"}");
+        else fprintf(f, "null}");
+        fprintf(f, ", \"config\": {");
         for (int i = 0; i < nostall_option_count(); i++) {
             nostall_option_info oi;
             char val[256];
@@ -355,6 +395,17 @@ int cmd_bench(int argc, char **argv)
                st.storage_reads);
         if (st.storage_wait_ns) printf(" (%.2f s of emulated delay)", st.storage_wait_ns * 1e-9);
         printf("\n");
+        echo_summary es = echo_summarize(&st, cfg);
+        if (es.echoing) {
+            printf("  echo        %" PRIu64 " fresh + %" PRIu64 " repeats: %.3f uses per item; "
+                   "%.2f duplicates per batch; repeats %.1f items apart",
+                   st.fresh_items, st.echoed_items, es.factor, es.dups_per_batch, es.mean_distance);
+            if (es.r_est > 0) printf("; estimated R %.2f", es.r_est);
+            printf("\n");
+            if (es.warn)
+                fprintf(stderr, "nostall bench: warning: echo_factor exceeds the estimated R (%.2f): "
+                                "repeats beyond R only slow training\n", es.r_est);
+        }
         printf("  skipped     %" PRIu64 " bad item(s)", nskip);
         if (nskip) printf(":");
         printf("\n");
