@@ -154,7 +154,7 @@ static void test_list(const char *tmp)
                "img/one.jpg\t3\n"
                "\n"
                "/abs/two.png\t0\r\n"
-               "s3://bucket/three.jpg\t7\n"
+               "HTTPS://bucket.example/three.jpg\t7\n"
                "with space.jpg\t12\r\n"
                "\r\n"
                "last.jpg\t1"); /* no final newline */
@@ -165,7 +165,7 @@ static void test_list(const char *tmp)
         CHECK(path_is(ix, 0, dir, "img/one.jpg"));
         CHECK(nst_index_path(ix, 1) && strcmp(nst_index_path(ix, 1), "/abs/two.png") == 0);
         CHECK(nst_index_path(ix, 2) &&
-              strcmp(nst_index_path(ix, 2), "s3://bucket/three.jpg") == 0);
+              strcmp(nst_index_path(ix, 2), "HTTPS://bucket.example/three.jpg") == 0);
         CHECK(path_is(ix, 3, dir, "with space.jpg"));
         CHECK(path_is(ix, 4, dir, "last.jpg"));
         CHECK_EQ(nst_index_label(ix, 0), 3);
@@ -189,6 +189,21 @@ static void test_list(const char *tmp)
         nst_index_free(ix);
     }
 
+    /* "://" not after a scheme at the start: an ordinary relative path. */
+    write_file(dir, "odd.txt", "sub/odd://name.jpg\t0\nhttp://h:8080/x.jpg\t1\n");
+    snprintf(list, sizeof list, "%s/odd.txt", dir);
+    ix = NULL;
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        CHECK(path_is(ix, 0, dir, "sub/odd://name.jpg"));
+        CHECK(strcmp(nst_index_path(ix, 1), "http://h:8080/x.jpg") == 0);
+        nst_index_free(ix);
+    }
+    write_file(dir, "s3.txt", "s3://bucket/a.jpg\t0\n");
+    snprintf(list, sizeof list, "%s/s3.txt", dir);
+    CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "scheme 's3://'") != NULL);
+
     /* Malformed lines: E_DATASET naming the list and the line number. */
     static const struct {
         const char *text;
@@ -203,6 +218,11 @@ static void test_list(const char *tmp)
         {"a.jpg\t1\n\t5\n", ":2:"},                          /* empty path */
         {"a.jpg\t 1\n", ":1:"},
         {"a.jpg\t1x\n", ":1:"},
+        /* URLs: only http:// and https:// */
+        {"http://h/a.jpg\t1\ns3://bucket/b.jpg\t2\n", ":2:"},
+        {"ftp://h/a.jpg\t1\n", ":1:"},
+        {"file:///abs/a.jpg\t1\n", ":1:"},
+        {"# c\nhttps://h/a.jpg\t1\ngs+x.y-z://b/c.jpg\t1\n", ":3:"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_file(dir, "bad.txt", bad[i].text);

@@ -33,6 +33,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "source/http.h"
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64
@@ -403,6 +404,12 @@ static int parse_label(const char *s, int64_t *out)
     return 0;
 }
 
+/* Locale-free: 'A'-'Z', 'a'-'z'. */
+static int ascii_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
 static int build_list(nst_index *ix, const char *list)
 {
     int rc = NOSTALL_OK;
@@ -460,7 +467,22 @@ static int build_list(nst_index *ix, const char *list)
         }
         *tab = '\0';
         size_t plen = (size_t)(tab - line);
-        int verbatim = line[0] == '/' || strstr(line, "://") != NULL;
+        /* A URL: "scheme://" at the start, the scheme a letter followed by
+         * letters, digits, '+', '-' or '.'. Only http(s) can be fetched. */
+        const char *sep = strstr(line, "://");
+        int is_url = sep != NULL && sep > line && ascii_alpha(line[0]);
+        for (const char *c = line; is_url && c < sep; c++)
+            if (!ascii_alpha(*c) && !(*c >= '0' && *c <= '9') && *c != '+' &&
+                *c != '-' && *c != '.')
+                is_url = 0;
+        if (is_url && !nst_http_is_url(line)) {
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "index: %s:%llu: unsupported URL scheme '%.*s://' in "
+                           "'%.200s' (only http:// and https:// are fetched)",
+                           list, lineno, (int)(sep - line < 32 ? sep - line : 32), line, line);
+            goto err;
+        }
+        int verbatim = line[0] == '/' || is_url;
         if (index_add(ix, verbatim ? NULL : list, verbatim ? 0 : dlen, line,
                       plen, NULL, 0, label)) {
             rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory",

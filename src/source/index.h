@@ -16,8 +16,12 @@
  *     directory. Empty lines and lines starting with '#' are skipped; a
  *     trailing '\r' is removed. Any other malformed line fails the build with
  *     E_DATASET naming the list file and line number. Paths are stored
- *     verbatim when absolute or when they contain "://" (URLs, for later
- *     readers); otherwise joined with the list's directory.
+ *     verbatim when absolute or when they are URLs; otherwise joined with
+ *     the list's directory. A URL is a line starting "scheme://" (scheme: a
+ *     letter, then letters, digits, '+', '-', '.'); only http:// and
+ *     https:// (any case) are accepted, any other scheme fails the build
+ *     with E_DATASET naming the list file and line. ("a/b://c.jpg" is a
+ *     relative path.)
  *
  * An empty dataset (no items) is an error (E_DATASET). Every error message
  * names the path involved. Storage: one char arena for all paths plus an

@@ -1,0 +1,568 @@
+/*
+ * http.c — the HTTP(S) source on libcurl's multi interface (see http.h).
+ *
+ * One nst_http owns a multi handle and a fixed pool of max_inflight slots,
+ * each with an easy handle configured once at create. A slot is FREE,
+ * ACTIVE (its easy handle is in the multi handle), PARKED (waiting for its
+ * retry time, not in the multi handle) or DONE (finished for good, waiting
+ * to be reported by nst_http_wait, oldest first). Callbacks run inside
+ * curl_multi_perform on the owning thread and touch only their slot and the
+ * slot's destination buffer. Called by one worker thread per handle;
+ * nst_http_wakeup by any thread (curl_multi_wakeup is thread-safe).
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "source/http.h"
+
+#define NST_STR2_(x) #x
+#define NST_STR_(x) NST_STR2_(x)
+#define NST_HTTP_UA                                                            \
+    "nostall/" NST_STR_(NOSTALL_VERSION_MAJOR) "." NST_STR_(                   \
+        NOSTALL_VERSION_MINOR) "." NST_STR_(NOSTALL_VERSION_PATCH)
+
+enum { SLOT_FREE, SLOT_ACTIVE, SLOT_PARKED, SLOT_DONE };
+enum { DEFAULT_BACKOFF_MS = 50, DEFAULT_TIMEOUT_MS = 30000, STOP_POLL_MS = 20,
+       MAX_REDIRS = 5, REASON_MAX = 384 };
+
+typedef struct slot {
+    CURL *easy;
+    struct nst_http *h;
+    int state;
+    char *url;                 /* copy of the submitted URL (grow-only) */
+    size_t urlcap;
+    nst_buf *buf;              /* caller's destination */
+    uint64_t tag;
+    size_t len;                /* body bytes received in this attempt */
+    int64_t clen;              /* Content-Length of the current response, -1 unknown */
+    long code;                 /* status of the current response's header block */
+    int hdr_done;              /* the current header block ended */
+    int fail_status;           /* set by a callback: final failure (no retry) */
+    uint32_t attempts;
+    uint64_t retry_at_ns;
+    uint64_t done_seq;
+    int status;                /* final status when DONE */
+    char reason[REASON_MAX];   /* why the last attempt failed */
+    char msg[512];             /* final message when DONE */
+    char errbuf[CURL_ERROR_SIZE];
+} slot;
+
+struct nst_http {
+    CURLM *multi;
+    nst_http_opts o;
+    slot *slots;
+    uint32_t inflight;         /* slots not FREE */
+    uint64_t seq;
+};
+
+/* ---- process-wide init ------------------------------------------------- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static CURLcode g_init_rc = CURLE_FAILED_INIT;
+
+static void global_init(void)
+{
+    g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int nst_http_is_url(const char *path)
+{
+    if (!path) return 0;
+    return strncasecmp(path, "http://", 7) == 0 || strncasecmp(path, "https://", 8) == 0;
+}
+
+static void set_reason(slot *s, const char *fmt, ...) NST_PRINTF(2, 3);
+static void set_reason(slot *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->reason, sizeof s->reason, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- callbacks (inside curl_multi_perform) ------------------------------ */
+
+static int starts_with_ci(const char *b, size_t n, const char *lit)
+{
+    size_t l = strlen(lit);
+    return n >= l && strncasecmp(b, lit, l) == 0;
+}
+
+static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
+{
+    slot *s = ud;
+    size_t n = size * nitems;
+    nst_http_opts *o = &s->h->o;
+
+    if (starts_with_ci(b, n, "HTTP/")) {
+        /* A new response (after a redirect or a 1xx): start over. */
+        long code = 0;
+        size_t i = 5;
+        while (i < n && b[i] != ' ') i++;
+        while (i < n && b[i] == ' ') i++;
+        for (int d = 0; d < 3 && i < n && b[i] >= '0' && b[i] <= '9'; d++, i++)
+            code = code * 10 + (b[i] - '0');
+        s->code = code;
+        s->clen = -1;
+        s->hdr_done = 0;
+        return n;
+    }
+    if (s->hdr_done) return n; /* trailers */
+    if (starts_with_ci(b, n, "content-length:")) {
+        size_t i = 15;
+        int64_t v = 0;
+        int any = 0;
+        while (i < n && (b[i] == ' ' || b[i] == '\t')) i++;
+        for (; i < n && b[i] >= '0' && b[i] <= '9'; i++) {
+            if (v > (INT64_MAX - 9) / 10) break;
+            v = v * 10 + (b[i] - '0');
+            any = 1;
+        }
+        if (any) s->clen = v;
+        return n;
+    }
+    if ((n == 2 && b[0] == '\r' && b[1] == '\n') || (n == 1 && b[0] == '\n')) {
+        s->hdr_done = 1;
+        if (s->code != 200 || s->clen < 0) return n;
+        if (o->max_bytes && (uint64_t)s->clen > o->max_bytes) {
+            s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
+            set_reason(s, "Content-Length %lld is over the limit of %llu bytes",
+                       (long long)s->clen, (unsigned long long)o->max_bytes);
+            return 0; /* abort the transfer */
+        }
+        if ((uint64_t)s->clen > SIZE_MAX) {
+            s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
+            set_reason(s, "Content-Length %lld does not fit in memory", (long long)s->clen);
+            return 0;
+        }
+        /* Size the buffer once (nothing received yet in this attempt). */
+        if (s->len == 0 && (size_t)s->clen > s->buf->cap &&
+            nst_buf_reserve(s->buf, (size_t)s->clen) < 0) {
+            s->fail_status = NOSTALL_E_NOMEM;
+            set_reason(s, "cannot allocate %lld bytes for the body", (long long)s->clen);
+            return 0;
+        }
+    }
+    return n;
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    slot *s = ud;
+    size_t n = size * nmemb, need;
+    nst_http_opts *o = &s->h->o;
+
+    if (s->code != 200) return n; /* an error page: not the item */
+    if (nst_add_overflow(s->len, n, &need) ||
+        (o->max_bytes && (uint64_t)need > o->max_bytes)) {
+        s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
+        set_reason(s, "body over the limit of %llu bytes",
+                   (unsigned long long)o->max_bytes);
+        return 0;
+    }
+    nst_buf *b = s->buf;
+    if (need > b->cap) {
+        /* Unknown length (or a server sending more than announced): grow
+         * geometrically, keeping what arrived. */
+        size_t want = need;
+        if (b->cap <= SIZE_MAX / 2 && b->cap * 2 > want) want = b->cap * 2;
+        if (want < 65536) want = 65536;
+        if (o->max_bytes && want > o->max_bytes && need <= o->max_bytes)
+            want = (size_t)o->max_bytes;
+        nst_buf nb = {0};
+        if (nst_buf_reserve(&nb, want) < 0) {
+            s->fail_status = NOSTALL_E_NOMEM;
+            set_reason(s, "cannot allocate %zu bytes for the body", want);
+            return 0;
+        }
+        if (s->len) memcpy(nb.data, b->data, s->len);
+        nst_buf_free(b);
+        *b = nb;
+    }
+    memcpy(b->data + s->len, ptr, n);
+    s->len = need;
+    return n;
+}
+
+/* ---- transfers ------------------------------------------------------------ */
+
+static int setup_easy(nst_http *h, slot *s)
+{
+    CURL *e = s->easy;
+    const nst_http_opts *o = &h->o;
+    CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                          \
+    do {                                                                       \
+        if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val);                \
+    } while (0)
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_PRIVATE, (void *)s);
+    SET(CURLOPT_WRITEFUNCTION, on_body);
+    SET(CURLOPT_WRITEDATA, (void *)s);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, (void *)s);
+    SET(CURLOPT_ERRORBUFFER, s->errbuf);
+    SET(CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
+    SET(CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
+    SET(CURLOPT_FOLLOWLOCATION, 1L);
+    SET(CURLOPT_MAXREDIRS, (long)MAX_REDIRS);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    SET(CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    SET(CURLOPT_USERAGENT, NST_HTTP_UA);
+    SET(CURLOPT_SSL_VERIFYPEER, o->verify_tls ? 1L : 0L);
+    SET(CURLOPT_SSL_VERIFYHOST, o->verify_tls ? 2L : 0L);
+    SET(CURLOPT_TCP_KEEPALIVE, 1L);
+#undef SET
+    if (rc != CURLE_OK)
+        return nst_error(rc == CURLE_OUT_OF_MEMORY ? NOSTALL_E_NOMEM : NOSTALL_E_IO,
+                         "http: cannot configure a transfer: %s", curl_easy_strerror(rc));
+    return 0;
+}
+
+/* Start (or restart) an attempt: the easy handle goes into the multi handle. */
+static int start_attempt(nst_http *h, slot *s)
+{
+    s->len = 0;
+    s->clen = -1;
+    s->code = 0;
+    s->hdr_done = 0;
+    s->fail_status = 0;
+    s->errbuf[0] = '\0';
+    s->reason[0] = '\0';
+    s->attempts++;
+    CURLMcode mc = curl_multi_add_handle(h->multi, s->easy);
+    if (mc != CURLM_OK)
+        return nst_error(mc == CURLM_OUT_OF_MEMORY ? NOSTALL_E_NOMEM : NOSTALL_E_IO,
+                         "http: %.300s: cannot start the transfer: %s", s->url,
+                         curl_multi_strerror(mc));
+    s->state = SLOT_ACTIVE;
+    return 0;
+}
+
+static void finish(nst_http *h, slot *s, int status)
+{
+    s->state = SLOT_DONE;
+    s->status = status;
+    s->done_seq = ++h->seq;
+    if (status < 0) {
+        int n = snprintf(s->msg, sizeof s->msg, "http: %.300s: %s", s->url, s->reason);
+        if (n > 0 && (size_t)n < sizeof s->msg && s->attempts > 1)
+            snprintf(s->msg + n, sizeof s->msg - (size_t)n, " (after %u attempts)",
+                     s->attempts);
+    } else {
+        s->msg[0] = '\0';
+    }
+}
+
+static int curl_transient(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_HTTP2:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_HTTP2_STREAM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static uint64_t backoff_ms(const nst_http_opts *o, uint32_t retry_no)
+{
+    uint64_t d = o->backoff_ms;
+    for (uint32_t i = 1; i < retry_no && d < NST_HTTP_MAX_BACKOFF_MS; i++) d *= 2;
+    return d < NST_HTTP_MAX_BACKOFF_MS ? d : NST_HTTP_MAX_BACKOFF_MS;
+}
+
+/* One attempt of s ended with rc: finish it, or park it for a retry. */
+static void attempt_ended(nst_http *h, slot *s, CURLcode rc)
+{
+    int transient = 0, status = NOSTALL_E_IO;
+    long code = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+    const char *detail = s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc);
+
+    if (s->fail_status) {
+        status = s->fail_status; /* reason set by the callback */
+    } else if (rc == CURLE_OK) {
+        if (code == 200) {
+            if (s->len > 0) {
+                finish(h, s, 0);
+                return;
+            }
+            status = NOSTALL_E_EMPTY;
+            set_reason(s, "empty body (HTTP 200 with 0 bytes)");
+        } else if (code == 404 || code == 410) {
+            status = NOSTALL_E_NOT_FOUND;
+            set_reason(s, "HTTP %ld (not found)", code);
+        } else if (code == 401 || code == 403) {
+            status = NOSTALL_E_PERMISSION;
+            set_reason(s, "HTTP %ld (permission denied)", code);
+        } else if (code == 429 || (code >= 500 && code <= 599)) {
+            transient = 1;
+            set_reason(s, "HTTP %ld", code);
+        } else if (code >= 300 && code <= 399) {
+            set_reason(s, "HTTP %ld (redirect not followed)", code);
+        } else {
+            set_reason(s, "HTTP %ld (unexpected status)", code);
+        }
+    } else if (rc == CURLE_PARTIAL_FILE) {
+        transient = 1;
+        if (s->clen >= 0)
+            set_reason(s, "body cut short: got %zu of %lld bytes", s->len, (long long)s->clen);
+        else
+            set_reason(s, "body cut short: got %zu bytes (%s)", s->len, detail);
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        transient = 1;
+        set_reason(s, "timed out after %u ms (http_timeout_ms): %s", h->o.timeout_ms, detail);
+    } else if (curl_transient(rc)) {
+        transient = 1;
+        set_reason(s, "%s (curl error %d)", detail, (int)rc);
+    } else if (rc == CURLE_OUT_OF_MEMORY) {
+        status = NOSTALL_E_NOMEM;
+        set_reason(s, "out of memory (curl)");
+    } else {
+        set_reason(s, "%s (curl error %d)", detail, (int)rc);
+    }
+
+    if (transient && s->attempts <= h->o.retries) {
+        s->state = SLOT_PARKED;
+        s->retry_at_ns = nst_now_ns() + backoff_ms(&h->o, s->attempts) * 1000000ULL;
+        return;
+    }
+    finish(h, s, transient ? NOSTALL_E_IO : status);
+}
+
+static void collect(nst_http *h)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(h->multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        CURL *e = m->easy_handle;
+        CURLcode rc = m->data.result;
+        char *priv = NULL;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
+        slot *s = (slot *)(void *)priv;
+        curl_multi_remove_handle(h->multi, e);
+        if (!s) continue;
+        s->state = SLOT_PARKED; /* not in the multi handle any more */
+        attempt_ended(h, s, rc);
+    }
+}
+
+/* Re-add parked transfers whose time has come; *next = earliest pending
+ * retry time (UINT64_MAX if none). A restart that fails finishes that
+ * transfer with the error. */
+static void unpark(nst_http *h, uint64_t now, uint64_t *next)
+{
+    *next = UINT64_MAX;
+    for (uint32_t i = 0; i < h->o.max_inflight; i++) {
+        slot *s = &h->slots[i];
+        if (s->state != SLOT_PARKED) continue;
+        if (s->retry_at_ns <= now) {
+            int rc = start_attempt(h, s);
+            if (rc < 0) {
+                set_reason(s, "cannot restart the transfer: %s", nostall_last_error());
+                finish(h, s, rc);
+            }
+        } else if (s->retry_at_ns < *next) {
+            *next = s->retry_at_ns;
+        }
+    }
+}
+
+static int drive(nst_http *h)
+{
+    int running;
+    CURLMcode mc = curl_multi_perform(h->multi, &running);
+    if (mc != CURLM_OK && mc != CURLM_CALL_MULTI_PERFORM)
+        return nst_error(mc == CURLM_OUT_OF_MEMORY ? NOSTALL_E_NOMEM : NOSTALL_E_IO,
+                         "http: curl_multi_perform: %s", curl_multi_strerror(mc));
+    collect(h);
+    return 0;
+}
+
+static int report(nst_http *h, nst_http_done *done)
+{
+    slot *best = NULL;
+    for (uint32_t i = 0; i < h->o.max_inflight; i++) {
+        slot *s = &h->slots[i];
+        if (s->state == SLOT_DONE && (!best || s->done_seq < best->done_seq)) best = s;
+    }
+    if (!best) return 0;
+    done->tag = best->tag;
+    done->status = best->status;
+    done->len = best->status == 0 ? best->len : 0;
+    done->attempts = best->attempts;
+    memcpy(done->msg, best->msg, sizeof done->msg);
+    if (best->status < 0) nst_error_set(best->status, best->msg);
+    best->state = SLOT_FREE;
+    best->buf = NULL;
+    h->inflight--;
+    return 1;
+}
+
+/* ---- API ---------------------------------------------------------------- */
+
+int nst_http_create(nst_http **out, const nst_http_opts *o)
+{
+    if (!out || !o) return nst_error(NOSTALL_E_INVALID, "http: no options given");
+    *out = NULL;
+    if (o->max_inflight < 1 || o->max_inflight > NST_HTTP_MAX_INFLIGHT)
+        return nst_error(NOSTALL_E_INVALID, "http: max_inflight %u is not in [1, %d]",
+                         o->max_inflight, NST_HTTP_MAX_INFLIGHT);
+    pthread_once(&g_once, global_init);
+    if (g_init_rc != CURLE_OK)
+        return nst_error(NOSTALL_E_IO, "http: curl_global_init failed: %s",
+                         curl_easy_strerror(g_init_rc));
+
+    nst_http *h = calloc(1, sizeof *h);
+    if (!h) return nst_error(NOSTALL_E_NOMEM, "http: out of memory");
+    h->o = *o;
+    if (!h->o.timeout_ms) h->o.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (!h->o.backoff_ms) h->o.backoff_ms = DEFAULT_BACKOFF_MS;
+    if (h->o.timeout_ms > (uint32_t)LONG_MAX) h->o.timeout_ms = (uint32_t)LONG_MAX;
+    h->slots = calloc(o->max_inflight, sizeof *h->slots);
+    h->multi = curl_multi_init();
+    if (!h->slots || !h->multi) {
+        nst_http_free(h);
+        return nst_error(NOSTALL_E_NOMEM, "http: out of memory");
+    }
+    /* Parallel connections, not HTTP/2 streams on one; one per transfer. */
+    curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
+    curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)o->max_inflight);
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS,
+                      (long)(o->max_inflight < 4 ? 8 : 2 * o->max_inflight));
+    for (uint32_t i = 0; i < o->max_inflight; i++) {
+        slot *s = &h->slots[i];
+        s->h = h;
+        s->easy = curl_easy_init();
+        if (!s->easy) {
+            nst_http_free(h);
+            return nst_error(NOSTALL_E_NOMEM, "http: out of memory (curl_easy_init)");
+        }
+        int rc = setup_easy(h, s);
+        if (rc < 0) {
+            nst_http_free(h);
+            return rc;
+        }
+    }
+    *out = h;
+    return 0;
+}
+
+void nst_http_free(nst_http *h)
+{
+    if (!h) return;
+    if (h->slots) {
+        for (uint32_t i = 0; i < h->o.max_inflight; i++) {
+            slot *s = &h->slots[i];
+            if (!s->easy) continue;
+            if (s->state == SLOT_ACTIVE && h->multi) curl_multi_remove_handle(h->multi, s->easy);
+            curl_easy_cleanup(s->easy);
+            free(s->url);
+        }
+    }
+    if (h->multi) curl_multi_cleanup(h->multi);
+    free(h->slots);
+    free(h);
+}
+
+int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag)
+{
+    if (!h || !url || !buf) return nst_error(NOSTALL_E_INVALID, "http: submit: missing argument");
+    if (!nst_http_is_url(url))
+        return nst_error(NOSTALL_E_INVALID, "http: %.300s: not an http:// or https:// URL", url);
+    if (h->inflight >= h->o.max_inflight)
+        return nst_error(NOSTALL_E_STATE, "http: %.300s: %u transfers already in flight",
+                         url, h->inflight);
+    slot *s = NULL;
+    for (uint32_t i = 0; i < h->o.max_inflight && !s; i++)
+        if (h->slots[i].state == SLOT_FREE) s = &h->slots[i];
+    if (!s) return nst_error(NOSTALL_E_STATE, "http: no free transfer slot");
+
+    size_t ul = strlen(url) + 1;
+    if (ul > s->urlcap) {
+        char *p = realloc(s->url, ul);
+        if (!p) return nst_error(NOSTALL_E_NOMEM, "http: %.300s: out of memory", url);
+        s->url = p;
+        s->urlcap = ul;
+    }
+    memcpy(s->url, url, ul);
+    CURLcode cc = curl_easy_setopt(s->easy, CURLOPT_URL, s->url);
+    if (cc != CURLE_OK)
+        return nst_error(cc == CURLE_OUT_OF_MEMORY ? NOSTALL_E_NOMEM : NOSTALL_E_INVALID,
+                         "http: %.300s: %s", url, curl_easy_strerror(cc));
+    s->buf = buf;
+    s->tag = tag;
+    s->attempts = 0;
+    int rc = start_attempt(h, s);
+    if (rc < 0) {
+        s->state = SLOT_FREE;
+        s->buf = NULL;
+        return rc;
+    }
+    h->inflight++;
+    /* Get the request out now (connect, send): the response then arrives in
+     * the kernel's socket buffers while the caller does other work. */
+    (void)drive(h); /* a multi-handle failure shows again in nst_http_wait */
+    return 0;
+}
+
+int nst_http_wait(nst_http *h, uint32_t timeout_ms, nst_http_done *done)
+{
+    if (!h || !done) return nst_error(NOSTALL_E_INVALID, "http: wait: missing argument");
+    uint64_t deadline = nst_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    for (;;) {
+        if (report(h, done)) return 1;
+        if (h->inflight == 0) return 0;
+        if (h->o.stop && atomic_load_explicit(h->o.stop, memory_order_relaxed)) return 0;
+        uint64_t next_retry;
+        unpark(h, nst_now_ns(), &next_retry);
+        int rc = drive(h);
+        if (rc < 0) return rc;
+        if (report(h, done)) return 1;
+        uint64_t now = nst_now_ns();
+        if (now >= deadline) return 0;
+        uint64_t until = deadline;
+        if (next_retry < until) until = next_retry;
+        uint64_t ms = until > now ? (until - now + 999999) / 1000000 : 0;
+        if (ms > STOP_POLL_MS) ms = STOP_POLL_MS;
+        if (ms == 0) continue;
+        CURLMcode mc = curl_multi_poll(h->multi, NULL, 0, (int)ms, NULL);
+        if (mc != CURLM_OK)
+            return nst_error(NOSTALL_E_IO, "http: curl_multi_poll: %s", curl_multi_strerror(mc));
+    }
+}
+
+uint32_t nst_http_inflight(const nst_http *h)
+{
+    return h ? h->inflight : 0;
+}
+
+void nst_http_wakeup(nst_http *h)
+{
+    if (h && h->multi) curl_multi_wakeup(h->multi);
+}
