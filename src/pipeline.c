@@ -231,6 +231,8 @@ static uint64_t epoch_len(struct nostall_loader *ld, uint64_t epoch)
     return n;
 }
 
+static uint32_t batch_uses(const struct nostall_loader *ld, uint64_t epoch, uint64_t position);
+
 /* Items in the batch starting at `pos` of `epoch`; 0 when the epoch is over. */
 static uint32_t batch_len(struct nostall_loader *ld, uint64_t epoch, uint64_t pos)
 {
@@ -874,6 +876,16 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
         ld->echo = ld->echo_point == EP_BATCH ? ECHO_BATCHES : ECHO_ITEMS;
+    }
+    if (ld->echo == ECHO_BATCHES) { /* the plan reported by info: epoch 0's lends */
+        uint64_t nb = 0, ni = 0;
+        for (uint64_t pos = 0; batch_len(ld, 0, pos) > 0; pos += ld->batch_size) {
+            uint32_t u = batch_uses(ld, 0, pos);
+            nb += u;
+            ni += (uint64_t)u * batch_len(ld, 0, pos);
+        }
+        ld->batches_per_epoch = nb;
+        ld->items_per_epoch = ni;
     }
     if (ld->echo == ECHO_ADAPTIVE) {
         size_t ib = ld->item_bytes, bs = ld->batch_size, np = v[NOSTALL_OPT_ECHO_BUFFER].u, bytes;
