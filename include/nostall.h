@@ -302,7 +302,9 @@ typedef struct nostall_loader nostall_loader;
  * sorted by name get labels 0..K-1, files sorted, .jpg/.jpeg/.png matched
  * case-insensitively, other files counted in `files_ignored`) or a regular
  * file listing one `path<TAB>label` per line (relative paths are relative to
- * the list's folder; empty lines and lines starting with '#' are skipped).
+ * the list's folder; empty lines and lines starting with '#' are skipped; a
+ * path may be an http:// or https:// URL, fetched with libcurl — other
+ * "scheme://" entries are refused with E_DATASET).
  * Option combinations are validated here (e.g. scale_min <= scale_max,
  * rank < world_size). `cfg` may be NULL for the defaults. */
 NOSTALL_API int nostall_loader_create(nostall_loader **out, const char *source,
@@ -410,7 +412,8 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(threads, "worker threads")                                               \
     X(storage_reads, "items read from storage (cache misses, or all without a cache)") \
     X(storage_bytes_read, "bytes read from storage")                           \
-    X(storage_wait_ns, "worker time spent in emulated storage delays")         \
+    X(storage_wait_ns, "worker time spent waiting for fetches in flight "     \
+      "(reads, transfers, emulated storage delays)")                            \
     X(cache_hits, "items served from the MinIO cache")                         \
     X(cache_misses, "items looked up in the cache and not found")              \
     X(cache_bytes, "bytes held by the MinIO cache")                            \
