@@ -144,8 +144,21 @@ static void uring_reap(nst_fetcher *f, int wait)
     int res = cqe->res;
     io_uring_cqe_seen(&f->ring, cqe);
     f->uring_inflight--;
-    if (res == -EINTR || res == -EAGAIN) {
+    if ((res == -EINTR || res == -EAGAIN) && ++r->again <= 16) {
         uring_submit_read(f, r);
+        return;
+    }
+    if (res == -EAGAIN) { /* the kernel keeps refusing: read it ourselves */
+        size_t len;
+        int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
+        if (rc < 0) {
+            close(r->fd);
+            r->fd = -1;
+            req_fail(r, rc);
+            return;
+        }
+        r->have = len;
+        finish_read(f, r);
         return;
     }
     if (res < 0) {
@@ -256,6 +269,7 @@ static nst_fetch_req *push(nst_fetcher *f, uint64_t index, const char *path)
     r->msg[0] = '\0';
     memset(&r->io, 0, sizeof r->io);
     r->wait_ns = 0;
+    r->again = 0;
     r->deadline = 0;
     r->state = REQ_DONE;
     return r;

@@ -67,6 +67,7 @@ typedef struct nst_fetch_req {
     uint64_t wait_ns; /* time spent waiting for this fetch in next() */
     /* private */
     int state, fd;
+    uint32_t again; /* io_uring: resubmissions after EINTR/EAGAIN */
     size_t size, have;
     uint64_t deadline;
     nst_buf buf;

@@ -57,6 +57,10 @@ int nst_open_item(const char *path, uint64_t max_bytes, int *fd_out, size_t *siz
         close(fd);
         return rc;
     }
+    /* A regular file: reads may block as usual (io_uring would otherwise
+     * answer -EAGAIN instead of reading in the background). */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *fd_out = fd;
     *size = (size_t)st.st_size;
     return 0;
