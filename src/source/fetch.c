@@ -150,7 +150,7 @@ static void uring_reap(nst_fetcher *f, int wait)
     }
     if (res == -EAGAIN) { /* the kernel keeps refusing: read it ourselves */
         size_t len;
-        int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
+        rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
         if (rc < 0) {
             close(r->fd);
             r->fd = -1;
