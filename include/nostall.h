@@ -133,6 +133,7 @@ NOSTALL_API const char *nostall_last_error(void);
  *   BOOL: "0"/"1" (also "false"/"true", "no"/"yes", "off"/"on").
  *   DOUBLE3: three comma-separated doubles, each within [min, max].
  *   SIZE: a byte count; accepts K/M/G/T suffixes (powers of 1024).
+ *   STRING: up to NOSTALL_STRING_MAX - 1 characters of [A-Za-z0-9._-].
  * Values out of bounds are rejected with E_OPTION and a message naming the
  * option and its bounds; nothing is clamped silently.
  * ------------------------------------------------------------------------ */
@@ -227,7 +228,13 @@ NOSTALL_API const char *nostall_last_error(void);
       "echo shuffle pool: items (batches for echo_point=batch) held with "     \
       "their remaining uses and drawn at random, spreading copies apart")      \
     X(ECHO_MAX, "echo_max", UINT, "4", "1", "1000",                            \
-      "adaptive echoing: most uses of any item")
+      "adaptive echoing: most uses of any item")                               \
+    X(COORDINATE, "coordinate", STRING, "", "", "",                            \
+      "coordinated prep: jobs on this machine with the same group name and "   \
+      "the same data options share fetching and preprocessing (each item "     \
+      "once for the whole group, every job gets every batch); empty = off")    \
+    X(COORDINATE_LEAD, "coordinate_lead", UINT, "4", "1", "64",                \
+      "coordinated prep: batches the fastest job may be ahead of the slowest")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
@@ -243,8 +250,11 @@ typedef enum nostall_option_type {
     NOSTALL_TYPE_BOOL = 2,
     NOSTALL_TYPE_ENUM = 3,
     NOSTALL_TYPE_DOUBLE3 = 4,
-    NOSTALL_TYPE_SIZE = 5
+    NOSTALL_TYPE_SIZE = 5,
+    NOSTALL_TYPE_STRING = 6
 } nostall_option_type;
+
+#define NOSTALL_STRING_MAX 64
 
 /* Values of the ENUM options, in the order of their choices. */
 enum { NOSTALL_MODE_TRAIN = 0, NOSTALL_MODE_EVAL = 1 };

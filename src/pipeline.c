@@ -769,6 +769,10 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
+    if (v[NOSTALL_OPT_COORDINATE].s[0])
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: coordinate='%s': coordinated prep is not available in this build",
+                         fn, v[NOSTALL_OPT_COORDINATE].s);
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,

@@ -51,6 +51,21 @@ int main(void)
     CHECK_RC(nostall_option_find("batchsize"), NOSTALL_E_OPTION);
     CHECK(strstr(nostall_last_error(), "batchsize") != NULL);
 
+    /* strings: a group name round-trips; bad characters and length refused,
+     * typed access refused */
+    CHECK_OK(nostall_config_set(c, "coordinate", "hp-search_1.a"));
+    CHECK_OK(nostall_config_get(c, "coordinate", buf, sizeof buf));
+    CHECK(strcmp(buf, "hp-search_1.a") == 0);
+    CHECK_RC(nostall_config_set(c, "coordinate", "a/b"), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "coordinate") != NULL);
+    CHECK_RC(nostall_config_set(c, "coordinate",
+                                "0123456789012345678901234567890123456789012345678901234567890123"),
+             NOSTALL_E_OPTION);
+    CHECK_OK(nostall_config_get(c, "coordinate", buf, sizeof buf));
+    CHECK(strcmp(buf, "hp-search_1.a") == 0); /* unchanged by the failures */
+    CHECK_RC(nostall_config_get_uint(c, NOSTALL_OPT_COORDINATE, &u), NOSTALL_E_OPTION);
+    CHECK_OK(nostall_config_set(c, "coordinate", ""));
+
     /* defaults */
     CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_BATCH_SIZE, &u));
     CHECK_EQ(u, 64);

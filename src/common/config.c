@@ -49,6 +49,7 @@ static const char *type_label(nostall_option_type t)
     case NOSTALL_TYPE_ENUM: return "enum";
     case NOSTALL_TYPE_DOUBLE3: return "double3";
     case NOSTALL_TYPE_SIZE: return "size";
+    case NOSTALL_TYPE_STRING: return "string";
     }
     return "?";
 }
@@ -257,6 +258,19 @@ static int parse_value(int id, const char *text, nst_optval *v)
         memcpy(v->d3, x, sizeof x);
         return 0;
     }
+    case NOSTALL_TYPE_STRING: {
+        size_t n = strlen(text);
+        if (n >= NOSTALL_STRING_MAX)
+            return nst_error(NOSTALL_E_OPTION, "option '%s': '%s' is longer than %d characters",
+                             d->name, text, NOSTALL_STRING_MAX - 1);
+        for (size_t i = 0; i < n; i++)
+            if (!isalnum((unsigned char)text[i]) && !strchr("._-", text[i]))
+                return nst_error(NOSTALL_E_OPTION,
+                                 "option '%s': '%s' may only hold letters, digits, '.', '_', '-'",
+                                 d->name, text);
+        memcpy(v->s, text, n + 1);
+        return 0;
+    }
     }
     return nst_error(NOSTALL_E_OPTION, "option '%s': unknown type", d->name);
 }
@@ -334,6 +348,9 @@ int nostall_config_get(const nostall_config *cfg, const char *name, char *buf, s
     case NOSTALL_TYPE_DOUBLE3:
         n = snprintf(buf, buflen, "%.17g,%.17g,%.17g", v->d3[0], v->d3[1], v->d3[2]);
         break;
+    case NOSTALL_TYPE_STRING:
+        n = snprintf(buf, buflen, "%s", v->s);
+        break;
     }
     if (n < 0 || (size_t)n >= buflen)
         return nst_error(NOSTALL_E_INVALID, "nostall_config_get: buffer too small for '%s'", name);
@@ -346,7 +363,7 @@ static int check_id(int id, int want_double, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: no option %d", fn, id);
     nostall_option_type t = opts[id].type;
     int is_double = t == NOSTALL_TYPE_DOUBLE;
-    if (t == NOSTALL_TYPE_DOUBLE3 || is_double != want_double)
+    if (t == NOSTALL_TYPE_DOUBLE3 || t == NOSTALL_TYPE_STRING || is_double != want_double)
         return nst_error(NOSTALL_E_OPTION, "%s: option '%s' is of type %s", fn, opts[id].name,
                          type_label(t));
     return 0;
