@@ -31,6 +31,7 @@ Design
 
 import ctypes
 import os
+import warnings
 
 import numpy as np
 
@@ -278,6 +279,7 @@ class Loader:
             while True:
                 rc = self._next(b)
                 if rc != _lib.OK:  # EPOCH_END or DONE
+                    self._echo_check()
                     return
                 out = self._wrap(b)
                 if self._copy:
@@ -359,6 +361,32 @@ class Loader:
         di = _lib.DatasetInfo()
         _check(self._lib.loader_info(self._handle(), ctypes.byref(di)))
         return {name: getattr(di, name) for name, _ in di._fields_}
+
+    def echo_summary(self):
+        """Data echoing so far: {fresh_items, echoed_items, achieved_factor,
+        estimated_R} where R = upstream time per fresh item / training time
+        per delivered item (None until the loop did work between batches)."""
+        s = self.stats()
+        fresh, dlv = s["fresh_items"], s["items_delivered"]
+        r = None
+        if s["consumer_busy_ns"] and fresh and dlv and s["threads"]:
+            up = s["upstream_busy_ns"] / s["threads"] / fresh
+            r = up / (s["consumer_busy_ns"] / dlv)
+        return {"fresh_items": fresh, "echoed_items": s["echoed_items"],
+                "achieved_factor": dlv / fresh if fresh else None, "estimated_R": r}
+
+    def _echo_check(self):
+        # Once: a fixed echo factor above R only repeats data without speeding
+        # training up (Choi et al.: the speed-up is bounded by R).
+        if getattr(self, "_echo_warned", False) or self.config.get("echo") != "fixed":
+            return
+        factor = float(self.config.get("echo_factor", "1"))
+        r = self.echo_summary()["estimated_R"] if factor > 1 else None
+        if r and factor > 1.1 * r:
+            self._echo_warned = True
+            warnings.warn("nostall: echo_factor %g exceeds the estimated R %.2f (pipeline time / "
+                          "step time): repeats beyond R only slow training" % (factor, r),
+                          RuntimeWarning, stacklevel=3)
 
     def stats(self):
         """Every counter of nostall_loader_stats() (times in ns)."""

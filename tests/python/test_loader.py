@@ -410,3 +410,14 @@ def test_echo_adaptive(data):
         st = ld.stats()
         assert st["fresh_items"] == 80 and st["echoed_items"] > 0
         assert st["items_delivered"] == st["fresh_items"] + st["echoed_items"]
+
+
+def test_echo_warns_above_R(data):
+    """A fixed factor far above R (a slow training loop, a fast pipeline) is
+    reported once, with the estimate."""
+    with nostall.Loader(data, echo_factor=8, echo_point="augment", **SMALL) as ld:
+        with pytest.warns(RuntimeWarning, match="exceeds the estimated R"):
+            for _ in ld:
+                time.sleep(0.02)
+        summary = ld.echo_summary()
+        assert summary["achieved_factor"] == 8 and summary["estimated_R"] < 8
