@@ -449,7 +449,17 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(peer_hits, "items served by a peer cache (nostall_peer_cache)")         \
     X(peer_bytes, "bytes served by a peer cache")                              \
     X(http_transfers, "http(s) transfers completed (each attempt)")            \
-    X(http_retries, "http(s) transfers retried after a transient failure")
+    X(http_retries, "http(s) transfers retried after a transient failure")    \
+    X(coord_members, "coordinated prep: live members of the group")            \
+    X(coord_items_produced, "coordinated prep: items this job prepared for "  \
+      "the group")                                                             \
+    X(coord_batches_produced, "coordinated prep: batches this job finished")   \
+    X(coord_group_items_produced, "coordinated prep: items the whole group "  \
+      "prepared")                                                              \
+    X(coord_members_dropped, "coordinated prep: members found dead and "      \
+      "dropped")                                                               \
+    X(coord_items_requeued, "coordinated prep: items of dead or leaving "     \
+      "members prepared again by others")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

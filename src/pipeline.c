@@ -51,6 +51,7 @@
 #include "common/config.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "coord/group.h"
 #include "decode/decode.h"
 #include "echo/schedule.h"
 #include "source/index.h"
@@ -84,6 +85,7 @@ typedef struct ticket {
     uint32_t copy, store;
     uint8_t echo, produce;
     uint32_t apool; /* adaptive: pool entry reserved for a copy, or UINT32_MAX */
+    nst_group_ticket gt; /* coordinated prep: the group's ticket          */
 } ticket;
 
 /* Echoed data of one item (fixed item echoing), in the echo store. State
@@ -150,6 +152,8 @@ struct nostall_loader {
     nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
+
+    nst_group *group;      /* coordinated prep: the shared ring (or NULL) */
 
     /* Data echoing. */
     int echo, echo_point;  /* ECHO_*, EP_*                                */
@@ -748,6 +752,134 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Coordinated prep: the same loop over the group's tickets (src/coord):
+ * any thread of any member of the group takes the next item of the shared
+ * ring, in delivery order; the item is written straight into the shared
+ * slot. Fetches stay in flight as above. */
+static void coord_io(uint64_t *io, const nst_fetch_io *f)
+{
+    io[NST_IO_storage_bytes] += f->storage_bytes;
+    io[NST_IO_storage_reads] += f->storage_read;
+    io[NST_IO_cache_hits] += f->cache_hit;
+    io[NST_IO_cache_misses] += f->cache_miss;
+    io[NST_IO_peer_hits] += f->peer_hit;
+    io[NST_IO_peer_bytes] += f->peer_bytes;
+    io[NST_IO_http_transfers] += f->http_transfers;
+    io[NST_IO_http_retries] += f->http_retries;
+    io[NST_IO_fresh]++;
+    io[NST_IO_uses_1]++;
+}
+
+static void *coord_worker_main(void *arg)
+{
+    worker *w = arg;
+    struct nostall_loader *ld = w->ld;
+    char msg[NST_ERROR_MAX - 128];
+    int end = 0;
+
+    while (!atomic_load(&ld->stop_flag)) {
+        uint32_t first = w->tk_count;
+        while (!end && w->tk_count < w->depth) {
+            ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+            uint64_t t0 = nst_now_ns();
+            int rc = nst_group_take(ld->group, &t->gt, w->tk_count ? 0 : 100);
+            if (rc == 0) {
+                w->tk_count++;
+                continue;
+            }
+            if (!w->tk_count) STAT_ADD(w->st.idle_ns, nst_now_ns() - t0);
+            if (rc != NOSTALL_TIMEOUT) end = 1; /* DONE, stopped, or the group broke */
+            break;
+        }
+        if (w->tk_count == 0) {
+            if (end) break;
+            continue;
+        }
+        uint64_t t0 = nst_now_ns();
+        for (uint32_t k = first; k < w->tk_count; k++) {
+            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+            t->index = nst_sampler_item(&ld->sampler, t->gt.epoch, t->gt.position);
+            *t->gt.index = t->index;
+            *t->gt.label = nst_index_label(ld->index, t->index);
+            nst_fetch_submit(w->fetch, t->index, nst_index_path(ld->index, t->index));
+        }
+        nst_fetch_req *r = nst_fetch_next(w->fetch);
+        STAT_ADD(w->st.fetch_ns, nst_now_ns() - t0);
+        if (!r) break; /* stopped */
+        ticket *t = &w->tk[w->tk_head];
+        int rc;
+        STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        if (r->io.storage_read) {
+            STAT_ADD(w->st.storage_reads, 1);
+            STAT_ADD(w->st.storage_bytes, r->io.storage_bytes);
+        }
+        STAT_ADD(w->st.cache_hits, r->io.cache_hit);
+        STAT_ADD(w->st.cache_misses, r->io.cache_miss);
+        if (r->status < 0) {
+            rc = r->status;
+            snprintf(msg, sizeof msg, "%s", r->msg);
+        } else {
+            STAT_ADD(w->st.fetch_items, 1);
+            STAT_ADD(w->st.fetch_bytes, r->len);
+            rc = process_item(w, t->gt.epoch, t->index, 0, r->path, r->data, r->len, t->gt.image);
+            if (rc < 0) last_error_into(msg, sizeof msg, rc);
+        }
+        coord_io(t->gt.io, &r->io);
+        nst_group_done(ld->group, &t->gt, rc, rc < 0 ? msg : "");
+        nst_fetch_release(w->fetch);
+        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_count--;
+    }
+    /* Tickets still held go back to the group when this member leaves. */
+    return NULL;
+}
+
+/* Join the group named by `coordinate`: the fingerprint is every option
+ * that changes the delivered bytes or the batch plan, as text, plus the
+ * dataset (real path and size). */
+static int coord_join(struct nostall_loader *ld, const char *fn)
+{
+    static const char *const names[] = {
+        "seed", "shuffle", "drop_last", "rank", "world_size", "batch_size", "epochs",
+        "coordinate_lead", "mode", "crop", "resize", "scale_min", "scale_max", "ratio_min",
+        "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item", "max_pixels",
+        "max_file_bytes"};
+    enum { NFP = sizeof names / sizeof *names + 2 };
+    char vals[NFP][128], real[4096], count[32];
+    nst_group_opt fp[NFP];
+    uint32_t n = 0;
+    if (!realpath(ld->source, real)) snprintf(real, sizeof real, "%s", ld->source);
+    snprintf(count, sizeof count, "%llu", (unsigned long long)nst_index_count(ld->index));
+    fp[n++] = (nst_group_opt){"source", real};
+    fp[n++] = (nst_group_opt){"dataset_items", count};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++, n++) {
+        nostall_config_get(&ld->cfg, names[i], vals[n], sizeof vals[n]);
+        fp[n] = (nst_group_opt){names[i], vals[n]};
+    }
+    const nst_optval *v = ld->cfg.v;
+    uint32_t lead = (uint32_t)v[NOSTALL_OPT_COORDINATE_LEAD].u;
+    nst_group_params p = {
+        .name = v[NOSTALL_OPT_COORDINATE].s,
+        .fp = fp,
+        .nfp = n,
+        .items_per_epoch = ld->sampler.per_rank,
+        .batch_size = ld->batch_size,
+        .drop_last = ld->drop_last,
+        .epochs = ld->epochs_limit,
+        .nslots = lead,
+        .item_bytes = ld->item_bytes,
+        .max_lead = lead,
+        .fail_on_bad = ld->on_bad == NOSTALL_BAD_FAIL,
+    };
+    int rc = nst_group_join(&ld->group, &p);
+    if (rc < 0) {
+        char keep[NST_ERROR_MAX];
+        snprintf(keep, sizeof keep, "%s: coordinate='%s': %s", fn, p.name, nostall_last_error());
+        return nst_error_set(rc, keep);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * Create / free.
  * ------------------------------------------------------------------------ */
@@ -769,10 +901,13 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
-    if (v[NOSTALL_OPT_COORDINATE].s[0])
+    if (v[NOSTALL_OPT_COORDINATE].s[0] &&
+        (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
-                         "%s: coordinate='%s': coordinated prep is not available in this build",
-                         fn, v[NOSTALL_OPT_COORDINATE].s);
+                         "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
+                         "%g, echo %s)",
+                         fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
+                         v[NOSTALL_OPT_ECHO].u == 1 ? "adaptive" : "fixed");
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
@@ -872,8 +1007,11 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
         if (rc < 0) goto fail;
     }
-    rc = nst_ring_create(&ld->ring, (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, ld->batch_size,
-                         ld->item_bytes);
+    if (v[NOSTALL_OPT_COORDINATE].s[0]) /* batches live in the group's shared ring */
+        rc = coord_join(ld, fn);
+    else
+        rc = nst_ring_create(&ld->ring, (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u + 1,
+                             ld->batch_size, ld->item_bytes);
     if (rc < 0) goto fail;
     if (v[NOSTALL_OPT_ECHO].u == 1) {
         ld->echo = ECHO_ADAPTIVE;
@@ -973,7 +1111,8 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         }
     }
     for (uint32_t i = 0; i < ld->nthreads; i++) {
-        if (pthread_create(&ld->workers[i].thread, NULL, worker_main, &ld->workers[i]) != 0) {
+        if (pthread_create(&ld->workers[i].thread, NULL,
+                           ld->group ? coord_worker_main : worker_main, &ld->workers[i]) != 0) {
             rc = nst_error(NOSTALL_E_THREAD, "%s: cannot start worker thread %u of %u", fn, i,
                            ld->nthreads);
             goto fail;
@@ -1008,6 +1147,7 @@ int nostall_loader_stop(nostall_loader *ld)
     pthread_cond_broadcast(&ld->idle);
     pthread_cond_broadcast(&ld->echo_cv);
     pthread_mutex_unlock(&ld->mu);
+    if (ld->group) nst_group_stop(ld->group);
     return 0;
 }
 
@@ -1029,6 +1169,7 @@ void nostall_loader_free(nostall_loader *ld)
         }
         free(ld->workers);
     }
+    nst_group_leave(ld->group); /* after the workers: none still calls it */
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
     free(ld->skips);
     free(ld->skip_reason);
@@ -1181,6 +1322,61 @@ int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out, uint32_t t
     return next_batch(ld, out, (uint64_t)timeout_ms * 1000000 + 1, "nostall_loader_next_timed");
 }
 
+/* Coordinated prep: the member's next batch of the group's ring. Waits in
+ * slices so stop() and the deadline are honoured. */
+static int coord_next(struct nostall_loader *ld, nostall_batch *out, uint64_t deadline,
+                      const char *fn)
+{
+    nst_group_batch gb;
+    uint64_t t0 = nst_now_ns();
+    int rc;
+    for (;;) {
+        if (atomic_load(&ld->stop_flag)) {
+            rc = nst_error(NOSTALL_E_STOPPED, "%s: loader stopped", fn);
+            break;
+        }
+        uint64_t now = nst_now_ns();
+        uint32_t slice = 100;
+        if (deadline) {
+            if (now >= deadline) {
+                rc = NOSTALL_TIMEOUT;
+                break;
+            }
+            if (deadline - now < 100000000) slice = (uint32_t)((deadline - now) / 1000000) + 1;
+        }
+        rc = nst_group_next(ld->group, &gb, slice);
+        if (rc != NOSTALL_TIMEOUT) break;
+    }
+    STAT_ADD(ld->wait_ns, nst_now_ns() - t0);
+    pthread_mutex_lock(&ld->mu);
+    if (rc == NOSTALL_EPOCH_END) {
+        ld->cons_epoch++;
+        ld->cons_pos = 0;
+        publish_cons(ld);
+    } else if (rc == 0) {
+        for (uint32_t j = 0; j < gb.len; j++)
+            if (gb.item_status[j] < 0)
+                skip_record(ld, nst_sampler_item(&ld->sampler, gb.epoch, gb.position + j),
+                            gb.item_status[j], gb.item_msgs + (size_t)j * NST_GROUP_ITEM_MSG);
+        for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], gb.io[i]);
+        ld->cons_epoch = gb.epoch;
+        ld->cons_pos = gb.position + gb.len;
+        publish_cons(ld);
+        ld->lent++;
+        fill_batch(ld, out, gb.images, gb.labels, gb.indices, gb.count, gb.epoch, gb.position,
+                   gb.seq);
+        STAT_ADD(ld->batches_delivered, 1);
+        STAT_ADD(ld->items_delivered, gb.count);
+    } else if (rc < 0 && rc != NOSTALL_E_STOPPED) {
+        char keep[NST_ERROR_MAX];
+        snprintf(keep, sizeof keep, "%s: %s", fn, nostall_last_error());
+        nst_error_set(rc, keep);
+    }
+    ld->cons_last_ns = rc == 0 ? nst_now_ns() : 0;
+    pthread_mutex_unlock(&ld->mu);
+    return rc;
+}
+
 /* timeout_ns == 0: wait forever. */
 static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
                       const char *fn)
@@ -1191,6 +1387,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
+    if (ld->group) return coord_next(ld, out, deadline, fn);
     uint64_t t_in = nst_now_ns();
     pthread_mutex_lock(&ld->mu);
     if (ld->cons_last_ns) STAT_ADD(ld->consumer_busy_ns, t_in - ld->cons_last_ns);
@@ -1292,6 +1489,15 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
     nst_error_clear();
     if (!ld || !b) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
+    if (ld->group) {
+        rc = nst_group_release(ld->group, b->sequence);
+        if (rc == 0) {
+            pthread_mutex_lock(&ld->mu);
+            ld->lent--;
+            pthread_mutex_unlock(&ld->mu);
+        }
+        return rc;
+    }
     pthread_mutex_lock(&ld->mu);
     if (b->sequence & ECHO_SEQ_FLAG) { /* an adaptive echo batch */
         uint64_t i = b->sequence & ~ECHO_SEQ_FLAG;
@@ -1341,6 +1547,11 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     nst_error_clear();
     if (!ld || !st) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
+    if (ld->group)
+        return nst_error(NOSTALL_E_STATE,
+                         "%s: a member of coordinated group '%s' follows the group's position; "
+                         "set_state is not available",
+                         fn, ld->cfg.v[NOSTALL_OPT_COORDINATE].s);
     pthread_mutex_lock(&ld->mu);
     uint64_t len = epoch_len(ld, st->epoch);
     if (st->position > len) {
@@ -1405,7 +1616,7 @@ int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out)
     out->items_per_epoch = ld->items_per_epoch;
     out->batches_per_epoch = ld->batches_per_epoch;
     out->threads = ld->nthreads;
-    out->ring_slots = ld->ring.nslots;
+    out->ring_slots = ld->group ? (uint32_t)ld->cfg.v[NOSTALL_OPT_COORDINATE_LEAD].u : ld->ring.nslots;
     out->batch_bytes = ld->item_bytes * ld->batch_size;
     return 0;
 }
@@ -1482,6 +1693,17 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         nst_cache_stats_get(ld->cache, &cs);
         s.cache_bytes = cs.bytes;
         s.cache_items = cs.items;
+    }
+    if (ld->group) {
+        nst_group_stats gs;
+        if (nst_group_stats_get(ld->group, &gs) == 0) {
+            s.coord_members = gs.members;
+            s.coord_items_produced = gs.items_produced;
+            s.coord_batches_produced = gs.batches_produced;
+            s.coord_group_items_produced = gs.group_items_produced;
+            s.coord_members_dropped = gs.members_dropped;
+            s.coord_items_requeued = gs.items_requeued;
+        }
     }
     pthread_mutex_lock(&ld->mu);
     s.skipped = ld->skipped_total;

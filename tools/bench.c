@@ -24,7 +24,7 @@
 #include "nostall.h"
 
 typedef struct epoch_rec {
-    uint64_t epoch, items, batches;
+    uint64_t epoch, items, batches, checksum;
     double seconds, stall_seconds;
     uint64_t storage_bytes_read, storage_reads, cache_hits, cache_misses, cache_bytes;
 } epoch_rec;
@@ -236,6 +236,7 @@ int cmd_bench(int argc, char **argv)
 
     int show = !quiet && isatty(2);
     uint64_t checksum = 0, items = 0, batches = 0, ep = 0, ep_items = 0, ep_batches = 0;
+    uint64_t ep_sum = 0, ep_epoch = 0; /* this epoch's checksum and number */
     nostall_stats st;
     double t0 = tool_now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
     nostall_stats st0; /* counters at the start of the current epoch */
@@ -249,7 +250,8 @@ int cmd_bench(int argc, char **argv)
             nostall_loader_stats(ld, &st, sizeof st);
             double stall = st.consumer_wait_ns * 1e-9;
             if (ep < epochs) {
-                recs[ep] = (epoch_rec){ep, ep_items, ep_batches, t - t_ep, stall - stall_ep0,
+                recs[ep] = (epoch_rec){ep_batches ? ep_epoch : ep, ep_items, ep_batches, ep_sum,
+                                       t - t_ep, stall - stall_ep0,
                                        st.storage_bytes_read - st0.storage_bytes_read,
                                        st.storage_reads - st0.storage_reads,
                                        st.cache_hits - st0.cache_hits,
@@ -259,7 +261,7 @@ int cmd_bench(int argc, char **argv)
             stall_ep0 = stall;
             t_ep = t;
             ep++;
-            ep_items = ep_batches = 0;
+            ep_items = ep_batches = ep_sum = 0;
             continue;
         }
         if (rc < 0) {
@@ -267,7 +269,11 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
             goto out;
         }
-        if (!no_checksum) nostall_checksum_batch(&checksum, &b);
+        if (!no_checksum) {
+            nostall_checksum_batch(&checksum, &b);
+            nostall_checksum_batch(&ep_sum, &b);
+        }
+        ep_epoch = b.epoch;
         items += b.count;
         ep_items += b.count;
         batches++;
@@ -332,11 +338,12 @@ int cmd_bench(int argc, char **argv)
                        ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
                        ", \"storage_bytes_read\": %" PRIu64 ", \"storage_reads\": %" PRIu64
                        ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
-                       ", \"cache_bytes\": %" PRIu64 "}",
+                       ", \"cache_bytes\": %" PRIu64 ", \"checksum\": \"%016" PRIx64 "\"}",
                     e ? ", " : "", recs[e].epoch, recs[e].items, recs[e].batches, recs[e].seconds,
                     recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
                     recs[e].stall_seconds, recs[e].storage_bytes_read, recs[e].storage_reads,
-                    recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes);
+                    recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes,
+                    recs[e].checksum);
         fprintf(f, "]");
         echo_summary es = echo_summarize(&st, cfg);
         fprintf(f, ", \"echo\": {\"fresh_items\": %" PRIu64 ", \"echoed_items\": %" PRIu64

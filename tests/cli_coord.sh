@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Coordinated prep end to end with real jobs (nostall bench processes):
+# jobs of one group deliver exactly the bytes of a job alone, epoch by epoch,
+# while each item is prepared once for the whole group; a job with different
+# data options is refused naming the option; kill -9 of a member mid-epoch
+# leaves the others finishing with correct batches; a group whose members
+# all crashed is cleaned up by the next job; nothing is left in /dev/shm.
+source "$(dirname "$0")/lib_cli.sh"
+[ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
+G=t$$
+shm() { ls /dev/shm 2>/dev/null | grep -c -- "-$1\$" || true; }
+trap 'pkill -9 -f -- "--coordinate $G" 2>/dev/null || true; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
+
+"$CLI" gen "$TMP/data" --images 48 --classes 4 --width 96 --height 72 --quiet
+common=(--batch-size 4 --crop 32 --epochs 3 --threads 1 --seed 2 --json --quiet)
+"$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/solo.json"
+
+# every epoch a member delivers has the bytes of the same epoch alone
+check_epochs() {
+    json "$1" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
+        | grep -q True || fail "$1: an epoch's bytes differ from the job alone"
+}
+
+# 1. three jobs at once
+for i in 1 2 3; do
+    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms 15 --coordinate $G-a > "$TMP/a$i.json" &
+done
+wait
+produced=0
+for i in 1 2 3; do
+    check_epochs "$TMP/a$i.json"
+    produced=$((produced + $(json "$TMP/a$i.json" 'j["stats"]["coord_items_produced"]')))
+    echo "job $i: epochs $(json "$TMP/a$i.json" '[e["epoch"] for e in j["per_epoch"]]'), prepared $(json "$TMP/a$i.json" 'j["stats"]["coord_items_produced"]') items"
+done
+[ "$produced" = 144 ] || fail "the group prepared $produced items for 3 epochs of 48 (want each once: 144)"
+[ "$(shm $G-a)" = 0 ] || fail "segment left after every member exited"
+
+# 2. different data options are refused, naming the option
+"$CLI" bench "$TMP/data" "${common[@]}" --step-ms 60 --coordinate $G-b > /dev/null &
+a=$!
+sleep 0.5
+if "$CLI" bench "$TMP/data" "${common[@]}" --crop 40 --coordinate $G-b > /dev/null 2> "$TMP/err"; then
+    fail "a job with another crop joined the group"
+fi
+grep -q "crop" "$TMP/err" || fail "refusal does not name the option: $(cat "$TMP/err")"
+kill $a 2>/dev/null; wait $a 2>/dev/null || true
+
+# 3. kill -9 of a member mid-epoch: the others finish, with correct bytes
+for i in 1 2 3; do
+    "$CLI" bench "$TMP/data" "${common[@]}" --epochs 2 --step-ms 40 --coordinate $G-c > "$TMP/c$i.json" &
+    eval "p$i=\$!"
+done
+sleep 0.6
+kill -9 $p2
+start=$(date +%s)
+for i in 1 3; do
+    eval "wait \$p$i" || fail "member $i failed after a member was killed"
+    check_epochs "$TMP/c$i.json"
+    [ "$(json "$TMP/c$i.json" 'j["per_epoch"][-1]["epoch"]')" = 1 ] || fail "member $i did not finish the epochs"
+done
+wait $p2 2>/dev/null || true
+echo "after kill -9: survivors finished in $(( $(date +%s) - start )) s; dropped $(json "$TMP/c1.json" 'j["stats"]["coord_members_dropped"]'), requeued $(json "$TMP/c1.json" 'j["stats"]["coord_items_requeued"]')"
+[ "$(shm $G-c)" = 0 ] || fail "segment left after a member crashed and the others exited"
+
+# 4. every member crashes: the next job of the group cleans up and runs
+for i in 1 2; do
+    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms 60 --coordinate $G-d > /dev/null &
+    eval "q$i=\$!"
+done
+sleep 0.5
+kill -9 $q1 $q2; wait $q1 $q2 2>/dev/null || true
+[ "$(shm $G-d)" = 1 ] || fail "expected the crashed group's segment to remain"
+"$CLI" bench "$TMP/data" "${common[@]}" --coordinate $G-d > "$TMP/d.json" || fail "restart after a crash"
+check_epochs "$TMP/d.json"
+[ "$(shm $G-d)" = 0 ] || fail "segment left after the restarted group exited"
+echo PASS
