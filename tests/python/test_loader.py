@@ -421,3 +421,26 @@ def test_echo_warns_above_R(data):
                 time.sleep(0.02)
         summary = ld.echo_summary()
         assert summary["achieved_factor"] == 8 and summary["estimated_R"] < 8
+
+
+def test_coordinate_keyword(data):
+    """coordinate= joins a group (here alone): the batches are those of a
+    loader without it, and the shared segment is gone after close()."""
+    name = "py%d" % os.getpid()
+    with nostall.Loader(data, **SMALL) as ld:
+        ref = python_checksum(ld)
+    ld = nostall.Loader(data, coordinate=name, **SMALL)
+    try:
+        assert python_checksum(ld) == ref
+        st = ld.stats()
+        # alone, this job prepared everything (the next epoch is begun ahead)
+        assert st["coord_members"] == 1 and st["coord_items_produced"] >= 40
+        assert st["coord_group_items_produced"] == st["coord_items_produced"]
+        assert any(f.endswith("-" + name) for f in os.listdir("/dev/shm"))
+        with pytest.raises(nostall.StateError, match="set_state"):
+            ld.load_state_dict({"epoch": 0, "position": 0})
+    finally:
+        ld.close()
+    assert not any(f.endswith("-" + name) for f in os.listdir("/dev/shm"))
+    with pytest.raises(nostall.OptionError, match="echo"):
+        nostall.Loader(data, coordinate=name, echo_factor=2)
