@@ -22,6 +22,9 @@
 #include "commands.h"
 #include "util.h"
 #include "nostall.h"
+#ifdef NOSTALL_HAVE_MPI
+#include "mpi/tool_mpi.h"
+#endif
 
 typedef struct epoch_rec {
     uint64_t epoch, items, batches, checksum;
@@ -49,6 +52,9 @@ static void bench_usage(FILE *f)
             "  --json            print one JSON object on stdout instead of the summary\n"
             "  --quiet           no progress line\n"
             "  --no-checksum     skip hashing the delivered bytes (for timing against peers)\n"
+            "  --partitioned-cache BYTES  under mpirun/srun: a cache of BYTES (K/M/G/T or '25%%')\n"
+            "                    on this rank, partitioned across the ranks over MPI (libnostall_mpi;\n"
+            "                    sets rank/world_size from MPI; use with --cache none)\n"
             "  --help            this text\n"
             "\n"
             "loader options (--name VALUE or --name=VALUE; defaults and bounds):\n");
@@ -137,6 +143,8 @@ int cmd_bench(int argc, char **argv)
     int json = 0, quiet = 0, no_checksum = 0, epochs_set = 0, rc, status = 1;
     nostall_config *cfg = NULL;
     nostall_loader *ld = NULL;
+    const char *pcache = NULL; /* --partitioned-cache BYTES */
+    void *mpi = NULL;
     epoch_rec *recs = NULL;
 
     if (nostall_config_create(&cfg) < 0) {
@@ -169,6 +177,15 @@ int cmd_bench(int argc, char **argv)
         memcpy(name, a + 2, nlen);
         name[nlen] = '\0';
         if (eq) value = eq + 1;
+        if (!strcmp(name, "partitioned-cache") || !strcmp(name, "partitioned_cache")) {
+            if (!value) value = i + 1 < argc ? argv[++i] : NULL;
+            if (!value) {
+                fprintf(stderr, "nostall bench: --partitioned-cache needs a size (e.g. 8G or 25%%)\n");
+                goto usage_error;
+            }
+            pcache = value;
+            continue;
+        }
         if (!strcmp(name, "step-ms") || !strcmp(name, "step_ms")) {
             if (!value) value = i + 1 < argc ? argv[++i] : NULL;
             char *end;
@@ -220,6 +237,15 @@ int cmd_bench(int argc, char **argv)
     }
     nostall_config_set_uint(cfg, NOSTALL_OPT_EPOCHS, epochs);
 
+    if (pcache) {
+#ifdef NOSTALL_HAVE_MPI
+        if (tool_mpi_attach(cfg, data, pcache, &mpi) != 0) goto out;
+#else
+        fprintf(stderr, "nostall bench: --partitioned-cache needs a build with MPI "
+                        "(libopenmpi-dev found at configure time)\n");
+        goto usage_error;
+#endif
+    }
     double t_create = tool_now_s();
     if (nostall_loader_create(&ld, data, cfg) < 0) {
         fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
@@ -369,7 +395,11 @@ int cmd_bench(int argc, char **argv)
         const uint64_t *sv = (const uint64_t *)&st;
         for (int i = 0; i < nostall_stats_count(); i++)
             fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", nostall_stats_name(i), sv[i]);
-        fprintf(f, "}}\n");
+        fprintf(f, "}");
+#ifdef NOSTALL_HAVE_MPI
+        tool_mpi_report(mpi, f, 1);
+#endif
+        fprintf(f, "}\n");
     } else {
         printf("nostall bench: %s\n", data);
         printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
@@ -426,12 +456,18 @@ int cmd_bench(int argc, char **argv)
         }
         if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
         if (!no_checksum) printf("  checksum    %016" PRIx64 "\n", checksum);
+#ifdef NOSTALL_HAVE_MPI
+        tool_mpi_report(mpi, stdout, 0);
+#endif
     }
     status = 0;
 out:
     free(recs);
     nostall_loader_free(ld);
     nostall_config_free(cfg);
+#ifdef NOSTALL_HAVE_MPI
+    tool_mpi_end(mpi, status); /* after the loader: detach (collective), MPI_Finalize */
+#endif
     return status;
 usage_error:
     nostall_config_free(cfg);
