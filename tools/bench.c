@@ -171,13 +171,9 @@ int cmd_bench(int argc, char **argv)
         }
         /* --name=value or --name value */
         char name[128];
-        const char *value = NULL, *eq = strchr(a + 2, '=');
-        size_t nlen = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, a + 2, nlen);
-        name[nlen] = '\0';
-        if (eq) value = eq + 1;
-        if (!strcmp(name, "partitioned-cache") || !strcmp(name, "partitioned_cache")) {
+        const char *value;
+        tool_flag_name(a, name, sizeof name, &value);
+        if (!strcmp(name, "partitioned_cache")) {
             if (!value) value = i + 1 < argc ? argv[++i] : NULL;
             if (!value) {
                 fprintf(stderr, "nostall bench: --partitioned-cache needs a size (e.g. 8G or 25%%)\n");
@@ -186,7 +182,7 @@ int cmd_bench(int argc, char **argv)
             pcache = value;
             continue;
         }
-        if (!strcmp(name, "step-ms") || !strcmp(name, "step_ms")) {
+        if (!strcmp(name, "step_ms")) {
             if (!value) value = i + 1 < argc ? argv[++i] : NULL;
             char *end;
             step_ms = value ? strtod(value, &end) : -1;
@@ -196,33 +192,10 @@ int cmd_bench(int argc, char **argv)
             }
             continue;
         }
-        int id = nostall_option_find(name);
-        if (id < 0) {
-            fprintf(stderr, "nostall bench: unknown option '--%s' (see nostall bench --help)\n", name);
-            goto usage_error;
-        }
-        nostall_option_info info;
-        nostall_option_info_get(id, &info);
-        if (!value) {
-            /* A bare boolean flag means 1; otherwise the next argument. */
-            if (info.type == NOSTALL_TYPE_BOOL &&
-                (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2) ||
-                 nostall_config_set(cfg, name, argv[i + 1]) < 0)) {
-                value = "1";
-            } else if (info.type == NOSTALL_TYPE_BOOL) {
-                i++;
-                continue;
-            } else if (i + 1 < argc) {
-                value = argv[++i];
-            } else {
-                fprintf(stderr, "nostall bench: option '--%s' needs a value\n", name);
-                goto usage_error;
-            }
-        }
-        if (nostall_config_set(cfg, name, value) < 0) {
-            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
-            goto usage_error;
-        }
+        int id = tool_loader_option(cfg, "bench", name, value, argc, argv, &i);
+        if (id == -1)
+            fprintf(stderr, "nostall bench: unknown option '%s' (see nostall bench --help)\n", a);
+        if (id < 0) goto usage_error;
         if (id == NOSTALL_OPT_EPOCHS) epochs_set = 1;
     }
     if (!data) {

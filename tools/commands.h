@@ -11,5 +11,7 @@ int cmd_gen(int argc, char **argv);   /* gen.c:   write a synthetic ImageFolder 
 int cmd_bench(int argc, char **argv); /* bench.c: run the loader, report throughput     */
 int cmd_transcode(int argc, char **argv); /* transcode.c: lossless JPEG copy with restart
                                              markers for faster region decode            */
+int cmd_analyze(int argc, char **argv); /* analyze.c: where the data stall comes from, what-if
+                                           predictions and recommendations              */
 
 #endif

@@ -20,6 +20,8 @@ static void usage(FILE *f)
             "  bench DATA [options]    run the loader over DATA and report throughput and stalls\n"
             "  transcode SRC DST       copy a dataset, adding JPEG restart markers (lossless) so\n"
             "                          crops decode only the rows they need\n"
+            "  analyze DATA [options]  measure where the data stall comes from; predict what\n"
+            "                          cache, cores, storage or echoing would change\n"
             "\n"
             "`nostall COMMAND --help` describes each command's options.\n",
             nostall_version_string());
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "gen")) return cmd_gen(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "transcode")) return cmd_transcode(argc - 1, argv + 1);
+    if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     fprintf(stderr, "nostall: unknown command '%s' (try nostall --help)\n", cmd);
     return 2;
 }

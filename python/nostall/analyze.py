@@ -1,0 +1,242 @@
+"""nostall.analyze: where the data stall of a real training step comes from.
+
+    import nostall
+    result = nostall.analyze(train_step, "/data/train", batch_size=256, threads=8)
+    print(result.text)                       # the readable report
+    result["bound"]                          # "compute" | "prep" | "fetch"
+    result["recommendations"]                # cores, cache, echo, with predicted gains
+
+`train_step(images, labels)` is your step. It is run three ways, as the CLI's
+`nostall analyze` runs a simulated one:
+
+* synthetic: on one batch already in memory, as many times as an epoch has
+  batches (the accelerator's own rate, and the step's own CPU use);
+* cached:    with the loader, every dataset file in the OS page cache and no
+  storage delay (adds preprocessing);
+* cold:      with the loader as configured, after dropping the dataset's
+  files from the page cache with posix_fadvise(DONTNEED) (adds fetching; no
+  root needed).
+
+The runs' figures are then handed to `nostall analyze DATA --runs FILE
+--json`, which measures storage, memory and the dataset itself and applies
+the what-if model -- the model lives in one place, the CLI (C). The result
+is that command's JSON as a dict (see docs/analyzer.md), plus `.text`.
+
+During normal training the same counters come from Loader.stats();
+stall_summary(loader) condenses them.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from .loader import Loader, _option_text
+
+__all__ = ["analyze", "stall_summary", "Analysis"]
+
+
+class Analysis(dict):
+    """The analyzer's JSON as a dict; .text is the terminal report."""
+    text = ""
+
+
+def _find_cli(cli):
+    if cli:
+        return cli
+    env = os.environ.get("NOSTALL_CLI")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "nostall")
+    if os.path.exists(here):
+        return os.path.abspath(here)
+    found = shutil.which("nostall")
+    if not found:
+        raise FileNotFoundError("nostall.analyze: the nostall program was not found "
+                                "(pass cli=PATH or set $NOSTALL_CLI)")
+    return found
+
+
+def _read_all(paths):
+    buf = bytearray(1 << 20)
+    for p in paths:
+        try:
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+        except OSError:
+            pass
+
+
+def _drop(paths):
+    failed = 0
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            failed += 1
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            failed += 1
+        finally:
+            os.close(fd)
+    return failed
+
+
+def _run(source, options, train_step, max_batches, label, progress):
+    """One epoch (or max_batches) of the loader with the step; wall, CPU, stats."""
+    with Loader(source, **options) as ld:
+        total = len(ld) if not max_batches else min(len(ld), max_batches)
+        s0 = ld.stats()
+        t0, c0 = time.perf_counter(), time.process_time()
+        items = batches = 0
+        for images, labels in ld:
+            train_step(images, labels)
+            items += len(labels)
+            batches += 1
+            if progress:
+                progress(label, batches, total)
+            if batches >= total:
+                break
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        s1 = ld.stats()
+    st = {k: s1[k] - s0[k] for k in s1}
+    return {"seconds": seconds, "cpu_s": cpu, "items": items, "batches": batches, "stats": st}
+
+
+def _tty_progress(label, done, total):
+    import sys
+    sys.stderr.write("\r%-10s %d/%d batches   " % (label, done, total))
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cli=None,
+            progress=None, **loader_options):
+    """Measure and model the data stall of `train_step` fed by a nostall
+    Loader over `source` with `loader_options` (any Loader keyword).
+
+    max_batches: cap each measured run (default: one epoch).
+    report:      also write a self-contained HTML report to this path.
+    predict:     extra configurations to predict, e.g. ["threads=8,cache_fraction=0.5"].
+    progress:    None (a line on stderr when it is a terminal), False, or a
+                 callable(label, done, total).
+    Returns an Analysis (dict of the CLI's JSON, with .text).
+    """
+    import sys
+    cli = _find_cli(cli)
+    if progress is None:
+        progress = _tty_progress if sys.stderr.isatty() else None
+    user_opts = {k: v for k, v in loader_options.items() if v is not None}
+    # the runs measure without echoing (the model predicts it) and one epoch each
+    opts = {k: v for k, v in user_opts.items() if k not in ("epochs", "echo_factor", "echo")}
+
+    # The dataset's files, and one batch for the synthetic run.
+    probe_opts = dict(opts, threads=1, batches_ahead=1, cache_bytes=0, storage_mbps=0,
+                      storage_latency_ms=0)
+    with Loader(source, copy=True, **probe_opts) as probe:
+        info = probe.info()
+        paths = [p for p in (probe.item(i)[0] for i in range(info["items"]))
+                 if not p.startswith(("http://", "https://"))]  # local files only
+        images, labels = next(iter(probe))
+        source_path = probe.source if isinstance(source, (str, bytes, os.PathLike)) else None
+    if source_path is None:
+        # a Python list of (path, label): the CLI needs a list file
+        fd, list_file = tempfile.mkstemp(prefix="nostall-analyze-", suffix=".tsv")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            for p, label in source:
+                f.write("%s\t%d\n" % (os.path.abspath(os.fsdecode(p)), int(label)))
+        source_path = list_file
+    else:
+        list_file = None
+    nb = info["batches_per_epoch"] if not max_batches else min(info["batches_per_epoch"], max_batches)
+
+    try:
+        # 1. synthetic: the step alone, on a batch already in memory
+        t0, c0 = time.perf_counter(), time.process_time()
+        for i in range(nb):
+            train_step(images, labels)
+            if progress:
+                progress("synthetic", i + 1, nb)
+        syn_s, syn_cpu = time.perf_counter() - t0, time.process_time() - c0
+        del images, labels
+
+        # 2. cached: page cache warm, no emulated storage, no echo
+        _read_all(paths)
+        warm = _run(source_path, dict(opts, cache="none", storage_mbps=0, storage_latency_ms=0,
+                                      echo="fixed", echo_factor=1, epochs=1),
+                    train_step, max_batches, "cached", progress)
+        # 3. cold: as configured, after dropping the files from the page cache
+        _drop(paths)
+        cold = _run(source_path, dict(opts, epochs=1, echo="fixed", echo_factor=1), train_step, max_batches,
+                    "cold", progress)
+        _drop(paths)
+
+        runs = {
+            "items_per_epoch": info["items_per_epoch"], "batch_size": int(probe.config["batch_size"]),
+            "step_s": syn_s / nb, "step_cpu_s": syn_cpu / nb,
+            "syn_seconds": syn_s, "syn_batches": nb,
+            "warm_seconds": warm["seconds"], "warm_items": warm["items"],
+            "warm_batches": warm["batches"], "warm_cpu_s": warm["cpu_s"],
+            "warm_stall_s": warm["stats"]["consumer_wait_ns"] * 1e-9,
+            "warm_fetch_ns": warm["stats"]["fetch_busy_ns"],
+            "warm_decode_ns": warm["stats"]["decode_busy_ns"],
+            "warm_augment_ns": warm["stats"]["augment_busy_ns"],
+            "cold_seconds": cold["seconds"], "cold_items": cold["items"],
+            "cold_batches": cold["batches"],
+            "cold_stall_s": cold["stats"]["consumer_wait_ns"] * 1e-9,
+            "cold_storage_reads": cold["stats"]["storage_reads"],
+            "cold_storage_bytes": cold["stats"]["storage_bytes_read"],
+            "cold_storage_wait_ns": cold["stats"]["storage_wait_ns"],
+            "cold_fetch_ns": cold["stats"]["fetch_busy_ns"],
+        }
+        with tempfile.TemporaryDirectory(prefix="nostall-analyze-") as tmp:
+            runs_file = os.path.join(tmp, "runs.json")
+            with open(runs_file, "w") as f:
+                json.dump(runs, f)
+            args = [cli, "analyze", source_path, "--runs", runs_file, "--quiet"]
+            for k, v in user_opts.items():
+                args += ["--" + k.replace("_", "-"), _option_text(k, v)]
+            for p in predict:
+                args += ["--predict", p]
+            if report:
+                args += ["--report", os.fspath(report)]
+            out = subprocess.run(args + ["--json"], capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError("nostall.analyze: %s failed: %s" % (" ".join(args),
+                                                                      out.stderr.strip()))
+            result = Analysis(json.loads(out.stdout))
+            # the readable report, from the same measurements (no new runs)
+            mfile = os.path.join(tmp, "result.json")
+            with open(mfile, "w") as f:
+                f.write(out.stdout)
+            text = subprocess.run([cli, "analyze", "--measurements", mfile] +
+                                  [a for p in predict for a in ("--predict", p)],
+                                  capture_output=True, text=True)
+            result.text = text.stdout.replace(mfile, os.fsdecode(source_path))
+    finally:
+        if list_file:
+            os.unlink(list_file)
+    return result
+
+
+def stall_summary(loader):
+    """The data stall so far from a Loader's counters, during normal training:
+    {stall_s, step_s, stall_fraction, prep_busy_s, storage_wait_s, items}.
+    step_s is the consumer's time between batches (consumer_busy_ns, when the
+    library provides it; otherwise None and stall_fraction is None)."""
+    st = loader.stats()
+    stall = st.get("consumer_wait_ns", 0) * 1e-9
+    busy = st.get("consumer_busy_ns")
+    step = busy * 1e-9 if busy else None
+    prep = (st.get("fetch_busy_ns", 0) - st.get("storage_wait_ns", 0) + st.get("decode_busy_ns", 0)
+            + st.get("augment_busy_ns", 0)) * 1e-9
+    return {"stall_s": stall, "step_s": step,
+            "stall_fraction": stall / (stall + step) if step else None,
+            "prep_busy_s": prep, "storage_wait_s": st.get("storage_wait_ns", 0) * 1e-9,
+            "items": st.get("items_delivered", 0)}

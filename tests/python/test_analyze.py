@@ -1,0 +1,100 @@
+"""nostall.analyze() with a real training step, and stall_summary() during training.
+
+Run: NOSTALL_LIBRARY=build/libnostall.so NOSTALL_CLI=build/nostall \
+     /usr/bin/python3 -m pytest -q tests/python/test_analyze.py
+"""
+
+import os
+import time
+
+import pytest
+
+try:
+    import nostall
+except ImportError as e:  # conftest skips everything with the reason
+    pytest.skip(str(e), allow_module_level=True)
+
+torch = pytest.importorskip("torch")
+
+OPTS = dict(batch_size=8, crop=32, threads=2, seed=3)
+
+
+class Step:
+    """A training step that really uses the batch, then waits like an accelerator."""
+
+    def __init__(self, seconds):
+        self.seconds, self.calls, self.items, self.shapes = seconds, 0, 0, set()
+
+    def __call__(self, images, labels):
+        assert images.dtype == torch.float32 and labels.dtype == torch.int64
+        float(images.mean())  # touches every pixel
+        self.calls += 1
+        self.items += len(labels)
+        self.shapes.add(tuple(images.shape[1:]))
+        time.sleep(self.seconds)
+
+
+def test_compute_bound_step(data, cli, tmp_path):
+    step = Step(0.02)
+    report = tmp_path / "r.html"
+    r = nostall.analyze(step, data, report=report, predict=["cache_fraction=1,threads=1"],
+                        cli=cli, progress=False, echo_factor=2, **OPTS)
+    # 40 items in batches of 8: 5 batches, run three times (synthetic, cached,
+    # cold); the runs do not echo, the model does
+    assert step.calls == 15 and step.items == 5 * 8 + 2 * 40
+    assert r["measurements"]["echo_factor"] == 2
+    assert r["model"]["steady_state"]["delivered_items"] == 80
+    assert step.shapes == {(3, 32, 32)}
+    m = r["measurements"]
+    assert m["items_per_epoch"] == 40 and m["batch_size"] == 8 and m["threads"] == 2
+    assert m["syn_batches"] == 5 and m["warm_items"] == 40 and m["cold_items"] == 40
+    assert m["step_s"] == pytest.approx(0.02, abs=0.008)  # the real step's time, measured
+    assert m["warm_cpu_s"] > 0 and m["dataset_bytes"] == sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
+    assert r["bound"] == "compute"
+    assert r["model"]["steady_state"]["stall_fraction"] < 0.05
+    assert r["measured"]["synthetic_s"] == pytest.approx(0.1, abs=0.04)
+    assert len(r["predictions"]) == 1 and r["predictions"][0]["config"]["threads"] == 1
+    assert [x["what"] for x in r["recommendations"]] == ["cores", "cache", "echo"]
+    assert "compute-bound" in r.text and data in r.text
+    html = report.read_text()
+    assert html.count('class="chart"') == 5 and "<script>" in html
+
+
+def test_prep_bound_when_the_step_is_fast(tmp_path, cli):
+    from conftest import gen
+    # larger images (more decode per item) and a step far faster than one thread
+    big = gen(tmp_path / "big", 48, 2, 400, 300)
+    r = nostall.analyze(Step(0.001), big, cli=cli, progress=False,
+                        batch_size=8, crop=64, threads=1)
+    assert r["bound"] == "prep"
+    cores = r["recommendations"][0]
+    assert cores["needed"] and cores["value"] >= 2
+    assert cores["epoch_after_s"] < cores["epoch_before_s"]
+
+
+def test_list_source_and_bad_option(data, cli):
+    pairs = [(os.path.join(data, c, f), i) for i, c in enumerate(sorted(os.listdir(data)))
+             for f in sorted(os.listdir(os.path.join(data, c)))][:16]
+    r = nostall.analyze(Step(0.005), pairs, cli=cli, progress=False, **OPTS)
+    assert r["measurements"]["items_per_epoch"] == 16
+    with pytest.raises(nostall.OptionError, match="threads"):
+        nostall.analyze(Step(0), data, cli=cli, progress=False, threads=-1)
+
+
+def test_stall_summary_during_training(data):
+    # 10 ms per read, one read in flight per worker, two workers: 40 items take
+    # >= 0.2 s; the step ~0.01 s
+    with nostall.Loader(data, epochs=1, storage_latency_ms=10, io_depth=1, **OPTS) as ld:
+        for images, labels in ld:
+            time.sleep(0.002)
+        s = nostall.stall_summary(ld)
+        st = ld.stats()
+    assert s["items"] == 40 == st["items_delivered"]
+    assert s["stall_s"] == pytest.approx(st["consumer_wait_ns"] * 1e-9)
+    assert s["stall_s"] > 0.1  # storage-bound: the step waits most of the time
+    assert s["storage_wait_s"] >= 0.3  # 40 reads x 10 ms, summed over workers
+    assert s["prep_busy_s"] > 0
+    if st.get("consumer_busy_ns"):  # the library measures the step too
+        assert s["step_s"] == pytest.approx(5 * 0.002, abs=0.01)
+        assert 0.5 < s["stall_fraction"] < 1
