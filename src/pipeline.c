@@ -1083,6 +1083,13 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     }
 
     ld->fenv.cache = ld->cache;
+    if (ld->cache) {
+        ld->fenv.reading = calloc(nst_index_count(ld->index), sizeof *ld->fenv.reading);
+        if (!ld->fenv.reading) {
+            rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+            goto fail;
+        }
+    }
     ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
     ld->fenv.throttle = &ld->throttle;
     ld->fenv.stop = &ld->stop_flag;
@@ -1186,6 +1193,7 @@ void nostall_loader_free(nostall_loader *ld)
     free(ld->eslot_indices);
     nst_ring_destroy(&ld->ring);
     nst_cache_free(ld->cache);
+    free((void *)ld->fenv.reading);
     nst_index_free(ld->index);
     nst_throttle_destroy(&ld->throttle);
     free(ld->source);

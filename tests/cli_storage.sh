@@ -36,6 +36,15 @@ for c in 0.25 0.5 0.75; do
     done
 done
 
+# reads in flight across epoch boundaries never read an item twice: with a
+# cache that holds everything, the whole run reads each item exactly once
+for seed in 1 2 3; do
+    "$CLI" bench "$TMP/data" --batch-size 4 --crop 16 --threads 4 --io-depth 16 --epochs 3 \
+        --seed $seed --cache-bytes 100M --json --quiet > "$TMP/full.json"
+    [ "$(json "$TMP/full.json" 'j["stats"]["storage_reads"]')" = 60 ] \
+        || fail "full cache, seed $seed: $(json "$TMP/full.json" '[e["storage_reads"] for e in j["per_epoch"]]') reads per epoch, want 60 then 0"
+done
+
 # percentage-of-RAM form is accepted
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --cache-bytes 1% --json --quiet > "$TMP/pct.json" \
     || fail "--cache-bytes 1% refused"

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -24,7 +25,9 @@
 #include "source/http.h"
 #include "source/reader.h"
 
-enum { REQ_DONE = 0, REQ_URING, REQ_HTTP };
+/* REQ_WAIT: a cache miss while another fetch reads the same item: wait for
+ * it to land in the cache (or be given up) rather than read it twice. */
+enum { REQ_DONE = 0, REQ_URING, REQ_HTTP, REQ_WAIT };
 
 struct nst_fetcher {
     const nst_fetch_env *env;
@@ -38,14 +41,23 @@ struct nst_fetcher {
 
 static int drop_cache(const nst_fetcher *f) { return f->env->cache || f->env->peer; }
 
-/* Record the current thread-local error as the request's result. */
-static void req_fail(nst_fetch_req *r, int status)
+/* The item is no longer being read by this request. */
+static void unclaim(nst_fetch_req *r, _Atomic uint8_t *reading)
 {
+    if (r->claimed) atomic_store_explicit(&reading[r->index], 0, memory_order_release);
+    r->claimed = 0;
+}
+
+/* Record the current thread-local error as the request's result. */
+static void req_fail_in(_Atomic uint8_t *reading, nst_fetch_req *r, int status)
+{
+    unclaim(r, reading);
     const char *m = nostall_last_error();
     r->status = status;
     snprintf(r->msg, sizeof r->msg, "%s", m && *m ? m : nostall_strerror(status));
     r->state = REQ_DONE;
 }
+#define req_fail(r, status) req_fail_in(f->env->reading, (r), (status))
 
 int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth)
 {
@@ -101,6 +113,7 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     r->io.storage_bytes = r->have;
     if (f->env->cache) nst_cache_put(f->env->cache, r->index, r->data, r->len);
     if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
+    unclaim(r, f->env->reading);
     r->state = REQ_DONE;
 }
 
@@ -248,6 +261,7 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     r->io.http_transfers = (uint8_t)(d.attempts > 255 ? 255 : d.attempts);
     r->io.http_retries = (uint8_t)(d.attempts > 1 ? (d.attempts - 1 > 255 ? 255 : d.attempts - 1) : 0);
     if (d.status < 0) {
+        unclaim(r, f->env->reading);
         r->status = d.status;
         snprintf(r->msg, sizeof r->msg, "%s", d.msg);
         r->state = REQ_DONE;
@@ -255,6 +269,48 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     }
     r->have = d.len;
     finish_read(f, r);
+}
+
+/* Read from storage, unless another fetch is reading the same item into
+ * the cache right now. */
+static void start_read(nst_fetcher *f, nst_fetch_req *r)
+{
+    if (f->env->reading) {
+        uint8_t idle = 0;
+        if (!atomic_compare_exchange_strong(&f->env->reading[r->index], &idle, 1)) {
+            r->state = REQ_WAIT;
+            return;
+        }
+        r->claimed = 1;
+    }
+    if (nst_http_is_url(r->path)) submit_http(f, r);
+    else submit_local(f, r);
+}
+
+/* A waiting request: served from the cache once the other read landed, or
+ * read here if it was given up (failed, or did not fit in the cache). */
+static void wait_step(nst_fetcher *f, nst_fetch_req *r)
+{
+    const uint8_t *data;
+    size_t len;
+    if (nst_cache_get(f->env->cache, r->index, &data, &len)) {
+        r->data = data;
+        r->len = len;
+        r->io.cache_miss = 0;
+        r->io.cache_hit = 1;
+        r->state = REQ_DONE;
+        return;
+    }
+    if (!atomic_load_explicit(&f->env->reading[r->index], memory_order_acquire)) {
+        start_read(f, r);
+        return;
+    }
+    /* Keep this worker's own reads moving (they may be what others wait
+     * for), then look again shortly. */
+    if (f->uring_inflight) uring_reap(f, 0);
+    if (f->http && nst_http_inflight(f->http)) http_reap(f, 0);
+    struct timespec ts = {0, 500000};
+    nanosleep(&ts, NULL);
 }
 
 static nst_fetch_req *push(nst_fetcher *f, uint64_t index, const char *path)
@@ -270,6 +326,7 @@ static nst_fetch_req *push(nst_fetcher *f, uint64_t index, const char *path)
     memset(&r->io, 0, sizeof r->io);
     r->wait_ns = 0;
     r->again = 0;
+    r->claimed = 0;
     r->deadline = 0;
     r->state = REQ_DONE;
     return r;
@@ -303,8 +360,7 @@ void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
             return;
         }
     }
-    if (nst_http_is_url(path)) submit_http(f, r);
-    else submit_local(f, r);
+    start_read(f, r);
 }
 
 nst_fetch_req *nst_fetch_next(nst_fetcher *f)
@@ -315,7 +371,8 @@ nst_fetch_req *nst_fetch_next(nst_fetcher *f)
     while (r->state != REQ_DONE) {
         if (f->env->stop && atomic_load(f->env->stop)) return NULL;
         if (r->state == REQ_URING) uring_reap(f, 1);
-        else http_reap(f, 20);
+        else if (r->state == REQ_HTTP) http_reap(f, 20);
+        else wait_step(f, r);
     }
     /* Reap whatever else completed meanwhile (keeps the queue moving). */
     while (f->uring_inflight && io_uring_cq_ready(&f->ring)) uring_reap(f, 0);

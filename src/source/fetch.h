@@ -37,6 +37,10 @@ enum { NST_READER_AUTO = 0, NST_READER_PREAD = 1, NST_READER_URING = 2 };
 /* What every fetcher of a loader shares (owned by the loader). */
 typedef struct nst_fetch_env {
     nst_cache *cache;                /* NULL: none */
+    _Atomic uint8_t *reading;        /* with a cache: per item, 1 while some
+                                        worker reads it from storage (so a
+                                        second miss waits for the cache
+                                        instead of reading it again) */
     const nostall_peer_cache *peer;  /* NULL: none */
     nst_throttle *throttle;
     const atomic_int *stop;
@@ -68,6 +72,7 @@ typedef struct nst_fetch_req {
     /* private */
     int state, fd;
     uint32_t again; /* io_uring: resubmissions after EINTR/EAGAIN */
+    int claimed;    /* this request set env->reading[index]              */
     size_t size, have;
     uint64_t deadline;
     nst_buf buf;
