@@ -117,20 +117,27 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     r->state = REQ_DONE;
 }
 
+/* Read the whole (open, checked) file now with pread: the plain reader, and
+ * io_uring's fallbacks. */
+static void read_now(nst_fetcher *f, nst_fetch_req *r)
+{
+    size_t len;
+    int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
+    if (rc < 0) {
+        close(r->fd);
+        r->fd = -1;
+        req_fail(r, rc);
+        return;
+    }
+    r->have = len;
+    finish_read(f, r);
+}
+
 static void uring_submit_read(nst_fetcher *f, nst_fetch_req *r)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
     if (!sqe) { /* cannot happen: the ring has depth entries; read now */
-        size_t len;
-        int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
-        if (rc < 0) {
-            close(r->fd);
-            r->fd = -1;
-            req_fail(r, rc);
-            return;
-        }
-        r->have = len;
-        finish_read(f, r);
+        read_now(f, r);
         return;
     }
     io_uring_prep_read(sqe, r->fd, r->buf.data + r->have, (unsigned)(r->size - r->have),
@@ -162,16 +169,7 @@ static void uring_reap(nst_fetcher *f, int wait)
         return;
     }
     if (res == -EAGAIN) { /* the kernel keeps refusing: read it ourselves */
-        size_t len;
-        rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
-        if (rc < 0) {
-            close(r->fd);
-            r->fd = -1;
-            req_fail(r, rc);
-            return;
-        }
-        r->have = len;
-        finish_read(f, r);
+        read_now(f, r);
         return;
     }
     if (res < 0) {
@@ -215,16 +213,7 @@ static void submit_local(nst_fetcher *f, nst_fetch_req *r)
         uring_submit_read(f, r);
         return;
     }
-    size_t len;
-    rc = nst_read_fd(r->fd, r->path, r->size, env->max_file_bytes, &r->buf, &len);
-    if (rc < 0) {
-        close(r->fd);
-        r->fd = -1;
-        req_fail(r, rc);
-        return;
-    }
-    r->have = len;
-    finish_read(f, r);
+    read_now(f, r);
 }
 
 static void submit_http(nst_fetcher *f, nst_fetch_req *r)
