@@ -12,18 +12,29 @@ source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/data" --images 192 --classes 4 --width 200 --height 150 --quiet
 common=(--batch-size 16 --crop 64 --seed 5 --quiet --json)
 
-# 1. step-bound: 24 batches x 15 ms, two threads prepare a batch of 8 in a ms or two
-"$CLI" analyze "$TMP/data" "${common[@]}" --batch-size 8 --threads 2 --step-ms 15 --report "$TMP/r.html" > "$TMP/compute.json" \
+# Which resource bounds a job is a matter of speed: sanitizer builds prepare
+# items 5-20x slower, so there the classification checks only report (the
+# release build asserts them); everything else is asserted in every build.
+STEP=15
+tfail() { fail "$@"; }
+[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" > "$TMP/syms" 2>/dev/null || true
+if grep -qE ' __(asan|tsan)_' "$TMP/syms" 2>/dev/null; then
+    tfail() { echo "note (sanitizer build, timing not asserted): $*"; }
+fi
+
+# 1. step-bound: 24 batches x STEP ms, two threads prepare a batch of 8 in a ms or two
+"$CLI" analyze "$TMP/data" "${common[@]}" --batch-size 8 --threads 2 --step-ms $STEP --report "$TMP/r.html" > "$TMP/compute.json" \
     || fail "analyze (compute-bound) failed"
 f="$TMP/compute.json"
 echo "compute-bound: measured stall $(json "$f" 'round(j["measured"]["stall_fraction"], 3)'), predicted $(json "$f" 'round(j["model"]["steady_state"]["stall_fraction"], 3)'), bound $(json "$f" 'j["bound"]')"
-[ "$(json "$f" 'j["bound"]')" = compute ] || fail "step-bound job not classified compute-bound"
-json "$f" 'j["measured"]["stall_fraction"] < 0.05' | grep -q True || fail "step-bound job: measured stall >= 5%"
-json "$f" 'j["model"]["steady_state"]["stall_fraction"] < 0.05' | grep -q True || fail "step-bound job: predicted stall >= 5%"
-# the synthetic run is the step alone: 24 steps of 15 ms
-json "$f" 'abs(j["measured"]["synthetic_s"] - 0.36) < 0.05' | grep -q True || fail "synthetic run is not 24 x 15 ms"
+[ "$(json "$f" 'j["bound"]')" = compute ] || tfail "step-bound job not classified compute-bound"
+json "$f" 'j["measured"]["stall_fraction"] < 0.05' | grep -q True || tfail "step-bound job: measured stall >= 5%"
+json "$f" 'j["model"]["steady_state"]["stall_fraction"] < 0.05' | grep -q True || tfail "step-bound job: predicted stall >= 5%"
+# the synthetic run is the step alone: 24 steps of STEP ms
+json "$f" "abs(j['measured']['synthetic_s'] - 24 * $STEP / 1000) < 0.05 + 0.05 * 24 * $STEP / 1000" \
+    | grep -q True || fail "synthetic run is not 24 x $STEP ms"
 json "$f" '[r["needed"] for r in j["recommendations"]] == [False, False, False]' | grep -q True \
-    || fail "step-bound job: no recommendation should be needed"
+    || tfail "step-bound job: no recommendation should be needed"
 json "$f" 'all(r["text"].startswith(w) for r, w in zip(j["recommendations"], ("Preprocessing:", "Storage:", "Echoing:")))' \
     | grep -q True || fail "recommendations must say what they are about: $(json "$f" 'j["recommendations"]')"
 json "$f" 'j["measurements"]["dataset_bytes"]' > "$TMP/bytes"
@@ -52,26 +63,26 @@ fi
 "$CLI" analyze "$TMP/big" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep.json" || fail "analyze (prep) failed"
 f="$TMP/prep.json"
 echo "prep-bound: bound $(json "$f" 'j["bound"]'); $(json "$f" 'j["recommendations"][0]["text"]')"
-[ "$(json "$f" 'j["bound"]')" = prep ] || fail "thread-starved job not classified prep-bound"
-[ "$(json "$f" 'j["measured"]["bound"]')" = prep ] || fail "measured runs do not show a prep stall"
+[ "$(json "$f" 'j["bound"]')" = prep ] || tfail "thread-starved job not classified prep-bound"
+[ "$(json "$f" 'j["measured"]["bound"]')" = prep ] || tfail "measured runs do not show a prep stall"
 json "$f" 'j["recommendations"][0]["needed"] and j["recommendations"][0]["value"] >= 2' | grep -q True \
-    || fail "prep-bound: should recommend at least 2 cores"
+    || tfail "prep-bound: should recommend at least 2 cores"
 json "$f" 'j["recommendations"][0]["epoch_after_s"] < j["recommendations"][0]["epoch_before_s"]' | grep -q True \
-    || fail "prep-bound: the cores recommendation must predict a gain"
+    || tfail "prep-bound: the cores recommendation must predict a gain"
 
 # 3. fetch-bound: 192 files of ~10 KB at 4 MB/s is ~0.5 s; the step needs 0.12 s
 "$CLI" analyze "$TMP/data" "${common[@]}" --threads 2 --step-ms 10 --storage-mbps 4 \
     --predict cache_fraction=1 --predict storage_mbps=400,threads=1 > "$TMP/fetch.json" || fail "analyze (fetch) failed"
 f="$TMP/fetch.json"
 echo "fetch-bound: cold measured $(json "$f" 'round(j["measured"]["cold_s"], 3)') s, model $(json "$f" 'round(j["model"]["cold_run"]["epoch_s"], 3)') s; $(json "$f" 'j["recommendations"][1]["text"]')"
-[ "$(json "$f" 'j["bound"]')" = fetch ] || fail "slow-storage job not classified fetch-bound"
-[ "$(json "$f" 'j["measured"]["bound"]')" = fetch ] || fail "measured runs do not show a fetch stall"
+[ "$(json "$f" 'j["bound"]')" = fetch ] || tfail "slow-storage job not classified fetch-bound"
+[ "$(json "$f" 'j["measured"]["bound"]')" = fetch ] || tfail "measured runs do not show a fetch stall"
 json "$f" 'j["recommendations"][1]["needed"] and 0 < j["recommendations"][1]["value"] <= 1' | grep -q True \
-    || fail "fetch-bound: should recommend a cache fraction"
+    || tfail "fetch-bound: should recommend a cache fraction"
 json "$f" 'abs(j["model"]["cold_run"]["epoch_s"] / j["measured"]["cold_s"] - 1) < 0.25' | grep -q True \
-    || fail "fetch-bound: model of the cold run off by more than 25%"
+    || tfail "fetch-bound: model of the cold run off by more than 25%"
 json "$f" 'len(j["predictions"]) == 2 and j["predictions"][0]["prediction"]["fetch_stall_fraction"] < 0.05' | grep -q True \
-    || fail "--predict cache_fraction=1 should remove the fetch stall"
+    || tfail "--predict cache_fraction=1 should remove the fetch stall"
 
 # 4. --measurements: the same model without running anything
 "$CLI" analyze --measurements "$f" --json --predict cache_fraction=1 --predict storage_mbps=400,threads=1 > "$TMP/again.json" \
