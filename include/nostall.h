@@ -225,8 +225,10 @@ NOSTALL_API const char *nostall_last_error(void);
       "fixed echoing: uses of each item per epoch (fractional: the extra use " \
       "is drawn per item); 1 = no echoing")                                    \
     X(ECHO_BUFFER, "echo_buffer", UINT, "64", "1", "1048576",                  \
-      "echo shuffle pool: items (batches for echo_point=batch) held with "     \
-      "their remaining uses and drawn at random, spreading copies apart")      \
+      "echo shuffle pool: items held with their remaining uses and drawn at "  \
+      "random, spreading copies apart (larger: fewer duplicates per batch; "   \
+      "adaptive: the pool of finished items; echo_point=batch repeats each "   \
+      "batch in a row and does not use it)")                                   \
     X(ECHO_MAX, "echo_max", UINT, "4", "1", "1000",                            \
       "adaptive echoing: most uses of any item")                               \
     X(COORDINATE, "coordinate", STRING, "", "", "",                            \
@@ -361,7 +363,11 @@ NOSTALL_API int nostall_loader_release(nostall_loader *ld, const nostall_batch *
 NOSTALL_API int nostall_loader_stop(nostall_loader *ld);
 
 /* Resumable position: `position` items of epoch `epoch` have been delivered
- * (lent) to the consumer. */
+ * (lent) to the consumer. With fixed item echoing, positions count
+ * deliveries (repeats included) and resuming is exact. With batch echoing a
+ * batch counts once its last repeat was lent: resuming between two repeats
+ * of a batch delivers that batch's repeats again. Adaptive echo batches are
+ * extra and not counted. */
 typedef struct nostall_state {
     uint64_t epoch;
     uint64_t position;

@@ -1445,7 +1445,8 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
                 for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], s->io.v[i]);
             } else { /* batch echoing: a repeat, right after the previous lend */
                 STAT_ADD(ld->dlv[NST_IO_echoed], s->delivered);
-                STAT_ADD(ld->dlv[NST_IO_distance], s->delivered);
+                /* each of its items was last used one batch ago */
+                STAT_ADD(ld->dlv[NST_IO_distance], (uint64_t)s->delivered * s->delivered);
             }
             if (--s->lends_left == 0) {
                 ld->cons_seq++;

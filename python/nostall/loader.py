@@ -382,11 +382,12 @@ class Loader:
             return
         factor = float(self.config.get("echo_factor", "1"))
         r = self.echo_summary()["estimated_R"] if factor > 1 else None
-        if r and factor > 1.1 * r:
+        if r and factor > 1.25 * r:
             self._echo_warned = True
-            warnings.warn("nostall: echo_factor %g exceeds the estimated R %.2f (pipeline time / "
-                          "step time): repeats beyond R only slow training" % (factor, r),
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn("nostall: echo_factor %g exceeds the estimated R %.2f (pipeline time per "
+                          "fresh item / time between batches per item, which includes anything "
+                          "the loop does besides the step, e.g. evaluation): repeats beyond R "
+                          "only slow training" % (factor, r), RuntimeWarning, stacklevel=3)
 
     def stats(self):
         """Every counter of nostall_loader_stats() (times in ns)."""
