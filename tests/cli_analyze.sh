@@ -84,6 +84,16 @@ json "$f" 'abs(j["model"]["cold_run"]["epoch_s"] / j["measured"]["cold_s"] - 1) 
 json "$f" 'len(j["predictions"]) == 2 and j["predictions"][0]["prediction"]["fetch_stall_fraction"] < 0.05' | grep -q True \
     || tfail "--predict cache_fraction=1 should remove the fetch stall"
 
+# the partitioned cache (MPI): 4 ranks with the whole dataset between them
+# remove the storage stall when the network is fast, not when it is slow
+json "$f" "[r['prediction']['fetch_stall_fraction'] for r in j['whatif'] if r['group'] == 'partitioned'][-1] < 0.05" \
+    | grep -q True || tfail "partitioned what-if: 8 ranks should remove the fetch stall"
+"$CLI" analyze --measurements "$f" --json --predict nodes=4,cache_fraction=0.25,net_mbps=10000 \
+    --predict nodes=4,cache_fraction=0.25,net_mbps=1 > "$TMP/pc.json" || fail "--predict nodes= failed"
+json "$TMP/pc.json" "j['predictions'][0]['prediction']['epoch_s'] < j['predictions'][1]['prediction']['epoch_s']" \
+    | grep -q True || fail "partitioned cache: a faster network must predict a shorter epoch"
+json "$TMP/pc.json" "j['predictions'][0]['config']['nodes'] == 4" | grep -q True || fail "nodes not in the config"
+
 # 4. --measurements: the same model without running anything
 "$CLI" analyze --measurements "$f" --json --predict cache_fraction=1 --predict storage_mbps=400,threads=1 > "$TMP/again.json" \
     || fail "--measurements failed"

@@ -407,7 +407,8 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     /* fresh items per epoch: without echoing (the model applies it) */
     static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", "cache_bytes", "0",
                                             "storage_mbps", "0", "storage_latency_ms", "0",
-                                            "echo", "fixed", "echo_factor", "1", NULL};
+                                            "echo", "fixed", "echo_factor", "1", "coordinate", "",
+                                            NULL};
     nostall_config *probe_cfg = config_variant(cfg, probe_set);
     if (!probe_cfg) return -1;
     int rc = nostall_loader_create(&ld, data, probe_cfg);
@@ -483,8 +484,9 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
                 fprintf(stderr, "nostall analyze: warning: cannot read %s: %s\n", p.v[i], strerror(errno));
         free(buf);
     }
-    static const char *const warm_set[] = {"cache", "none", "storage_mbps", "0", "storage_latency_ms", "0",
-                                           "echo", "fixed", "echo_factor", "1", "epochs", "1", NULL};
+    static const char *const warm_set[] = {"cache", "none", "cache_bytes", "0", "storage_mbps", "0",
+                                           "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
+                                           "epochs", "1", "coordinate", "", NULL};
     wcfg = config_variant(cfg, warm_set);
     if (!wcfg) goto oom;
     run_out prep;

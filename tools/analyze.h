@@ -82,6 +82,12 @@ typedef struct an_scenario {
     double echo_factor;
     int echo_point;       /* 0 fetch, 1 decode, 2 augment, 3 batch           */
     int cold;             /* 1: first epoch after dropping the page cache    */
+    /* Partitioned cache over MPI (libnostall_mpi): `nodes` ranks each cache
+     * cache_frac of the dataset, disjointly; items a peer holds come over
+     * the network. nodes <= 1: off. */
+    double nodes;
+    double net_mbps;      /* network bandwidth per rank, MB/s                */
+    double net_latency_ms;/* one remote request                              */
 } an_scenario;
 
 typedef struct an_pred {

@@ -53,6 +53,9 @@ an_scenario an_scenario_current(const an_meas *m)
     s.step_s = m->step_s;
     s.echo_factor = m->echo_factor >= 1 ? m->echo_factor : 1;
     s.echo_point = (int)m->echo_point;
+    s.nodes = 1;
+    s.net_mbps = 1250;     /* 10 Gb/s Ethernet, until told (--predict net_mbps=) */
+    s.net_latency_ms = 0.2;
     return s;
 }
 
@@ -102,8 +105,19 @@ static double upstream_s(const an_meas *m, const an_scenario *s, double n, int w
         double mean_b = m->dataset_items > 0 ? m->dataset_bytes / m->dataset_items : 0;
         double c = s->minio ? fmin(1, fmax(0, s->cache_frac)) : 0;
         int fits = shard_bytes(m) <= 0.8 * m->mem_available_bytes;
-        double miss_emu = s->cold ? 1 : 1 - c;          /* reads that reach the emulated storage */
-        double miss_real = s->cold ? 1 : s->minio ? 1 - c : fits ? 0 : 1; /* ... and the disk */
+        /* Partitioned cache: a rank holds c of the items, the ranks together
+         * agg = min(1, nodes * c); the part agg - c comes from peers. */
+        double agg = c, remote = 0;
+        if (s->nodes > 1 && !s->cold) {
+            agg = fmin(1, s->nodes * c);
+            remote = agg - c;
+            double net_bw = s->net_mbps > 0 ? s->net_mbps * 1e6 : 0;
+            double rreads = n * remote;
+            if (net_bw > 0) device = fmax(device, rreads * mean_b / net_bw);
+            wait += rreads * (s->net_latency_ms * 1e-3 + (net_bw > 0 ? mean_b / net_bw : 0));
+        }
+        double miss_emu = s->cold ? 1 : 1 - agg;        /* reads that reach the emulated storage */
+        double miss_real = s->cold ? 1 : s->minio ? 1 - agg : fits ? 0 : 1; /* ... and the disk */
         if (s->emu_mbps > 0 || s->emu_latency_ms > 0) {
             double bw = s->emu_mbps > 0 ? s->emu_mbps * 1e6 * s->bw_scale : 0;
             double reads = n * miss_emu;
@@ -224,10 +238,13 @@ int an_scenario_parse(const an_meas *m, an_scenario *s, const char *spec, char *
         else if (!strcmp(k, "step_ms") || !strcmp(k, "step-ms")) s->step_s = x / 1000;
         else if (!strcmp(k, "echo_factor") || !strcmp(k, "echo-factor")) s->echo_factor = x < 1 ? 1 : x;
         else if (!strcmp(k, "cold")) s->cold = x > 0;
+        else if (!strcmp(k, "nodes")) s->nodes = x < 1 ? 1 : x;
+        else if (!strcmp(k, "net_mbps") || !strcmp(k, "net-mbps")) s->net_mbps = x;
+        else if (!strcmp(k, "net_latency_ms") || !strcmp(k, "net-latency-ms")) s->net_latency_ms = x;
         else {
             snprintf(err, errlen, "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
                      "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
-                     "echo_factor, echo_point, cold)", spec, k);
+                     "echo_factor, echo_point, cold, nodes, net_mbps, net_latency_ms)", spec, k);
             return -1;
         }
     }
@@ -326,6 +343,21 @@ void an_analyze(an_result *r)
         s = r->cur;
         s.echo_factor = echoes[i];
         add_row(r, "echo", echoes[i], &s, "echo factor %.1f", echoes[i], 0);
+    }
+
+    /* partitioned cache over MPI: N ranks, each caching the current
+     * fraction (or 1/N without a cache), peers over the network */
+    const double nodes[] = {2, 4, 8};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        s = r->cur;
+        s.nodes = nodes[i];
+        if (!(s.cache_frac > 0)) s.cache_frac = 1 / nodes[i];
+        s.minio = 1;
+        an_row *row = add_row(r, "partitioned", nodes[i], &s, "%.0f ranks x cache %.0f%%", nodes[i],
+                              100 * s.cache_frac);
+        if (row)
+            snprintf(row->label, sizeof row->label, "%.0f ranks x cache %.0f%%, peers at %.0f MB/s",
+                     nodes[i], 100 * s.cache_frac, s.net_mbps);
     }
 
     /* recommendations */
