@@ -41,6 +41,11 @@ done
 [ "$(json "$TMP/hc.json" 'j["stats"]["storage_reads"]')" = 40 ] \
     || fail "http + cache: $(json "$TMP/hc.json" '[e["storage_reads"] for e in j["per_epoch"]]') reads per epoch, want 40 in all"
 
+# emulated storage slows HTTP items too: 40 items of ~8 KB at 1 MB/s
+"$CLI" bench "$TMP/http.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --storage-mbps 1 > "$TMP/slowemu.json"
+json "$TMP/slowemu.json" "j['seconds'] >= 0.95 * j['storage_bytes_read'] / 1e6" | grep -q True \
+    || fail "storage_mbps does not throttle http items: $(json "$TMP/slowemu.json" 'j["seconds"]') s"
+
 # bad URLs: 404 and 500 (retried, then bad) are skipped and reported
 cp "$TMP/http.txt" "$TMP/bad.txt"
 printf '%s\t0\n%s\t1\n' "$url/no/such.jpg" "$url/e500.jpg" >> "$TMP/bad.txt"

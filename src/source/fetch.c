@@ -7,9 +7,10 @@
  * completions are reaped while waiting for the oldest (short reads are
  * resubmitted for the rest). URLs: handed to the worker's libcurl multi
  * handle (source/http.c). Emulated storage: each local read is scheduled on
- * the emulated device at submit (nst_throttle_schedule) and its completion
- * is held back until that time, so delays of requests in flight overlap
- * as they would on a real device with a queue.
+ * the emulated device at submit (nst_throttle_schedule), each transfer when
+ * it completes (its size known only then), and its completion is held back
+ * until that time, so delays of requests in flight overlap as they would on
+ * a real device with a queue.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -257,6 +258,9 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
         return;
     }
     r->have = d.len;
+    /* Emulated storage slows every source: a transfer's bytes are scheduled
+     * on the emulated device once their size is known. */
+    r->deadline = nst_throttle_schedule(f->env->throttle, d.len);
     finish_read(f, r);
 }
 

@@ -6,8 +6,9 @@
  * A worker submits the items it will decode next (in its order) and then
  * completes them oldest first. Meanwhile the others are in flight: io_uring
  * reads of local files, libcurl transfers, emulated storage delays (each
- * read is scheduled on the emulated device when submitted, so `depth`
- * emulated reads overlap). depth = 1 reads each item when it is submitted.
+ * local read is scheduled on the emulated device when submitted, each
+ * transfer when its size is known, so `depth` emulated reads overlap).
+ * depth = 1 reads each item when it is submitted.
  *
  * Sources, in order: the MinIO cache (a hit is a pointer into cache memory:
  * no copy, no read), the peer cache hook (nostall_peer_cache), then storage
