@@ -227,16 +227,23 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
 
 def stall_summary(loader):
     """The data stall so far from a Loader's counters, during normal training:
-    {stall_s, step_s, stall_fraction, prep_busy_s, storage_wait_s, items}.
-    step_s is the consumer's time between batches (consumer_busy_ns, when the
-    library provides it; otherwise None and stall_fraction is None)."""
+    {stall_s, step_s, stall_fraction, prep_busy_s, storage_wait_s,
+    fetch_stall_s, prep_stall_s, items}. step_s is the consumer's time
+    between batches (consumer_busy_ns, when the library provides it;
+    otherwise None and stall_fraction is None). The stall is split into
+    fetch and prep stall in proportion to the workers' time waiting for
+    storage and preparing items: an estimate while training runs; the
+    differential measurement of analyze() is the precise one."""
     st = loader.stats()
     stall = st.get("consumer_wait_ns", 0) * 1e-9
     busy = st.get("consumer_busy_ns")
     step = busy * 1e-9 if busy else None
     prep = (st.get("fetch_busy_ns", 0) - st.get("storage_wait_ns", 0) + st.get("decode_busy_ns", 0)
             + st.get("augment_busy_ns", 0)) * 1e-9
+    wait = st.get("storage_wait_ns", 0) * 1e-9
+    fetch_share = wait / (wait + prep) if wait + prep > 0 else 0.0
     return {"stall_s": stall, "step_s": step,
             "stall_fraction": stall / (stall + step) if step else None,
-            "prep_busy_s": prep, "storage_wait_s": st.get("storage_wait_ns", 0) * 1e-9,
+            "prep_busy_s": prep, "storage_wait_s": wait,
+            "fetch_stall_s": stall * fetch_share, "prep_stall_s": stall * (1 - fetch_share),
             "items": st.get("items_delivered", 0)}

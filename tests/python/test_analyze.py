@@ -95,6 +95,9 @@ def test_stall_summary_during_training(data):
     assert s["stall_s"] > 0.1  # storage-bound: the step waits most of the time
     assert s["storage_wait_s"] >= 0.3  # 40 reads x 10 ms, summed over workers
     assert s["prep_busy_s"] > 0
+    # storage-bound: most of the stall is attributed to fetching
+    assert s["fetch_stall_s"] + s["prep_stall_s"] == pytest.approx(s["stall_s"])
+    assert s["fetch_stall_s"] > s["prep_stall_s"]
     if st.get("consumer_busy_ns"):  # the library measures the step too
         assert s["step_s"] == pytest.approx(5 * 0.002, abs=0.01)
         assert 0.5 < s["stall_fraction"] < 1
