@@ -271,13 +271,17 @@ class Loader:
     def _epoch(self, token):
         b = self._batch
         try:
-            st = self.state_dict()
-            if st["position"] and st["position"] >= self._info["items_per_epoch"]:
-                # The previous epoch was consumed to its end without its
-                # EPOCH_END (a `break` after the last batch, or a resumed state).
-                self._next(b)
+            # Mid-epoch (a `break`, or a resumed state): continue that epoch.
+            # If it was consumed to its end without its EPOCH_END, the first
+            # call returns that EPOCH_END: skip it (no length is assumed, so
+            # epochs of varying length, as with fractional echoing, work).
+            pending_end = self.state_dict()["position"] > 0
             while True:
                 rc = self._next(b)
+                if rc == _lib.EPOCH_END and pending_end:
+                    pending_end = False
+                    continue
+                pending_end = False
                 if rc != _lib.OK:  # EPOCH_END or DONE
                     self._echo_check()
                     return

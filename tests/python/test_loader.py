@@ -444,3 +444,30 @@ def test_coordinate_keyword(data):
     assert not any(f.endswith("-" + name) for f in os.listdir("/dev/shm"))
     with pytest.raises(nostall.OptionError, match="echo"):
         nostall.Loader(data, coordinate=name, echo_factor=2)
+
+
+def test_break_and_continue_with_fractional_echo(data):
+    """Epoch lengths vary with a fractional echo factor: breaking out of an
+    epoch (also past the length of epoch 0) and iterating again continues
+    that epoch, and every epoch holds each item once or twice, nothing lost
+    or taken from the next epoch."""
+    opts = dict(echo_factor=1.5, echo_point="fetch", **SMALL)
+    with nostall.Loader(data, **opts) as ref:
+        batches = [sum(1 for _ in ref) for _ in range(8)]  # batches of each epoch
+    with nostall.Loader(data, **opts) as ld:
+        n0 = len(ld)
+        assert n0 == batches[0]
+        for epoch in range(8):
+            # break mid-epoch: past epoch 0's length when this epoch is longer
+            stop_at = n0 - 1 if batches[epoch] > n0 else 1
+            seen = collections.Counter()
+            for i, (x, y) in enumerate(ld):
+                seen.update(ld.last_indices.tolist())
+                if i == stop_at:
+                    break
+            for x, y in ld:  # the rest of the same epoch
+                seen.update(ld.last_indices.tolist())
+            assert set(seen) == set(range(40)), "epoch %d" % epoch
+            assert set(seen.values()) <= {1, 2}, "epoch %d" % epoch
+        assert ld.state_dict()["epoch"] == 8
+    assert any(b > batches[0] for b in batches[1:])  # the case above occurred
