@@ -516,11 +516,24 @@ static void echo_epoch_start(struct nostall_loader *ld, uint64_t epoch, uint64_t
     nst_echo_sched_start(es, epoch, dpos);
 }
 
-static void io_add_uses(nst_slot_io *io, uint32_t uses)
+/* Batch accounting (nst_slot_io counters): `n` items used `uses` times each
+ * in their epoch (the echo histogram). */
+static void io_add_uses(uint64_t *v, uint32_t uses, uint64_t n)
 {
-    if (uses <= 4) io->v[NST_IO_uses_1 + uses - 1]++;
-    else if (uses <= 8) io->uses_5_8++;
-    else io->uses_9_up++;
+    v[uses <= 4 ? NST_IO_uses_1 + uses - 1 : uses <= 8 ? NST_IO_uses_5_8 : NST_IO_uses_9_up] += n;
+}
+
+/* ... and where one item's bytes came from. */
+static void io_add_fetch(uint64_t *v, const nst_fetch_io *f)
+{
+    v[NST_IO_storage_bytes] += f->storage_bytes;
+    v[NST_IO_storage_reads] += f->storage_read;
+    v[NST_IO_cache_hits] += f->cache_hit;
+    v[NST_IO_cache_misses] += f->cache_miss;
+    v[NST_IO_peer_hits] += f->peer_hit;
+    v[NST_IO_peer_bytes] += f->peer_bytes;
+    v[NST_IO_http_transfers] += f->http_transfers;
+    v[NST_IO_http_retries] += f->http_retries;
 }
 
 /* Open the next batch at the producer cursor if its slot is free (mu held).
@@ -578,7 +591,7 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
         }
         if (u.last) {
             es->closed = 1;
-            io_add_uses(&s->io, u.uses);
+            io_add_uses(s->io.v, u.uses, 1);
         }
         if (u.copy) {
             s->io.echoed++;
@@ -589,7 +602,7 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
         s->io.dups += u.dup;
     } else {
         s->io.fresh++;
-        io_add_uses(&s->io, 1);
+        if (ld->echo != ECHO_BATCHES) io_add_uses(s->io.v, 1, 1); /* else counted at lend */
     }
     t->apool = UINT32_MAX;
     if (ld->echo == ECHO_ADAPTIVE) {
@@ -600,7 +613,6 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
         }
         ld->apool_next = (ld->apool_next + 1) % ld->napool;
     }
-    if (ld->echo == ECHO_BATCHES) s->io.v[NST_IO_uses_1]--; /* counted at lend */
     t->s = s;
     t->j = s->assigned++;
     t->epoch = s->epoch;
@@ -634,14 +646,7 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
         a->index = t->index;
     }
     s->item_status[j] = rc < 0 ? rc : 0;
-    s->io.storage_bytes += io->storage_bytes;
-    s->io.storage_reads += io->storage_read;
-    s->io.cache_hits += io->cache_hit;
-    s->io.cache_misses += io->cache_miss;
-    s->io.peer_hits += io->peer_hit;
-    s->io.peer_bytes += io->peer_bytes;
-    s->io.http_transfers += io->http_transfers;
-    s->io.http_retries += io->http_retries;
+    io_add_fetch(s->io.v, io);
     if (rc < 0) {
         s->failed++;
         if (ld->on_bad == NOSTALL_BAD_SKIP) {
@@ -756,19 +761,7 @@ static void *worker_main(void *arg)
  * any thread of any member of the group takes the next item of the shared
  * ring, in delivery order; the item is written straight into the shared
  * slot. Fetches stay in flight as above. */
-static void coord_io(uint64_t *io, const nst_fetch_io *f)
-{
-    io[NST_IO_storage_bytes] += f->storage_bytes;
-    io[NST_IO_storage_reads] += f->storage_read;
-    io[NST_IO_cache_hits] += f->cache_hit;
-    io[NST_IO_cache_misses] += f->cache_miss;
-    io[NST_IO_peer_hits] += f->peer_hit;
-    io[NST_IO_peer_bytes] += f->peer_bytes;
-    io[NST_IO_http_transfers] += f->http_transfers;
-    io[NST_IO_http_retries] += f->http_retries;
-    io[NST_IO_fresh]++;
-    io[NST_IO_uses_1]++;
-}
+_Static_assert(NST_IO_COUNT_ <= NST_GROUP_IO_MAX, "batch accounting must fit the group's io[]");
 
 static void *coord_worker_main(void *arg)
 {
@@ -824,7 +817,9 @@ static void *coord_worker_main(void *arg)
             rc = process_item(w, t->gt.epoch, t->index, 0, r->path, r->data, r->len, t->gt.image);
             if (rc < 0) last_error_into(msg, sizeof msg, rc);
         }
-        coord_io(t->gt.io, &r->io);
+        io_add_fetch(t->gt.io, &r->io); /* the group sums these per batch */
+        t->gt.io[NST_IO_fresh]++;
+        io_add_uses(t->gt.io, 1, 1);
         nst_group_done(ld->group, &t->gt, rc, rc < 0 ? msg : "");
         nst_fetch_release(w->fetch);
         w->tk_head = (w->tk_head + 1) % w->depth;
@@ -1437,9 +1432,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
                 if (ld->echo == ECHO_BATCHES) {
                     uint32_t u = batch_uses(ld, s->epoch, s->position);
                     s->lends_left = u;
-                    s->io.v[u <= 4 ? NST_IO_uses_1 + u - 1 : u <= 8 ? NST_IO_uses_5_8
-                                                                   : NST_IO_uses_9_up] +=
-                        s->delivered;
+                    io_add_uses(s->io.v, u, s->delivered);
                 }
                 if (s->delivered == 0) s->lends_left = 1; /* nothing to repeat */
                 for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], s->io.v[i]);
