@@ -43,22 +43,21 @@ struct nst_fetcher {
 static int drop_cache(const nst_fetcher *f) { return f->env->cache || f->env->peer; }
 
 /* The item is no longer being read by this request. */
-static void unclaim(nst_fetch_req *r, _Atomic uint8_t *reading)
+static void unclaim(nst_fetcher *f, nst_fetch_req *r)
 {
-    if (r->claimed) atomic_store_explicit(&reading[r->index], 0, memory_order_release);
+    if (r->claimed) atomic_store_explicit(&f->env->reading[r->index], 0, memory_order_release);
     r->claimed = 0;
 }
 
 /* Record the current thread-local error as the request's result. */
-static void req_fail_in(_Atomic uint8_t *reading, nst_fetch_req *r, int status)
+static void req_fail(nst_fetcher *f, nst_fetch_req *r, int status)
 {
-    unclaim(r, reading);
+    unclaim(f, r);
     const char *m = nostall_last_error();
     r->status = status;
     snprintf(r->msg, sizeof r->msg, "%s", m && *m ? m : nostall_strerror(status));
     r->state = REQ_DONE;
 }
-#define req_fail(r, status) req_fail_in(f->env->reading, (r), (status))
 
 int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth)
 {
@@ -105,7 +104,7 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
         r->fd = -1;
     }
     if (rc < 0) {
-        req_fail(r, rc);
+        req_fail(f, r, rc);
         return;
     }
     r->data = r->buf.data;
@@ -114,7 +113,7 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     r->io.storage_bytes = r->have;
     if (f->env->cache) nst_cache_put(f->env->cache, r->index, r->data, r->len);
     if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
-    unclaim(r, f->env->reading);
+    unclaim(f, r);
     r->state = REQ_DONE;
 }
 
@@ -127,7 +126,7 @@ static void read_now(nst_fetcher *f, nst_fetch_req *r)
     if (rc < 0) {
         close(r->fd);
         r->fd = -1;
-        req_fail(r, rc);
+        req_fail(f, r, rc);
         return;
     }
     r->have = len;
@@ -178,7 +177,7 @@ static void uring_reap(nst_fetcher *f, int wait)
                            strerror(-res));
         close(r->fd);
         r->fd = -1;
-        req_fail(r, st);
+        req_fail(f, r, st);
         return;
     }
     r->have += (size_t)res;
@@ -194,13 +193,13 @@ static void submit_local(nst_fetcher *f, nst_fetch_req *r)
     const nst_fetch_env *env = f->env;
     int rc = nst_open_item(r->path, env->max_file_bytes, &r->fd, &r->size);
     if (rc < 0) {
-        req_fail(r, rc);
+        req_fail(f, r, rc);
         return;
     }
     if (r->size == 0) {
         close(r->fd);
         r->fd = -1;
-        req_fail(r, nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", r->path));
+        req_fail(f, r, nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", r->path));
         return;
     }
     r->deadline = nst_throttle_schedule(env->throttle, r->size);
@@ -208,7 +207,7 @@ static void submit_local(nst_fetcher *f, nst_fetch_req *r)
         if ((rc = nst_buf_reserve(&r->buf, r->size)) < 0) {
             close(r->fd);
             r->fd = -1;
-            req_fail(r, rc);
+            req_fail(f, r, rc);
             return;
         }
         uring_submit_read(f, r);
@@ -232,12 +231,12 @@ static void submit_http(nst_fetcher *f, nst_fetch_req *r)
             .stop = env->stop,
         };
         if ((rc = nst_http_create(&f->http, &o)) < 0) {
-            req_fail(r, rc);
+            req_fail(f, r, rc);
             return;
         }
     }
     if ((rc = nst_http_submit(f->http, r->path, &r->buf, (uint64_t)(uintptr_t)r)) < 0) {
-        req_fail(r, rc);
+        req_fail(f, r, rc);
         return;
     }
     r->state = REQ_HTTP;
@@ -251,7 +250,7 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     r->io.http_transfers = (uint8_t)(d.attempts > 255 ? 255 : d.attempts);
     r->io.http_retries = (uint8_t)(d.attempts > 1 ? (d.attempts - 1 > 255 ? 255 : d.attempts - 1) : 0);
     if (d.status < 0) {
-        unclaim(r, f->env->reading);
+        unclaim(f, r);
         r->status = d.status;
         snprintf(r->msg, sizeof r->msg, "%s", d.msg);
         r->state = REQ_DONE;
