@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "test_data.h"
 #include "echo/schedule.h"
 
 /* ------------------------------------------------------------------ order */
@@ -91,34 +92,10 @@ static void test_schedule_replay(void)
 static char data_dir[4096];
 #define NITEMS 40
 
-static void gen_dataset(const char *dir, int images, int classes, const char *extra)
-{
-    const char *cli = getenv("NOSTALL_CLI");
-    char cmd[8192];
-    if (!cli) {
-        fprintf(stderr, "NOSTALL_CLI not set; run through ctest\n");
-        exit(77);
-    }
-    snprintf(cmd, sizeof cmd,
-             "'%s' gen '%s' --images %d --classes %d --width 72 --height 56 --quality 90 "
-             "--size-jitter 0.3 --quiet --force %s",
-             cli, dir, images, classes, extra);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "dataset generation failed: %s\n", cmd);
-        exit(1);
-    }
-}
-
 static nostall_loader *make_loader(const char *src, const char *kv[][2], int n)
 {
-    nostall_config *cfg = NULL;
+    nostall_config *cfg = make_cfg(kv, n);
     nostall_loader *ld = NULL;
-    if (nostall_config_create(&cfg) < 0) exit(1);
-    for (int i = 0; i < n; i++)
-        if (nostall_config_set(cfg, kv[i][0], kv[i][1]) < 0) {
-            fprintf(stderr, "config %s=%s: %s\n", kv[i][0], kv[i][1], nostall_last_error());
-            exit(1);
-        }
     CHECK_OK(nostall_loader_create(&ld, src, cfg));
     nostall_config_free(cfg);
     return ld;
@@ -326,9 +303,7 @@ static void test_adaptive(void)
 
     /* echo_buffer smaller than a batch is refused with a message. */
     const char *bad[][2] = {{"batch_size", "16"}, {"echo", "adaptive"}, {"echo_buffer", "8"}};
-    nostall_config *cfg = NULL;
-    nostall_config_create(&cfg);
-    for (int i = 0; i < 3; i++) nostall_config_set(cfg, bad[i][0], bad[i][1]);
+    nostall_config *cfg = make_cfg(bad, 3);
     CHECK_RC(nostall_loader_create(&ld, data_dir, cfg), NOSTALL_E_OPTION);
     CHECK(strstr(nostall_last_error(), "echo_buffer") != NULL);
     nostall_config_free(cfg);
@@ -342,7 +317,7 @@ int main(void)
     test_schedule_replay();
 
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("echo-data"));
-    gen_dataset(data_dir, NITEMS, 4, "");
+    gen_dataset(data_dir, NITEMS, 4);
     test_loader_points();
     test_loader_resume();
     test_loader_stop();
