@@ -199,6 +199,21 @@ def _describe(x):
     return d
 
 
+def _time_epochs(run, cpu):
+    """Iterate run.loader for run.epochs epochs: images, wall and CPU seconds
+    (cpu() gives the process's CPU time, children included where they work),
+    keeping a description of the first batch in run.sample."""
+    n = 0
+    c0 = cpu()
+    t0 = time.perf_counter()
+    for _ in range(run.epochs):
+        for x, _y in run.loader:
+            n += x.shape[0]
+            if run.sample is None:
+                run.sample = _describe(x)
+    return {"images": n, "seconds": time.perf_counter() - t0, "cpu_seconds": cpu() - c0}
+
+
 class TorchRun:
     def __init__(self, data, output, batch_size, epochs, workers):
         import torch
@@ -218,17 +233,7 @@ class TorchRun:
         self.sample = None
 
     def __call__(self):
-        n = 0
-        c0, k0 = self_cpu(), children_cpu()
-        t0 = time.perf_counter()
-        for _ in range(self.epochs):
-            for x, _y in self.loader:
-                n += x.shape[0]
-                if self.sample is None:
-                    self.sample = _describe(x)
-        t = time.perf_counter() - t0
-        cpu = (self_cpu() - c0) + (children_cpu() - k0)
-        return {"images": n, "seconds": t, "cpu_seconds": cpu}
+        return _time_epochs(self, cpu=lambda: self_cpu() + children_cpu())
 
 
 class FfcvRun:
@@ -254,16 +259,7 @@ class FfcvRun:
         self.sample = None
 
     def __call__(self):
-        n = 0
-        c0 = self_cpu()
-        t0 = time.perf_counter()
-        for _ in range(self.epochs):
-            for x, _y in self.loader:
-                n += x.shape[0]
-                if self.sample is None:
-                    self.sample = _describe(x)
-        t = time.perf_counter() - t0
-        return {"images": n, "seconds": t, "cpu_seconds": self_cpu() - c0}
+        return _time_epochs(self, cpu=self_cpu)
 
 
 def write_beton(data, beton, quality, workers):
