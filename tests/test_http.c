@@ -393,7 +393,15 @@ static void test_faults(void)
     CHECK(body_ok(&small, d.len, "hh", 300001));
     nst_buf_free(&small);
 
-    /* Several flaky transfers at once: retries interleave, nothing blocks. */
+    /* Several flaky transfers at once: retries interleave, nothing blocks.
+     * A 300 ms backoff (not 10) so that, even on a loaded machine or under a
+     * sanitizer, no retry can finish before the healthy transfer does. */
+    nst_http_free(h);
+    h = make(4, 5000, 3, 300, 0, NULL);
+    if (!h) {
+        nst_buf_free(&buf);
+        return;
+    }
     const char *paths[4] = {"/flaky/503/1/m1", "/flaky/429/2/m22", "/ok/5000/m333",
                             "/flaky/500/3/m4444"};
     nst_buf bufs[4] = {{0}};
