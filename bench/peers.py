@@ -31,6 +31,9 @@ Systems (each on one core: one worker thread / process / numba thread):
                every file, one thread, pixels discarded; and its entropy-only
                mode (jpeg_read_coefficients). The floors a loader is measured
                against: no crop, no resize, no normalization, no batching.
+               Also two full-decode processes at once ("2 processes"): how
+               far this machine lets two independent cores scale, the
+               ceiling next to which nostall's 2-thread figure is read.
 
 Every system first runs one untimed warm-up epoch (page cache, imports, JIT).
 Then `--rounds` rounds, each running every measurement once, interleaved
@@ -181,6 +184,31 @@ class JpegRun:
                 "cpu_seconds": j.get("cpu_seconds", cpu)}
 
 
+class JpegPairRun:
+    """Two JpegRun processes at once: the machine's own 2-core scaling."""
+
+    def __init__(self, binary, data, mode, epochs):
+        self.cmd = JpegRun(binary, data, mode, epochs).cmd
+
+    def __call__(self):
+        c0 = children_cpu()
+        procs = [subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(2)]
+        outs = [p.communicate() for p in procs]
+        cpu = children_cpu() - c0
+        js = []
+        for p, (so, se) in zip(procs, outs):
+            if p.returncode != 0:
+                raise RuntimeError("%s failed (%d): %s" % (" ".join(self.cmd), p.returncode,
+                                                           se.strip()))
+            js.append(json.loads(so))
+        # Both decode the same files, so they overlap for all but a few
+        # milliseconds; the slower one's time is the pair's.
+        return {"images": sum(j["images"] for j in js),
+                "seconds": max(j["seconds"] for j in js),
+                "cpu_seconds": sum(j.get("cpu_seconds", 0) for j in js) or cpu}
+
+
 class _HWCUint8:
     """PIL image -> HWC uint8 tensor (the layout nostall's uint8 output has)."""
 
@@ -298,6 +326,24 @@ def reencode_sizes(data, quality, n=20):
     return [round(orig / len(files) / 1000.0, 1), round(enc / len(files) / 1000.0, 1)]
 
 
+def median_size(data, n=200):
+    """Median width x height of up to n of the JPEGs (headers only)."""
+    from PIL import Image
+    ws, hs = [], []
+    for root, _dirs, names in os.walk(data):
+        for name in sorted(names):
+            if name.lower().endswith((".jpg", ".jpeg")) and len(ws) < n:
+                try:
+                    with Image.open(os.path.join(root, name)) as im:
+                        ws.append(im.size[0])
+                        hs.append(im.size[1])
+                except Exception:  # noqa: BLE001 - a broken file is simply not counted
+                    pass
+    if not ws:
+        return "?"
+    return "%dx%d" % (statistics.median(ws), statistics.median(hs))
+
+
 def dir_bytes(data):
     total, files = 0, 0
     for root, _dirs, names in os.walk(data):
@@ -315,9 +361,11 @@ LABELS = {
     "nostall_1t": "nostall, 1 thread",
     "nostall_2t": "nostall, 2 threads",
     "nostall_rst_1t": "nostall, 1 thread, restart-marker transcode",
+    "nostall_rst_2t": "nostall, 2 threads, restart-marker transcode",
     "torch": "PyTorch DataLoader + torchvision (num_workers=%d)",
     "ffcv": "FFCV",
     "libjpeg_full": "libjpeg-turbo full decode only",
+    "libjpeg_full_2p": "libjpeg-turbo full decode only, 2 processes at once",
     "libjpeg_coeffs": "libjpeg-turbo entropy decode only",
 }
 OUT_LABEL = {"float": "float32 NCHW normalized", "uint8": "uint8 NHWC", "-": "RGB, discarded"}
@@ -355,10 +403,11 @@ def build_tables(res, meta):
     s = res["summary"]
     rows = []
     order = [("nostall_1t", "float"), ("nostall_rst_1t", "float"), ("nostall_2t", "float"),
+             ("nostall_rst_2t", "float"),
              ("torch", "float"), ("ffcv", "float"), ("nostall_1t", "uint8"),
-             ("nostall_rst_1t", "uint8"), ("nostall_2t", "uint8"),
+             ("nostall_rst_1t", "uint8"), ("nostall_2t", "uint8"), ("nostall_rst_2t", "uint8"),
              ("torch", "uint8"), ("ffcv", "uint8"), ("libjpeg_full", "-"),
-             ("libjpeg_coeffs", "-")]
+             ("libjpeg_full_2p", "-"), ("libjpeg_coeffs", "-")]
     for sys_, out in order:
         key = sys_ + ("" if out == "-" else "_" + out)
         if key not in s:
@@ -410,6 +459,18 @@ def build_tables(res, meta):
     for out in ("float", "uint8"):
         cells.append(fmt_ratio(rr.get(out, {}).get("scaling_2t_cpu")))
     rat_rows.append(cells)
+    if any(rr.get(out, {}).get("rst_scaling_2t") for out in ("float", "uint8")):
+        cells = ["nostall 2 threads ÷ 1 thread, restart-marker transcode (images/s; per CPU-s)"]
+        for out in ("float", "uint8"):
+            r = rr.get(out, {})
+            cells.append("%s (per CPU-s %s)" % (fmt_ratio(r.get("rst_scaling_2t")),
+                                                 fmt_ratio(r.get("rst_scaling_2t_cpu"))))
+        rat_rows.append(cells)
+    ceil = rr.get("machine_2p")
+    if ceil:
+        v = "%s (per CPU-s %s)" % (fmt_ratio(ceil["wall"]), fmt_ratio(ceil["cpu"]))
+        rat_rows.append(["machine ceiling: 2 libjpeg-turbo full-decode processes at once ÷ 1 "
+                         "(images/s; the same for both outputs)", v, v])
     rhead = ("ratio (1 thread each, train, 224×224)", "float32 NCHW", "uint8 NHWC")
 
     def md_table(h, body):
@@ -426,10 +487,14 @@ def build_tables(res, meta):
 
     mi = meta["machine"]
     p = meta["params"]
-    desc = ("%d images, %dx%d JPEG quality %d (%.0f KB mean), batch %d, %d epoch(s) per "
+    if p["width"] and p["height"]:
+        what = "%dx%d JPEG quality %d" % (p["width"], p["height"], p["quality"])
+    else:  # a user's dataset: what its files are
+        what = "JPEGs from %s (median %s; FFCV re-encodes at quality %d)" % (
+            p["data"], p.get("median_size", "?"), p["quality"])
+    desc = ("%d images, %s (%.0f KB mean), batch %d, %d epoch(s) per "
             "measurement, %d round(s), medians" %
-            (p["images"], p["width"], p["height"], p["quality"], p["mean_kb"], p["batch_size"],
-             p["epochs"], p["rounds"]))
+            (p["images"], what, p["mean_kb"], p["batch_size"], p["epochs"], p["rounds"]))
     mach = ("%s, %s CPUs, Linux %s, %s, nostall %s; load average %s at start, %s at end" %
             (mi.get("cpu", "?"), mi.get("nproc"), mi.get("kernel"), mi.get("date"),
              mi.get("nostall_commit", "?"),
@@ -477,6 +542,8 @@ def main():
                       "quality": a.quality, "batch_size": a.batch_size, "epochs": a.epochs,
                       "rounds": a.rounds, "torch_workers": a.torch_workers, "crop": CROP,
                       "ffcv_contiguous": a.ffcv_contiguous}
+    if not (a.width and a.height):
+        meta["params"]["median_size"] = median_size(a.data)
     log("peers: %d images (%.1f MB) in %s" % (nfiles, nbytes / 1e6, a.data))
 
     runs = {}          # key -> callable
@@ -495,6 +562,9 @@ def main():
         for out in ("float", "uint8"):
             runs["nostall_rst_1t_" + out] = NostallRun(a.nostall, a.transcoded, 1, out,
                                                        a.batch_size, a.epochs)
+            if "nostall2" not in skip:
+                runs["nostall_rst_2t_" + out] = NostallRun(a.nostall, a.transcoded, 2, out,
+                                                           a.batch_size, a.epochs)
 
     if "torch" not in skip:
         for out in ("float", "uint8"):
@@ -528,11 +598,15 @@ def main():
     if "libjpeg" not in skip:
         runs["libjpeg_full"] = JpegRun(a.jpeg_decode, a.data, "full", a.epochs)
         runs["libjpeg_coeffs"] = JpegRun(a.jpeg_decode, a.data, "coeffs", a.epochs)
+        if "nostall2" not in skip:
+            runs["libjpeg_full_2p"] = JpegPairRun(a.jpeg_decode, a.data, "full", a.epochs)
 
     order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "nostall_rst_1t_float",
-                         "ffcv_float", "nostall_2t_float", "nostall_1t_uint8", "torch_uint8",
+                         "ffcv_float", "nostall_2t_float", "nostall_rst_2t_float",
+                         "nostall_1t_uint8", "torch_uint8",
                          "nostall_rst_1t_uint8", "ffcv_uint8", "nostall_2t_uint8",
-                         "libjpeg_coeffs") if k in runs]
+                         "nostall_rst_2t_uint8",
+                         "libjpeg_full_2p", "libjpeg_coeffs") if k in runs]
 
     # Warm-up: one untimed run of each (page cache, imports, FFCV's numba JIT).
     warm = {}
@@ -590,12 +664,24 @@ def main():
         rr.pop("vs_nostall", None)
         if summary.get("nostall_rst_1t_" + out):
             rr["rst"] = peer_ratios(summary["nostall_rst_1t_" + out], out)
+            r2 = summary.get("nostall_rst_2t_" + out)
+            if r2:
+                rs = summary["nostall_rst_1t_" + out]
+                rr["rst_scaling_2t"] = ratio(r2["images_per_second"], rs["images_per_second"])
+                rr["rst_scaling_2t_cpu"] = ratio(r2["images_per_cpu_second"],
+                                                 rs["images_per_cpu_second"])
         n2 = summary.get("nostall_2t_" + out)
         if n2:
             rr["scaling_2t"] = ratio(n2["images_per_second"], ns["images_per_second"])
             rr["scaling_2t_cpu"] = ratio(n2["images_per_cpu_second"],
                                          ns["images_per_cpu_second"])
         ratios[out] = rr
+    if summary.get("libjpeg_full_2p") and summary.get("libjpeg_full"):
+        ratios["machine_2p"] = {
+            "wall": ratio(summary["libjpeg_full_2p"]["images_per_second"],
+                          summary["libjpeg_full"]["images_per_second"]),
+            "cpu": ratio(summary["libjpeg_full_2p"]["images_per_cpu_second"],
+                         summary["libjpeg_full"]["images_per_cpu_second"])}
 
     res = {"meta": meta, "extra": extra, "summary": summary, "ratios": ratios,
            "unavailable": unavailable, "samples": samples,

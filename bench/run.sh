@@ -4,7 +4,13 @@
 # `make bench` runs this after building. See docs/performance.md.
 #
 #   bash bench/run.sh [--images N] [--rounds R] [--epochs E] [--quick] [--out DIR]
-#                     [--width W] [--height H] [--quality Q] [-- PEERS_OPTIONS...]
+#                     [--width W] [--height H] [--quality Q] [--data DIR]
+#                     [-- PEERS_OPTIONS...]
+#
+# --data DIR: measure on your own ImageFolder of JPEGs (real photographs, an
+# ImageNet subset, or `bench/photo_data.py`'s) instead of generated images;
+# nothing is written into DIR (its transcoded copy and .beton go to the
+# dataset cache). --quality is then the quality FFCV re-encodes at.
 #
 # Environment (flags win):
 #   NOSTALL_BENCH_DATA   dataset cache (default /tmp/nostall-bench-data); the
@@ -32,13 +38,14 @@ WIDTH=470
 HEIGHT=425
 CLASSES=10
 SEED=7
+USER_DATA=""
 DATA_ROOT="${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}"
 OUT="${NOSTALL_BENCH_OUT:-$ROOT/build/bench}"
 BUILD="${NOSTALL_BUILD:-$ROOT/build}"
 PY=/usr/bin/python3
 PEERS_ARGS=()
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --images) IMAGES="$2"; shift 2 ;;
@@ -48,6 +55,7 @@ while [ $# -gt 0 ]; do
         --width) WIDTH="$2"; shift 2 ;;
         --height) HEIGHT="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
+        --data) USER_DATA="$2"; shift 2 ;;
         --quick) IMAGES=300; ROUNDS=2; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; PEERS_ARGS=("$@"); break ;;
@@ -69,9 +77,21 @@ NOSTALL="$BUILD/nostall"
 mkdir -p "$OUT"
 cc -O2 -std=c11 -Wall -Wextra -o "$OUT/jpeg_decode" bench/jpeg_decode.c -ljpeg
 
-# 3. The dataset, generated once per parameter set.
+# 3. The dataset, generated once per parameter set (or the user's own).
 DATA="$DATA_ROOT/imagefolder-n$IMAGES-${WIDTH}x$HEIGHT-q$QUALITY-s$SEED"
-if [ ! -f "$DATA/.complete" ]; then
+BETON=()
+if [ -n "$USER_DATA" ]; then
+    [ -d "$USER_DATA" ] || { echo "bench/run.sh: --data $USER_DATA: not a directory" >&2; exit 2; }
+    DATA="$(cd "$USER_DATA" && pwd)"
+    # Derived files live in the cache, keyed by the path and its listing.
+    KEY="$(basename "$DATA")-$( (echo "$DATA"; find "$DATA" -type f -printf '%P %s %T@\n' | sort) |
+        cksum | cut -d' ' -f1)"
+    mkdir -p "$DATA_ROOT"
+    RST="$DATA_ROOT/user-$KEY.rstm1"
+    BETON=(--beton "$DATA_ROOT/user-$KEY.q$QUALITY.beton")
+    WIDTH=0
+    HEIGHT=0
+elif [ ! -f "$DATA/.complete" ]; then
     echo "bench: generating $IMAGES JPEGs ${WIDTH}x$HEIGHT quality $QUALITY into $DATA" >&2
     rm -rf "$DATA" "$DATA.q$QUALITY.beton" "$DATA.rst1" "$DATA.rst1.partial" "$DATA.rstm1" \
         "$DATA.rstm1.partial"
@@ -83,7 +103,7 @@ fi
 # ... and its lossless restart-marker copy (`nostall transcode` with its
 # default, a restart marker every MCU), once. (.rst1, a marker every MCU
 # row, was the copy of earlier versions: a different name, never reused.)
-RST="$DATA.rstm1"
+[ -n "$USER_DATA" ] || RST="$DATA.rstm1"
 if [ ! -d "$RST" ]; then
     echo "bench: transcoding $DATA into $RST (restart marker every MCU)" >&2
     rm -rf "$RST.partial"
@@ -96,5 +116,5 @@ echo "bench: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$PY" bench/peers.py --data "$DATA" --nostall "$NOSTALL" --jpeg-decode "$OUT/jpeg_decode" \
     --transcoded "$RST" --quality "$QUALITY" --width "$WIDTH" --height "$HEIGHT" --rounds "$ROUNDS" \
     --epochs "$EPOCHS" --out "$OUT/results.json" --markdown "$OUT/results.md" \
-    ${PEERS_ARGS[@]+"${PEERS_ARGS[@]}"}
+    ${BETON[@]+"${BETON[@]}"} ${PEERS_ARGS[@]+"${PEERS_ARGS[@]}"}
 echo "bench: results in $OUT/results.json and $OUT/results.md (paste into docs/performance.md)" >&2
