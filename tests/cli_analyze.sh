@@ -33,9 +33,9 @@ json "$f" 'j["model"]["steady_state"]["stall_fraction"] < 0.05' | grep -q True |
 # the synthetic run is the step alone: 24 steps of STEP ms
 json "$f" "abs(j['measured']['synthetic_s'] - 24 * $STEP / 1000) < 0.05 + 0.05 * 24 * $STEP / 1000" \
     | grep -q True || fail "synthetic run is not 24 x $STEP ms"
-json "$f" '[r["needed"] for r in j["recommendations"]] == [False, False, False]' | grep -q True \
+json "$f" '[r["needed"] for r in j["recommendations"]] == [False, False, False, False]' | grep -q True \
     || tfail "step-bound job: no recommendation should be needed"
-json "$f" 'all(r["text"].startswith(w) for r, w in zip(j["recommendations"], ("Preprocessing:", "Storage:", "Echoing:")))' \
+json "$f" 'len(j["recommendations"]) == 4 and all(r["text"].startswith(w) for r, w in zip(j["recommendations"], ("Preprocessing:", "Storage:", "Echoing:", "Decoding:")))' \
     | grep -q True || fail "recommendations must say what they are about: $(json "$f" 'j["recommendations"]')"
 json "$f" 'j["measurements"]["dataset_bytes"]' > "$TMP/bytes"
 want=$(find "$TMP/data" -type f -name '*.jpg' -printf '%s\n' | awk '{s+=$1} END {print s}')
@@ -60,7 +60,8 @@ fi
 
 # 2. prep-bound: one thread cannot prepare 8 items of 500x375 (~1 ms each) in 1 ms
 "$CLI" gen "$TMP/big" --images 96 --classes 2 --quiet
-"$CLI" analyze "$TMP/big" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep.json" || fail "analyze (prep) failed"
+mkdir -p "$TMP/tmpd"
+TMPDIR="$TMP/tmpd" "$CLI" analyze "$TMP/big" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep.json" || fail "analyze (prep) failed"
 f="$TMP/prep.json"
 echo "prep-bound: bound $(json "$f" 'j["bound"]'); $(json "$f" 'j["recommendations"][0]["text"]')"
 [ "$(json "$f" 'j["bound"]')" = prep ] || tfail "thread-starved job not classified prep-bound"
@@ -69,6 +70,26 @@ json "$f" 'j["recommendations"][0]["needed"] and j["recommendations"][0]["value"
     || tfail "prep-bound: should recommend at least 2 cores"
 json "$f" 'j["recommendations"][0]["epoch_after_s"] < j["recommendations"][0]["epoch_before_s"]' | grep -q True \
     || tfail "prep-bound: the cores recommendation must predict a gain"
+# the restart-marker what-if: a sample is transcoded into a private temporary
+# directory (removed again) and measured both ways; the prep-bound job is told
+# what `nostall transcode` saves, and --predict transcode=1 models it
+[ -z "$(ls -A "$TMP/tmpd")" ] || fail "analyze left files in TMPDIR: $(ls -A "$TMP/tmpd")"
+echo "prep-bound: $(json "$f" 'j["recommendations"][3]["text"]')"
+json "$f" 'j["recommendations"][3]["what"] == "transcode" and j["measurements"]["rst_sample_items"] >= 16' \
+    | grep -q True || fail "prep-bound: no measured transcode what-if"
+json "$f" '0 < j["recommendations"][3]["value"] < 0.9 and j["recommendations"][3]["needed"]' | grep -q True \
+    || tfail "prep-bound: the restart-marker copy should need less CPU per item"
+json "$f" 'j["recommendations"][3]["epoch_after_s"] < j["recommendations"][3]["epoch_before_s"]' | grep -q True \
+    || tfail "prep-bound: the transcode recommendation must predict a gain"
+"$CLI" analyze --measurements "$f" --json --predict transcode=1 > "$TMP/tc.json" || fail "--predict transcode=1 failed"
+json "$TMP/tc.json" 'j["predictions"][0]["prediction"]["epoch_s"] < j["model"]["steady_state"]["epoch_s"]' | grep -q True \
+    || tfail "--predict transcode=1 should predict a shorter epoch for a prep-bound job"
+# an already transcoded copy: nothing to gain, and said so
+"$CLI" transcode "$TMP/big" "$TMP/big-rst" --quiet > /dev/null || fail "transcode failed"
+"$CLI" analyze "$TMP/big-rst" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep-rst.json" \
+    || fail "analyze (prep, transcoded) failed"
+json "$TMP/prep-rst.json" 'j["recommendations"][3]["value"] >= 0.9' | grep -q True \
+    || tfail "a transcoded copy should gain nothing from transcoding: $(json "$TMP/prep-rst.json" 'j["recommendations"][3]["text"]')"
 
 # 3. fetch-bound: 192 files of ~10 KB at 4 MB/s is ~0.5 s; the step needs 0.12 s
 "$CLI" analyze "$TMP/data" "${common[@]}" --threads 2 --step-ms 10 --storage-mbps 4 \
@@ -111,6 +132,11 @@ set +e
 [ $rc = 1 ] && grep -q "$TMP/nope" "$TMP/err" || fail "missing DATA: want exit 1 naming the path, got $rc: $(cat "$TMP/err")"
 "$CLI" analyze --measurements "$TMP/none.json" 2> "$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "$TMP/none.json" "$TMP/err" || fail "missing measurements: want the path in the message: $(cat "$TMP/err")"
+"$CLI" analyze --measurements "$f" --predict bogus=1 2> "$TMP/err" > /dev/null; rc=$?
+[ $rc = 2 ] && grep -q "bogus" "$TMP/err" || fail "bad --predict key: want exit 2 naming it: $(cat "$TMP/err")"
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); m=j['measurements']; m['rst_cpu_ratio']=0; json.dump(m,open(sys.argv[2],'w'))" "$f" "$TMP/norst.json"
+"$CLI" analyze --measurements "$TMP/norst.json" --predict transcode=1 2> "$TMP/err" > /dev/null; rc=$?
+[ $rc = 2 ] && grep -q "transcode" "$TMP/err" || fail "transcode=1 without a measured sample: want exit 2 naming it: $(cat "$TMP/err")"
 "$CLI" analyze --measurements "$f" --predict bogus=1 2> "$TMP/err" > /dev/null; rc=$?
 [ $rc = 2 ] && grep -q "bogus" "$TMP/err" || fail "bad --predict key: want exit 2 naming it: $(cat "$TMP/err")"
 "$CLI" analyze "$TMP/data" --step-ms 1 --threads -3 --quiet 2> "$TMP/err"; rc=$?

@@ -11,8 +11,10 @@
  *              fetching: fetch stall = T_cold - T_cached),
  * plus microbenchmarks: real storage bandwidth and latency (cold reads of a
  * sample of files, one and several in flight), memory bandwidth (memcpy),
- * dataset bytes (stat). The per-core prep cost comes from the process's CPU
- * time in the cached run. analyze_model.c turns the measurements into
+ * dataset bytes (stat), and a restart-marker what-if (a sample transcoded
+ * as `nostall transcode` would, into a temporary directory removed again:
+ * CPU per item on the copy / as it is). The per-core prep cost comes from
+ * the process's CPU time in the cached run. analyze_model.c turns the measurements into
  * predictions; analyze_report.c prints them.
  *
  * `--measurements FILE` skips the runs and models measurements taken
@@ -60,7 +62,9 @@ static void analyze_usage(FILE *f)
             "                        prep rate (loader without a step) here\n"
             "  --predict K=V[,K=V]   also predict this configuration (repeatable); keys: threads,\n"
             "                        io_depth, cores, cache_fraction, cache_bytes, storage_mbps,\n"
-            "                        storage_latency_ms, step_ms, echo_factor, echo_point, cold\n"
+            "                        storage_latency_ms, step_ms, echo_factor, echo_point, cold,\n"
+            "                        transcode (1: CPU per item of a restart-marker copy, measured\n"
+            "                        on a sample), nodes, net_mbps, net_latency_ms\n"
             "  --quiet               no progress line\n"
             "  --help                this text\n"
             "\n"
@@ -381,6 +385,127 @@ static nostall_config *config_variant(const nostall_config *cfg, const char *con
     return c;
 }
 
+/* Restart-marker what-if: a sample of up to AN_RST_SAMPLE JPEG items,
+ * transcoded as `nostall transcode` would (a restart marker every MCU) into
+ * a temporary directory, and the loader's CPU per item (process CPU time,
+ * one worker thread, page cache warm) on the copy and on
+ * the same items as they are, three runs each, alternating, the lowest of each
+ * kept. Fills m->rst_sample_items and m->rst_cpu_ratio (0: not measured).
+ * Everything written is removed again. */
+#define AN_RST_SAMPLE 96
+#define AN_RST_MIN 16
+#define AN_RST_REPEAT 3 /* each listed this often: runs long enough to time */
+
+/* The whole file into buf[0..cap); its length, or -1 (unreadable, or larger). */
+static long long load_file(const char *path, unsigned char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t total = 0;
+    for (;;) {
+        if (total == cap) { total = cap + 1; break; } /* too large */
+        ssize_t n = read(fd, buf + total, cap - total);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { total = cap + 1; break; }
+        if (n == 0) break;
+        total += (size_t)n;
+    }
+    close(fd);
+    return total > cap ? -1 : (long long)total;
+}
+
+/* CPU seconds per item of a run (process CPU time: being descheduled on a
+ * busy machine does not count, unlike the workers' busy clocks). */
+static double cpu_per_item_run(const run_out *o) { return o->items ? o->cpu_s / (double)o->items : 0; }
+
+static void transcode_sample(const paths *p, const nostall_config *cfg, int show, an_meas *m)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096], path[4200], msg[256];
+    unsigned char *buf = NULL, *enc = NULL;
+    FILE *lo = NULL, *lr = NULL;
+    size_t made = 0;
+    nostall_config *c = NULL;
+    if (p->n == 0) return;
+    snprintf(dir, sizeof dir, "%s/nostall-analyze-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "nostall analyze: warning: restart-marker sample: cannot create %s: %s\n", dir,
+                strerror(errno));
+        return;
+    }
+    if (show) fprintf(stderr, "measuring a restart-marker copy of a sample ...\n");
+    const size_t cap = 64u << 20;
+    buf = malloc(cap);
+    snprintf(path, sizeof path, "%s/orig.txt", dir);
+    lo = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/rst.txt", dir);
+    lr = fopen(path, "w");
+    if (!buf || !lo || !lr) goto done;
+    /* evenly spread over the index (ImageFolder: over the classes) */
+    size_t step = p->n > AN_RST_SAMPLE ? p->n / AN_RST_SAMPLE : 1;
+    for (size_t i = 0; i < p->n && made < AN_RST_SAMPLE; i += step) {
+        long long len = load_file(p->v[i], buf, cap);
+        if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
+        unsigned long elen = 0;
+        if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
+        char *full = realpath(p->v[i], NULL);
+        snprintf(path, sizeof path, "%s/%06zu.jpg", dir, made);
+        FILE *f = full ? fopen(path, "wb") : NULL;
+        int ok = f && fwrite(enc, 1, elen, f) == elen;
+        if (f && fclose(f) != 0) ok = 0;
+        if (ok) {
+            for (int r = 0; r < AN_RST_REPEAT; r++) {
+                fprintf(lo, "%s\t0\n", full);
+                fprintf(lr, "%s\t0\n", path);
+            }
+            made++;
+        } else {
+            unlink(path);
+        }
+        free(full);
+        free(enc);
+        enc = NULL;
+    }
+    if (fclose(lo) != 0 || fclose(lr) != 0) made = 0;
+    lo = lr = NULL;
+    if (made < AN_RST_MIN) goto done;
+    /* one thread, a whole small epoch per run, nothing between the worker and the files */
+    static const char *const set[] = {"threads", "1", "batch_size", "16", "drop_last", "0",
+                                      "cache", "none", "cache_bytes", "0", "storage_mbps", "0",
+                                      "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
+                                      "epochs", "1", "coordinate", "", NULL};
+    c = config_variant(cfg, set);
+    if (!c) goto done;
+    double best[2] = {0, 0};
+    for (int round = 0; round < 6; round++) {
+        run_out o;
+        int k = round & 1; /* 0: as they are, 1: transcoded */
+        snprintf(path, sizeof path, "%s/%s", dir, k ? "rst.txt" : "orig.txt");
+        if (run_loader(path, c, 0, 0, k ? "restart" : "original", 0, &o) < 0) goto done;
+        double v = cpu_per_item_run(&o);
+        if (v > 0 && (best[k] == 0 || v < best[k])) best[k] = v;
+    }
+    if (best[0] > 0 && best[1] > 0) {
+        m->rst_sample_items = (double)made;
+        m->rst_cpu_ratio = best[1] / best[0];
+    }
+done:
+    if (lo) fclose(lo);
+    if (lr) fclose(lr);
+    free(buf);
+    nostall_config_free(c);
+    for (size_t i = 0; i < made; i++) {
+        snprintf(path, sizeof path, "%s/%06zu.jpg", dir, i);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/orig.txt", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/rst.txt", dir);
+    unlink(path);
+    if (rmdir(dir) != 0)
+        fprintf(stderr, "nostall analyze: warning: cannot remove %s: %s\n", dir, strerror(errno));
+}
+
 static double mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -497,6 +622,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     m->prep_fetch_ns = (double)prep.st.fetch_busy_ns;
     m->prep_decode_ns = (double)prep.st.decode_busy_ns;
     m->prep_augment_ns = (double)prep.st.augment_busy_ns;
+    transcode_sample(&p, cfg, show, m);
 
     if (runs) {
         /* the three runs were measured elsewhere (Python, with a real step) */

@@ -60,7 +60,9 @@
     X(disk_bw1, "real storage: bandwidth of one read at a time (bytes/s)")             \
     X(disk_latency_s, "real storage: latency per read, one in flight")                 \
     X(mem_bw, "memory bandwidth (memcpy, bytes/s)")                                     \
-    X(cpu_available, "CPUs this process obtained with one busy thread per core (shared machine: < cores)")
+    X(cpu_available, "CPUs this process obtained with one busy thread per core (shared machine: < cores)") \
+    X(rst_sample_items, "restart-marker what-if: JPEG items of the sample (0: not measured)")  \
+    X(rst_cpu_ratio, "CPU per item of the sample after `nostall transcode` / as it is (0: not measured)")
 
 typedef struct an_meas {
 #define AN_MEAS_FIELD_(name, help) double name;
@@ -88,6 +90,9 @@ typedef struct an_scenario {
     double nodes;
     double net_mbps;      /* network bandwidth per rank, MB/s                */
     double net_latency_ms;/* one remote request                              */
+    /* Restart-marker what-if: CPU per item multiplied by this (1: the files
+     * as they are; m->rst_cpu_ratio: after `nostall transcode`). */
+    double cpu_scale;
 } an_scenario;
 
 typedef struct an_pred {
@@ -117,7 +122,8 @@ an_scenario an_scenario_current(const an_meas *m);
 void an_rates_get(const an_meas *m, an_rates *r);
 void an_predict(const an_meas *m, const an_scenario *s, an_pred *p);
 /* Applies "key=value,key=value" (threads, cores, cache_fraction, cache_bytes,
- * storage_mbps, storage_latency_ms, step_ms, echo_factor, echo_point, cold)
+ * storage_mbps, storage_latency_ms, step_ms, echo_factor, echo_point, cold,
+ * transcode, ...)
  * to *s. Returns 0, or -1 with a message naming the bad key in err. */
 int an_scenario_parse(const an_meas *m, an_scenario *s, const char *spec, char *err,
                       size_t errlen);
@@ -132,8 +138,8 @@ typedef struct an_row {
 } an_row;
 
 typedef struct an_reco {
-    char what[16];   /* "cores", "cache", "echo" */
-    double value;    /* cores, cache fraction, echo factor; < 0: none suffices */
+    char what[16];   /* "cores", "cache", "echo", "transcode" */
+    double value;    /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
     int needed;      /* 0: the stall it targets is already under the threshold */
     double epoch_before_s, epoch_after_s;
     char text[512];
@@ -147,13 +153,15 @@ typedef struct an_result {
     const char *bound;     /* classification of `now` */
     an_row rows[96];
     int nrows;
-    an_reco reco[3];
+    an_reco reco[4];
     int nreco;
     an_row predict[32];    /* --predict */
     int npredict;
 } an_result;
 
 #define AN_STALL_OK 0.05 /* stall fraction considered negligible */
+/* A transcode is recommended only when it cuts CPU per item below this (the sample runs are short: a few % is noise). */
+#define AN_RST_USEFUL 0.90
 
 void an_analyze(an_result *r);
 

@@ -199,11 +199,9 @@ static int is_marker(const jpeg_saved_marker_ptr m, int code, const char *id, un
     return m->marker == code && m->data_length >= idlen && memcmp(m->data, id, idlen) == 0;
 }
 
-/* Transcode in[0..len) into a malloc'd *out, with a restart marker every
- * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
- * the MCUs per row). 0, or -1 with msg filled. */
-static int transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
-                          unsigned long *out_len, char *msg, size_t msglen)
+/* See util.h. */
+int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
+                        unsigned long *out_len, char *msg, size_t msglen)
 {
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
@@ -376,7 +374,7 @@ static void do_file(tc_state *s, const tc_opts *o, const char *from, const char 
     if (jpeg) {
         char msg[JMSG_LENGTH_MAX + 64];
         unsigned long elen = 0;
-        if (transcode_jpeg(s->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
+        if (tool_transcode_jpeg(s->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
                            sizeof msg) == 0) {
             data = enc;
             out_len = elen;

@@ -10,8 +10,17 @@ int tool_mkdir_p(const char *path);
 int tool_dir_nonempty(const char *path);
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nostall.h"
+
+/* `nostall transcode` of one JPEG (transcode.c): in[0..len) rewritten
+ * losslessly into a malloc'd *out (free() it), with a restart marker every
+ * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
+ * the MCUs per row) and optimized Huffman tables. 0, or -1 with msg filled
+ * (damaged or unsupported input). */
+int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
+                        unsigned long *out_len, char *msg, size_t msglen);
 
 /* Split a flag "--name=value" or "--name": the name, dashes turned into
  * underscores, into name[cap]; *value = the text after '=' or NULL. */

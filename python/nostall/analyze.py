@@ -4,7 +4,7 @@
     result = nostall.analyze(train_step, "/data/train", batch_size=256, threads=8)
     print(result.text)                       # the readable report
     result["bound"]                          # "compute" | "prep" | "fetch"
-    result["recommendations"]                # cores, cache, echo, with predicted gains
+    result["recommendations"]                # cores, cache, echo, transcode, with predicted gains
 
 `train_step(images, labels)` is your step. It is run three ways, as the CLI's
 `nostall analyze` runs a simulated one:

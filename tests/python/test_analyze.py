@@ -55,7 +55,7 @@ def test_compute_bound_step(data, cli, tmp_path):
     assert r["model"]["steady_state"]["stall_fraction"] < 0.05
     assert r["measured"]["synthetic_s"] == pytest.approx(0.1, abs=0.04)
     assert len(r["predictions"]) == 1 and r["predictions"][0]["config"]["threads"] == 1
-    assert [x["what"] for x in r["recommendations"]] == ["cores", "cache", "echo"]
+    assert [x["what"] for x in r["recommendations"]] == ["cores", "cache", "echo", "transcode"]
     assert "compute-bound" in r.text and data in r.text
     html = report.read_text()
     assert html.count('class="chart"') == 5 and "<script>" in html
