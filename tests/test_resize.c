@@ -509,6 +509,74 @@ static void test_bitexact(nst_augmenter *a)
     free(img);
 }
 
+/* The AVX2 kernels (x86-64, chosen at run time) against the SSE2 ones
+ * (NOSTALL_NO_AVX2=1 at augmenter creation): identical bytes over random
+ * windows (both pass orders, odd and even sizes and tap counts, flips,
+ * clamping) and a float output. Nothing to compare without AVX2. */
+static void test_avx2(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!__builtin_cpu_supports("avx2")) {
+        printf("avx2: no AVX2, skipped\n");
+        return;
+    }
+    const char *env = getenv("NOSTALL_NO_AVX2");
+    char *saved = env ? strdup(env) : NULL;
+    nst_augmenter *on = NULL, *off = NULL;
+    unsetenv("NOSTALL_NO_AVX2");
+    CHECK_OK(nst_augmenter_create(&on));
+    setenv("NOSTALL_NO_AVX2", "1", 1);
+    CHECK_OK(nst_augmenter_create(&off));
+    if (saved) setenv("NOSTALL_NO_AVX2", saved, 1);
+    else unsetenv("NOSTALL_NO_AVX2");
+    free(saved);
+    if (!on || !off) {
+        nst_augmenter_free(on);
+        nst_augmenter_free(off);
+        return;
+    }
+    const uint32_t W = 257, H = 203;
+    uint8_t *img = make_natural(W, H, 60);
+    nst_image im = full_image(img, W, H);
+    uint32_t rs = 4242;
+    int ok = 1;
+    for (int t = 0; t < 200; t++) {
+        rs = rs * 1103515245u + 12345u;
+        uint32_t s = 1 + (rs >> 8) % 240;
+        rs = rs * 1103515245u + 12345u;
+        double w = 0.5 + (rs >> 8) % 500 * 0.71, h = 0.5 + (rs >> 12) % 400 * 0.59;
+        rs = rs * 1103515245u + 12345u;
+        double x = (double)((rs >> 8) % 300) * 0.83 - 30, y = (double)((rs >> 16) % 250) * 0.79 - 25;
+        size_t n = (size_t)s * s * 3;
+        uint8_t *o1 = malloc(n), *o2 = malloc(n);
+        CHECK_OK(aug_u8(on, &im, x, y, w, h, s, t & 1, o1));
+        CHECK_OK(aug_u8(off, &im, x, y, w, h, s, t & 1, o2));
+        if (memcmp(o1, o2, n)) ok = 0;
+        free(o1);
+        free(o2);
+    }
+    const uint32_t S = 224;
+    float lut[3 * 256];
+    const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
+    nst_norm_lut(lut, mean, stdv);
+    float *f1 = malloc(sizeof(float) * S * S * 3), *f2 = malloc(sizeof(float) * S * S * 3);
+    nst_window win = {11.3, 7.9, 231.4, 180.2};
+    nst_output of1 = {NST_OUT_FLOAT_NCHW, S, f1, lut}, of2 = {NST_OUT_FLOAT_NCHW, S, f2, lut};
+    CHECK_OK(nst_augment(on, &im, &win, 1, &of1));
+    CHECK_OK(nst_augment(off, &im, &win, 1, &of2));
+    if (memcmp(f1, f2, sizeof(float) * S * S * 3)) ok = 0;
+    CHECK(ok);
+    printf("avx2: %s SSE2\n", ok ? "identical to" : "DIFFERS from");
+    free(f1);
+    free(f2);
+    free(img);
+    nst_augmenter_free(on);
+    nst_augmenter_free(off);
+#else
+    printf("avx2: not x86-64, skipped\n");
+#endif
+}
+
 int main(void)
 {
     nst_augmenter *a = NULL;
@@ -525,6 +593,7 @@ int main(void)
     test_errors(a);
     test_reuse(a);
     test_bitexact(a);
+    test_avx2();
     nst_augmenter_free(a);
     TEST_EXIT();
 }

@@ -30,6 +30,12 @@
  * taps: the horizontal pass interleaves two input pixels as
  * {R0,R1,G0,G1,B0,B1,x,x}, the vertical pass two rows. -DNST_RESIZE_SCALAR
  * (or a target without SSE2) selects portable C with bit-identical results.
+ * With GCC/Clang on x86-64, AVX2 versions of the four kernels are chosen at
+ * run time (once, in nst_augmenter_create; NOSTALL_NO_AVX2=1 in the
+ * environment forces SSE2): the horizontal pass computes two output pixels
+ * per 256-bit register, one per 128-bit lane (coefficients laid out per pair
+ * of outputs), the vertical pass 32 elements per iteration. Same integer
+ * arithmetic, so the same bytes as the SSE2 and portable paths.
  *
  * Coordinates: the window is in source-image pixels; img->data is the image
  * decoded at scale_num/scale_den with its pixel (0,0) at (x0,y0) of that
@@ -56,6 +62,15 @@
 #define NST_RESIZE_SSE2 0
 #endif
 
+/* AVX2 kernels (target attribute, chosen at run time), x86-64 GCC/Clang. */
+#if NST_RESIZE_SSE2 && defined(__x86_64__) && defined(__GNUC__)
+#define NST_RESIZE_AVX2 1
+#include <immintrin.h>
+#define NST_TARGET_AVX2 __attribute__((target("avx2")))
+#else
+#define NST_RESIZE_AVX2 0
+#endif
+
 /* Windows are rejected when they map beyond this many pixels (keeps every
  * tap index and filter size comfortably inside int32). */
 #define NST_AUG_MAX_COORD 67108864.0 /* 2^26 */
@@ -77,13 +92,18 @@ struct nst_augmenter {
     nst_buf rows;    /* pointers to the k (+1) rows of a vertical output   */
     nst_buf vco;     /* SIMD layout of one output row's vertical weights   */
     nst_buf orow;    /* one finished uint8 RGB output row                  */
-    nst_buf lastrow; /* padded copy of the image's last row                */
+    nst_buf lastrow; /* padded copy of an input row (horizontal first)     */
+    int avx2;        /* use the AVX2 kernels                               */
 };
 
 int nst_augmenter_create(nst_augmenter **out)
 {
     nst_augmenter *a = calloc(1, sizeof *a);
     if (!a) return nst_error(NOSTALL_E_NOMEM, "augment: cannot allocate augmenter");
+#if NST_RESIZE_AVX2
+    const char *no = getenv("NOSTALL_NO_AVX2");
+    a->avx2 = __builtin_cpu_supports("avx2") && !(no && *no && strcmp(no, "0") != 0);
+#endif
     *out = a;
     return 0;
 }
@@ -254,17 +274,25 @@ static inline uint32_t load_u32(const void *p)
  * {c0, c1, c0, c1, c0, c1, 0, 0} of taps (2j, 2j+1) (the last c1 is 0 when
  * k is odd). A pair of input pixels is interleaved to
  * {R0, R1, G0, G1, B0, B1, x, x} so one pmaddwd gives the R, G, B partial
- * sums. Reads reach 4 elements past the last tap (weight 0; see callers). */
+ * sums. Reads reach 4 elements past the last tap (weight 0; see callers;
+ * the AVX2 kernels, 5). With lanes = 2 (AVX2) the vectors of outputs 2q and
+ * 2q+1 alternate: per pair of outputs, k2 256-bit vectors holding output
+ * 2q's in the low lane, 2q+1's in the high one (zero past the last output),
+ * so dst needs room for an even number of outputs. */
 static void expand_hcoefs(int16_t *restrict dst, const int16_t *restrict c,
-                          uint32_t k, uint32_t size)
+                          uint32_t k, uint32_t size, uint32_t lanes)
 {
     const uint32_t k2 = (k + 1) / 2;
+    if (size % lanes) /* the unused lane of the last pair */
+        memset(dst + (size_t)(size / lanes) * k2 * lanes * 8, 0,
+               sizeof(int16_t) * 8 * k2 * lanes);
     for (uint32_t i = 0; i < size; i++, c += k)
-        for (uint32_t j = 0; j < k2; j++, dst += 8) {
+        for (uint32_t j = 0; j < k2; j++) {
+            int16_t *d = dst + (((size_t)(i / lanes) * k2 + j) * lanes + i % lanes) * 8;
             const int16_t c0 = c[2 * j], c1 = 2 * j + 1 < k ? c[2 * j + 1] : 0;
-            dst[0] = dst[2] = dst[4] = c0;
-            dst[1] = dst[3] = dst[5] = c1;
-            dst[6] = dst[7] = 0;
+            d[0] = d[2] = d[4] = c0;
+            d[1] = d[3] = d[5] = c1;
+            d[6] = d[7] = 0;
         }
 }
 
@@ -320,6 +348,98 @@ static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
     }
 }
 
+#if NST_RESIZE_AVX2
+/* The AVX2 forms: outputs i and i+1 in the low and high 128-bit lanes. One
+ * 8-byte load per pixel pair (the SSE2 form does two 4-byte ones), spread
+ * by pshufb to {R0, R1, G0, G1, B0, B1, 0, 0}; reads reach 5 elements past
+ * the last tap. An odd last output is done in 128 bits. */
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
+hpass_u8_k_avx2(const uint8_t *restrict src, const int32_t *restrict xs,
+                const int16_t *restrict hc, uint32_t k2, uint32_t size,
+                int16_t *restrict dst)
+{
+    const __m256i sh = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND1);
+    uint32_t i = 0;
+    for (; i + 2 <= size; i += 2) {
+        const uint8_t *p = src + (size_t)xs[i] * 3, *q = src + (size_t)xs[i + 1] * 3;
+        const __m256i *c = (const __m256i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m256i acc = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j));
+            const __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(q + 6 * j));
+            const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(x, sh),
+                                                          _mm256_loadu_si256(c + j)));
+        }
+        acc = _mm256_srai_epi32(acc, NST_AUG_SHIFT1);
+        acc = _mm256_packs_epi32(acc, acc);
+        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i), _mm256_castsi256_si128(acc));
+        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i + 3),
+                         _mm256_extracti128_si256(acc, 1));
+    }
+    if (i < size) {
+        const uint8_t *p = src + (size_t)xs[i] * 3;
+        const __m256i *c = (const __m256i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m128i acc = _mm256_castsi256_si128(rnd);
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j));
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(a, _mm256_castsi256_si128(sh)),
+                                                    _mm_loadu_si128((const __m128i *)(const void *)(c + j))));
+        }
+        acc = _mm_srai_epi32(acc, NST_AUG_SHIFT1);
+        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i), _mm_packs_epi32(acc, acc));
+    }
+}
+
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
+hpass_i16_k_avx2(const int16_t *restrict src, const int32_t *restrict xs,
+                 const int16_t *restrict hc, uint32_t k2, uint32_t size,
+                 uint8_t *restrict dst)
+{
+    const __m256i sh = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1,
+                                        0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1);
+    const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND2);
+    uint32_t i = 0;
+    for (; i + 2 <= size; i += 2) {
+        const int16_t *p = src + (size_t)xs[i] * 3, *q = src + (size_t)xs[i + 1] * 3;
+        const __m256i *c = (const __m256i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m256i acc = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + 6 * j));
+            const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + 6 * j));
+            const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_shuffle_epi8(x, sh),
+                                                          _mm256_loadu_si256(c + j)));
+        }
+        acc = _mm256_srai_epi32(acc, NST_AUG_SHIFT2);
+        acc = _mm256_packs_epi32(acc, acc);
+        acc = _mm256_packus_epi16(acc, acc);
+        uint32_t v0 = (uint32_t)_mm256_cvtsi256_si32(acc);
+        uint32_t v1 = (uint32_t)_mm256_extract_epi32(acc, 4);
+        memcpy(dst + 3 * (size_t)i, &v0, sizeof v0);
+        memcpy(dst + 3 * (size_t)i + 3, &v1, sizeof v1);
+    }
+    if (i < size) {
+        const int16_t *p = src + (size_t)xs[i] * 3;
+        const __m256i *c = (const __m256i *)(const void *)(hc + (size_t)i * k2 * 8);
+        __m128i acc = _mm256_castsi256_si128(rnd);
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + 6 * j));
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(a, _mm256_castsi256_si128(sh)),
+                                                    _mm_loadu_si128((const __m128i *)(const void *)(c + j))));
+        }
+        acc = _mm_srai_epi32(acc, NST_AUG_SHIFT2);
+        acc = _mm_packs_epi32(acc, acc);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(_mm_packus_epi16(acc, acc));
+        memcpy(dst + 3 * (size_t)i, &v, sizeof v);
+    }
+}
+#endif
+
 #define NST_HDISPATCH(FN, ...)                                                 \
     switch (k2) { /* the usual tap counts, unrolled */                        \
     case 1: FN(__VA_ARGS__, 1, size, dst); return;                             \
@@ -330,17 +450,50 @@ static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
     default: FN(__VA_ARGS__, k2, size, dst); return;                           \
     }
 
+#if NST_RESIZE_AVX2
+static NST_TARGET_AVX2 void hpass_u8_avx2(const uint8_t *src, const int32_t *xs,
+                                          const int16_t *hc, uint32_t k2,
+                                          uint32_t size, int16_t *dst)
+{
+    NST_HDISPATCH(hpass_u8_k_avx2, src, xs, hc)
+}
+
+static NST_TARGET_AVX2 void hpass_i16_avx2(const int16_t *src, const int32_t *xs,
+                                           const int16_t *hc, uint32_t k2,
+                                           uint32_t size, uint8_t *dst)
+{
+    NST_HDISPATCH(hpass_i16_k_avx2, src, xs, hc)
+}
+#endif
+
+/* hc is in the layout of expand_hcoefs with lanes = avx2 ? 2 : 1. */
 static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
-                     uint32_t k, uint32_t size, int16_t *dst)
+                     uint32_t k, uint32_t size, int16_t *dst, int avx2)
 {
     const uint32_t k2 = (k + 1) / 2;
+#if NST_RESIZE_AVX2
+    if (avx2) {
+        hpass_u8_avx2(src, xs, hc, k2, size, dst);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
     NST_HDISPATCH(hpass_u8_k, src, xs, hc)
 }
 
 static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
-                      uint32_t k, uint32_t size, uint8_t *dst)
+                      uint32_t k, uint32_t size, uint8_t *dst, int avx2)
 {
     const uint32_t k2 = (k + 1) / 2;
+#if NST_RESIZE_AVX2
+    if (avx2) {
+        hpass_i16_avx2(src, xs, hc, k2, size, dst);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
     NST_HDISPATCH(hpass_i16_k, src, xs, hc)
 }
 #undef NST_HDISPATCH
@@ -348,8 +501,9 @@ static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
 #else /* portable scalar: the same integer arithmetic, no over-reads */
 
 static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
-                     uint32_t k, uint32_t size, int16_t *dst)
+                     uint32_t k, uint32_t size, int16_t *dst, int avx2)
 {
+    (void)avx2;
     for (uint32_t i = 0; i < size; i++) {
         const uint8_t *p = src + (size_t)xs[i] * 3;
         const int16_t *c = hc + (size_t)i * k;
@@ -366,8 +520,9 @@ static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
 }
 
 static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
-                      uint32_t k, uint32_t size, uint8_t *dst)
+                      uint32_t k, uint32_t size, uint8_t *dst, int avx2)
 {
+    (void)avx2;
     for (uint32_t i = 0; i < size; i++) {
         const int16_t *p = src + (size_t)xs[i] * 3;
         const int16_t *c = hc + (size_t)i * k;
@@ -451,6 +606,78 @@ static NST_ALWAYS_INLINE void vpass_i16_k(const int16_t *const *restrict rows,
     }
 }
 
+#if NST_RESIZE_AVX2
+/* The AVX2 forms, 32 elements per iteration, n >= 32; the coefficients are
+ * those of vcoefs, broadcast to both lanes. uint8 rows: zero-extended to
+ * int16 first, so the in-lane unpacks and packs keep the element order. */
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
+vpass_u8_k_avx2(const uint8_t *const *restrict rows, const __m128i *restrict cf,
+                uint32_t k2, size_t n, int16_t *restrict dst)
+{
+    const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND1);
+    for (size_t x = 0;; x += 32) {
+        if (x + 32 > n) x = n - 32;
+        __m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m256i c = _mm256_broadcastsi128_si256(cf[j]);
+            const __m128i *ru = (const __m128i *)(const void *)(rows[2 * j] + x);
+            const __m128i *rv = (const __m128i *)(const void *)(rows[2 * j + 1] + x);
+            const __m256i u0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(ru));
+            const __m256i u1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(ru + 1));
+            const __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(rv));
+            const __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(rv + 1));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi16(u0, v0), c));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi16(u0, v0), c));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi16(u1, v1), c));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi16(u1, v1), c));
+        }
+        a0 = _mm256_srai_epi32(a0, NST_AUG_SHIFT1);
+        a1 = _mm256_srai_epi32(a1, NST_AUG_SHIFT1);
+        a2 = _mm256_srai_epi32(a2, NST_AUG_SHIFT1);
+        a3 = _mm256_srai_epi32(a3, NST_AUG_SHIFT1);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + x), _mm256_packs_epi32(a0, a1));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + x + 16), _mm256_packs_epi32(a2, a3));
+        if (x + 32 >= n) break;
+    }
+}
+
+/* int16 rows -> uint8, n >= 32 a multiple of 16 (the last block overlaps
+ * the one before). */
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
+vpass_i16_k_avx2(const int16_t *const *restrict rows, const __m128i *restrict cf,
+                 uint32_t k2, size_t n, uint8_t *restrict dst)
+{
+    const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND2);
+    for (size_t x = 0;; x += 32) {
+        if (x + 32 > n) x = n - 32;
+        __m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        NST_UNROLL
+        for (uint32_t j = 0; j < k2; j++) {
+            const __m256i c = _mm256_broadcastsi128_si256(cf[j]);
+            const __m256i *ru = (const __m256i *)(const void *)(rows[2 * j] + x);
+            const __m256i *rv = (const __m256i *)(const void *)(rows[2 * j + 1] + x);
+            const __m256i u0 = _mm256_loadu_si256(ru), u1 = _mm256_loadu_si256(ru + 1);
+            const __m256i v0 = _mm256_loadu_si256(rv), v1 = _mm256_loadu_si256(rv + 1);
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi16(u0, v0), c));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi16(u0, v0), c));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi16(u1, v1), c));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi16(u1, v1), c));
+        }
+        a0 = _mm256_srai_epi32(a0, NST_AUG_SHIFT2);
+        a1 = _mm256_srai_epi32(a1, NST_AUG_SHIFT2);
+        a2 = _mm256_srai_epi32(a2, NST_AUG_SHIFT2);
+        a3 = _mm256_srai_epi32(a3, NST_AUG_SHIFT2);
+        /* Lanes hold elements {0-7, 16-23 | 8-15, 24-31}: reorder qwords. */
+        const __m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
+                                              _mm256_packs_epi32(a2, a3));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + x),
+                            _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+        if (x + 32 >= n) break;
+    }
+}
+#endif
+
 #define NST_VDISPATCH(FN)                                                      \
     switch (k2) { /* the usual tap counts, unrolled */                        \
     case 1: FN(rows, cf, 1, n, dst); break;                                    \
@@ -469,22 +696,43 @@ static void vcoefs(__m128i *cf, const int16_t *c, uint32_t k)
         cf[j] = _mm_set1_epi32((int)(c0 | c1 << 16));
     }
 }
+
+#if NST_RESIZE_AVX2
+static NST_TARGET_AVX2 void vpass_u8_avx2(const uint8_t *const *rows, const __m128i *cf,
+                                          uint32_t k2, size_t n, int16_t *dst)
+{
+    NST_VDISPATCH(vpass_u8_k_avx2)
+}
+
+static NST_TARGET_AVX2 void vpass_i16_avx2(const int16_t *const *rows, const __m128i *cf,
+                                           uint32_t k2, size_t n, uint8_t *dst)
+{
+    NST_VDISPATCH(vpass_i16_k_avx2)
+}
+#endif
 #endif
 
 static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs,
-                     uint32_t k, size_t n, int16_t *restrict dst)
+                     uint32_t k, size_t n, int16_t *restrict dst, int avx2)
 {
 #if NST_RESIZE_SSE2
     if (n >= 16) { /* (malloc'ed cfs: 16-byte aligned) */
         __m128i *cf = cfs;
         const uint32_t k2 = (k + 1) / 2;
         vcoefs(cf, c, k);
+#if NST_RESIZE_AVX2
+        if (avx2 && n >= 32) {
+            vpass_u8_avx2(rows, cf, k2, n, dst);
+            return;
+        }
+#endif
         NST_VDISPATCH(vpass_u8_k)
         return;
     }
 #else
     (void)cfs;
 #endif
+    (void)avx2;
     for (size_t x = 0; x < n; x++) {
         int32_t s = NST_AUG_ROUND1;
         for (uint32_t t = 0; t < k; t++) s += c[t] * rows[t][x];
@@ -493,15 +741,24 @@ static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs,
 }
 
 static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs,
-                      uint32_t k, size_t n, uint8_t *restrict dst)
+                      uint32_t k, size_t n, uint8_t *restrict dst, int avx2)
 {
 #if NST_RESIZE_SSE2
     __m128i *cf = cfs;
     const uint32_t k2 = (k + 1) / 2;
     vcoefs(cf, c, k);
+#if NST_RESIZE_AVX2
+    if (avx2 && n >= 32) {
+        vpass_i16_avx2(rows, cf, k2, n, dst);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
     NST_VDISPATCH(vpass_i16_k)
 #else
     (void)cfs;
+    (void)avx2;
     for (size_t x = 0; x < n; x++) {
         int32_t s = NST_AUG_ROUND2;
         for (uint32_t t = 0; t < k; t++) s += c[t] * rows[t][x];
@@ -573,14 +830,16 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     const int vert_first = vfirst < hfirst;
 
     /* Scratch: the uint8 output row (+ slack for 4-byte stores), the rows
-     * of pointers, the int16 intermediate (+ slack for the 4-element reads
-     * of the horizontal pass), a padded copy of the last input row. */
+     * of pointers, the int16 intermediate (+ slack for the reads of the
+     * horizontal pass, up to 5 elements past the last tap), a padded copy of
+     * the last input row. */
     const size_t orow = (size_t)size * 3;
     const size_t irow = vert_first ? nx * 3 + 8 : (orow + 16) / 16 * 16;
     const size_t nring = vert_first ? 1 : (a->ay.mono ? ky : ny);
     size_t hbytes = 0, ibytes;
 #if NST_RESIZE_SSE2
-    if (nst_mul_overflow((size_t)size * ((kx + 1) / 2), 16, &hbytes))
+    /* (an even number of outputs: the AVX2 layout works in pairs) */
+    if (nst_mul_overflow(((size_t)size + 1) / 2 * 2 * ((kx + 1) / 2), 16, &hbytes))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
 #endif
     if (nst_mul_overflow(irow, nring * sizeof(int16_t), &ibytes))
@@ -595,7 +854,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     int16_t *tmp = (int16_t *)(void *)a->tmp.data;
     const int16_t *hc = xc;
 #if NST_RESIZE_SSE2
-    expand_hcoefs((int16_t *)(void *)a->hco.data, xc, kx, size);
+    expand_hcoefs((int16_t *)(void *)a->hco.data, xc, kx, size, a->avx2 ? 2 : 1);
     hc = (const int16_t *)(const void *)a->hco.data;
 #endif
     /* Slack read by the horizontal pass with weight 0: defined values. */
@@ -608,35 +867,36 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
             for (uint32_t t = 0; t < ky; t++)
                 rows[t] = base + ((size_t)ys[y] + t) * img->stride;
             rows[ky] = rows[ky - 1];
-            vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp);
-            hpass_i16(tmp, xs, hc, kx, size, orowp);
+            vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp, a->avx2);
+            hpass_i16(tmp, xs, hc, kx, size, orowp, a->avx2);
             nst_out_row(out, y, orowp);
         }
         return 0;
     }
 
-    /* Horizontal first. The SIMD horizontal pass reads up to 4 bytes past
+    /* Horizontal first. The SIMD horizontal pass reads up to 5 bytes past
      * a row's last tap: inside the next row, except for the image's last
-     * row, which is read from a padded copy. */
+     * row (and every row when the stride is below 8), which is read from a
+     * padded copy. */
     const int16_t **rows = (const int16_t **)(void *)a->rows.data;
     uint8_t *last = a->lastrow.data;
-    memcpy(last, img->data + (size_t)(img->height - 1) * img->stride,
-           (size_t)img->width * 3);
     memset(last + (size_t)img->width * 3, 0, 16);
     int64_t done = a->ay.lo; /* input rows below this are in the ring */
     for (uint32_t y = 0; y < size; y++) {
         const int64_t need = (int64_t)ys[y] + ky;
         for (; done < need; done++) {
-            const uint8_t *src = done + 1 < (int64_t)img->height && img->stride >= 4
-                                     ? img->data + (size_t)done * img->stride
-                                     : last;
+            const uint8_t *src = img->data + (size_t)done * img->stride;
+            if (done + 1 >= (int64_t)img->height || img->stride < 8) {
+                memcpy(last, src, (size_t)img->width * 3);
+                src = last;
+            }
             hpass_u8(src + (size_t)a->ax.lo * 3, xs, hc, kx, size,
-                     tmp + (size_t)((done - a->ay.lo) % (int64_t)nring) * irow);
+                     tmp + (size_t)((done - a->ay.lo) % (int64_t)nring) * irow, a->avx2);
         }
         for (uint32_t t = 0; t < ky; t++)
             rows[t] = tmp + (size_t)(((int64_t)ys[y] + t - a->ay.lo) % (int64_t)nring) * irow;
         rows[ky] = rows[ky - 1];
-        vpass_i16(rows, yc + (size_t)y * ky, a->vco.data, ky, irow, orowp);
+        vpass_i16(rows, yc + (size_t)y * ky, a->vco.data, ky, irow, orowp, a->avx2);
         nst_out_row(out, y, orowp);
     }
     return 0;
