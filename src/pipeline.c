@@ -147,7 +147,7 @@ struct nostall_loader {
     nst_index *index;
     nst_sampler sampler;
     nst_ring ring;
-    float lut[3 * 256];
+    float lut[NST_NORM_LUT_SIZE];
     pid_t pid;
     nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
     nst_throttle throttle; /* emulated storage (off unless configured)    */

@@ -251,7 +251,7 @@ static void test_float(nst_augmenter *a)
     const uint32_t W = 200, H = 150, S = 57;
     uint8_t *img = make_natural(W, H, 30);
     nst_image im = full_image(img, W, H);
-    float lut[3 * 256];
+    float lut[NST_NORM_LUT_SIZE];
     const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
     nst_norm_lut(lut, mean, stdv);
     CHECK(fabsf(lut[0] - (float)((0 - 0.485) / 0.229)) < 1e-6f);
@@ -556,7 +556,7 @@ static void test_avx2(void)
         free(o2);
     }
     const uint32_t S = 224;
-    float lut[3 * 256];
+    float lut[NST_NORM_LUT_SIZE];
     const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
     nst_norm_lut(lut, mean, stdv);
     float *f1 = malloc(sizeof(float) * S * S * 3), *f2 = malloc(sizeof(float) * S * S * 3);

@@ -22,7 +22,8 @@
  * uint8 like PIL. Mirroring for the flip is folded into the horizontal pass.
  *
  * Output (normalize.c): uint8 NHWC written as is; float32 NCHW written as
- * (v / 255 - mean[c]) / std[c] through a 3 x 256 lookup table.
+ * (v / 255 - mean[c]) / std[c] (see nst_norm_lut(): a lookup table, or the
+ * same fused multiply-add in AVX2).
  *
  * An nst_augmenter is per-worker scratch (filter coefficients, intermediate
  * rows), grow-only: no allocation in the steady state.
@@ -50,11 +51,16 @@ typedef struct nst_output {
     int kind;           /* NST_OUT_*                                     */
     uint32_t size;      /* output is size x size x 3                      */
     void *dst;          /* the item's place in the batch slot             */
-    const float *lut;   /* float: 3 x 256 table from nst_norm_lut()       */
+    const float *lut;   /* float: NST_NORM_LUT_SIZE floats from nst_norm_lut() */
 } nst_output;
 
-/* lut[c * 256 + v] = (v / 255 - mean[c]) / std[c] */
-void nst_norm_lut(float lut[3 * 256], const double mean[3], const double stdv[3]);
+/* lut[c * 256 + v] = fmaf(v, scale[c], bias[c]), i.e. (v / 255 - mean[c]) /
+ * std[c] with scale[c] = (float)(1 / (255 std[c])) and bias[c] =
+ * (float)(-mean[c] / std[c]) in one rounding, which is also what a SIMD
+ * fused multiply-add gives; scale and bias follow the table:
+ * lut[768 + c] = scale[c], lut[771 + c] = bias[c]. */
+#define NST_NORM_LUT_SIZE (3 * 256 + 6)
+void nst_norm_lut(float lut[NST_NORM_LUT_SIZE], const double mean[3], const double stdv[3]);
 
 /* --- the fused operation (resize.c) --- */
 typedef struct nst_augmenter nst_augmenter;

@@ -32,7 +32,8 @@
 int nst_out_check(const nst_output *out);
 
 /* Write output row y (0 <= y < out->size) from `row`: out->size
- * interleaved RGB uint8 pixels. */
-void nst_out_row(const nst_output *out, uint32_t y, const uint8_t *row);
+ * interleaved RGB uint8 pixels. `simd`: 1 if the CPU has AVX2 and FMA and
+ * they may be used (the augmenter decides once); the bytes are the same. */
+void nst_out_row(const nst_output *out, uint32_t y, const uint8_t *row, int simd);
 
 #endif

@@ -94,6 +94,7 @@ struct nst_augmenter {
     nst_buf orow;    /* one finished uint8 RGB output row                  */
     nst_buf lastrow; /* padded copy of an input row (horizontal first)     */
     int avx2;        /* use the AVX2 kernels                               */
+    int fma;         /* ... and AVX2 + FMA for float output (normalize.c)  */
 };
 
 int nst_augmenter_create(nst_augmenter **out)
@@ -103,6 +104,7 @@ int nst_augmenter_create(nst_augmenter **out)
 #if NST_RESIZE_AVX2
     const char *no = getenv("NOSTALL_NO_AVX2");
     a->avx2 = __builtin_cpu_supports("avx2") && !(no && *no && strcmp(no, "0") != 0);
+    a->fma = a->avx2 && __builtin_cpu_supports("fma");
 #endif
     *out = a;
     return 0;
@@ -869,7 +871,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
             rows[ky] = rows[ky - 1];
             vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp, a->avx2);
             hpass_i16(tmp, xs, hc, kx, size, orowp, a->avx2);
-            nst_out_row(out, y, orowp);
+            nst_out_row(out, y, orowp, a->fma);
         }
         return 0;
     }
@@ -897,7 +899,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
             rows[t] = tmp + (size_t)(((int64_t)ys[y] + t - a->ay.lo) % (int64_t)nring) * irow;
         rows[ky] = rows[ky - 1];
         vpass_i16(rows, yc + (size_t)y * ky, a->vco.data, ky, irow, orowp, a->avx2);
-        nst_out_row(out, y, orowp);
+        nst_out_row(out, y, orowp, a->fma);
     }
     return 0;
 }
