@@ -449,6 +449,10 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
         unsigned long elen = 0;
         if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
         char *full = realpath(p->v[i], NULL);
+        if (full && strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
+            free(full);
+            full = NULL;
+        }
         snprintf(path, sizeof path, "%s/%06zu.jpg", dir, made);
         FILE *f = full ? fopen(path, "wb") : NULL;
         int ok = f && fwrite(enc, 1, elen, f) == elen;
@@ -466,8 +470,10 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
         free(enc);
         enc = NULL;
     }
-    if (fclose(lo) != 0 || fclose(lr) != 0) made = 0;
+    int bad = fclose(lo) != 0;
+    if (fclose(lr) != 0) bad = 1;
     lo = lr = NULL;
+    if (bad) goto done;
     if (made < AN_RST_MIN) goto done;
     /* one thread, a whole small epoch per run, nothing between the worker and the files */
     static const char *const set[] = {"threads", "1", "batch_size", "16", "drop_last", "0",
