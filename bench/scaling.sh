@@ -7,9 +7,10 @@
 #   bash bench/scaling.sh [--data DIR] [--rst DIR] [--rounds R] [--epochs E]
 #
 # --data defaults to the generated set bench/run.sh keeps in the dataset
-# cache, and --rst (the restart-marker copy, for the transcoded rows) to
-# DATA.rstm1 when present; run `make bench` (or bench/run.sh --quick) first,
-# or pass any ImageFolder of JPEGs. Each round runs, back to back: nostall 1 thread,
+# cache (its 1000-image set, else the 300-image one of --quick), and --rst
+# (the restart-marker copy, for the transcoded rows) to DATA.rstm1 when
+# present; run `make bench` (or bench/run.sh --quick) first, or pass any
+# ImageFolder of JPEGs. Each round runs, back to back: nostall 1 thread,
 # nostall 2 threads (float and uint8, train, crop 224, batch 64, --epochs
 # epochs each), then jpeg_decode once and twice at once. Reported: medians of
 # items/s over rounds and their ratios. Results: build/bench/scaling.md/.json.
@@ -19,6 +20,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DATA_ROOT="${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}"
 DATA="$DATA_ROOT/imagefolder-n1000-470x425-q95-s7"
+[ -d "$DATA" ] || [ ! -d "$DATA_ROOT/imagefolder-n300-470x425-q95-s7" ] ||
+    DATA="$DATA_ROOT/imagefolder-n300-470x425-q95-s7"
 RST=""
 ROUNDS=5
 EPOCHS=4
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
         --rst) RST="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --epochs) EPOCHS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -45,19 +48,21 @@ mkdir -p "$OUT"
 cc -O2 -std=c11 -Wall -Wextra -o "$OUT/jpeg_decode" bench/jpeg_decode.c -ljpeg
 
 SETS=("$DATA")
+KINDS=(original)
 [ -z "$RST" ] && [ -d "$DATA.rstm1" ] && RST="$DATA.rstm1"
-[ -n "$RST" ] && SETS+=("$RST")
+if [ -n "$RST" ]; then SETS+=("$RST"); KINDS+=(transcoded); fi
 RAW="$OUT/scaling.raw"
 : > "$RAW"
 echo "bench/scaling: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds" >&2
 for r in $(seq "$ROUNDS"); do
-    for d in "${SETS[@]}"; do
+    for s in "${!SETS[@]}"; do
+        d="${SETS[$s]}"
         for o in float uint8; do
             for t in 1 2; do
                 ips=$("$BUILD/nostall" bench "$d" --threads "$t" --batch-size 64 --crop 224 --mode train \
                     --output "$o" --epochs "$EPOCHS" --json --quiet --no-checksum |
                     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["items_per_second"])')
-                echo "nostall $(basename "$d") $o $t $ips" >> "$RAW"
+                printf 'nostall\t%s\t%s\t%s\t%s\n' "${KINDS[$s]}" "$o" "$t" "$ips" >> "$RAW"
             done
         done
     done
@@ -70,18 +75,18 @@ for r in $(seq "$ROUNDS"); do
 import json, sys
 js = [json.loads(l) for l in sys.stdin if l.strip()]
 print(sum(j["images"] for j in js) / max(j["seconds"] for j in js))')
-    echo "libjpeg - full 1 $one" >> "$RAW"
-    echo "libjpeg - full 2 $two" >> "$RAW"
+    printf 'libjpeg\t-\tfull\t1\t%s\n' "$one" >> "$RAW"
+    printf 'libjpeg\t-\tfull\t2\t%s\n' "$two" >> "$RAW"
     echo "bench/scaling: round $r/$ROUNDS done" >&2
 done
 rm -f "$OUT/scaling.p1" "$OUT/scaling.p2"
 
-/usr/bin/python3 - "$RAW" "$OUT" "$ROUNDS" "$EPOCHS" "$DATA" <<'EOF'
+/usr/bin/python3 - "$RAW" "$OUT" "$ROUNDS" "$EPOCHS" "$DATA${RST:+ (transcoded: $RST)}" <<'EOF'
 import json, statistics, sys, datetime, platform
 raw, out, rounds, epochs, data = sys.argv[1:]
 samples = {}
 for line in open(raw):
-    sysname, dset, o, t, v = line.split()
+    sysname, dset, o, t, v = line.rstrip("\n").split("\t")
     samples.setdefault((sysname, dset, o), {}).setdefault(int(t), []).append(float(v))
 rows, res = [], []
 for (sysname, dset, o), by in samples.items():
@@ -90,7 +95,7 @@ for (sysname, dset, o), by in samples.items():
     res.append({"system": sysname, "data": dset, "output": o, "one": m1, "two": m2,
                 "ratio": m2 / m1, "ratio_per_round": per_round, "samples": by})
     label = "libjpeg-turbo full decode, 2 processes ÷ 1 (machine ceiling)" if sysname == "libjpeg" \
-        else "nostall 2 threads ÷ 1, %s, %s" % (dset, o)
+        else "nostall 2 threads ÷ 1, %s files, %s" % (dset, o)
     rows.append("| %s | %.0f | %.0f | **%.2f×** | %.2f× | %s |" % (
         label, m1, m2, m2 / m1, statistics.median(per_round), " ".join("%.2f" % x for x in per_round)))
 cpu = "?"

@@ -61,7 +61,9 @@ fi
 # 2. prep-bound: one thread cannot prepare 8 items of 500x375 (~1 ms each) in 1 ms
 "$CLI" gen "$TMP/big" --images 96 --classes 2 --quiet
 mkdir -p "$TMP/tmpd"
-TMPDIR="$TMP/tmpd" "$CLI" analyze "$TMP/big" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep.json" || fail "analyze (prep) failed"
+# (a relative TMPDIR: the sample's file list must not depend on it)
+(cd "$TMP" && TMPDIR=tmpd "$CLI" analyze "$TMP/big" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1) \
+    > "$TMP/prep.json" || fail "analyze (prep) failed"
 f="$TMP/prep.json"
 echo "prep-bound: bound $(json "$f" 'j["bound"]'); $(json "$f" 'j["recommendations"][0]["text"]')"
 [ "$(json "$f" 'j["bound"]')" = prep ] || tfail "thread-starved job not classified prep-bound"

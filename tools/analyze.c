@@ -441,36 +441,42 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
     snprintf(path, sizeof path, "%s/rst.txt", dir);
     lr = fopen(path, "w");
     if (!buf || !lo || !lr) goto done;
-    /* evenly spread over the index (ImageFolder: over the classes) */
-    size_t step = p->n > AN_RST_SAMPLE ? p->n / AN_RST_SAMPLE : 1;
-    for (size_t i = 0; i < p->n && made < AN_RST_SAMPLE; i += step) {
-        long long len = load_file(p->v[i], buf, cap);
-        if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
-        unsigned long elen = 0;
-        if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
-        char *full = realpath(p->v[i], NULL);
-        if (full && strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
-            free(full);
-            full = NULL;
-        }
-        snprintf(path, sizeof path, "%s/%06zu.jpg", dir, made);
-        FILE *f = full ? fopen(path, "wb") : NULL;
-        int ok = f && fwrite(enc, 1, elen, f) == elen;
-        if (f && fclose(f) != 0) ok = 0;
-        if (ok) {
-            for (int r = 0; r < AN_RST_REPEAT; r++) {
-                fprintf(lo, "%s\t0\n", full);
-                fprintf(lr, "%s\t0\n", path);
+    /* evenly spread over the index (ImageFolder: over the classes); items
+     * that are not JPEGs are passed over and later passes fill in */
+    const size_t step = (p->n + AN_RST_SAMPLE - 1) / AN_RST_SAMPLE;
+    for (size_t off = 0; off < step && made < AN_RST_SAMPLE; off++) {
+        for (size_t i = off; i < p->n && made < AN_RST_SAMPLE; i += step) {
+            long long len = load_file(p->v[i], buf, cap);
+            if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
+            unsigned long elen = 0;
+            if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
+            char *full = realpath(p->v[i], NULL);
+            if (full && strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
+                free(full);
+                full = NULL;
             }
-            made++;
-        } else {
-            unlink(path);
+            snprintf(path, sizeof path, "%s/%06zu.jpg", dir, made);
+            FILE *f = full ? fopen(path, "wb") : NULL;
+            int ok = f && fwrite(enc, 1, elen, f) == elen;
+            if (f && fclose(f) != 0) ok = 0;
+            if (ok) {
+                /* the copy by its bare name: a list's relative paths are
+                 * relative to the list's own directory (whatever TMPDIR is) */
+                for (int r = 0; r < AN_RST_REPEAT; r++) {
+                    fprintf(lo, "%s\t0\n", full);
+                    fprintf(lr, "%06zu.jpg\t0\n", made);
+                }
+                made++;
+            } else {
+                unlink(path);
+            }
+            free(full);
+            free(enc);
+            enc = NULL;
         }
-        free(full);
-        free(enc);
-        enc = NULL;
     }
-    int bad = fclose(lo) != 0;
+    int bad = ferror(lo) || ferror(lr);
+    if (fclose(lo) != 0) bad = 1;
     if (fclose(lr) != 0) bad = 1;
     lo = lr = NULL;
     if (bad) goto done;
@@ -488,6 +494,11 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
         int k = round & 1; /* 0: as they are, 1: transcoded */
         snprintf(path, sizeof path, "%s/%s", dir, k ? "rst.txt" : "orig.txt");
         if (run_loader(path, c, 0, 0, k ? "restart" : "original", 0, &o) < 0) goto done;
+        if (o.items == 0) {
+            fprintf(stderr, "nostall analyze: warning: restart-marker sample: the %s run delivered "
+                            "nothing (%s)\n", k ? "transcoded" : "original", path);
+            goto done;
+        }
         double v = cpu_per_item_run(&o);
         if (v > 0 && (best[k] == 0 || v < best[k])) best[k] = v;
     }

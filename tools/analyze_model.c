@@ -522,8 +522,8 @@ void an_analyze(an_result *r)
         }
         if (rc->value < 0)
             snprintf(rc->text, sizeof rc->text,
-                     "Decoding: the restart-marker copy was not measured (no JPEG items in a sample, "
-                     "or none could be transcoded).");
+                     "Decoding: the restart-marker copy was not measured (fewer than 16 JPEG items "
+                     "could be sampled and transcoded).");
         else if (rc->value >= AN_RST_USEFUL)
             snprintf(rc->text, sizeof rc->text,
                      "Decoding: `nostall transcode` would not help these files (CPU per item x%.2f on "

@@ -215,7 +215,7 @@ int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsign
     dst.err = &err.pub;
     err.pub.error_exit = tc_error_exit;
     err.pub.emit_message = tc_emit;
-    int have_src = 0, have_dst = 0;
+    volatile int have_src = 0, have_dst = 0; /* changed after setjmp, read after longjmp */
     if (setjmp(err.jb)) {
         snprintf(msg, msglen, "%s", err.msg);
         if (have_dst) jpeg_destroy_compress(&dst);
