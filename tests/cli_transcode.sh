@@ -5,7 +5,7 @@
 # and uint8: the same coefficients give the same pixels, and the
 # restart-marker fast path of region decode gives the normal path's pixels);
 # other files copied byte for byte; a damaged JPEG reported by name and copied
-# unchanged; usage errors exit 2.
+# unchanged; any --threads writes the same tree; usage errors exit 2.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/src" --images 30 --classes 3 --width 300 --height 240 --size-jitter 0.3 --quality 92 --quiet
@@ -16,6 +16,12 @@ grep -q "30 JPEGs transcoded" "$TMP/out" || fail "summary: $(cat "$TMP/out")"
 cmp -s "$TMP/src/class_000/README.txt" "$TMP/dst/class_000/README.txt" || fail "non-JPEG not copied as is"
 [ "$(find "$TMP/dst" -type f | wc -l)" = 31 ] || fail "file count"
 [ -z "$(find "$TMP/dst" -name '*.tmp')" ] || fail "leftover .tmp files"
+# any number of worker threads writes the same tree
+"$CLI" transcode "$TMP/src" "$TMP/dst1" --threads 1 --quiet > /dev/null || fail "transcode --threads 1 failed"
+"$CLI" transcode "$TMP/src" "$TMP/dst5" --threads 5 --quiet > "$TMP/out5" || fail "transcode --threads 5 failed"
+grep -q "30 JPEGs transcoded" "$TMP/out5" || fail "summary with 5 threads: $(cat "$TMP/out5")"
+diff -r "$TMP/dst1" "$TMP/dst5" > /dev/null || fail "--threads 1 and --threads 5 wrote different trees"
+diff -r "$TMP/dst" "$TMP/dst1" > /dev/null || fail "the default thread count wrote a different tree"
 
 # every JPEG: baseline, a DRI of 1 MCU (the default), restart markers in its data
 "$PY" - "$TMP/dst" <<'PYEOF' || fail "restart markers missing"
@@ -107,6 +113,8 @@ grep -q "restart-rows" "$TMP/err" || fail "--restart-rows not named"
 "$CLI" transcode "$TMP/src" "$TMP/x" --restart-mcus 0 2> "$TMP/err"; [ $? = 2 ] || fail "--restart-mcus 0 accepted"
 grep -q "restart-mcus" "$TMP/err" || fail "--restart-mcus not named"
 "$CLI" transcode "$TMP/src" "$TMP/x" --restart-mcus 1 --restart-rows 1 2> "$TMP/err"; [ $? = 2 ] || fail "both --restart-mcus and --restart-rows accepted"
+"$CLI" transcode "$TMP/src" "$TMP/x" --threads 0 2> "$TMP/err"; [ $? = 2 ] || fail "--threads 0 accepted"
+grep -q "threads" "$TMP/err" || fail "--threads not named"
 "$CLI" transcode "$TMP/missing" "$TMP/y" 2> "$TMP/err"; [ $? = 2 ] || fail "missing SRC accepted"
 grep -q "$TMP/missing" "$TMP/err" || fail "missing SRC not named"
 "$CLI" transcode --help | grep -q -- "--restart-rows" || fail "--help lacks --restart-rows"

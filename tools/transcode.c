@@ -34,6 +34,12 @@
  * Files are written to NAME.tmp and renamed into place, so an interrupted
  * run never leaves a truncated file under a final name. Sizes in the
  * summary are decimal (1 MB = 10^6 bytes).
+ *
+ * Threads: the walk (directories created in order) runs on the calling
+ * thread and hands files to --threads workers (default: the online CPUs)
+ * through a bounded queue; each worker has its own file buffer, and the
+ * counters, messages and progress line are guarded by one mutex. Every file
+ * is transcoded the same way whatever the thread count.
  */
 #include "commands.h"
 #include "util.h"
@@ -41,6 +47,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,22 +61,39 @@
 #include <jpeglib.h>
 
 #define MAX_DEPTH 64
+#define MAX_THREADS 256
+#define QUEUE_LEN 64 /* files waiting for a worker */
 
 typedef struct {
     const char *src, *dst;
     long rows; /* > 0: --restart-rows                        */
     long mcus; /* > 0: --restart-mcus (exactly one of the two) */
+    long threads;
     int force, quiet;
 } tc_opts;
 
 typedef struct {
+    char from[4096], to[4096];
+} tc_job;
+
+typedef struct {
+    pthread_mutex_t mu; /* everything below, and stderr */
     long files, jpegs, copied, corrupt, errors;
     unsigned long long in_bytes, out_bytes, jpeg_in, jpeg_out;
     int progress;
     double t0, last;
+    /* the queue from the walk to the workers */
+    pthread_cond_t not_empty, not_full;
+    tc_job *queue;
+    unsigned head, count;
+    int closed;
+    const tc_opts *o;
+} tc_state;
+
+typedef struct {
     uint8_t *buf; /* file contents, grown as needed */
     size_t cap;
-} tc_state;
+} tc_buf;
 
 static void usage(FILE *f)
 {
@@ -89,6 +113,7 @@ static void usage(FILE *f)
             "                    divisor of its MCUs per row, so intervals tile the rows\n"
             "  --restart-rows N  instead: MCU rows per restart interval, 1..64 (rows\n"
             "                    only: the columns beside a crop are still decoded)\n"
+            "  --threads N       files transcoded at once, 1..256 (default: the online CPUs)\n"
             "  --force           write into DST even if it is not empty\n"
             "  --quiet           no progress line (the summary is still printed)\n"
             "  --help            show this help\n");
@@ -135,7 +160,8 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
             continue;
         }
         const int is_mcus = strcmp(name, "--restart-mcus") == 0;
-        if (strcmp(name, "--restart-rows") != 0 && !is_mcus) {
+        const int is_threads = strcmp(name, "--threads") == 0;
+        if (strcmp(name, "--restart-rows") != 0 && !is_mcus && !is_threads) {
             fprintf(stderr, "transcode: unknown option '%s' (see nostall transcode --help)\n", a);
             return -1;
         }
@@ -149,11 +175,13 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
         char *end;
         errno = 0;
         long v = strtol(val, &end, 10);
-        if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE || v < 1 || v > 64) {
-            fprintf(stderr, "transcode: %s must be an integer in 1..64 (got '%s')\n", name, val);
+        const long hi = is_threads ? MAX_THREADS : 64;
+        if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE || v < 1 || v > hi) {
+            fprintf(stderr, "transcode: %s must be an integer in 1..%ld (got '%s')\n", name, hi, val);
             return -1;
         }
-        if (is_mcus) o->mcus = v;
+        if (is_threads) o->threads = v;
+        else if (is_mcus) o->mcus = v;
         else o->rows = v;
         if (o->mcus && o->rows) {
             fprintf(stderr, "transcode: --restart-mcus and --restart-rows exclude each other\n");
@@ -161,6 +189,10 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
         }
     }
     if (!o->rows && !o->mcus) o->mcus = 1;
+    if (!o->threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    }
     if (!o->src || !o->dst) {
         fprintf(stderr, "transcode: missing %s (usage: nostall transcode SRC DST [options]; "
                         "see --help)\n", o->src ? "DST" : "SRC");
@@ -288,7 +320,7 @@ int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsign
 
 
 /* Read a whole regular file into s->buf. Returns its length or -1. */
-static long long read_file(tc_state *s, const char *path)
+static long long read_file(tc_buf *s, const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -341,6 +373,7 @@ static int write_file(const char *path, const void *data, size_t len)
     return 0;
 }
 
+/* progress() and report(): the caller holds s->mu. */
 static void progress(tc_state *s, int final)
 {
     if (!s->progress) return;
@@ -358,35 +391,46 @@ static void report(tc_state *s, const char *fmt, const char *path, const char *w
     fprintf(stderr, fmt, path, why);
 }
 
-static void do_file(tc_state *s, const tc_opts *o, const char *from, const char *to)
+static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
 {
+    const tc_opts *o = s->o;
     errno = 0;
-    long long len = read_file(s, from);
+    long long len = read_file(b, from);
     if (len < 0) {
-        report(s, "transcode: cannot read '%s': %s\n", from, strerror(errno));
+        int e = errno;
+        pthread_mutex_lock(&s->mu);
+        report(s, "transcode: cannot read '%s': %s\n", from, strerror(e));
         s->errors++;
+        pthread_mutex_unlock(&s->mu);
         return;
     }
-    const uint8_t *data = s->buf;
+    const uint8_t *data = b->buf;
     size_t out_len = (size_t)len;
     unsigned char *enc = NULL;
-    int jpeg = len >= 3 && s->buf[0] == 0xFF && s->buf[1] == 0xD8 && s->buf[2] == 0xFF;
+    int jpeg = len >= 3 && b->buf[0] == 0xFF && b->buf[1] == 0xD8 && b->buf[2] == 0xFF;
+    int damaged = 0;
+    char msg[JMSG_LENGTH_MAX + 64];
     if (jpeg) {
-        char msg[JMSG_LENGTH_MAX + 64];
         unsigned long elen = 0;
-        if (tool_transcode_jpeg(s->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
-                           sizeof msg) == 0) {
+        if (tool_transcode_jpeg(b->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
+                                sizeof msg) == 0) {
             data = enc;
             out_len = elen;
         } else {
-            report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
-            s->corrupt++;
+            damaged = 1;
             jpeg = 0;
         }
     }
     errno = 0;
-    if (write_file(to, data, out_len) != 0) {
-        report(s, "transcode: cannot write '%s': %s\n", to, strerror(errno));
+    int wrc = write_file(to, data, out_len), we = errno;
+    free(enc);
+    pthread_mutex_lock(&s->mu);
+    if (damaged) {
+        report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
+        s->corrupt++;
+    }
+    if (wrc != 0) {
+        report(s, "transcode: cannot write '%s': %s\n", to, strerror(we));
         s->errors++;
     } else {
         s->files++;
@@ -400,8 +444,50 @@ static void do_file(tc_state *s, const tc_opts *o, const char *from, const char 
             s->copied++;
         }
     }
-    free(enc);
     progress(s, 0);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A worker: files from the queue until the walk closes it and it is empty. */
+static void *worker_main(void *arg)
+{
+    tc_state *s = arg;
+    tc_buf b = {NULL, 0};
+    tc_job job; /* 8 KB: a thread's stack holds it */
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->count == 0 && !s->closed) pthread_cond_wait(&s->not_empty, &s->mu);
+        if (s->count == 0) { /* closed and drained */
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        job = s->queue[s->head];
+        s->head = (s->head + 1) % QUEUE_LEN;
+        s->count--;
+        pthread_cond_signal(&s->not_full);
+        pthread_mutex_unlock(&s->mu);
+        do_file(s, &b, job.from, job.to);
+    }
+    free(b.buf);
+    return NULL;
+}
+
+/* Hand a file to the workers (blocks while the queue is full), or do it
+ * here when there are none. */
+static void submit(tc_state *s, tc_buf *own, const char *from, const char *to)
+{
+    if (!s->queue) {
+        do_file(s, own, from, to);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->count == QUEUE_LEN) pthread_cond_wait(&s->not_full, &s->mu);
+    tc_job *j = &s->queue[(s->head + s->count) % QUEUE_LEN];
+    snprintf(j->from, sizeof j->from, "%s", from);
+    snprintf(j->to, sizeof j->to, "%s", to);
+    s->count++;
+    pthread_cond_signal(&s->not_empty);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static int skip_name(const struct dirent *e)
@@ -409,18 +495,25 @@ static int skip_name(const struct dirent *e)
     return strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
 }
 
-static void walk(tc_state *s, const tc_opts *o, const char *from, const char *to, int depth)
+/* An error of the walk itself: reported and counted. */
+static void walk_error(tc_state *s, const char *fmt, const char *path, const char *why)
+{
+    pthread_mutex_lock(&s->mu);
+    report(s, fmt, path, why);
+    s->errors++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void walk(tc_state *s, tc_buf *own, const char *from, const char *to, int depth)
 {
     if (depth > MAX_DEPTH) {
-        report(s, "transcode: '%s': %s\n", from, "more than 64 directory levels, skipped");
-        s->errors++;
+        walk_error(s, "transcode: '%s': %s\n", from, "more than 64 directory levels, skipped");
         return;
     }
     struct dirent **names = NULL;
     int n = scandir(from, &names, skip_name, alphasort);
     if (n < 0) {
-        report(s, "transcode: cannot read directory '%s': %s\n", from, strerror(errno));
-        s->errors++;
+        walk_error(s, "transcode: cannot read directory '%s': %s\n", from, strerror(errno));
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -429,27 +522,26 @@ static void walk(tc_state *s, const tc_opts *o, const char *from, const char *to
         int lb = snprintf(b, sizeof b, "%s/%s", to, names[i]->d_name);
         free(names[i]);
         if (la < 0 || lb < 0 || (size_t)la >= sizeof a || (size_t)lb >= sizeof b) {
-            report(s, "transcode: '%s': %s\n", from, "path too long, entry skipped");
-            s->errors++;
+            walk_error(s, "transcode: '%s': %s\n", from, "path too long, entry skipped");
             continue;
         }
         struct stat st;
         if (stat(a, &st) != 0) {
-            report(s, "transcode: cannot stat '%s': %s\n", a, strerror(errno));
-            s->errors++;
+            walk_error(s, "transcode: cannot stat '%s': %s\n", a, strerror(errno));
             continue;
         }
         if (S_ISDIR(st.st_mode)) {
             if (mkdir(b, 0777) != 0 && errno != EEXIST) {
-                report(s, "transcode: cannot create '%s': %s\n", b, strerror(errno));
-                s->errors++;
+                walk_error(s, "transcode: cannot create '%s': %s\n", b, strerror(errno));
                 continue;
             }
-            walk(s, o, a, b, depth + 1);
+            walk(s, own, a, b, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            do_file(s, o, a, b);
+            submit(s, own, a, b);
         } else {
+            pthread_mutex_lock(&s->mu);
             report(s, "transcode: '%s': %s\n", a, "not a regular file or directory, skipped");
+            pthread_mutex_unlock(&s->mu);
         }
     }
     free(names);
@@ -510,10 +602,34 @@ int cmd_transcode(int argc, char **argv)
 
     tc_state s;
     memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.not_empty, NULL);
+    pthread_cond_init(&s.not_full, NULL);
+    s.o = &o;
     s.progress = !o.quiet && isatty(STDERR_FILENO);
     s.t0 = s.last = tool_now_s();
-    walk(&s, &o, o.src, o.dst, 0);
-    free(s.buf);
+    pthread_t tids[MAX_THREADS];
+    long started = 0;
+    if (o.threads > 1 && (s.queue = calloc(QUEUE_LEN, sizeof *s.queue)) != NULL) {
+        for (; started < o.threads; started++)
+            if (pthread_create(&tids[started], NULL, worker_main, &s) != 0) break;
+        if (started == 0) { /* no threads after all: do it here */
+            free(s.queue);
+            s.queue = NULL;
+        }
+    }
+    tc_buf own = {NULL, 0};
+    walk(&s, &own, o.src, o.dst, 0);
+    pthread_mutex_lock(&s.mu);
+    s.closed = 1;
+    pthread_cond_broadcast(&s.not_empty);
+    pthread_mutex_unlock(&s.mu);
+    for (long i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    free(s.queue);
+    free(own.buf);
+    pthread_cond_destroy(&s.not_empty);
+    pthread_cond_destroy(&s.not_full);
+    pthread_mutex_destroy(&s.mu);
     if (s.progress) fprintf(stderr, "\r\033[K");
     double t = tool_now_s() - s.t0;
     printf("transcode: %ld files in %.1f s: %ld JPEGs transcoded (%.1f MB -> %.1f MB, "
