@@ -27,6 +27,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,6 +419,52 @@ static long long load_file(const char *path, unsigned char *buf, size_t cap)
  * busy machine does not count, unlike the workers' busy clocks). */
 static double cpu_per_item_run(const run_out *o) { return o->items ? o->cpu_s / (double)o->items : 0; }
 
+/* Interrupted (SIGINT, SIGTERM, SIGHUP) while the sample exists: remove it
+ * (unlink and rmdir are async-signal-safe), then die of the signal. */
+static char g_sample_dir[4096];
+static volatile sig_atomic_t g_sample_files;
+
+static void sample_cleanup_signal(int sig)
+{
+    char path[4200];
+    size_t n = strlen(g_sample_dir);
+    if (n && n + 12 < sizeof path) {
+        memcpy(path, g_sample_dir, n);
+        for (sig_atomic_t i = 0; i <= g_sample_files; i++) { /* 000000.jpg ... by hand */
+            long v = (long)i;
+            char *d = path + n;
+            *d++ = '/';
+            for (int k = 5; k >= 0; k--, v /= 10) d[k] = (char)('0' + v % 10);
+            memcpy(d + 6, ".jpg", 5);
+            unlink(path);
+        }
+        memcpy(path + n, "/orig.txt", 10);
+        unlink(path);
+        memcpy(path + n, "/rst.txt", 9);
+        unlink(path);
+        rmdir(g_sample_dir);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void sample_signals(int on)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    static struct sigaction old[3];
+    for (int i = 0; i < 3; i++) {
+        if (on) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = sample_cleanup_signal;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sigs[i], &sa, &old[i]);
+        } else {
+            sigaction(sigs[i], &old[i], NULL);
+        }
+    }
+}
+
 static void transcode_sample(const paths *p, const nostall_config *cfg, int show, an_meas *m)
 {
     const char *tmp = getenv("TMPDIR");
@@ -433,6 +480,9 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
                 strerror(errno));
         return;
     }
+    snprintf(g_sample_dir, sizeof g_sample_dir, "%s", dir);
+    g_sample_files = 0;
+    sample_signals(1);
     if (show) fprintf(stderr, "measuring a restart-marker copy of a sample ...\n");
     const size_t cap = 64u << 20;
     buf = malloc(cap);
@@ -456,6 +506,7 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
                 full = NULL;
             }
             snprintf(path, sizeof path, "%s/%06zu.jpg", dir, made);
+            g_sample_files = (sig_atomic_t)made;
             FILE *f = full ? fopen(path, "wb") : NULL;
             int ok = f && fwrite(enc, 1, elen, f) == elen;
             if (f && fclose(f) != 0) ok = 0;
@@ -521,6 +572,8 @@ done:
     unlink(path);
     if (rmdir(dir) != 0)
         fprintf(stderr, "nostall analyze: warning: cannot remove %s: %s\n", dir, strerror(errno));
+    sample_signals(0);
+    g_sample_dir[0] = '\0';
 }
 
 static double mem_available(void)
