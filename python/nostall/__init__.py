@@ -20,6 +20,7 @@ this package, else ctypes.util.find_library("nostall").
 from . import _lib
 from .loader import ERRORS, BadItemError, Error, Loader, checksum, error_class
 from .analyze import Analysis, analyze, stall_summary
+from .transcode import transcode
 
 __version__ = _lib._s(_lib.version_string())
 LIBRARY_PATH = _lib.path
@@ -34,4 +35,5 @@ for _cls in ERRORS.values():
 del _cls
 
 __all__ = ["Loader", "Error", "BadItemError", "checksum", "error_class", "OPTIONS",
-           "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary", "Analysis"] + [c.__name__ for c in ERRORS.values()]
+           "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary", "Analysis",
+           "transcode"] + [c.__name__ for c in ERRORS.values()]
