@@ -39,7 +39,7 @@ def transcode(src, dst, *, restart_mcus=None, restart_rows=None, threads=None, f
     force: write into a non-empty `dst`. Returns a dict: files, seconds,
     jpegs, copied, damaged, mb_in, mb_out, messages (per-file reports,
     e.g. damaged JPEGs, which are copied unchanged). Raises ValueError for a
-    bad argument or a missing `src`, and nostall.IOError (an OSError and a
+    bad argument or a missing `src`, and nostall.IoError (an OSError and a
     nostall.Error, with the command's messages) when files could not be read
     or written.
     """
