@@ -65,6 +65,7 @@ demo: build
 
 bench: build
 	@bash bench/run.sh
+	@bash bench/run.sh --photo
 
 install: build
 	cmake --install build --prefix $(PREFIX)

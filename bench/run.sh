@@ -4,9 +4,12 @@
 # `make bench` runs this after building. See docs/performance.md.
 #
 #   bash bench/run.sh [--images N] [--rounds R] [--epochs E] [--quick] [--out DIR]
-#                     [--width W] [--height H] [--quality Q] [--data DIR]
+#                     [--width W] [--height H] [--quality Q] [--data DIR | --photo]
 #                     [-- PEERS_OPTIONS...]
 #
+# --photo: the same on a photo-derived set (bench/photo_data.py: --images
+# crops of a real photograph, made once into the dataset cache), results in
+# build/bench-photo unless --out says otherwise. `make bench` runs both.
 # --data DIR: measure on your own ImageFolder of JPEGs (real photographs, an
 # ImageNet subset, or `bench/photo_data.py`'s) instead of generated images;
 # nothing is written into DIR (its transcoded copy and .beton go to the
@@ -39,13 +42,15 @@ HEIGHT=425
 CLASSES=10
 SEED=7
 USER_DATA=""
+PHOTO=0
+OUT_SET=0
 DATA_ROOT="${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}"
 OUT="${NOSTALL_BENCH_OUT:-$ROOT/build/bench}"
 BUILD="${NOSTALL_BUILD:-$ROOT/build}"
 PY=/usr/bin/python3
 PEERS_ARGS=()
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --images) IMAGES="$2"; shift 2 ;;
@@ -54,8 +59,9 @@ while [ $# -gt 0 ]; do
         --quality) QUALITY="$2"; shift 2 ;;
         --width) WIDTH="$2"; shift 2 ;;
         --height) HEIGHT="$2"; shift 2 ;;
-        --out) OUT="$2"; shift 2 ;;
+        --out) OUT="$2"; OUT_SET=1; shift 2 ;;
         --data) USER_DATA="$2"; shift 2 ;;
+        --photo) PHOTO=1; shift ;;
         --quick) IMAGES=300; ROUNDS=2; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; PEERS_ARGS=("$@"); break ;;
@@ -67,6 +73,18 @@ done
 #    python3-ffcv's package misses two of its imports (cv2, numba): named here.
 bash tools/install-deps.sh gcc cmake libjpeg62-turbo-dev libpng-dev python3-torch \
     python3-torchvision python3-pil python3-numpy python3-ffcv python3-opencv python3-numba
+
+if [ "$PHOTO" = 1 ]; then
+    [ -z "$USER_DATA" ] || { echo "bench/run.sh: --photo and --data exclude each other" >&2; exit 2; }
+    bash tools/install-deps.sh python3-matplotlib # its sample photograph
+    USER_DATA="$DATA_ROOT/photo-n$IMAGES-s$SEED"
+    if [ ! -f "$USER_DATA/.complete" ]; then
+        rm -rf "$USER_DATA"
+        /usr/bin/python3 bench/photo_data.py "$USER_DATA" --images "$IMAGES" --seed "$SEED" >&2
+        touch "$USER_DATA/.complete"
+    fi
+    [ "$OUT_SET" = 1 ] || [ -n "${NOSTALL_BENCH_OUT:-}" ] || OUT="$ROOT/build/bench-photo"
+fi
 
 # 2. Build: the nostall CLI (release flags, as `make build`) and jpeg_decode.
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
