@@ -391,29 +391,13 @@ static nostall_config *config_variant(const nostall_config *cfg, const char *con
  * a temporary directory, and the loader's CPU per item (process CPU time,
  * one worker thread, page cache warm) on the copy and on
  * the same items as they are, three runs each, alternating, the lowest of each
- * kept. Fills m->rst_sample_items and m->rst_cpu_ratio (0: not measured).
+ * kept; `warm` is the cached run's configuration (no cache, no emulated
+ * storage, no echo), narrowed to one thread here. Fills m->rst_sample_items
+ * and m->rst_cpu_ratio (0: not measured).
  * Everything written is removed again. */
 #define AN_RST_SAMPLE 96
 #define AN_RST_MIN 16
 #define AN_RST_REPEAT 3 /* each listed this often: runs long enough to time */
-
-/* The whole file into buf[0..cap); its length, or -1 (unreadable, or larger). */
-static long long load_file(const char *path, unsigned char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    size_t total = 0;
-    for (;;) {
-        if (total == cap) { total = cap + 1; break; } /* too large */
-        ssize_t n = read(fd, buf + total, cap - total);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) { total = cap + 1; break; }
-        if (n == 0) break;
-        total += (size_t)n;
-    }
-    close(fd);
-    return total > cap ? -1 : (long long)total;
-}
 
 /* CPU seconds per item of a run (process CPU time: being descheduled on a
  * busy machine does not count, unlike the workers' busy clocks). */
@@ -465,11 +449,13 @@ static void sample_signals(int on)
     }
 }
 
-static void transcode_sample(const paths *p, const nostall_config *cfg, int show, an_meas *m)
+static void transcode_sample(const paths *p, const nostall_config *warm, int show, an_meas *m)
 {
     const char *tmp = getenv("TMPDIR");
     char dir[4096], path[4200], msg[256];
-    unsigned char *buf = NULL, *enc = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    unsigned char *enc = NULL;
     FILE *lo = NULL, *lr = NULL;
     size_t made = 0;
     nostall_config *c = NULL;
@@ -484,19 +470,17 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
     g_sample_files = 0;
     sample_signals(1);
     if (show) fprintf(stderr, "measuring a restart-marker copy of a sample ...\n");
-    const size_t cap = 64u << 20;
-    buf = malloc(cap);
     snprintf(path, sizeof path, "%s/orig.txt", dir);
     lo = fopen(path, "w");
     snprintf(path, sizeof path, "%s/rst.txt", dir);
     lr = fopen(path, "w");
-    if (!buf || !lo || !lr) goto done;
+    if (!lo || !lr) goto done;
     /* evenly spread over the index (ImageFolder: over the classes); items
      * that are not JPEGs are passed over and later passes fill in */
     const size_t step = (p->n + AN_RST_SAMPLE - 1) / AN_RST_SAMPLE;
     for (size_t off = 0; off < step && made < AN_RST_SAMPLE; off++) {
         for (size_t i = off; i < p->n && made < AN_RST_SAMPLE; i += step) {
-            long long len = load_file(p->v[i], buf, cap);
+            long long len = tool_read_file(p->v[i], &buf, &cap, 64u << 20);
             if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
             unsigned long elen = 0;
             if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
@@ -533,11 +517,8 @@ static void transcode_sample(const paths *p, const nostall_config *cfg, int show
     if (bad) goto done;
     if (made < AN_RST_MIN) goto done;
     /* one thread, a whole small epoch per run, nothing between the worker and the files */
-    static const char *const set[] = {"threads", "1", "batch_size", "16", "drop_last", "0",
-                                      "cache", "none", "cache_bytes", "0", "storage_mbps", "0",
-                                      "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
-                                      "epochs", "1", "coordinate", "", NULL};
-    c = config_variant(cfg, set);
+    static const char *const set[] = {"threads", "1", "batch_size", "16", "drop_last", "0", NULL};
+    c = config_variant(warm, set);
     if (!c) goto done;
     double best[2] = {0, 0};
     for (int round = 0; round < 6; round++) {
@@ -692,7 +673,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     m->prep_fetch_ns = (double)prep.st.fetch_busy_ns;
     m->prep_decode_ns = (double)prep.st.decode_busy_ns;
     m->prep_augment_ns = (double)prep.st.augment_busy_ns;
-    transcode_sample(&p, cfg, show, m);
+    transcode_sample(&p, wcfg, show, m);
 
     if (runs) {
         /* the three runs were measured elsewhere (Python, with a real step) */

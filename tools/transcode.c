@@ -319,38 +319,6 @@ int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsign
 
 
 
-/* Read a whole regular file into s->buf. Returns its length or -1. */
-static long long read_file(tc_buf *s, const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) {
-        if (errno == 0) errno = EINVAL;
-        fclose(f);
-        return -1;
-    }
-    size_t want = (size_t)st.st_size;
-    if (want + 1 > s->cap) {
-        uint8_t *p = realloc(s->buf, want + 1);
-        if (!p) {
-            fclose(f);
-            errno = ENOMEM;
-            return -1;
-        }
-        s->buf = p;
-        s->cap = want + 1;
-    }
-    size_t got = fread(s->buf, 1, want, f);
-    int bad = ferror(f) || got != want;
-    fclose(f);
-    if (bad) {
-        errno = EIO;
-        return -1;
-    }
-    return (long long)got;
-}
-
 /* Write data to path via path.tmp + rename. 0 or -1 (errno set). */
 static int write_file(const char *path, const void *data, size_t len)
 {
@@ -395,7 +363,7 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
 {
     const tc_opts *o = s->o;
     errno = 0;
-    long long len = read_file(b, from);
+    long long len = tool_read_file(from, &b->buf, &b->cap, SIZE_MAX - 1);
     if (len < 0) {
         int e = errno;
         pthread_mutex_lock(&s->mu);

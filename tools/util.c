@@ -1,7 +1,9 @@
 /* util.c — small helpers shared by the CLI's subcommands (see util.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -97,4 +99,40 @@ int tool_loader_option(nostall_config *cfg, const char *cmd, const char *name, c
         return -2;
     }
     return id;
+}
+
+long long tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) {
+        if (errno == 0) errno = EINVAL;
+        fclose(f);
+        return -1;
+    }
+    if ((unsigned long long)st.st_size > max) {
+        fclose(f);
+        errno = EFBIG;
+        return -1;
+    }
+    size_t want = (size_t)st.st_size;
+    if (want + 1 > *cap) {
+        uint8_t *p = realloc(*buf, want + 1);
+        if (!p) {
+            fclose(f);
+            errno = ENOMEM;
+            return -1;
+        }
+        *buf = p;
+        *cap = want + 1;
+    }
+    size_t got = fread(*buf, 1, want, f);
+    int bad = ferror(f) || got != want;
+    fclose(f);
+    if (bad) {
+        errno = EIO;
+        return -1;
+    }
+    return (long long)got;
 }

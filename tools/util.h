@@ -14,6 +14,12 @@ int tool_dir_nonempty(const char *path);
 
 #include "nostall.h"
 
+/* A whole regular file into *buf (grown with realloc; *cap its size, both
+ * start as NULL/0 and belong to the caller). Returns the length, or -1 with
+ * errno set (EINVAL: not a regular file; EFBIG: longer than max; ENOMEM;
+ * EIO). */
+long long tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t max);
+
 /* `nostall transcode` of one JPEG (transcode.c): in[0..len) rewritten
  * losslessly into a malloc'd *out (free() it), with a restart marker every
  * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
