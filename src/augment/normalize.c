@@ -11,8 +11,7 @@
  * AVX2 + FMA, 16 pixels at a time (pshufb de-interleave, widen, convert,
  * one fused multiply-add: the same single rounding, so the same bytes). A
  * float output is therefore exactly the table applied to the uint8 output.
- * Float rows go out with non-temporal stores when aligned (see
- * nst_out_row()).
+ * The AVX2 path writes with non-temporal stores (see out_row_fma()).
  *
  * Pure functions: called by the worker threads on their own rows, no state.
  */
@@ -54,7 +53,11 @@ void nst_norm_lut(float lut[NST_NORM_LUT_SIZE], const double mean[3], const doub
  * 16-byte third of the input is spread by pshufb into the bytes of one
  * channel it holds, the three ORed; then 8 at a time widened to int32,
  * converted and put through fmadd with the channel's scale and bias.
- * Returns how many pixels it wrote (a multiple of 16). */
+ * The slot is far larger than the caches and is read next by the consumer
+ * thread, so 32-byte aligned rows (square outputs of a size divisible by 8)
+ * go out with non-temporal stores, then an sfence so they are ordered
+ * before the slot is published. Returns how many pixels it wrote (a
+ * multiple of 16). */
 __attribute__((target("avx2,fma"))) static size_t
 out_row_fma(const uint8_t *restrict r, size_t n, const float *restrict l, float *restrict p0,
             float *restrict p1, float *restrict p2)
@@ -72,20 +75,27 @@ out_row_fma(const uint8_t *restrict r, size_t n, const float *restrict l, float 
          {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}}};
     float *const planes[3] = {p0, p1, p2};
     const int aligned = (((uintptr_t)p0 | (uintptr_t)p1 | (uintptr_t)p2) & 31) == 0;
+    __m128i sel[3][3];
+    __m256 scale[3], bias[3];
+    for (int c = 0; c < 3; c++) {
+        for (int k = 0; k < 3; k++)
+            sel[c][k] = _mm_loadu_si128((const __m128i *)(const void *)mask[c][k]);
+        scale[c] = _mm256_set1_ps(l[768 + c]);
+        bias[c] = _mm256_set1_ps(l[771 + c]);
+    }
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m128i in[3] = {_mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i)),
-                               _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i + 16)),
-                               _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i + 32))};
+        const __m128i in0 = _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i));
+        const __m128i in1 = _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i + 16));
+        const __m128i in2 = _mm_loadu_si128((const __m128i *)(const void *)(r + 3 * i + 32));
         for (int c = 0; c < 3; c++) {
-            __m128i v = _mm_or_si128(
-                _mm_or_si128(_mm_shuffle_epi8(in[0], _mm_loadu_si128((const __m128i *)(const void *)mask[c][0])),
-                             _mm_shuffle_epi8(in[1], _mm_loadu_si128((const __m128i *)(const void *)mask[c][1]))),
-                _mm_shuffle_epi8(in[2], _mm_loadu_si128((const __m128i *)(const void *)mask[c][2])));
-            const __m256 scale = _mm256_set1_ps(l[768 + c]), bias = _mm256_set1_ps(l[771 + c]);
-            const __m256 lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), scale, bias);
+            const __m128i v = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(in0, sel[c][0]),
+                                                        _mm_shuffle_epi8(in1, sel[c][1])),
+                                           _mm_shuffle_epi8(in2, sel[c][2]));
+            const __m256 lo =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), scale[c], bias[c]);
             const __m256 hi = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), scale, bias);
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), scale[c], bias[c]);
             if (aligned) {
                 _mm256_stream_ps(planes[c] + i, lo);
                 _mm256_stream_ps(planes[c] + i + 8, hi);
@@ -139,33 +149,17 @@ void nst_out_row(const nst_output *out, uint32_t y, const uint8_t *row, int simd
         /* 4 pixels at a time: 12 bytes read as two 8-byte words, 12 table
          * loads, one 16-byte store per plane (instead of 12 scalar ones). */
 #define NST_B(q, sh) ((size_t)(((q) >> (sh)) & 0xff))
-#define NST_NORM_LOOP(STORE)                                                   \
-        for (; i + 4 <= n; i += 4) {                                           \
-            uint64_t q0, q1;                                                   \
-            memcpy(&q0, r + 3 * i, 8);     /* bytes 0..7  */                   \
-            memcpy(&q1, r + 3 * i + 4, 8); /* bytes 4..11 */                   \
-            STORE(p0 + i, _mm_setr_ps(l[NST_B(q0, 0)], l[NST_B(q0, 24)],       \
-                                      l[NST_B(q1, 16)], l[NST_B(q1, 40)]));    \
-            STORE(p1 + i, _mm_setr_ps(l[256 + NST_B(q0, 8)], l[256 + NST_B(q0, 32)], \
-                                      l[256 + NST_B(q1, 24)], l[256 + NST_B(q1, 48)])); \
-            STORE(p2 + i, _mm_setr_ps(l[512 + NST_B(q0, 16)], l[512 + NST_B(q0, 40)], \
-                                      l[512 + NST_B(q1, 32)], l[512 + NST_B(q1, 56)])); \
+        for (; i + 4 <= n; i += 4) {
+            uint64_t q0, q1;
+            memcpy(&q0, r + 3 * i, 8);     /* bytes 0..7  */
+            memcpy(&q1, r + 3 * i + 4, 8); /* bytes 4..11 */
+            _mm_storeu_ps(p0 + i, _mm_setr_ps(l[NST_B(q0, 0)], l[NST_B(q0, 24)],
+                                              l[NST_B(q1, 16)], l[NST_B(q1, 40)]));
+            _mm_storeu_ps(p1 + i, _mm_setr_ps(l[256 + NST_B(q0, 8)], l[256 + NST_B(q0, 32)],
+                                              l[256 + NST_B(q1, 24)], l[256 + NST_B(q1, 48)]));
+            _mm_storeu_ps(p2 + i, _mm_setr_ps(l[512 + NST_B(q0, 16)], l[512 + NST_B(q0, 40)],
+                                              l[512 + NST_B(q1, 32)], l[512 + NST_B(q1, 56)]));
         }
-        /* The slot is far larger than the caches and is read next by the
-         * consumer thread, not by this one: non-temporal stores skip reading
-         * every destination line into the cache first and leave the cache
-         * to the decoder (measured: 2 workers, float, about 3% more
-         * images/s). They need 16-byte aligned rows, which the ring gives
-         * square outputs of a size divisible by 4; the sfence orders them
-         * before the slot is published (x86 orders ordinary stores, not
-         * these). */
-        if ((((uintptr_t)p0 | (uintptr_t)p1 | (uintptr_t)p2) & 15) == 0) {
-            NST_NORM_LOOP(_mm_stream_ps)
-            _mm_sfence();
-        } else {
-            NST_NORM_LOOP(_mm_storeu_ps)
-        }
-#undef NST_NORM_LOOP
 #undef NST_B
 #endif
         for (; i < n; i++) {
