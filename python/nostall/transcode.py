@@ -18,12 +18,12 @@ import subprocess
 
 from . import _lib
 from .analyze import _find_cli
-from .loader import Error, error_class
+from .loader import error_class
 
 
 def _io_error(message):
-    code = {name: c for c, name in _lib.STATUS.items()}.get("E_IO")
-    return error_class(code)(code, message) if code is not None else Error(-1, message)
+    code = _lib.CODE["E_IO"]
+    return error_class(code)(code, message)
 
 _SUMMARY = re.compile(r"transcode: (\d+) files in ([\d.]+) s: (\d+) JPEGs transcoded .*?"
                       r"(\d+) other files copied, (\d+) damaged JPEGs copied unchanged; "
