@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 enum { NST_FORMAT_UNKNOWN = 0, NST_FORMAT_JPEG = 1, NST_FORMAT_PNG = 2 };
 
 typedef struct nst_image_info {
@@ -82,5 +84,15 @@ int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len,
 int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
                const nst_window *roi, uint32_t out_w, uint32_t out_h,
                nst_image *out);
+
+/* Rewrite a JPEG losslessly with a restart marker after every MCU, into
+ * `out` (grow-only; *out_len bytes), for the MinIO cache (cache_transcode):
+ * decodes of the result take the restart-marker fast path above, with the
+ * same pixels as the original. 1: rewritten; 0: declined (not an 8-bit
+ * Huffman grayscale or YCbCr JPEG, restart markers already there, over
+ * max_pixels, damaged, or the rewrite more than len / 8 + 4 KiB larger):
+ * keep the original. Never an error (jpeg_transcode.c). */
+int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf *out,
+                         size_t *out_len);
 
 #endif

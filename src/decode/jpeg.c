@@ -37,6 +37,7 @@
 
 #include "common/error.h"
 #include "decode/decode_impl.h"
+#include "decode/jpeg_impl.h"
 
 /* A progressive file may legitimately have a dozen or so scans; thousands
  * of tiny scans are a known denial-of-service pattern (each scan re-walks
@@ -63,20 +64,6 @@
 #ifndef NST_JPEG_MAX_DEN
 #define NST_JPEG_MAX_DEN 8
 #endif
-
-typedef struct nst_jpeg_err {
-    struct jpeg_error_mgr pub; /* first: libjpeg sees only this */
-    jmp_buf jmp;
-    int status;                /* NOSTALL_E_* for the longjmp target */
-    char msg[JMSG_LENGTH_MAX];
-} nst_jpeg_err;
-
-struct nst_jpeg {
-    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor */
-    nst_jpeg_err err;
-    struct jpeg_progress_mgr progress;
-    nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
-};
 
 /* ---- error manager --------------------------------------------------- */
 
@@ -258,6 +245,7 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
 void nst_jpeg_free(nst_jpeg *j)
 {
     if (!j) return;
+    nst_jpeg_enc_free(j->enc);
     jpeg_destroy_decompress(&j->cinfo);
     nst_jpeg_rst_free(&j->rst);
     free(j);

@@ -1,0 +1,152 @@
+/*
+ * jpeg_transcode.c — lossless rewrite of a JPEG with a restart marker after
+ * every MCU, in memory, for the MinIO cache (option cache_transcode).
+ *
+ * Why: region decode must entropy-decode every MCU above and beside the
+ * crop (jpeg.c), about 80% of a file for RandomResizedCrop; with a restart
+ * marker per MCU the fast path (jpeg_rst.c) hands libjpeg only the crop's
+ * MCUs. `nostall transcode` does this to a copy of a dataset on disk; this
+ * does it to the copy the cache keeps, once per cached item, so every later
+ * epoch reads the cheap form without a second dataset on disk.
+ *
+ * How: jpeg_read_coefficients() (entropy decoding only: the coefficients,
+ * hence the pixels, are exactly those of the original), then
+ * jpeg_write_coefficients() as a baseline sequential file with
+ * restart_interval = 1 MCU and libjpeg's standard Huffman tables, into a
+ * grow-only buffer of the caller's. Progressive files become baseline too,
+ * with the same coefficients. Markers that do not change decoding (APPn,
+ * COM: EXIF, ICC, comments) are not copied: nothing downstream reads them.
+ *
+ * What is declined (return 0, the caller keeps the original bytes, and the
+ * normal decode later reports any damage as usual): anything but an 8-bit
+ * Huffman-coded grayscale or YCbCr JPEG; a file that already has restart
+ * markers; dimensions over max_pixels; any libjpeg error or any warning
+ * that would fail a decode (truncation, corrupt entropy data: the error
+ * manager of jpeg.c decides, as for decoding); and a rewrite that would be
+ * more than an eighth (plus 4 KiB) larger than the original, as for tiny,
+ * flat images where the markers would dominate. Never an error, never a
+ * message in the thread's error slot.
+ *
+ * Threads: uses the calling decoder's libjpeg state (jpeg_impl.h), so the
+ * thread that owns the decoder, between decodes.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "decode/jpeg_impl.h"
+
+struct nst_jpeg_enc {
+    struct jpeg_compress_struct cinfo;
+    struct jpeg_destination_mgr dest;
+    nst_buf *out;   /* the caller's buffer for this call            */
+    size_t limit;   /* bytes the rewrite may take (reserved in out)  */
+    size_t len;     /* bytes written, set at term_destination        */
+};
+
+/* The output buffer is reserved at `limit` up front; running out of it
+ * means the rewrite is too large to be worth keeping: unwind, declined. */
+static void dest_init(j_compress_ptr c)
+{
+    nst_jpeg_enc *e = (nst_jpeg_enc *)(void *)c; /* cinfo is e's first member */
+    e->dest.next_output_byte = e->out->data;
+    e->dest.free_in_buffer = e->limit;
+}
+
+static boolean dest_full(j_compress_ptr c)
+{
+    nst_jpeg_err *err = (nst_jpeg_err *)(void *)c->err;
+    err->status = 0;
+    longjmp(err->jmp, 1);
+}
+
+static void dest_term(j_compress_ptr c)
+{
+    nst_jpeg_enc *e = (nst_jpeg_enc *)(void *)c;
+    e->len = e->limit - e->dest.free_in_buffer;
+}
+
+void nst_jpeg_enc_free(nst_jpeg_enc *e)
+{
+    if (!e) return;
+    jpeg_destroy_compress(&e->cinfo);
+    free(e);
+}
+
+/* Create the compressor on first use (under the caller's setjmp: libjpeg
+ * may fail allocating). */
+static nst_jpeg_enc *enc_get(nst_jpeg *j)
+{
+    if (j->enc) return j->enc;
+    nst_jpeg_enc *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->cinfo.err = &j->err.pub; /* jpeg.c's handlers: same warning policy */
+    jpeg_create_compress(&e->cinfo);
+    e->dest.init_destination = dest_init;
+    e->dest.empty_output_buffer = dest_full;
+    e->dest.term_destination = dest_term;
+    j->enc = e;
+    return e;
+}
+
+static int eligible(const struct jpeg_decompress_struct *ci, uint64_t max_pixels)
+{
+    const uint64_t px = (uint64_t)ci->image_width * ci->image_height;
+    if (px == 0 || px > max_pixels) return 0;
+    if (ci->data_precision != 8 || ci->arith_code || ci->restart_interval != 0) return 0;
+    return (ci->jpeg_color_space == JCS_YCbCr && ci->num_components == 3) ||
+           (ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1);
+}
+
+int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf *out,
+                         size_t *out_len)
+{
+    if (!d || !buf || !out || !out_len) return 0;
+    if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8 || buf[2] != 0xFF) return 0;
+    const size_t slack = len / 8 + 4096;
+    if ((unsigned long long)len > (unsigned long long)ULONG_MAX / 2 || len > SIZE_MAX - slack)
+        return 0;
+    nst_jpeg *j = d->jpeg;
+    j->err.status = 0;
+    j->err.msg[0] = '\0';
+    j->err.pub.num_warnings = 0;
+    /* volatile: read after a longjmp from a libjpeg call. */
+    nst_jpeg_enc *volatile e = j->enc;
+    if (setjmp(j->err.jmp)) {
+        if (e) jpeg_abort_compress(&e->cinfo);
+        jpeg_abort_decompress(&j->cinfo);
+        return 0;
+    }
+    e = enc_get(j);
+    if (!e) return 0;
+    const size_t limit = len + slack;
+    if (nst_buf_reserve(out, limit) < 0) return 0;
+    e->out = out;
+    e->limit = limit;
+    e->len = 0;
+
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    if (!eligible(ci, d->max_pixels)) {
+        jpeg_abort_decompress(ci);
+        return 0;
+    }
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(ci);
+    if (!coefs) { /* suspension: cannot happen with a memory source */
+        jpeg_abort_decompress(ci);
+        return 0;
+    }
+    struct jpeg_compress_struct *co = &e->cinfo;
+    jpeg_copy_critical_parameters(ci, co);
+    co->optimize_coding = FALSE; /* one pass; standard tables */
+    co->restart_interval = 1;
+    co->dest = &e->dest;
+    jpeg_write_coefficients(co, coefs);
+    jpeg_finish_compress(co);
+    /* Not jpeg_finish_decompress(): trailing bytes after the last scan
+     * must not matter, as for decoding. */
+    jpeg_abort_decompress(ci);
+    *out_len = e->len;
+    return 1;
+}
