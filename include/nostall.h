@@ -236,7 +236,13 @@ NOSTALL_API const char *nostall_last_error(void);
       "the same data options share fetching and preprocessing (each item "     \
       "once for the whole group, every job gets every batch); empty = off")    \
     X(COORDINATE_LEAD, "coordinate_lead", UINT, "4", "1", "64",                \
-      "coordinated prep: batches the fastest job may be ahead of the slowest")
+      "coordinated prep: batches the fastest job may be ahead of the slowest") \
+    X(CACHE_TRANSCODE, "cache_transcode", BOOL, "0", "0", "1",                 \
+      "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "    \
+      "per MCU (as `nostall transcode` writes them), so that decoding a "      \
+      "cached item reads only its crop's part of the file (same pixels; "      \
+      "less CPU per item in every later epoch, extra CPU once per item when "  \
+      "it is cached)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
@@ -465,7 +471,11 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(coord_members_dropped, "coordinated prep: members found dead and "      \
       "dropped")                                                               \
     X(coord_items_requeued, "coordinated prep: items of dead or leaving "     \
-      "members prepared again by others")
+      "members prepared again by others")                                      \
+    X(cache_transcoded, "items rewritten with restart markers on their way "  \
+      "into the MinIO cache (cache_transcode)")                                \
+    X(cache_transcode_ns, "worker time spent on those rewrites (and on "      \
+      "declined attempts); part of fetch_busy_ns")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

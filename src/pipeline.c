@@ -74,6 +74,7 @@ typedef struct worker_stats {
     counter idle_ns;
     counter storage_reads, storage_bytes, storage_wait_ns;
     counter cache_hits, cache_misses;
+    counter transcoded, transcode_ns; /* cache_transcode rewrites (fetch stage) */
 } worker_stats;
 
 /* An item ticket taken by a worker: item j of the batch in slot s. */
@@ -516,6 +517,15 @@ static void echo_epoch_start(struct nostall_loader *ld, uint64_t epoch, uint64_t
     nst_echo_sched_start(es, epoch, dpos);
 }
 
+/* The fetch stage's rewrite hook with cache_transcode: JPEGs go into the
+ * MinIO cache with restart markers (decode/jpeg_transcode.c), using the
+ * worker's own decoder, which is idle while its worker fetches. */
+static int rewrite_jpeg(void *ctx, const uint8_t *in, size_t len, nst_buf *out,
+                        size_t *out_len)
+{
+    return nst_decode_transcode((nst_decoder *)ctx, in, len, out, out_len);
+}
+
 /* Batch accounting (nst_slot_io counters): `n` items used `uses` times each
  * in their epoch (the echo histogram). */
 static void io_add_uses(uint64_t *v, uint32_t uses, uint64_t n)
@@ -718,6 +728,8 @@ static void *worker_main(void *arg)
         nst_fetch_io io = r->io;
         int rc = 0;
         STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        STAT_ADD(w->st.transcoded, r->io.rewritten);
+        STAT_ADD(w->st.transcode_ns, r->io.rewrite_ns);
         if (io.storage_read) {
             STAT_ADD(w->st.storage_reads, 1);
             STAT_ADD(w->st.storage_bytes, io.storage_bytes);
@@ -802,6 +814,8 @@ static void *coord_worker_main(void *arg)
         ticket *t = &w->tk[w->tk_head];
         int rc;
         STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        STAT_ADD(w->st.transcoded, r->io.rewritten);
+        STAT_ADD(w->st.transcode_ns, r->io.rewrite_ns);
         if (r->io.storage_read) {
             STAT_ADD(w->st.storage_reads, 1);
             STAT_ADD(w->st.storage_bytes, r->io.storage_bytes);
@@ -896,6 +910,11 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
+    if (v[NOSTALL_OPT_CACHE_TRANSCODE].u &&
+        (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
+                         "is no cache: set cache=minio and cache_bytes > 0", fn);
     if (v[NOSTALL_OPT_COORDINATE].s[0] &&
         (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
@@ -1106,6 +1125,8 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         if ((rc = nst_augmenter_create(&w->aug)) < 0) goto fail;
         w->depth = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
         if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->depth)) < 0) goto fail;
+        if (ld->cache && v[NOSTALL_OPT_CACHE_TRANSCODE].u)
+            nst_fetcher_set_rewrite(w->fetch, rewrite_jpeg, w->dec);
         w->tk = calloc(w->depth, sizeof *w->tk);
         if (!w->tk) {
             rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
@@ -1669,6 +1690,8 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.worker_idle_ns += STAT_GET(w->idle_ns);
         s.upstream_busy_ns += STAT_GET(w->fetch_ns) + STAT_GET(w->decode_ns) + STAT_GET(w->augment_ns);
         s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
+        s.cache_transcoded += STAT_GET(w->transcoded);
+        s.cache_transcode_ns += STAT_GET(w->transcode_ns);
     }
     /* Storage and cache counts are those of the delivered batches' items,
      * so a snapshot at an epoch end covers exactly that epoch's items (work

@@ -150,6 +150,14 @@ int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len)
     return 1;
 }
 
+int nst_cache_wants(const nst_cache *c, uint64_t index, size_t len)
+{
+    if (!c || index >= c->nitems || len == 0) return 0;
+    if (atomic_load_explicit(&c->state[index], memory_order_relaxed) != ST_EMPTY) return 0;
+    const uint64_t used = atomic_load_explicit(&c->used, memory_order_relaxed);
+    return (uint64_t)len <= c->budget && used <= c->budget - (uint64_t)len;
+}
+
 void nst_cache_stats_get(const nst_cache *c, nst_cache_stats *out)
 {
     if (!out) return;

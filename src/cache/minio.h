@@ -42,6 +42,12 @@ int nst_cache_get(const nst_cache *c, uint64_t index, const uint8_t **data, size
  * this call cached it, 0 if not (already cached / being filled / no room). */
 int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len);
 
+/* 1 if a put of `len` bytes for item `index` would be taken right now (not
+ * cached or being filled, room left); a hint only: a put may still refuse.
+ * Lets a caller skip work (cache_transcode) for items the cache will not
+ * keep. */
+int nst_cache_wants(const nst_cache *c, uint64_t index, size_t len);
+
 /* A snapshot (relaxed loads; fields may be mutually slightly stale while
  * puts are in flight): budget, bytes cached (reserved), items cached, and
  * puts refused for lack of room. */

@@ -38,6 +38,9 @@ struct nst_fetcher {
     struct io_uring ring;
     uint32_t uring_inflight; /* reads submitted and not yet reaped */
     nst_http *http;          /* created on the first URL */
+    nst_fetch_rewrite_fn rewrite; /* NULL: none */
+    void *rewrite_ctx;
+    nst_buf spare;           /* the rewrite's output; swapped with a request's buf */
 };
 
 static int drop_cache(const nst_fetcher *f) { return f->env->cache || f->env->peer; }
@@ -89,6 +92,12 @@ int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t dep
     return 0;
 }
 
+void nst_fetcher_set_rewrite(nst_fetcher *f, nst_fetch_rewrite_fn fn, void *ctx)
+{
+    f->rewrite = fn;
+    f->rewrite_ctx = ctx;
+}
+
 const char *nst_fetcher_reader(const nst_fetcher *f) { return f->use_uring ? "io_uring" : "pread"; }
 uint32_t nst_fetch_pending(const nst_fetcher *f) { return f->count; }
 uint32_t nst_fetch_room(const nst_fetcher *f) { return f->depth - f->count; }
@@ -111,6 +120,19 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     r->len = r->have;
     r->io.storage_read = 1;
     r->io.storage_bytes = r->have;
+    if (f->rewrite && nst_cache_wants(f->env->cache, r->index, r->len)) {
+        const uint64_t t0 = nst_now_ns();
+        size_t n = 0;
+        if (f->rewrite(f->rewrite_ctx, r->data, r->len, &f->spare, &n) && n > 0) {
+            nst_buf t = r->buf; /* the original's buffer becomes the spare */
+            r->buf = f->spare;
+            f->spare = t;
+            r->data = r->buf.data;
+            r->len = n;
+            r->io.rewritten = 1;
+        }
+        r->io.rewrite_ns = nst_now_ns() - t0;
+    }
     if (f->env->cache) nst_cache_put(f->env->cache, r->index, r->data, r->len);
     if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
     unclaim(f, r);
@@ -404,6 +426,7 @@ void nst_fetcher_free(nst_fetcher *f)
         if (f->reqs[i].fd >= 0) close(f->reqs[i].fd);
         nst_buf_free(&f->reqs[i].buf);
     }
+    nst_buf_free(&f->spare);
     free(f->reqs);
     free(f);
 }

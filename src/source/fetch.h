@@ -14,8 +14,9 @@
  * no copy, no read), the peer cache hook (nostall_peer_cache), then storage
  * — a path is read with pread or io_uring, an http:// or https:// URL with
  * the worker's libcurl multi handle (created on the first URL). What was
- * read from storage is offered to the MinIO cache and the peer cache, and,
- * when either exists, dropped from the OS page cache.
+ * read from storage is offered to the MinIO cache and the peer cache (after
+ * the optional rewrite hook, when the MinIO cache would keep it), and, when
+ * either cache exists, dropped from the OS page cache.
  *
  * Threads: one fetcher per worker, used only by that thread. It touches the
  * shared MinIO cache (thread-safe), the shared throttle (its own lock) and
@@ -51,12 +52,23 @@ typedef struct nst_fetch_env {
     int http_verify_tls;
 } nst_fetch_env;
 
-/* Where an item's bytes came from (added to its batch's accounting). */
+/* Where an item's bytes came from (added to its batch's accounting), and
+ * whether the rewrite hook replaced them (counted by the worker). */
 typedef struct nst_fetch_io {
     uint64_t storage_bytes, peer_bytes;
     uint8_t storage_read, cache_hit, cache_miss, peer_hit;
     uint8_t http_transfers, http_retries;
+    uint8_t rewritten;   /* the bytes are the rewrite hook's output    */
+    uint64_t rewrite_ns; /* time spent in the hook (rewritten or not)  */
 } nst_fetch_io;
+
+/* Optional per-fetcher hook (cache_transcode): rewrite the bytes of an item
+ * just read from storage, before they are offered to the caches and
+ * returned, when the MinIO cache would keep them. Returns 1 with the new
+ * bytes in `out` (grow-only, the fetcher's) and *out_len set, or 0 to keep
+ * the original. Runs on the fetcher's thread. */
+typedef int (*nst_fetch_rewrite_fn)(void *ctx, const uint8_t *in, size_t len, nst_buf *out,
+                                    size_t *out_len);
 
 /* One fetch. After nst_fetch_next() returns it: status 0 with data/len the
  * item's bytes (valid until nst_fetch_release), or a negative status with
@@ -84,6 +96,8 @@ typedef struct nst_fetcher nst_fetcher;
 /* depth >= 1. With env->reader AUTO, io_uring is used when depth > 1 and the
  * kernel allows it; URING fails with E_IO when it is unavailable. */
 int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth);
+/* Install (fn non-NULL) or remove the rewrite hook. */
+void nst_fetcher_set_rewrite(nst_fetcher *f, nst_fetch_rewrite_fn fn, void *ctx);
 /* Waits for reads in flight (their buffers are freed), aborts transfers. */
 void nst_fetcher_free(nst_fetcher *f);
 /* "pread" or "io_uring". */
