@@ -86,6 +86,14 @@ json "$f" 'j["recommendations"][3]["epoch_after_s"] < j["recommendations"][3]["e
 "$CLI" analyze --measurements "$f" --json --predict transcode=1 > "$TMP/tc.json" || fail "--predict transcode=1 failed"
 json "$TMP/tc.json" 'j["predictions"][0]["prediction"]["epoch_s"] < j["model"]["steady_state"]["epoch_s"]' | grep -q True \
     || tfail "--predict transcode=1 should predict a shorter epoch for a prep-bound job"
+# cache_transcode: the same saving for the cached share only
+"$CLI" analyze --measurements "$f" --json --predict cache_fraction=1,cache_transcode=1 \
+    --predict cache_fraction=0.5,cache_transcode=1 --predict cache_fraction=0.5 > "$TMP/ct.json" \
+    || fail "--predict cache_transcode=1 failed"
+"$PY" -c 'import json, sys; a, b = (json.load(open(p))["predictions"][0]["prediction"]["prep_stall_s"] for p in sys.argv[1:]); print(abs(a - b) <= 1e-9 * b)' \
+    "$TMP/ct.json" "$TMP/tc.json" | grep -q True || fail "cache_transcode=1 with the whole dataset cached must predict what transcode=1 does"
+json "$TMP/ct.json" '[p["prediction"]["prep_stall_s"] for p in j["predictions"]] == sorted(p["prediction"]["prep_stall_s"] for p in j["predictions"]) and j["predictions"][2]["prediction"]["prep_stall_s"] > j["predictions"][0]["prediction"]["prep_stall_s"]' \
+    | grep -q True || tfail "cache_transcode=1 should save in proportion to the cached share"
 # an already transcoded copy: nothing to gain, and said so
 "$CLI" transcode "$TMP/big" "$TMP/big-rst" --quiet > /dev/null || fail "transcode failed"
 "$CLI" analyze "$TMP/big-rst" "${common[@]}" --batch-size 8 --threads 1 --step-ms 1 > "$TMP/prep-rst.json" \

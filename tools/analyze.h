@@ -93,6 +93,10 @@ typedef struct an_scenario {
     /* Restart-marker what-if: CPU per item multiplied by this (1: the files
      * as they are; m->rst_cpu_ratio: after `nostall transcode`). */
     double cpu_scale;
+    /* cache_transcode=1: the items the MinIO cache holds (cache_frac) are
+     * decoded from the rewritten form, CPU x m->rst_cpu_ratio, in every
+     * epoch after the fill; the rest as they are. */
+    int cache_transcode;
 } an_scenario;
 
 typedef struct an_pred {
@@ -123,7 +127,7 @@ void an_rates_get(const an_meas *m, an_rates *r);
 void an_predict(const an_meas *m, const an_scenario *s, an_pred *p);
 /* Applies "key=value,key=value" (threads, cores, cache_fraction, cache_bytes,
  * storage_mbps, storage_latency_ms, step_ms, echo_factor, echo_point, cold,
- * transcode, ...)
+ * transcode, cache_transcode, ...)
  * to *s. Returns 0, or -1 with a message naming the bad key in err. */
 int an_scenario_parse(const an_meas *m, an_scenario *s, const char *spec, char *err,
                       size_t errlen);

@@ -77,8 +77,13 @@ static double upstream_s(const an_meas *m, const an_scenario *s, double n, int w
                          double *prep_out, double *fetch_out, double *eff_out)
 {
     double e = s->echo_factor >= 1 ? s->echo_factor : 1, delivered = n * e;
-    /* CPU per item, split by stage (the transcode what-if scales it) */
-    double cpu = cpu_per_item(m) * (s->cpu_scale > 0 ? s->cpu_scale : 1);
+    /* CPU per item, split by stage (the transcode what-ifs scale it; with
+     * cache_transcode only the cached share, and not in a cold epoch, which
+     * is the one that fills the cache) */
+    double cpu_x = s->cpu_scale > 0 ? s->cpu_scale : 1;
+    if (s->cache_transcode && s->minio && !s->cold && m->rst_cpu_ratio > 0)
+        cpu_x *= s->cache_frac * m->rst_cpu_ratio + (1 - s->cache_frac);
+    double cpu = cpu_per_item(m) * cpu_x;
     int pr = m->prep_items > 0;
     double bf = pr ? m->prep_fetch_ns : m->warm_fetch_ns, bd = pr ? m->prep_decode_ns : m->warm_decode_ns;
     double ba = pr ? m->prep_augment_ns : m->warm_augment_ns, busy = bf + bd + ba;
@@ -246,6 +251,13 @@ int an_scenario_parse(const an_meas *m, an_scenario *s, const char *spec, char *
                 return -1;
             }
             s->cpu_scale = x > 0 ? m->rst_cpu_ratio : 1;
+        } else if (!strcmp(k, "cache_transcode") || !strcmp(k, "cache-transcode")) {
+            if (x > 0 && !(m->rst_cpu_ratio > 0)) {
+                snprintf(err, errlen, "--predict '%s': cache_transcode: the restart-marker sample "
+                         "was not measured (no JPEG items, or none could be transcoded)", spec);
+                return -1;
+            }
+            s->cache_transcode = x > 0;
         }
         else if (!strcmp(k, "nodes")) s->nodes = x < 1 ? 1 : x;
         else if (!strcmp(k, "net_mbps") || !strcmp(k, "net-mbps")) s->net_mbps = x;
@@ -253,7 +265,8 @@ int an_scenario_parse(const an_meas *m, an_scenario *s, const char *spec, char *
         else {
             snprintf(err, errlen, "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
                      "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
-                     "echo_factor, echo_point, cold, transcode, nodes, net_mbps, net_latency_ms)", spec, k);
+                     "echo_factor, echo_point, cold, transcode, cache_transcode, nodes, net_mbps, net_latency_ms)",
+                     spec, k);
             return -1;
         }
     }
@@ -539,7 +552,9 @@ void an_analyze(an_result *r)
                      "Decoding: `nostall transcode DATA DATA-rst` rewrites the JPEGs losslessly (same "
                      "pixels) with restart markers, so each crop entropy-decodes only its own part: "
                      "CPU per item x%.2f (measured on %.0f items), predicted epoch %.2f s instead of "
-                     "%.2f s (%.0f%% faster)%s, with the same cores; train on the copy.",
+                     "%.2f s (%.0f%% faster)%s, with the same cores; train on the copy (or, with "
+                     "a MinIO cache that holds the data, set cache_transcode=1: the same rewrite "
+                     "as items enter the cache).",
                      rc->value, m->rst_sample_items, rc->epoch_after_s, rc->epoch_before_s,
                      100 * (rc->epoch_before_s / rc->epoch_after_s - 1),
                      r->now.fetch_stall_s >= AN_STALL_OK * r->now.epoch_s ? " once storage keeps up"

@@ -175,10 +175,11 @@ static void json_rows(FILE *f, const an_row *rows, int n)
         fprintf(f, ", \"config\": {\"threads\": %g, \"io_depth\": %g, \"cores\": %g, \"cache_fraction\": %g, \"minio\": %d, "
                    "\"storage_mbps\": %g, \"storage_latency_ms\": %g, \"bw_scale\": %g, \"step_ms\": %g, "
                    "\"echo_factor\": %g, \"echo_point\": \"%s\", \"cold\": %d, \"nodes\": %g, "
-                   "\"net_mbps\": %g, \"net_latency_ms\": %g, \"cpu_scale\": %g}, \"prediction\": ",
+                   "\"net_mbps\": %g, \"net_latency_ms\": %g, \"cpu_scale\": %g, "
+                   "\"cache_transcode\": %d}, \"prediction\": ",
                 s->threads, s->io_depth, s->cores, s->cache_frac, s->minio, s->emu_mbps, s->emu_latency_ms, s->bw_scale,
                 s->step_s * 1e3, s->echo_factor, point_name(s->echo_point), s->cold, s->nodes,
-                s->net_mbps, s->net_latency_ms, s->cpu_scale);
+                s->net_mbps, s->net_latency_ms, s->cpu_scale, s->cache_transcode);
         json_pred(f, &row->p);
         fputc('}', f);
     }
