@@ -18,6 +18,20 @@
  *   truncated  a region whose intervals are whole decodes; one reaching
  *              the cut is E_TRUNCATED, as on the normal path (row and
  *              column mode).
+ *   transcoded nst_decode_transcode() (jpeg_transcode.c) on files without
+ *              restart markers (4:2:0, 4:2:2, 4:4:0, 4:4:4, grayscale;
+ *              baseline and progressive; odd sizes): libjpeg's own
+ *              baseline rewrite with a restart marker after every MCU,
+ *              byte for byte, whose fast-path region decodes and full
+ *              decode equal the original's normal-path ones; declined only
+ *              when that rewrite is over len + len / 8 + 4 KiB. Declined,
+ *              leaving the error message alone and the decoder working:
+ *              CMYK, RGB, 12-bit, arithmetic, restart-marked (the rewrite
+ *              itself too), truncated, not JPEG, over max_pixels, a flat
+ *              image the markers would triple. DC values a restart-marked
+ *              baseline file cannot hold, and 300 damaged files: no crash,
+ *              the same answer twice, and a rewrite only when the damaged
+ *              file's region decode succeeds with the rewrite's pixels.
  *   fuzz       1000 mutated restart-marked files (byte flips, marker
  *              damage, truncation): no crash (run under ASan by `make
  *              asan`), the same result twice, and when the normal path
@@ -284,6 +298,414 @@ static uint64_t hash_image(const nst_image *im)
     return h;
 }
 
+/* ---- transcoded: nst_decode_transcode() ------------------------------ */
+
+/* A flat image (every sample 128), `comps` components stored as `cs`. */
+static uint8_t *flat(int w, int h, int comps, J_COLOR_SPACE cs, int quality, size_t *len)
+{
+    uint8_t *px = malloc((size_t)w * h * comps);
+    memset(px, 128, (size_t)w * h * comps);
+    test_jpeg_opts o = {w, h, comps, comps == 1 ? JCS_GRAYSCALE : JCS_RGB, cs, quality, 0, 0, 0};
+    uint8_t *out = test_jpeg_encode(px, &o, len);
+    free(px);
+    return out;
+}
+
+/* Offset of the header segment with marker FF `code`, 0 if there is none
+ * before the entropy-coded data (the walk ends at the first SOS). */
+static size_t find_marker(const uint8_t *p, size_t n, uint8_t code)
+{
+    if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return 0;
+    for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
+        if (p[i + 1] == code) return i;
+        if (p[i + 1] == 0xDA) break;
+        i += 2 + ((size_t)p[i + 2] << 8 | p[i + 3]);
+    }
+    return 0;
+}
+
+/* Offset of the entropy-coded data (just past the first SOS segment). */
+static size_t scan_start(const uint8_t *p, size_t n)
+{
+    size_t sos = find_marker(p, n, 0xDA);
+    return sos ? sos + 2 + ((size_t)p[sos + 2] << 8 | p[sos + 3]) : 0;
+}
+
+/* The layout of a rewrite of a w x h file: SOI, baseline (SOF0, no SOF1 or
+ * SOF2), DRI of 1 MCU, one RST marker between each two MCUs, EOI. */
+static void check_rewrite(const uint8_t *p, size_t n, int w, int h, int sub)
+{
+    CHECK(n >= 4 && p[0] == 0xFF && p[1] == 0xD8);
+    CHECK(find_marker(p, n, 0xC0) != 0);
+    CHECK(find_marker(p, n, 0xC1) == 0 && find_marker(p, n, 0xC2) == 0);
+    size_t dri = find_marker(p, n, 0xDD);
+    CHECK(dri != 0);
+    if (dri) CHECK(p[dri + 2] == 0 && p[dri + 3] == 4 && p[dri + 4] == 0 && p[dri + 5] == 1);
+    size_t scan = scan_start(p, n);
+    CHECK(scan != 0);
+    long rst = 0;
+    for (size_t i = scan; scan && i + 1 < n; i++)
+        rst += p[i] == 0xFF && p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7;
+    uint32_t mw, mh;
+    mcu_size(sub, &mw, &mh);
+    CHECK_EQ(rst, (long)((w + mw - 1) / mw) * ((h + mh - 1) / mh) - 1);
+    CHECK(p[n - 2] == 0xFF && p[n - 1] == 0xD9);
+}
+
+/* jpg's coefficients, changed by `edit` (may be NULL), written by libjpeg
+ * itself: baseline, standard tables (optimized for a progressive jpg), a
+ * restart every `restart` MCUs (0: none). The reference for nst_decode_transcode(), with no size limit.
+ * Malloc'd, *out_len set. */
+static uint8_t *libjpeg_rewrite(const uint8_t *jpg, size_t len, unsigned restart,
+                                void (*edit)(j_decompress_ptr, jvirt_barray_ptr *),
+                                size_t *out_len)
+{
+    struct jpeg_decompress_struct d;
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr derr, cerr;
+    d.err = jpeg_std_error(&derr);
+    c.err = jpeg_std_error(&cerr);
+    jpeg_create_decompress(&d);
+    jpeg_create_compress(&c);
+    jpeg_mem_src(&d, jpg, (unsigned long)len);
+    jpeg_read_header(&d, TRUE);
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&d);
+    if (edit) edit(&d, coefs);
+    unsigned char *mem = NULL;
+    unsigned long mlen = 0;
+    jpeg_mem_dest(&c, &mem, &mlen);
+    jpeg_copy_critical_parameters(&d, &c);
+    c.optimize_coding = d.progressive_mode; /* as nst_decode_transcode() */
+    c.restart_interval = restart;
+    jpeg_write_coefficients(&c, coefs);
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    jpeg_destroy_decompress(&d);
+    uint8_t *out = malloc(mlen);
+    memcpy(out, mem, mlen);
+    free(mem);
+    *out_len = mlen;
+    return out;
+}
+
+/* Rewrites of files without restart markers: libjpeg's own rewrite, byte
+ * for byte, with the structure above, and region (fast path) and full
+ * decodes equal to the original's. Declined only when that rewrite is
+ * over len + len / 8 + 4 KiB, as progressive files (smaller than their
+ * baseline form) can be. */
+static void transcoded_exact(nst_decoder *fast, nst_decoder *slow)
+{
+    static const struct {
+        int w, h;
+    } sizes[] = {{333, 517}, {97, 61}, {470, 425}};
+    nst_rng rng;
+    nst_rng_seed(&rng, 2024);
+    nst_buf out = {0};
+    int declined_n = 0;
+    for (int sub = SUB_420; sub <= SUB_GRAY; sub++)
+        for (int progressive = 0; progressive <= 1; progressive++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                const int w = sizes[si].w, h = sizes[si].h;
+                size_t len, tlen = 0, rlen;
+                uint8_t *jpg = encode(w, h, sub, 0, progressive, &len);
+                uint8_t *ref = libjpeg_rewrite(jpg, len, 1, NULL, &rlen);
+                int rc = nst_decode_transcode(fast, jpg, len, &out, &tlen);
+                if (rc == 0 && rlen > len + len / 8 + 4096) {
+                    printf("transcoded %-5s %s %3dx%-3d: %6zu -> %6zu bytes: declined, too large\n",
+                           sub_name[sub], progressive ? "progressive" : "baseline   ", w, h, len,
+                           rlen);
+                    declined_n++;
+                    CHECK(progressive);
+                    free(ref);
+                    free(jpg);
+                    continue;
+                }
+                CHECK_EQ(rc, 1);
+                CHECK(rc == 1 && tlen == rlen && memcmp(out.data, ref, rlen) == 0);
+                free(ref);
+                if (rc != 1) {
+                    free(jpg);
+                    continue;
+                }
+                check_rewrite(out.data, tlen, w, h, sub);
+                const uint64_t hits0 = nst_jpeg_rst_hits(fast);
+                const int iters = 60;
+                long diffs = 0;
+                for (int it = 0; it < iters; it++) {
+                    nst_window roi;
+                    uint32_t ow, oh;
+                    random_roi(&rng, w, h, &roi, &ow, &oh);
+                    nst_image a, b;
+                    CHECK_OK(nst_decode(fast, out.data, tlen, "rewrite", &roi, ow, oh, &a));
+                    CHECK_OK(nst_decode(slow, jpg, len, "original", &roi, ow, oh, &b));
+                    long ov, d = compare(&a, &b, &ov);
+                    CHECK(d >= 0);
+                    CHECK(a.y0 == b.y0 && a.height == b.height);
+                    diffs += d > 0 ? d : 0;
+                }
+                const uint64_t hits = nst_jpeg_rst_hits(fast) - hits0;
+                /* The whole image: the same pixels, byte for byte. */
+                nst_image a, b;
+                CHECK_OK(nst_decode(fast, out.data, tlen, "rewrite", NULL, 0, 0, &a));
+                CHECK_OK(nst_decode(slow, jpg, len, "original", NULL, 0, 0, &b));
+                CHECK(a.width == b.width && a.height == b.height);
+                long rows_differ = 0;
+                for (uint32_t y = 0; a.width == b.width && y < a.height && y < b.height; y++)
+                    rows_differ += memcmp(a.data + y * a.stride, b.data + y * b.stride,
+                                          (size_t)a.width * 3) != 0;
+                printf("transcoded %-5s %s %3dx%-3d: %6zu -> %6zu bytes, fast path %2llu of "
+                       "%d rois, %ld pixels differ, %ld full rows differ\n",
+                       sub_name[sub], progressive ? "progressive" : "baseline   ", w, h, len,
+                       tlen, (unsigned long long)hits, iters, diffs, rows_differ);
+                CHECK_EQ(diffs, 0);
+                CHECK_EQ(rows_differ, 0);
+                if (h > 200) CHECK(hits * 4 > (uint64_t)iters);
+                free(jpg);
+            }
+    CHECK(declined_n < 15 / 2); /* most progressive files are rewritten too */
+    nst_buf_free(&out);
+}
+
+/* nst_decode_transcode(d, buf, len) declines, and the thread's error
+ * message stays the one a failing decode set just before. */
+static void check_declined(nst_decoder *d, const uint8_t *buf, size_t len, const char *what)
+{
+    nst_image im;
+    CHECK_RC(nst_decode(d, (const uint8_t *)"not an image", 12, "sentinel", NULL, 0, 0, &im),
+             NOSTALL_E_NOT_IMAGE);
+    char before[1024];
+    snprintf(before, sizeof before, "%s", nostall_last_error());
+    nst_buf out = {0};
+    size_t tlen = 0;
+    int rc = nst_decode_transcode(d, buf, len, &out, &tlen);
+    if (rc != 0) fprintf(stderr, "  transcoded, should be declined: %s\n", what);
+    CHECK_EQ(rc, 0);
+    if (strcmp(nostall_last_error(), before) != 0)
+        fprintf(stderr, "  %s: error message now \"%s\"\n", what, nostall_last_error());
+    CHECK(strcmp(nostall_last_error(), before) == 0);
+    nst_buf_free(&out);
+}
+
+/* After a decline d still works: `jpg` rewrites to `ref` (its rewrite
+ * before any decline), and a region of the rewrite decodes on the fast
+ * path to the normal path's pixels of jpg. */
+static void check_still_works(nst_decoder *d, nst_decoder *slow, const uint8_t *jpg, size_t len,
+                              const uint8_t *ref, size_t ref_len, const nst_window *roi)
+{
+    nst_buf out = {0};
+    size_t tlen = 0;
+    CHECK_EQ(nst_decode_transcode(d, jpg, len, &out, &tlen), 1);
+    CHECK(tlen == ref_len && memcmp(out.data, ref, ref_len) == 0);
+    nst_image a, b;
+    const uint64_t h0 = nst_jpeg_rst_hits(d);
+    CHECK_OK(nst_decode(d, ref, ref_len, "rewrite", roi, 16, 16, &a));
+    CHECK_EQ(nst_jpeg_rst_hits(d), h0 + 1);
+    CHECK_OK(nst_decode(slow, jpg, len, "original", roi, 16, 16, &b));
+    long ov, diff = compare(&a, &b, &ov);
+    CHECK_EQ(diff, 0);
+    CHECK(ov > 0);
+    nst_buf_free(&out);
+}
+
+/* What is declined, each followed by a check that the decoder still
+ * rewrites and decodes. */
+static void transcoded_declined(nst_decoder *fast, nst_decoder *slow)
+{
+    size_t glen, gtlen = 0;
+    uint8_t *good = encode(97, 61, SUB_420, 0, 0, &glen);
+    nst_buf ref = {0};
+    CHECK_EQ(nst_decode_transcode(fast, good, glen, &ref, &gtlen), 1);
+    const nst_window groi = {40, 30, 30, 20}; /* below the first MCU row */
+
+    /* Headers: not 8-bit Huffman grayscale or YCbCr, or already restart
+     * marked (the rewrite itself, too). */
+    size_t len;
+    uint8_t *jpg = encode(97, 61, SUB_CMYK, 0, 0, &len);
+    check_declined(fast, jpg, len, "CMYK");
+    free(jpg);
+    jpg = flat(97, 61, 3, JCS_RGB, 90, &len);
+    check_declined(fast, jpg, len, "RGB");
+    free(jpg);
+    jpg = encode(97, 61, SUB_420, 1, 0, &len);
+    check_declined(fast, jpg, len, "a restart every MCU row");
+    free(jpg);
+    check_declined(fast, ref.data, gtlen, "a rewrite");
+    const size_t sof = find_marker(good, glen, 0xC0); /* FF C0, length, precision */
+    CHECK(sof != 0);
+    jpg = malloc(glen);
+    memcpy(jpg, good, glen);
+    jpg[sof + 4] = 12;
+    check_declined(fast, jpg, glen, "12-bit precision");
+    jpg[sof + 4] = 8;
+    jpg[sof + 1] = 0xC9;
+    check_declined(fast, jpg, glen, "arithmetic coding (SOF9)");
+    free(jpg);
+    check_still_works(fast, slow, good, glen, ref.data, gtlen, &groi);
+
+    /* Damage: truncation in the entropy data (baseline, progressive) or
+     * in the header. */
+    jpg = encode(333, 517, SUB_420, 0, 0, &len);
+    check_declined(fast, jpg, len / 2, "baseline cut at half");
+    free(jpg);
+    jpg = encode(333, 517, SUB_420, 0, 1, &len);
+    check_declined(fast, jpg, len / 2, "progressive cut at half");
+    free(jpg);
+    check_declined(fast, good, 100, "cut in the header");
+    check_still_works(fast, slow, good, glen, ref.data, gtlen, &groi);
+
+    /* Not a JPEG. */
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n',
+                                  0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+    static const char text[] = "label,path\n0,cat.jpg\n";
+    check_declined(fast, png, sizeof png, "PNG magic");
+    check_declined(fast, (const uint8_t *)text, sizeof text - 1, "text");
+    check_declined(fast, good, 0, "empty");
+    check_declined(fast, good, 3, "FF D8 FF");
+    check_still_works(fast, slow, good, glen, ref.data, gtlen, &groi);
+
+    /* Over max_pixels: 97 x 61 = 5917 > 1000; 10 x 100 = 1000 is not. */
+    nst_decoder *small = NULL;
+    CHECK_OK(nst_decoder_create(&small, 1000));
+    if (small) {
+        size_t slen, stlen = 0;
+        uint8_t *tiny = encode(10, 100, SUB_420, 0, 0, &slen);
+        nst_buf sref = {0};
+        CHECK_EQ(nst_decode_transcode(fast, tiny, slen, &sref, &stlen), 1);
+        check_declined(small, good, glen, "5917 pixels, max_pixels 1000");
+        const nst_window troi = {0, 85, 10, 15}; /* the last MCU rows */
+        check_still_works(small, slow, tiny, slen, sref.data, stlen, &troi);
+        nst_buf_free(&sref);
+        free(tiny);
+        nst_decoder_free(small);
+    }
+
+    /* Growth: a flat gray 4096 x 64 image is 4096 MCUs of 6 bits each; its
+     * rewrite takes at least a byte and an RST marker (2 bytes) per MCU,
+     * beyond len + len / 8 + 4 KiB. A 256 x 64 one grows within it. */
+    jpg = flat(4096, 64, 1, JCS_GRAYSCALE, 50, &len);
+    printf("transcoded: flat gray 4096x64 is %zu bytes; its rewrite >= %d\n", len, 3 * 4096 - 2);
+    CHECK(3 * 4096 - 2 > len + len / 8 + 4096);
+    check_declined(fast, jpg, len, "flat 4096x64: markers dominate");
+    free(jpg);
+    check_still_works(fast, slow, good, glen, ref.data, gtlen, &groi);
+    jpg = flat(256, 64, 1, JCS_GRAYSCALE, 50, &len);
+    nst_buf out = {0};
+    size_t tlen = 0;
+    CHECK_EQ(nst_decode_transcode(fast, jpg, len, &out, &tlen), 1);
+    CHECK(tlen > len && tlen <= len + len / 8 + 4096);
+    printf("transcoded: flat gray 256x64: %zu -> %zu bytes\n", len, tlen);
+    nst_buf_free(&out);
+    free(jpg);
+
+    nst_buf_free(&ref);
+    free(good);
+}
+
+/* DC coefficients of the first block row out of the 8-bit range (up to
+ * 3000, differences within 11 bits), as damaged data can decode to: a
+ * baseline file keeps them as differences, but a restart before each MCU
+ * would need 12-bit DC values, which baseline Huffman tables do not have. */
+static void dc_out_of_range(j_decompress_ptr d, jvirt_barray_ptr *coefs)
+{
+    static const JCOEF dc[8] = {0, 1500, 3000, 3000, 1500, 0, 0, 0};
+    JBLOCKARRAY row = d->mem->access_virt_barray((j_common_ptr)d, coefs[0], 0, 1, TRUE);
+    for (int x = 0; x < 8; x++) row[0][x][0] = dc[x];
+}
+
+/* A file whose coefficients a restart-marked baseline file cannot hold
+ * decodes, and is declined. */
+static void transcoded_wide_dc(nst_decoder *fast, nst_decoder *slow)
+{
+    size_t flen, dlen, tlen = 0;
+    uint8_t *flat_gray = flat(64, 8, 1, JCS_GRAYSCALE, 90, &flen);
+    uint8_t *wide_dc = libjpeg_rewrite(flat_gray, flen, 0, dc_out_of_range, &dlen);
+    nst_image a, b;
+    CHECK_OK(nst_decode(slow, wide_dc, dlen, "wide DC", NULL, 0, 0, &b));
+    nst_buf wide_out = {0};
+    int rc = nst_decode_transcode(fast, wide_dc, dlen, &wide_out, &tlen);
+    if (rc == 1 && nst_decode(fast, wide_out.data, tlen, "wide DC rewrite", NULL, 0, 0, &a) == 0) {
+        long ov;
+        fprintf(stderr, "  DC out of range: rewritten, %ld samples differ\n", compare(&a, &b, &ov));
+    }
+    CHECK_EQ(rc, 0);
+    nst_buf_free(&wide_out);
+    free(wide_dc);
+    free(flat_gray);
+}
+
+/* 300 damaged baseline files: never a crash, the same answer twice, and a
+ * rewrite only of a file whose region decode (normal path) succeeds with
+ * the pixels of the rewrite's (fast path). */
+static void transcoded_damaged(nst_decoder *fast, nst_decoder *slow)
+{
+    size_t len;
+    uint8_t *base = encode(160, 240, SUB_420, 0, 0, &len);
+    const size_t scan = scan_start(base, len);
+    CHECK(scan > 0 && scan + 16 < len);
+    uint8_t *buf = malloc(len);
+    nst_buf out = {0}, again = {0};
+    nst_rng rng;
+    nst_rng_seed(&rng, 99);
+    long rewritten = 0, declined_n = 0;
+    for (int it = 0; it < 300; it++) {
+        size_t n = len;
+        memcpy(buf, base, len);
+        const int kind = (int)(nst_rng_u64(&rng) % 3), count = 1 + (int)(nst_rng_u64(&rng) % 4);
+        for (int k = 0; kind < 2 && k < count; k++) {
+            if (kind == 0) { /* flip a bit anywhere */
+                size_t pos = (size_t)(nst_rng_u64(&rng) % len);
+                buf[pos] ^= (uint8_t)(1u << (nst_rng_u64(&rng) % 8));
+            } else { /* a random byte in the entropy-coded data */
+                buf[scan + (size_t)(nst_rng_u64(&rng) % (len - 2 - scan))] =
+                    (uint8_t)nst_rng_u64(&rng);
+            }
+        }
+        if (kind == 2) n = 2 + (size_t)(nst_rng_u64(&rng) % (len - 2)); /* truncate */
+        size_t tlen = 0, tlen2 = 0;
+        int rc = nst_decode_transcode(fast, buf, n, &out, &tlen);
+        int rc2 = nst_decode_transcode(fast, buf, n, &again, &tlen2);
+        CHECK_EQ(rc, rc2);
+        CHECK(rc == 0 || rc == 1);
+        if (rc != 1) {
+            declined_n++;
+            continue;
+        }
+        rewritten++;
+        CHECK(rc2 == 1 && tlen == tlen2 && memcmp(out.data, again.data, tlen) == 0);
+        nst_window roi;
+        uint32_t ow, oh;
+        random_roi(&rng, 160, 240, &roi, &ow, &oh);
+        nst_image a, b;
+        int rb = nst_decode(slow, buf, n, "mutant", &roi, ow, oh, &b);
+        if (rb != 0)
+            fprintf(stderr, "  damaged %d (kind %d): rewritten, but decoding fails: %s\n", it,
+                    kind, nostall_last_error());
+        CHECK_OK(rb);
+        int ra = nst_decode(fast, out.data, tlen, "rewrite", &roi, ow, oh, &a);
+        CHECK_OK(ra);
+        if (ra == 0 && rb == 0) {
+            long ov, d = compare(&a, &b, &ov);
+            if (d != 0) fprintf(stderr, "  damaged %d (kind %d): %ld pixels differ\n", it, kind, d);
+            CHECK_EQ(d, 0);
+            CHECK(a.y0 == b.y0 && a.height == b.height);
+        }
+    }
+    printf("transcoded: 300 damaged files: %ld rewritten, %ld declined\n", rewritten, declined_n);
+    CHECK(rewritten > 0 && declined_n > 0);
+    nst_buf_free(&out);
+    nst_buf_free(&again);
+    free(buf);
+    free(base);
+}
+
+static void transcoded(nst_decoder *fast, nst_decoder *slow)
+{
+    transcoded_exact(fast, slow);
+    transcoded_declined(fast, slow);
+    transcoded_wide_dc(fast, slow);
+    transcoded_damaged(fast, slow);
+}
+
 static void fuzz(nst_decoder *fast, nst_decoder *slow)
 {
     enum { NB = 5 };
@@ -362,6 +784,7 @@ int main(void)
     exactness(fast, slow);
     declined(fast, slow);
     truncated(fast, slow);
+    transcoded(fast, slow);
     fuzz(fast, slow);
     CHECK_EQ(nst_jpeg_rst_hits(slow), 0);
     nst_decoder_free(fast);

@@ -12,15 +12,16 @@
  * How: jpeg_read_coefficients() (entropy decoding only: the coefficients,
  * hence the pixels, are exactly those of the original), then
  * jpeg_write_coefficients() as a baseline sequential file with
- * restart_interval = 1 MCU and libjpeg's standard Huffman tables, into a
- * grow-only buffer of the caller's. Progressive files become baseline too,
+ * restart_interval = 1 MCU and libjpeg's standard Huffman tables (optimized
+ * ones for progressive sources), into a grow-only buffer of the caller's. Progressive files become baseline too,
  * with the same coefficients. Markers that do not change decoding (APPn,
  * COM: EXIF, ICC, comments) are not copied: nothing downstream reads them.
  *
  * What is declined (return 0, the caller keeps the original bytes, and the
  * normal decode later reports any damage as usual): anything but an 8-bit
  * Huffman-coded grayscale or YCbCr JPEG; a file that already has restart
- * markers; dimensions over max_pixels; any libjpeg error or any warning
+ * markers; dimensions over max_pixels; coefficients baseline coding cannot
+ * hold (see coefs_in_range()); any libjpeg error or any warning
  * that would fail a decode (truncation, corrupt entropy data: the error
  * manager of jpeg.c decides, as for decoding); and a rewrite that would be
  * more than an eighth (plus 4 KiB) larger than the original, as for tiny,
@@ -36,8 +37,21 @@
 
 #include "decode/jpeg_impl.h"
 
+/* One compressor per kind of Huffman tables: libjpeg-turbo fills in the
+ * standard tables only where a compressor has none yet (jpeg_set_defaults
+ * keeps existing ones), and optimize_coding overwrites them; so a
+ * compressor that ever optimized would later write baseline files with a
+ * previous image's tables, which may lack codes this one needs. */
+enum { ENC_STANDARD = 0, ENC_OPTIMIZED = 1 };
+
+typedef struct nst_jpeg_enc1 {
+    struct jpeg_compress_struct cinfo; /* first: dest callbacks cast back */
+    struct nst_jpeg_enc *owner;
+} nst_jpeg_enc1;
+
 struct nst_jpeg_enc {
-    struct jpeg_compress_struct cinfo;
+    nst_jpeg_enc1 c[2]; /* ENC_STANDARD, ENC_OPTIMIZED; created on first use */
+    int created[2];
     struct jpeg_destination_mgr dest;
     nst_buf *out;   /* the caller's buffer for this call            */
     size_t limit;   /* bytes the rewrite may take (reserved in out)  */
@@ -46,9 +60,11 @@ struct nst_jpeg_enc {
 
 /* The output buffer is reserved at `limit` up front; running out of it
  * means the rewrite is too large to be worth keeping: unwind, declined. */
+static nst_jpeg_enc *enc_of(j_compress_ptr c) { return ((nst_jpeg_enc1 *)(void *)c)->owner; }
+
 static void dest_init(j_compress_ptr c)
 {
-    nst_jpeg_enc *e = (nst_jpeg_enc *)(void *)c; /* cinfo is e's first member */
+    nst_jpeg_enc *e = enc_of(c);
     e->dest.next_output_byte = e->out->data;
     e->dest.free_in_buffer = e->limit;
 }
@@ -62,31 +78,69 @@ static boolean dest_full(j_compress_ptr c)
 
 static void dest_term(j_compress_ptr c)
 {
-    nst_jpeg_enc *e = (nst_jpeg_enc *)(void *)c;
+    nst_jpeg_enc *e = enc_of(c);
     e->len = e->limit - e->dest.free_in_buffer;
 }
 
 void nst_jpeg_enc_free(nst_jpeg_enc *e)
 {
     if (!e) return;
-    jpeg_destroy_compress(&e->cinfo);
+    for (int k = 0; k < 2; k++)
+        if (e->created[k]) jpeg_destroy_compress(&e->c[k].cinfo);
     free(e);
 }
 
-/* Create the compressor on first use (under the caller's setjmp: libjpeg
- * may fail allocating). */
+/* The rewriter, allocated on first use. */
 static nst_jpeg_enc *enc_get(nst_jpeg *j)
 {
     if (j->enc) return j->enc;
     nst_jpeg_enc *e = calloc(1, sizeof *e);
     if (!e) return NULL;
-    e->cinfo.err = &j->err.pub; /* jpeg.c's handlers: same warning policy */
-    jpeg_create_compress(&e->cinfo);
     e->dest.init_destination = dest_init;
     e->dest.empty_output_buffer = dest_full;
     e->dest.term_destination = dest_term;
     j->enc = e;
     return e;
+}
+
+/* Compressor `k`, created on first use (under the caller's setjmp: libjpeg
+ * may fail allocating, and then cleans up after itself). */
+static struct jpeg_compress_struct *enc_compressor(nst_jpeg *j, nst_jpeg_enc *e, int k)
+{
+    nst_jpeg_enc1 *c = &e->c[k];
+    if (!e->created[k]) {
+        c->owner = e;
+        c->cinfo.err = &j->err.pub; /* jpeg.c's handlers: same warning policy */
+        jpeg_create_compress(&c->cinfo);
+        e->created[k] = 1;
+    }
+    return &c->cinfo;
+}
+
+/* Baseline Huffman tables code DC values (and, with a restart before every
+ * MCU, each MCU's first DC is coded whole) in at most 11 bits and AC values
+ * in at most 10. Intact 8-bit data stays well inside: |DC| <= 1024 and
+ * |AC| < 1000 (the DCT of samples in [-128, 127]). Damaged entropy data can
+ * decode to more, and libjpeg-turbo's encoder then writes codes its tables
+ * do not have, without an error: a broken file. So such files are declined
+ * (cached as they are; decoding them behaves as without the option). */
+static int coefs_in_range(j_decompress_ptr ci, jvirt_barray_ptr *coefs)
+{
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *comp = &ci->comp_info[c];
+        for (JDIMENSION y = 0; y < comp->height_in_blocks; y++) {
+            JBLOCKARRAY row =
+                (*ci->mem->access_virt_barray)((j_common_ptr)ci, coefs[c], y, 1, FALSE);
+            unsigned bad = 0;
+            for (JDIMENSION x = 0; x < comp->width_in_blocks; x++) {
+                const JCOEF *k = row[0][x];
+                bad |= (unsigned)(k[0] + 1024) > 2048u;
+                for (int i = 1; i < DCTSIZE2; i++) bad |= (unsigned)(k[i] + 1023) > 2046u;
+            }
+            if (bad) return 0;
+        }
+    }
+    return 1;
 }
 
 static int eligible(const struct jpeg_decompress_struct *ci, uint64_t max_pixels)
@@ -111,12 +165,13 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
     /* volatile: read after a longjmp from a libjpeg call. */
-    nst_jpeg_enc *volatile e = j->enc;
+    struct jpeg_compress_struct *volatile co = NULL;
     if (setjmp(j->err.jmp)) {
-        if (e) jpeg_abort_compress(&e->cinfo);
+        if (co) jpeg_abort_compress(co);
         jpeg_abort_decompress(&j->cinfo);
         return 0;
     }
+    nst_jpeg_enc *e;
     e = enc_get(j);
     if (!e) return 0;
     const size_t limit = len + slack;
@@ -133,13 +188,18 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
         return 0;
     }
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(ci);
-    if (!coefs) { /* suspension: cannot happen with a memory source */
+    /* !coefs: suspension, which cannot happen with a memory source */
+    if (!coefs || !coefs_in_range(ci, coefs)) {
         jpeg_abort_decompress(ci);
         return 0;
     }
-    struct jpeg_compress_struct *co = &e->cinfo;
+    /* Standard tables, one pass; but progressive files are smaller than
+     * their baseline form with standard tables (10-15%), so they get
+     * optimized tables, which keeps most within the size limit. */
+    const int opt = ci->progressive_mode ? ENC_OPTIMIZED : ENC_STANDARD;
+    co = enc_compressor(j, e, opt);
     jpeg_copy_critical_parameters(ci, co);
-    co->optimize_coding = FALSE; /* one pass; standard tables */
+    co->optimize_coding = opt == ENC_OPTIMIZED ? TRUE : FALSE;
     co->restart_interval = 1;
     co->dest = &e->dest;
     jpeg_write_coefficients(co, coefs);
