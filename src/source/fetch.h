@@ -81,7 +81,8 @@ typedef struct nst_fetch_req {
     int status;
     char msg[NST_ERROR_MAX - 128];
     nst_fetch_io io;
-    uint64_t wait_ns; /* time spent waiting for this fetch in next() */
+    uint64_t wait_ns; /* time spent waiting for this fetch in next() (rewrites
+                         done meanwhile not counted: they are work) */
     /* private */
     int state, fd;
     uint32_t again; /* io_uring: resubmissions after EINTR/EAGAIN */
