@@ -9,6 +9,11 @@ Systems (each on one core: one worker thread / process / numba thread):
                same pixels, a restart marker every MCU), the same 1-thread
                runs on that copy too ("restart-marker transcode" rows), so the
                MCUs above and beside each crop are never entropy-decoded.
+               And on the original files with a MinIO cache holding them all
+               and cache_transcode=1 (the rewrite done as items enter the
+               cache, no copy on disk): one untimed fill epoch, then the
+               timed epochs served from the cache ("cache_transcode" rows;
+               the fill epoch's speed is reported separately).
   torchvision  torchvision.datasets.ImageFolder (PIL decode) +
                RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)) +
                RandomHorizontalFlip + (float: ToTensor + Normalize(ImageNet);
@@ -171,6 +176,35 @@ class NostallRun:
                 "augment_busy_seconds": st.get("augment_busy_ns", 0) * 1e-9,
                 "fetch_busy_seconds": st.get("fetch_busy_ns", 0) * 1e-9,
                 "skipped": j.get("skipped_count", 0), "checksum": j.get("checksum")}
+
+
+class NostallCachedRun:
+    """nostall on the original files with a MinIO cache holding them all and
+    cache_transcode=1: one fill epoch (read, rewrite with restart markers,
+    cache), then `epochs` timed epochs served from the cache. Only the
+    steady epochs count; the fill epoch's speed is kept as `fill_*`. CPU of
+    the steady epochs: the process's CPU scaled by their share of the wall
+    time (one thread keeps one core busy in every epoch)."""
+
+    def __init__(self, binary, data, threads, output, batch_size, epochs, cache_bytes):
+        self.epochs = epochs
+        self.cmd = NostallRun(binary, data, threads, output, batch_size, epochs + 1).cmd + [
+            "--cache-bytes", str(cache_bytes), "--cache-transcode", "1"]
+
+    def __call__(self):
+        j, cpu = run_json(self.cmd)
+        ep = j["per_epoch"]
+        steady = ep[1:]
+        secs = sum(e["seconds"] for e in steady)
+        share = secs / j["seconds"] if j["seconds"] > 0 else 0
+        st = j.get("stats", {})
+        return {"images": sum(e["items"] for e in steady), "seconds": secs,
+                "cpu_seconds": cpu * share, "checksum": j.get("checksum"),
+                "fill_images_per_second": ep[0]["items_per_second"],
+                "transcoded": st.get("cache_transcoded", 0),
+                "transcode_ms_per_item": (st.get("cache_transcode_ns", 0) * 1e-6 /
+                                          max(st.get("cache_transcoded", 0), 1)),
+                "cache_bytes": j.get("cache_bytes", 0)}
 
 
 class JpegRun:
@@ -362,6 +396,7 @@ LABELS = {
     "nostall_2t": "nostall, 2 threads",
     "nostall_rst_1t": "nostall, 1 thread, restart-marker transcode",
     "nostall_rst_2t": "nostall, 2 threads, restart-marker transcode",
+    "nostall_ct_1t": "nostall, 1 thread, MinIO cache + cache_transcode (epochs after the fill)",
     "torch": "PyTorch DataLoader + torchvision (num_workers=%d)",
     "ffcv": "FFCV",
     "libjpeg_full": "libjpeg-turbo full decode only",
@@ -402,10 +437,11 @@ def build_tables(res, meta):
     """Return (text, markdown)."""
     s = res["summary"]
     rows = []
-    order = [("nostall_1t", "float"), ("nostall_rst_1t", "float"), ("nostall_2t", "float"),
-             ("nostall_rst_2t", "float"),
+    order = [("nostall_1t", "float"), ("nostall_rst_1t", "float"), ("nostall_ct_1t", "float"),
+             ("nostall_2t", "float"), ("nostall_rst_2t", "float"),
              ("torch", "float"), ("ffcv", "float"), ("nostall_1t", "uint8"),
-             ("nostall_rst_1t", "uint8"), ("nostall_2t", "uint8"), ("nostall_rst_2t", "uint8"),
+             ("nostall_rst_1t", "uint8"), ("nostall_ct_1t", "uint8"), ("nostall_2t", "uint8"),
+             ("nostall_rst_2t", "uint8"),
              ("torch", "uint8"), ("ffcv", "uint8"), ("libjpeg_full", "-"),
              ("libjpeg_full_2p", "-"), ("libjpeg_coeffs", "-")]
     for sys_, out in order:
@@ -440,6 +476,13 @@ def build_tables(res, meta):
                                                     "transcode ÷"))
                          for k, label in names]
         names.append(("rst.vs_nostall", "nostall, restart-marker transcode ÷ original files"))
+    if any("ct" in rr.get(out, {}) for out in ("float", "uint8")):
+        base = [n for n in names if "." not in n[0]]
+        names = names + [("ct." + k, label.replace(
+            "nostall ÷", "nostall, original files, cache_transcode (epochs after the fill) ÷"))
+            for k, label in base]
+        names.append(("ct.vs_nostall", "nostall, cache_transcode (epochs after the fill) ÷ "
+                                       "without"))
     for k, label in names:
         cells = [label]
         for out in ("float", "uint8"):
@@ -527,7 +570,7 @@ def main():
     ap.add_argument("--transcoded",
                     help="a `nostall transcode` copy of DATA: adds restart-marker rows")
     ap.add_argument("--skip", default="",
-                    help="comma list of systems to leave out: nostall2,torch,ffcv,libjpeg")
+                    help="comma list of systems to leave out: nostall2,cached,torch,ffcv,libjpeg")
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--markdown", help="write the Markdown tables here")
     a = ap.parse_args()
@@ -555,6 +598,12 @@ def main():
         if "nostall2" not in skip:
             runs["nostall_2t_" + out] = NostallRun(a.nostall, a.data, 2, out, a.batch_size,
                                                    a.epochs)
+
+    if "cached" not in skip:
+        for out in ("float", "uint8"):
+            runs["nostall_ct_1t_" + out] = NostallCachedRun(a.nostall, a.data, 1, out,
+                                                            a.batch_size, a.epochs,
+                                                            nbytes + nbytes // 4 + (64 << 20))
 
     if a.transcoded:
         tb, tf = dir_bytes(a.transcoded)
@@ -602,9 +651,10 @@ def main():
             runs["libjpeg_full_2p"] = JpegPairRun(a.jpeg_decode, a.data, "full", a.epochs)
 
     order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "nostall_rst_1t_float",
-                         "ffcv_float", "nostall_2t_float", "nostall_rst_2t_float",
-                         "nostall_1t_uint8", "torch_uint8",
-                         "nostall_rst_1t_uint8", "ffcv_uint8", "nostall_2t_uint8",
+                         "nostall_ct_1t_float", "ffcv_float", "nostall_2t_float",
+                         "nostall_rst_2t_float", "nostall_1t_uint8", "torch_uint8",
+                         "nostall_rst_1t_uint8", "nostall_ct_1t_uint8", "ffcv_uint8",
+                         "nostall_2t_uint8",
                          "nostall_rst_2t_uint8",
                          "libjpeg_full_2p", "libjpeg_coeffs") if k in runs]
 
@@ -636,6 +686,16 @@ def main():
                 (rnd + 1, a.rounds, k, r["images"] / r["seconds"],
                  r["images"] / r["cpu_seconds"] if r["cpu_seconds"] else 0))
 
+    for out in ("float", "uint8"):
+        ct = samples.get("nostall_ct_1t_" + out)
+        if ct:
+            extra["cache_transcode_%s_fill_epoch_images_per_second" % out] = round(
+                statistics.median(r["fill_images_per_second"] for r in ct), 1)
+            extra["cache_transcode_%s_ms_per_item" % out] = round(
+                statistics.median(r["transcode_ms_per_item"] for r in ct), 3)
+            extra["cache_transcode_%s_cache_bytes_vs_files" % out] = round(
+                ct[-1]["cache_bytes"] / max(nbytes, 1), 4)
+
     meta["machine"]["loadavg_end"] = os.getloadavg()
     summary = {k: summarize(v) for k, v in samples.items() if v}
     for k in ("torch_float", "torch_uint8", "ffcv_float", "ffcv_uint8"):
@@ -662,6 +722,8 @@ def main():
             continue
         rr = peer_ratios(ns, out)
         rr.pop("vs_nostall", None)
+        if summary.get("nostall_ct_1t_" + out):
+            rr["ct"] = peer_ratios(summary["nostall_ct_1t_" + out], out)
         if summary.get("nostall_rst_1t_" + out):
             rr["rst"] = peer_ratios(summary["nostall_rst_1t_" + out], out)
             r2 = summary.get("nostall_rst_2t_" + out)
