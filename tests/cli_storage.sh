@@ -4,7 +4,8 @@
 # from storage and serves the cached items as hits; the cache never exceeds
 # its budget and does not change a single delivered byte; misses are not
 # left in the OS page cache; emulated bandwidth and latency slow reads as
-# configured; bad options are refused with a message.
+# configured; bad options are refused with a message; cache_transcode
+# rewrites each cached JPEG once and changes no delivered byte.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 60 --classes 3 --width 160 --height 120 --size-jitter 0.3 --quiet
@@ -44,6 +45,19 @@ for seed in 1 2 3; do
     [ "$(json "$TMP/full.json" 'j["stats"]["storage_reads"]')" = 60 ] \
         || fail "full cache, seed $seed: $(json "$TMP/full.json" '[e["storage_reads"] for e in j["per_epoch"]]') reads per epoch, want 60 then 0"
 done
+
+# cache_transcode: cached JPEGs rewritten with restart markers, once each,
+# with io_depth and 4 threads racing on the same items; same bytes delivered
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 4 --io-depth 8 --cache-bytes 100M \
+    --cache-transcode 1 > "$TMP/ct.json" || fail "--cache-transcode 1 failed"
+[ "$(json "$TMP/ct.json" 'j["checksum"]')" = "$ref" ] || fail "cache_transcode changed the delivered bytes"
+[ "$(json "$TMP/ct.json" 'j["stats"]["cache_transcoded"]')" = 60 ] \
+    || fail "cache_transcode: $(json "$TMP/ct.json" 'j["stats"]["cache_transcoded"]') of 60 items rewritten"
+json "$TMP/ct.json" "$total < j['cache_bytes'] < 1.13 * $total" | grep True > /dev/null \
+    || fail "cache_transcode: cache holds $(json "$TMP/ct.json" 'j["cache_bytes"]') bytes for $total of files"
+"$CLI" bench "$TMP/data" --cache-transcode 1 --json --quiet 2> "$TMP/err" > /dev/null \
+    && fail "cache_transcode without a cache must be refused"
+grep -q "cache_transcode" "$TMP/err" || fail "refusal should name cache_transcode: $(cat "$TMP/err")"
 
 # percentage-of-RAM form is accepted
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --cache-bytes 1% --json --quiet > "$TMP/pct.json" \
