@@ -472,10 +472,10 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
       "dropped")                                                               \
     X(coord_items_requeued, "coordinated prep: items of dead or leaving "     \
       "members prepared again by others")                                      \
-    X(cache_transcoded, "items rewritten with restart markers on their way "  \
-      "into the MinIO cache (cache_transcode)")                                \
-    X(cache_transcode_ns, "worker time spent on those rewrites (and on "      \
-      "declined attempts); part of fetch_busy_ns")
+    X(cache_transcoded, "items the MinIO cache holds rewritten with restart " \
+      "markers (cache_transcode)")                                             \
+    X(cache_transcode_ns, "worker time spent rewriting items for the cache "  \
+      "(declined attempts included); part of fetch_busy_ns")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

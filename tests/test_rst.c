@@ -29,7 +29,10 @@
  *              CMYK, RGB, 12-bit, arithmetic, restart-marked (the rewrite
  *              itself too), truncated, not JPEG, over max_pixels, a flat
  *              image the markers would triple. DC values a restart-marked
- *              baseline file cannot hold, and 300 damaged files: no crash,
+ *              baseline file cannot hold (+1024 declined, -1024 kept);
+ *              progressive files with coefficients never sent or refined
+ *              (libjpeg smooths them; a complete custom script is
+ *              rewritten, same pixels); and 300 damaged files: no crash,
  *              the same answer twice, and a rewrite only when the damaged
  *              file's region decode succeeds with the rewrite's pixels.
  *   fuzz       1000 mutated restart-marked files (byte flips, marker
@@ -633,6 +636,119 @@ static void transcoded_wide_dc(nst_decoder *fast, nst_decoder *slow)
     free(flat_gray);
 }
 
+/* A w x h progressive file (gray or YCbCr 4:2:0) with the scan script
+ * `scans` (libjpeg checks it is valid, not that it is complete). */
+static uint8_t *encode_scans(int w, int h, int gray, const jpeg_scan_info *scans, int nscans,
+                             size_t *len)
+{
+    const int comps = gray ? 1 : 3;
+    uint8_t *px = malloc((size_t)w * h * comps);
+    for (size_t i = 0; i < (size_t)w * h * comps; i++) px[i] = (uint8_t)(i * 7 + (noise() % 50));
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    unsigned char *mem = NULL;
+    unsigned long mlen = 0;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &mlen);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = comps;
+    c.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    c.scan_info = scans;
+    c.num_scans = nscans;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = px + (size_t)c.next_scanline * w * comps;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(px);
+    uint8_t *out = malloc(mlen);
+    memcpy(out, mem, mlen);
+    free(mem);
+    *len = mlen;
+    return out;
+}
+
+/* Progressive files whose scans leave coefficients unsent or unrefined
+ * decode with libjpeg's block smoothing, which a baseline rewrite would
+ * lose: declined. A complete custom script is rewritten, same pixels. */
+static void transcoded_incomplete_scans(nst_decoder *fast, nst_decoder *slow)
+{
+    static const jpeg_scan_info complete[] = {
+        {3, {0, 1, 2, 0}, 0, 0, 0, 1}, {3, {0, 1, 2, 0}, 0, 0, 1, 0},
+        {1, {0, 0, 0, 0}, 1, 63, 0, 0}, {1, {1, 0, 0, 0}, 1, 63, 0, 0},
+        {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info no_chroma_ac[] = {
+        {3, {0, 1, 2, 0}, 0, 0, 0, 0}, {1, {0, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info ac_unrefined[] = {
+        {3, {0, 1, 2, 0}, 0, 0, 0, 0}, {1, {0, 0, 0, 0}, 1, 63, 0, 1},
+        {1, {1, 0, 0, 0}, 1, 63, 0, 0}, {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info gray_dc_only[] = {{1, {0, 0, 0, 0}, 0, 0, 0, 0}};
+    const struct {
+        const jpeg_scan_info *scans;
+        int n, gray, want;
+        const char *what;
+    } cases[] = {
+        {complete, 5, 0, 1, "complete, DC refined"},
+        {no_chroma_ac, 2, 0, 0, "no chroma AC scans"},
+        {ac_unrefined, 4, 0, 0, "luma AC at Al=1, never refined"},
+        {gray_dc_only, 1, 1, 0, "grayscale, DC only"},
+    };
+    nst_buf out = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len, tlen = 0;
+        uint8_t *jpg = encode_scans(200, 150, cases[i].gray, cases[i].scans, cases[i].n, &len);
+        nst_image a, b;
+        CHECK_OK(nst_decode(slow, jpg, len, "progressive", NULL, 0, 0, &b)); /* libjpeg takes it */
+        const int rc = nst_decode_transcode(fast, jpg, len, &out, &tlen);
+        printf("transcoded: progressive, %s: %s\n", cases[i].what, rc ? "rewritten" : "declined");
+        CHECK_EQ(rc, cases[i].want);
+        if (rc == 1) {
+            CHECK_OK(nst_decode(fast, out.data, tlen, "rewrite", NULL, 0, 0, &a));
+            long ov, d = compare(&a, &b, &ov);
+            CHECK_EQ(d, 0);
+            CHECK(ov > 0);
+        }
+        free(jpg);
+    }
+    nst_buf_free(&out);
+}
+
+/* A DC of +1024 (one past what 8-bit data gives): in a restart-marked
+ * rewrite, next to a DC of -1024 in the same MCU it would need a difference
+ * of 2048, which baseline tables cannot code; declined. -1024 is fine. */
+static void dc_1024(j_decompress_ptr d, jvirt_barray_ptr *coefs)
+{
+    JBLOCKARRAY row = d->mem->access_virt_barray((j_common_ptr)d, coefs[0], 0, 1, TRUE);
+    row[0][3][0] = 1024;
+}
+
+static void dc_minus_1024(j_decompress_ptr d, jvirt_barray_ptr *coefs)
+{
+    JBLOCKARRAY row = d->mem->access_virt_barray((j_common_ptr)d, coefs[0], 0, 1, TRUE);
+    row[0][3][0] = -1024;
+}
+
+static void transcoded_dc_bounds(nst_decoder *fast)
+{
+    size_t flen, len, tlen = 0;
+    uint8_t *flat_gray = flat(64, 8, 1, JCS_GRAYSCALE, 100, &flen);
+    nst_buf out = {0};
+    uint8_t *jpg = libjpeg_rewrite(flat_gray, flen, 0, dc_1024, &len);
+    CHECK_EQ(nst_decode_transcode(fast, jpg, len, &out, &tlen), 0);
+    free(jpg);
+    jpg = libjpeg_rewrite(flat_gray, flen, 0, dc_minus_1024, &len);
+    CHECK_EQ(nst_decode_transcode(fast, jpg, len, &out, &tlen), 1);
+    free(jpg);
+    nst_buf_free(&out);
+    free(flat_gray);
+}
+
 /* 300 damaged baseline files: never a crash, the same answer twice, and a
  * rewrite only of a file whose region decode (normal path) succeeds with
  * the pixels of the rewrite's (fast path). */
@@ -703,6 +819,8 @@ static void transcoded(nst_decoder *fast, nst_decoder *slow)
     transcoded_exact(fast, slow);
     transcoded_declined(fast, slow);
     transcoded_wide_dc(fast, slow);
+    transcoded_dc_bounds(fast);
+    transcoded_incomplete_scans(fast, slow);
     transcoded_damaged(fast, slow);
 }
 

@@ -586,7 +586,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", "cache_bytes", "0",
                                             "storage_mbps", "0", "storage_latency_ms", "0",
                                             "echo", "fixed", "echo_factor", "1", "coordinate", "",
-                                            NULL};
+                                            "cache_transcode", "0", NULL};
     nostall_config *probe_cfg = config_variant(cfg, probe_set);
     if (!probe_cfg) return -1;
     int rc = nostall_loader_create(&ld, data, probe_cfg);
@@ -664,7 +664,8 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     }
     static const char *const warm_set[] = {"cache", "none", "cache_bytes", "0", "storage_mbps", "0",
                                            "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
-                                           "epochs", "1", "coordinate", "", NULL};
+                                           "epochs", "1", "coordinate", "", "cache_transcode", "0",
+                                           NULL};
     wcfg = config_variant(cfg, warm_set);
     if (!wcfg) goto oom;
     run_out prep;

@@ -81,8 +81,10 @@ static double upstream_s(const an_meas *m, const an_scenario *s, double n, int w
      * cache_transcode only the cached share, and not in a cold epoch, which
      * is the one that fills the cache) */
     double cpu_x = s->cpu_scale > 0 ? s->cpu_scale : 1;
-    if (s->cache_transcode && s->minio && !s->cold && m->rst_cpu_ratio > 0)
-        cpu_x *= s->cache_frac * m->rst_cpu_ratio + (1 - s->cache_frac);
+    /* (after `nostall transcode` the files already have restart markers,
+     * which the cache's rewrite declines: nothing more to gain) */
+    if (s->cache_transcode && cpu_x == 1 && s->minio && !s->cold && m->rst_cpu_ratio > 0)
+        cpu_x = s->cache_frac * m->rst_cpu_ratio + (1 - s->cache_frac);
     double cpu = cpu_per_item(m) * cpu_x;
     int pr = m->prep_items > 0;
     double bf = pr ? m->prep_fetch_ns : m->warm_fetch_ns, bd = pr ? m->prep_decode_ns : m->warm_decode_ns;

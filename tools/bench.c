@@ -403,9 +403,10 @@ int cmd_bench(int argc, char **argv)
             printf("  cache       %.1f MiB in %" PRIu64 " items; %" PRIu64 " hits, %" PRIu64
                    " misses\n",
                    st.cache_bytes / 1048576.0, st.cache_items, st.cache_hits, st.cache_misses);
-        if (st.cache_transcoded)
-            printf("  transcode   %" PRIu64 " items cached with restart markers, %.2f ms each\n",
-                   st.cache_transcoded, st.cache_transcode_ns * 1e-6 / st.cache_transcoded);
+        if (st.cache_transcode_ns)
+            printf("  transcode   %" PRIu64 " items cached with restart markers; %.2f s spent "
+                   "rewriting\n",
+                   st.cache_transcoded, st.cache_transcode_ns * 1e-9);
         printf("  storage     %.1f MiB read in %" PRIu64 " reads", st.storage_bytes_read / 1048576.0,
                st.storage_reads);
         if (st.storage_wait_ns) printf(" (%.2f s of emulated delay)", st.storage_wait_ns * 1e-9);

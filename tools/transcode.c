@@ -272,6 +272,17 @@ int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsign
         jpeg_destroy_decompress(&src);
         return -1;
     }
+    /* A progressive file whose scans leave coefficients unsent or
+     * unrefined is decoded with block smoothing; a baseline copy would
+     * not be, so its pixels would differ. */
+    for (int c = 0; src.progressive_mode && c < src.num_components; c++)
+        for (int k = 0; k < DCTSIZE2; k++)
+            if (!src.coef_bits || src.coef_bits[c][k] != 0) {
+                snprintf(msg, msglen, "progressive scans leave coefficients incomplete, which "
+                                      "decoders smooth");
+                jpeg_destroy_decompress(&src);
+                return -1;
+            }
 
     jpeg_create_compress(&dst);
     have_dst = 1;

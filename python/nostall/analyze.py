@@ -138,7 +138,7 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
 
     # The dataset's files, and one batch for the synthetic run.
     probe_opts = dict(opts, threads=1, batches_ahead=1, cache_bytes=0, storage_mbps=0,
-                      storage_latency_ms=0)
+                      storage_latency_ms=0, cache_transcode=0)
     with Loader(source, copy=True, **probe_opts) as probe:
         info = probe.info()
         paths = [p for p in (probe.item(i)[0] for i in range(info["items"]))
@@ -168,8 +168,9 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
 
         # 2. cached: page cache warm, no emulated storage, no echo
         _read_all(paths)
-        warm = _run(source_path, dict(opts, cache="none", storage_mbps=0, storage_latency_ms=0,
-                                      echo="fixed", echo_factor=1, epochs=1),
+        warm = _run(source_path, dict(opts, cache="none", cache_bytes=0, cache_transcode=0,
+                                      storage_mbps=0, storage_latency_ms=0, echo="fixed",
+                                      echo_factor=1, epochs=1),
                     train_step, max_batches, "cached", progress)
         # 3. cold: as configured, after dropping the files from the page cache
         _drop(paths)

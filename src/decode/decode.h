@@ -90,8 +90,9 @@ int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
  * decodes of the result take the restart-marker fast path above, with the
  * same pixels as the original. 1: rewritten; 0: declined (not an 8-bit
  * Huffman grayscale or YCbCr JPEG, restart markers already there, over
- * max_pixels, damaged, or the rewrite more than len / 8 + 4 KiB larger):
- * keep the original. Never an error (jpeg_transcode.c). */
+ * max_pixels or 33.5 Mpixel, a progressive file libjpeg would smooth,
+ * damaged, or the rewrite more than len / 8 + 4 KiB larger): keep the
+ * original. Never an error (jpeg_transcode.c). */
 int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf *out,
                          size_t *out_len);
 

@@ -20,13 +20,16 @@
  * What is declined (return 0, the caller keeps the original bytes, and the
  * normal decode later reports any damage as usual): anything but an 8-bit
  * Huffman-coded grayscale or YCbCr JPEG; a file that already has restart
- * markers; dimensions over max_pixels; coefficients baseline coding cannot
- * hold (see coefs_in_range()); any libjpeg error or any warning
+ * markers; dimensions over max_pixels or NST_TRANSCODE_MAX_PIXELS; a
+ * progressive file with coefficients never sent or refined (see
+ * scans_complete()); coefficients baseline coding cannot hold (see
+ * coefs_in_range()); any libjpeg error or any warning
  * that would fail a decode (truncation, corrupt entropy data: the error
  * manager of jpeg.c decides, as for decoding); and a rewrite that would be
  * more than an eighth (plus 4 KiB) larger than the original, as for tiny,
- * flat images where the markers would dominate. Never an error, never a
- * message in the thread's error slot.
+ * flat images where the markers would dominate. Never an error, and no
+ * message in the thread's error slot (unless the output buffer cannot be
+ * allocated).
  *
  * Threads: uses the calling decoder's libjpeg state (jpeg_impl.h), so the
  * thread that owns the decoder, between decodes.
@@ -121,18 +124,21 @@ static struct jpeg_compress_struct *enc_compressor(nst_jpeg *j, nst_jpeg_enc *e,
     return &c->cinfo;
 }
 
-/* Baseline Huffman tables code DC values (and, with a restart before every
- * MCU, each MCU's first DC is coded whole) in at most 11 bits and AC values
- * in at most 10. Intact 8-bit data stays well inside: |DC| <= 1024 and
- * |AC| < 1000 (the DCT of samples in [-128, 127]). Damaged entropy data can
- * decode to more, and libjpeg-turbo's encoder then writes codes its tables
- * do not have, without an error: a broken file. So such files are declined
- * (cached as they are; decoding them behaves as without the option). */
+/* Baseline Huffman tables code DC values in at most 11 bits, whole (the
+ * first of each MCU, after its restart marker) or as the difference from
+ * the previous block of the component in the MCU, and AC values in at most
+ * 10. So DC must lie in [-1024, 1023] (two neighbours at -1024 and +1024
+ * would differ by 2048) and AC in [-1023, 1023]. Intact 8-bit data stays
+ * inside (DC in [-1024, 1016], |AC| < 1000: the DCT of samples in [-128,
+ * 127]); damaged or unusual entropy data can decode to more, and
+ * libjpeg-turbo's encoder then writes codes its tables do not have, without
+ * an error: a broken file. Such files are declined (cached as they are;
+ * decoding them behaves as without the option). */
 /* Exact check of one row of n blocks. */
 static int row_in_range(const JCOEF *k, JDIMENSION n)
 {
     for (JDIMENSION x = 0; x < n; x++, k += DCTSIZE2) {
-        if (k[0] < -1024 || k[0] > 1024) return 0;
+        if (k[0] < -1024 || k[0] > 1023) return 0;
         for (int i = 1; i < DCTSIZE2; i++)
             if (k[i] < -1023 || k[i] > 1023) return 0;
     }
@@ -141,7 +147,7 @@ static int row_in_range(const JCOEF *k, JDIMENSION n)
 
 /* Fast screen of a row of n coefficients (its blocks are contiguous: a
  * JBLOCK is JCOEF[64]): 0 if every one is in [-1023, 1023], so the row is
- * in range; else nonzero, and row_in_range() decides (a DC may be 1024).
+ * in range; else nonzero, and row_in_range() decides (a DC may be -1024).
  * Eight at a time with SSE2 (x86-64's baseline). */
 static unsigned row_screen(const JCOEF *k, size_t n)
 {
@@ -176,10 +182,30 @@ static int coefs_in_range(j_decompress_ptr ci, jvirt_barray_ptr *coefs)
     return 1;
 }
 
+/* A progressive file whose scans leave coefficients unsent or unrefined is
+ * decoded with block smoothing (libjpeg estimates what is missing); its
+ * baseline rewrite would not be smoothed, so it would decode to other
+ * pixels. libjpeg records what each coefficient received in coef_bits:
+ * 0 everywhere once every bit has come. */
+static int scans_complete(j_decompress_ptr ci)
+{
+    if (!ci->progressive_mode) return 1;
+    if (!ci->coef_bits) return 0;
+    for (int c = 0; c < ci->num_components; c++)
+        for (int k = 0; k < DCTSIZE2; k++)
+            if (ci->coef_bits[c][k] != 0) return 0;
+    return 1;
+}
+
+/* Larger images are declined: reading the coefficients holds the whole
+ * image's (2 bytes each: 3 bytes per pixel for 4:2:0, 6 for 4:4:4) at once,
+ * where a region decode of a baseline file needs only row buffers. */
+#define NST_TRANSCODE_MAX_PIXELS (1u << 25) /* 33.5 Mpixel */
+
 static int eligible(const struct jpeg_decompress_struct *ci, uint64_t max_pixels)
 {
     const uint64_t px = (uint64_t)ci->image_width * ci->image_height;
-    if (px == 0 || px > max_pixels) return 0;
+    if (px == 0 || px > max_pixels || px > NST_TRANSCODE_MAX_PIXELS) return 0;
     if (ci->data_precision != 8 || ci->arith_code || ci->restart_interval != 0) return 0;
     return (ci->jpeg_color_space == JCS_YCbCr && ci->num_components == 3) ||
            (ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1);
@@ -222,7 +248,7 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     }
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(ci);
     /* !coefs: suspension, which cannot happen with a memory source */
-    if (!coefs || !coefs_in_range(ci, coefs)) {
+    if (!coefs || !scans_complete(ci) || !coefs_in_range(ci, coefs)) {
         jpeg_abort_decompress(ci);
         return 0;
     }

@@ -124,7 +124,10 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     if (f->rewrite && nst_cache_wants(f->env->cache, r->index, r->len)) {
         const uint64_t t0 = nst_now_ns();
         size_t n = 0;
-        if (f->rewrite(f->rewrite_ctx, r->data, r->len, &f->spare, &n) && n > 0) {
+        /* A rewrite a little larger than the original may no longer fit
+         * where the original does: then the original is cached. */
+        if (f->rewrite(f->rewrite_ctx, r->data, r->len, &f->spare, &n) && n > 0 &&
+            nst_cache_wants(f->env->cache, r->index, n)) {
             nst_buf t = r->buf; /* the original's buffer becomes the spare */
             r->buf = f->spare;
             f->spare = t;
@@ -135,7 +138,10 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
         r->io.rewrite_ns = nst_now_ns() - t0;
         f->rewrite_ns += r->io.rewrite_ns;
     }
-    if (f->env->cache) nst_cache_put(f->env->cache, r->index, r->data, r->len);
+    /* Counted as rewritten only if the cache took it (another worker may
+     * have cached the item meanwhile, or taken the room). */
+    if (f->env->cache && !nst_cache_put(f->env->cache, r->index, r->data, r->len))
+        r->io.rewritten = 0;
     if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
     unclaim(f, r);
     r->state = REQ_DONE;

@@ -58,7 +58,8 @@ typedef struct nst_fetch_io {
     uint64_t storage_bytes, peer_bytes;
     uint8_t storage_read, cache_hit, cache_miss, peer_hit;
     uint8_t http_transfers, http_retries;
-    uint8_t rewritten;   /* the bytes are the rewrite hook's output    */
+    uint8_t rewritten;   /* the bytes are the rewrite hook's output and
+                            went into the MinIO cache                    */
     uint64_t rewrite_ns; /* time spent in the hook (rewritten or not)  */
 } nst_fetch_io;
 

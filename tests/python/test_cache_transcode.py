@@ -109,3 +109,14 @@ def test_needs_a_cache(mixed):
         nostall.Loader(data, cache_transcode=True)
     with pytest.raises(nostall.OptionError, match="cache_transcode"):
         nostall.Loader(data, cache="none", cache_transcode=True)
+
+
+def test_analyze_with_the_option(mixed, cli):
+    """nostall.analyze() takes a configuration with a MinIO cache and
+    cache_transcode: its runs without a cache drop both (the cached run kept
+    cache_bytes with cache=none, and failed, before)."""
+    data, _ = mixed
+    r = nostall.analyze(lambda images, labels: None, data, cli=cli, progress=False,
+                        batch_size=8, crop=32, threads=2, cache_bytes="256M",
+                        cache_transcode=True)
+    assert r["measurements"]["items_per_epoch"] > 0
