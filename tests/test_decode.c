@@ -881,6 +881,74 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
     }
 }
 
+/* buf without its header segments with marker FF `code` (malloc'd). */
+static uint8_t *strip_segments(const uint8_t *buf, size_t len, uint8_t code, size_t *out_len)
+{
+    uint8_t *o = malloc(len);
+    size_t n = 0, p = 2;
+    memcpy(o, buf, 2);
+    while (p + 4 <= len && buf[p] == 0xFF && buf[p + 1] != 0xDA) {
+        const size_t seg = 2 + ((size_t)buf[p + 2] << 8 | buf[p + 3]);
+        if (buf[p + 1] != code) memcpy(o + 2 + n, buf + p, seg), n += seg;
+        p += seg;
+    }
+    memcpy(o + 2 + n, buf + p, len - p);
+    *out_len = 2 + n + len - p;
+    return o;
+}
+
+/* Abbreviated files, which leave tables out of their header, decode the
+ * same on a decoder that has seen other files as on a fresh one: without
+ * Huffman tables (Motion-JPEG frames), with libjpeg's standard ones, not
+ * the previous file's; without quantization tables, an error, not the
+ * previous file's tables. */
+static void test_abbreviated(void)
+{
+    size_t blen, plen, mlen, qlen;
+    uint8_t *base = jpeg_rgb(120, 90, 0, &blen); /* libjpeg's standard Huffman tables */
+    uint8_t *prog = jpeg_rgb(64, 48, 1, &plen);  /* progressive: optimized tables */
+    uint8_t *mjpeg = strip_segments(base, blen, 0xC4, &mlen);
+    uint8_t *noq = strip_segments(base, blen, 0xDB, &qlen);
+    CHECK(mlen < blen && qlen < blen);
+    nst_decoder *fresh = NULL, *used = NULL;
+    CHECK_OK(nst_decoder_create(&fresh, 1u << 24));
+    CHECK_OK(nst_decoder_create(&used, 1u << 24));
+    if (!fresh || !used) return;
+    nst_image a, b, c;
+    CHECK_OK(nst_decode(fresh, base, blen, "base.jpg", NULL, 0, 0, &a));
+    uint8_t *ref = malloc((size_t)a.height * a.stride);
+    memcpy(ref, a.data, (size_t)a.height * a.stride);
+    CHECK_OK(nst_decode(fresh, mjpeg, mlen, "mjpeg.jpg", NULL, 0, 0, &b));
+    CHECK(b.width == a.width && b.height == a.height &&
+          memcmp(b.data, ref, (size_t)a.height * a.stride) == 0);
+    for (int round = 0; round < 2; round++) {
+        CHECK_OK(nst_decode(used, prog, plen, "prog.jpg", NULL, 0, 0, &c));
+        CHECK_OK(nst_decode(used, mjpeg, mlen, "mjpeg.jpg", NULL, 0, 0, &c));
+        CHECK(c.width == a.width && c.height == a.height &&
+              memcmp(c.data, ref, (size_t)a.height * a.stride) == 0);
+        const nst_window roi = {30, 40, 60, 40};
+        CHECK_OK(nst_decode(used, prog, plen, "prog.jpg", NULL, 0, 0, &c));
+        CHECK_OK(nst_decode(used, mjpeg, mlen, "mjpeg.jpg", &roi, 32, 32, &c));
+        CHECK_OK(nst_decode(used, base, blen, "base.jpg", NULL, 0, 0, &c));
+        CHECK_RC(nst_decode(used, noq, qlen, "noq.jpg", NULL, 0, 0, &c), NOSTALL_E_CORRUPT);
+        CHECK(msg_has("noq.jpg"));
+        CHECK_RC(nst_decode(fresh, noq, qlen, "noq.jpg", NULL, 0, 0, &c), NOSTALL_E_CORRUPT);
+    }
+    /* The rewrite for the cache leaves such files alone. */
+    nst_buf out = {0};
+    size_t tlen = 0;
+    CHECK_EQ(nst_decode_transcode(used, mjpeg, mlen, &out, &tlen), 0);
+    CHECK_EQ(nst_decode_transcode(used, base, blen, &out, &tlen), 1);
+    nst_buf_free(&out);
+    free(ref);
+    free(noq);
+    free(mjpeg);
+    free(prog);
+    free(base);
+    nst_decoder_free(fresh);
+    nst_decoder_free(used);
+}
+
 static void test_fuzz(void)
 {
     nst_decoder *d = NULL;
@@ -936,6 +1004,7 @@ int main(void)
     test_reuse(d);
     nst_decoder_free(d);
     test_limits();
+    test_abbreviated();
     test_fuzz();
     TEST_EXIT();
 }

@@ -208,6 +208,21 @@ static void progress_monitor(j_common_ptr cinfo)
 
 /* ---- create / free ---------------------------------------------------- */
 
+/* (Re)create the decompressor with nostall's settings. 0, or a status
+ * (out of memory: jpeg_create_decompress cleaned up after itself and left
+ * cinfo.mem NULL, so the next call tries again). */
+static int cinfo_init(nst_jpeg *j)
+{
+    if (setjmp(j->err.jmp)) {
+        j->cinfo.mem = NULL;
+        return nst_error(j->err.status, "decode: cannot create JPEG decoder: %s", j->err.msg);
+    }
+    jpeg_create_decompress(&j->cinfo);
+    j->cinfo.mem->max_memory_to_use = j->mem_cap;
+    j->cinfo.progress = &j->progress;
+    return 0;
+}
+
 int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
 {
     *out = NULL;
@@ -217,14 +232,6 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
     j->err.pub.error_exit = error_exit;
     j->err.pub.emit_message = emit_message;
     j->err.pub.output_message = output_message;
-    if (setjmp(j->err.jmp)) {
-        /* jpeg_create_decompress failed (out of memory); it cleans up. */
-        int status = nst_error(j->err.status,
-                               "decode: cannot create JPEG decoder: %s", j->err.msg);
-        free(j);
-        return status;
-    }
-    jpeg_create_decompress(&j->cinfo);
     /* Working-memory cap. The largest legitimate need is the whole-image
      * coefficient buffer of a multi-scan (progressive) file: 2 bytes per
      * sample (64 int16 per 8x8 block), at most 4 full-resolution
@@ -235,18 +242,78 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
     if (max_pixels > (UINT64_MAX - cap) / 16) cap = UINT64_MAX;
     else cap += max_pixels * 16;
     if (cap > (uint64_t)LONG_MAX) cap = (uint64_t)LONG_MAX;
-    j->cinfo.mem->max_memory_to_use = (long)cap;
+    j->mem_cap = (long)cap;
     j->progress.progress_monitor = progress_monitor;
-    j->cinfo.progress = &j->progress;
+    int rc = cinfo_init(j);
+    if (rc < 0) {
+        free(j);
+        return rc;
+    }
     *out = j;
     return 0;
+}
+
+/* The header of buf up to its first SOS defines every table that scan
+ * needs: the quantization tables of the frame's components and (Huffman
+ * coding) the DC tables of the scan's components and, unless it is a DC
+ * scan, their AC tables. libjpeg keeps tables from one file to the next in
+ * a reused decompressor, so a file that leaves one out (an abbreviated
+ * stream: Motion-JPEG frames omit the standard Huffman tables) would be
+ * decoded with whatever the previous file defined. 1 also for anything
+ * this walk cannot follow: libjpeg then reports it. */
+int nst_jpeg_tables_defined(const uint8_t *buf, size_t len)
+{
+    unsigned q = 0, dc = 0, ac = 0, need_q = 0;
+    int arith = 0;
+    size_t p = 2;
+    if (!buf || len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) return 1;
+    for (;;) {
+        if (p >= len || buf[p] != 0xFF) return 1;
+        while (p < len && buf[p] == 0xFF) p++;
+        if (p + 3 > len) return 1;
+        const uint8_t m = buf[p++];
+        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;
+        if (m == 0xD9) return 1;
+        const size_t seg = (size_t)buf[p] << 8 | buf[p + 1];
+        if (seg < 2 || seg > len - p) return 1;
+        const uint8_t *s = buf + p + 2;
+        const size_t n = seg - 2;
+        if (m == 0xDB) { /* DQT: Pq|Tq, then 64 or 128 bytes, repeated */
+            for (size_t i = 0; i < n; i += 1 + ((s[i] >> 4) ? 128 : 64))
+                q |= 1u << (s[i] & 3);
+        } else if (m == 0xC4) { /* DHT: Tc|Th, 16 counts, the values */
+            for (size_t i = 0; i + 17 <= n;) {
+                size_t cnt = 0;
+                for (int k = 1; k <= 16; k++) cnt += s[i + k];
+                if (s[i] >> 4) ac |= 1u << (s[i] & 3);
+                else dc |= 1u << (s[i] & 3);
+                i += 17 + cnt;
+            }
+        } else if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            /* SOFn: P, Y, X, Nf, then Ci, Hi|Vi, Tqi per component */
+            if (n < 6 || n < 6 + 3 * (size_t)s[5]) return 1;
+            arith = m >= 0xC9;
+            for (size_t c = 0; c < s[5]; c++) need_q |= 1u << (s[6 + 3 * c + 2] & 3);
+        } else if (m == 0xDA) { /* SOS: Ns, then Cs, Td|Ta per component, Ss, Se, ... */
+            if (n < 1 || n < 1 + 2 * (size_t)s[0] + 3) return 1;
+            unsigned need_dc = 0, need_ac = 0;
+            const int se = s[1 + 2 * s[0] + 1];
+            for (size_t c = 0; c < s[0]; c++) {
+                need_dc |= 1u << (s[1 + 2 * c + 1] >> 4 & 3);
+                if (se > 0) need_ac |= 1u << (s[1 + 2 * c + 1] & 3);
+            }
+            if (need_q & ~q) return 0;
+            return arith || (!(need_dc & ~dc) && !(need_ac & ~ac));
+        }
+        p += seg;
+    }
 }
 
 void nst_jpeg_free(nst_jpeg *j)
 {
     if (!j) return;
     nst_jpeg_enc_free(j->enc);
-    jpeg_destroy_decompress(&j->cinfo);
+    if (j->cinfo.mem) jpeg_destroy_decompress(&j->cinfo);
     nst_jpeg_rst_free(&j->rst);
     free(j);
 }
@@ -257,11 +324,18 @@ void nst_jpeg_rst_enable(nst_decoder *d, int on) { d->jpeg->rst.disabled = !on; 
 
 /* ---- decoding ---------------------------------------------------------- */
 
-/* Reset the per-image error state; reject what jpeg_mem_src cannot take. */
-static int set_source(size_t len, const char *path, nst_jpeg *j)
+/* Reset the per-image error state; reject what jpeg_mem_src cannot take;
+ * a fresh decompressor for a file that does not define its own tables
+ * (nst_jpeg_tables_defined()), or after a failed re-creation. */
+static int set_source(const uint8_t *buf, size_t len, const char *path, nst_jpeg *j)
 {
     if ((unsigned long long)len > (unsigned long long)ULONG_MAX)
         return nst_error(NOSTALL_E_FILE_TOO_LARGE, "decode: %s: JPEG too large", path);
+    if (!j->cinfo.mem || !nst_jpeg_tables_defined(buf, len)) {
+        if (j->cinfo.mem) jpeg_destroy_decompress(&j->cinfo);
+        int rc = cinfo_init(j);
+        if (rc < 0) return rc;
+    }
     j->err.status = 0;
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
@@ -613,7 +687,7 @@ int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
                     uint32_t out_h, nst_image *out)
 {
     nst_jpeg *j = d->jpeg;
-    int rc = set_source(len, path, j);
+    int rc = set_source(buf, len, path, j);
     if (rc < 0) return rc;
     if (setjmp(j->err.jmp)) {
         jpeg_abort_decompress(&j->cinfo);
@@ -636,7 +710,7 @@ int nst_jpeg_probe(nst_decoder *d, const uint8_t *buf, size_t len,
                    const char *path, nst_image_info *info)
 {
     nst_jpeg *j = d->jpeg;
-    int rc = set_source(len, path, j);
+    int rc = set_source(buf, len, path, j);
     if (rc < 0) return rc;
     if (setjmp(j->err.jmp)) {
         jpeg_abort_decompress(&j->cinfo);

@@ -31,6 +31,11 @@ struct nst_jpeg {
     struct jpeg_progress_mgr progress;
     nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
     nst_jpeg_enc *enc; /* NULL until the first nst_decode_transcode()   */
+    long mem_cap;      /* cinfo.mem->max_memory_to_use                   */
 };
+
+/* 1 if buf's header defines every table its first scan needs (jpeg.c);
+ * else a reused decompressor would take the previous file's. */
+int nst_jpeg_tables_defined(const uint8_t *buf, size_t len);
 
 #endif
