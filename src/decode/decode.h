@@ -16,6 +16,12 @@
  *   E_TOO_MANY_PIXELS  width * height > max_pixels, or a zero dimension
  *   E_NOMEM
  *
+ * A decoder's output for a file never depends on the files it decoded
+ * before: an abbreviated JPEG (tables left out of its header, as in
+ * Motion-JPEG frames) gets a fresh libjpeg decompressor, so it decodes with
+ * the standard Huffman tables and fails without a quantization table,
+ * instead of inheriting the previous file's tables.
+ *
  * Colour: JPEG grayscale, YCbCr and RGB give RGB; CMYK/YCCK are converted by
  * hand (Adobe-inverted when an Adobe marker is present, as Photoshop writes
  * them). PNG: palette, grayscale, 16-bit, alpha (dropped) all give RGB8.
