@@ -31,9 +31,13 @@ typedef struct test_jpeg_opts {
 
 /* Layout beyond libjpeg's defaults: sampling factors of component 0 (luma)
  * and of component 3 (K of YCCK), 0 = default; a restart marker every
- * restart_mcus MCUs (0 = none; restart_rows in the options wins). */
+ * restart_mcus MCUs (0 = none; restart_rows in the options wins); a
+ * progressive scan script of nscans scans (NULL = none; libjpeg checks it
+ * is valid, not that it is complete). */
 typedef struct test_jpeg_layout {
     int luma_h, luma_v, k_h, k_v, restart_mcus;
+    const jpeg_scan_info *scans;
+    int nscans;
 } test_jpeg_layout;
 
 /* The encoded bytes (malloc'd, *len set). */
@@ -62,6 +66,10 @@ static inline uint8_t *test_jpeg_encode_ex(const uint8_t *px, const test_jpeg_op
         if (l->k_v) c.comp_info[3].v_samp_factor = l->k_v;
     }
     if (o->progressive) jpeg_simple_progression(&c);
+    if (l && l->scans) {
+        c.scan_info = l->scans;
+        c.num_scans = l->nscans;
+    }
     if (o->restart_rows) c.restart_in_rows = o->restart_rows;
     else if (l && l->restart_mcus) c.restart_interval = (unsigned)l->restart_mcus;
     jpeg_start_compress(&c, TRUE);

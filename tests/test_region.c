@@ -75,7 +75,7 @@ static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size
     test_jpeg_opts o = {w, h, comps,
                         comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
                         sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, quality, progressive, 0, 0};
-    test_jpeg_layout l = {0, 0, 0, 0, 0};
+    test_jpeg_layout l = {0};
     if (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) {
         l.luma_h = 2;
         l.luma_v = sub == SUB_422 ? 1 : 2;

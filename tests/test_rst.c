@@ -76,9 +76,9 @@ static uint8_t *encode(int w, int h, int sub, int restart, int progressive, size
                         sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, 90, progressive,
                         restart > 0 ? restart : 0, 0};
     test_jpeg_layout l = {
-        (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1,
-        (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1, 0, 0,
-        restart < 0 ? -restart : 0};
+        .luma_h = (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1,
+        .luma_v = (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1,
+        .restart_mcus = restart < 0 ? -restart : 0};
     uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
     return out;
@@ -637,40 +637,18 @@ static void transcoded_wide_dc(nst_decoder *fast, nst_decoder *slow)
 }
 
 /* A w x h progressive file (gray or YCbCr 4:2:0) with the scan script
- * `scans` (libjpeg checks it is valid, not that it is complete). */
+ * `scans`. */
 static uint8_t *encode_scans(int w, int h, int gray, const jpeg_scan_info *scans, int nscans,
                              size_t *len)
 {
     const int comps = gray ? 1 : 3;
     uint8_t *px = malloc((size_t)w * h * comps);
     for (size_t i = 0; i < (size_t)w * h * comps; i++) px[i] = (uint8_t)(i * 7 + (noise() % 50));
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    unsigned char *mem = NULL;
-    unsigned long mlen = 0;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &mlen);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = comps;
-    c.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    c.scan_info = scans;
-    c.num_scans = nscans;
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = px + (size_t)c.next_scanline * w * comps;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    const test_jpeg_opts o = {.w = w, .h = h, .comps = comps,
+                              .in_cs = gray ? JCS_GRAYSCALE : JCS_RGB, .quality = 90};
+    const test_jpeg_layout l = {.scans = scans, .nscans = nscans};
+    uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
-    uint8_t *out = malloc(mlen);
-    memcpy(out, mem, mlen);
-    free(mem);
-    *len = mlen;
     return out;
 }
 
