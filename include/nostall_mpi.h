@@ -53,7 +53,9 @@
  *   (straight to storage) until any message from it arrives. Never a hang,
  *   never a wrong item. A killed peer: with OpenMPI, start the job with
  *   `mpirun --enable-recovery` (else mpirun aborts the job when a process
- *   dies, which is also a clear, bounded failure).
+ *   dies, which is also a clear, bounded failure). Open MPI 4.1 may still
+ *   end a survivor whose request was on its way to the dead rank (its TCP
+ *   transport has no recovery; docs/mpi.md).
  *
  * Thread safety: attach/detach by one thread; stats from any thread while
  * the attachment exists; the hooks are called by the loader's workers.
