@@ -376,7 +376,7 @@ int cmd_bench(int argc, char **argv)
     } else {
         printf("nostall bench: %s\n", data);
         printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
-        if (info.files_ignored) printf(" (%" PRIu64 " non-image files ignored)", info.files_ignored);
+        if (info.files_ignored) printf(" (%" PRIu64 " files not named .jpg, .jpeg or .png ignored)", info.files_ignored);
         printf("; indexed in %.2f s\n", setup_s);
         uint64_t bs = 0;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);

@@ -196,6 +196,13 @@ class Loader:
             if getattr(self, "_tmp_list", None):
                 os.unlink(self._tmp_list)
         self._info = self.info()
+        if self._info["files_ignored"]:
+            # Nothing silently lost: torchvision's ImageFolder would also
+            # have loaded .bmp, .gif, .webp, .tif and friends.
+            warnings.warn("nostall: %d file(s) in %s ignored: not named .jpg, .jpeg or .png "
+                          "(the formats nostall decodes)" % (self._info["files_ignored"],
+                                                            self.source),
+                          RuntimeWarning, stacklevel=2)
 
     def _source_path(self, source):
         if isinstance(source, (str, bytes, os.PathLike)):

@@ -179,6 +179,19 @@ def test_errors(data, bad_data, tmp_path):
         assert "x.jpg" in skip["reason"] and ld.stats()["skipped_unique"] == 1
 
 
+def test_other_extensions_warned(tmp_path):
+    # An ImageFolder with a .webp and a README: counted and warned about,
+    # never silently dropped.
+    from conftest import gen
+    d = gen(tmp_path / "mixed", 4, 1, 32, 24)
+    for name in ("a.webp", "README.txt"):
+        (tmp_path / "mixed" / "class_000" / name).write_bytes(b"x")
+    with pytest.warns(RuntimeWarning, match=r"2 file\(s\) in .*mixed ignored"):
+        ld = nostall.Loader(d, batch_size=2, crop=16, threads=1)
+    with ld:
+        assert ld.info()["files_ignored"] == 2 and ld.info()["items"] == 4
+
+
 def test_zero_copy_and_copy(data):
     with nostall.Loader(data, **SMALL) as ld:
         for images, labels in ld:
