@@ -22,7 +22,7 @@ BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
-                 openmpi-bin libopenmpi-dev
+                 openmpi-bin libopenmpi-dev python3-mpi4py
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 

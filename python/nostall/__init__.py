@@ -13,6 +13,9 @@ API and reads its tables (options, statuses, counters) from the library at
 import; loader.py maps statuses to exceptions and batches to tensors. See
 loader.py for the batch lifetime, Ctrl-C and threading rules.
 
+nostall.mpi (import it explicitly; needs mpi4py) is the partitioned cache
+across the ranks of an MPI job: Loader(source, peer_cache=PartitionedCache(...)).
+
 Library lookup: $NOSTALL_LIBRARY, else ../../build/libnostall.so relative to
 this package, else ctypes.util.find_library("nostall").
 """

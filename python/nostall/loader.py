@@ -155,7 +155,9 @@ class Loader:
     Values are passed to the library as text (bools as 1/0, sequences as
     "a,b,c"), which validates them: a bad one raises OptionError naming it.
     None means "not given". rank and world_size default to $RANK and
-    $WORLD_SIZE (set by torchrun).
+    $WORLD_SIZE (set by torchrun). peer_cache=nostall.mpi.PartitionedCache
+    serves items from the MPI job's partitioned cache (rank and world_size
+    then default to its communicator's).
 
     Iterating yields `(images, labels)` for one epoch: torch tensors (numpy
     arrays if torch is not installed) -- float: float32 N,C,H,W; uint8: uint8
@@ -164,8 +166,9 @@ class Loader:
     copy=True yields private copies instead.
     """
 
-    def __init__(self, source, *, copy=False, **options):
+    def __init__(self, source, *, copy=False, peer_cache=None, **options):
         self._ld = None
+        self._peer_cache = peer_cache  # kept alive while this loader uses it
         self._lib = _lib  # kept for __del__ during interpreter shutdown
         self._copy = bool(copy)
         self._batch = _lib.Batch()
@@ -173,6 +176,19 @@ class Loader:
         self._as_torch = _torch()
         self._pid = os.getpid()
         options = {k: v for k, v in options.items() if v is not None}  # None: not given
+        if peer_cache is not None:
+            if not isinstance(source, (str, bytes, os.PathLike)) or \
+                    os.path.realpath(os.fsdecode(source)) != os.path.realpath(peer_cache.source):
+                raise ERRORS[_lib.CODE["E_OPTION"]](
+                    _lib.CODE["E_OPTION"], "nostall.Loader: peer_cache was made for %s, not %r "
+                    "(item numbers must match)" % (peer_cache.source, source))
+            peer_cache._attach_loader(self)
+            for key, value in (("rank", peer_cache.rank), ("world_size", peer_cache.size)):
+                if key in options and str(options[key]) != str(value):
+                    raise ERRORS[_lib.CODE["E_OPTION"]](
+                        _lib.CODE["E_OPTION"], "nostall.Loader: %s=%s but the peer_cache's "
+                        "communicator says %s" % (key, options[key], value))
+                options[key] = value
         for key in ("rank", "world_size"):
             env = os.environ.get(key.upper())
             if key not in options and env not in (None, ""):
@@ -187,6 +203,8 @@ class Loader:
             for name in _lib.OPTIONS:
                 _check(_lib.config_get(cfg, name.encode(), buf, len(buf)))
                 self.config[name] = _lib._s(buf.value)
+            if peer_cache is not None:
+                _check(_lib.config_set_peer_cache(cfg, ctypes.byref(peer_cache.hooks)))
             self.source = self._source_path(source)
             ld = ctypes.c_void_p()
             _check(_lib.loader_create(ctypes.byref(ld), _encode(self.source), cfg))
