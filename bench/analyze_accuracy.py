@@ -70,8 +70,8 @@ CONFIGS = [
      "echo_factor=3,echo_point=augment,threads=1,step_ms=5,storage_mbps=400"),
     ("latency 3 ms, io_depth 1, 400 MB/s", {"storage_latency_ms": 3, "io_depth": 1, "storage_mbps": 400},
      STEP_MS, "storage_latency_ms=3,io_depth=1,storage_mbps=400"),
-    ("latency 3 ms, io_depth 4, 400 MB/s", {"storage_latency_ms": 3, "storage_mbps": 400}, STEP_MS,
-     "storage_latency_ms=3,storage_mbps=400"),
+    ("latency 3 ms, io_depth 4, 400 MB/s", {"storage_latency_ms": 3, "io_depth": 4, "storage_mbps": 400},
+     STEP_MS, "storage_latency_ms=3,io_depth=4,storage_mbps=400"),
 ]
 args = ["analyze", "--measurements", mfile, "--json"]
 for _, _, step, spec in CONFIGS:

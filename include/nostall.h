@@ -199,9 +199,10 @@ NOSTALL_API const char *nostall_last_error(void);
       "all reads; 0 = off")                                                    \
     X(STORAGE_LATENCY_MS, "storage_latency_ms", DOUBLE, "0", "0", "60000",     \
       "emulate this latency per storage read, in milliseconds; 0 = off")       \
-    X(IO_DEPTH, "io_depth", UINT, "4", "1", "256",                             \
+    X(IO_DEPTH, "io_depth", UINT, "0", "0", "256",                             \
       "reads or HTTP transfers in flight per worker thread (items fetched "    \
-      "ahead of decoding); 1 = read each item when its turn comes")            \
+      "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "    \
+      "waits for storage; 1 = read each item when its turn comes")             \
     X(READER, "reader", ENUM, "auto", "auto|pread|io_uring", "",               \
       "how local files are read: io_uring (many reads in flight from one "     \
       "thread), pread, or auto: io_uring when io_depth > 1 and the kernel "    \
@@ -475,7 +476,9 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(cache_transcoded, "items the MinIO cache holds rewritten with restart " \
       "markers (cache_transcode)")                                             \
     X(cache_transcode_ns, "worker time spent rewriting items for the cache "  \
-      "(declined attempts included); part of fetch_busy_ns")
+      "(declined attempts included); part of fetch_busy_ns")                  \
+    X(io_depth_max, "fetches in flight per worker now, the largest over the " \
+      "workers (io_depth, or what io_depth=0 grew to)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

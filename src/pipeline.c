@@ -75,6 +75,7 @@ typedef struct worker_stats {
     counter storage_reads, storage_bytes, storage_wait_ns;
     counter cache_hits, cache_misses;
     counter transcoded, transcode_ns; /* cache_transcode rewrites (fetch stage) */
+    counter depth;                    /* io_depth in effect (auto: grows)      */
 } worker_stats;
 
 /* An item ticket taken by a worker: item j of the batch in slot s. */
@@ -130,8 +131,12 @@ typedef struct worker {
     pthread_t thread;
     int started;
     nst_fetcher *fetch;  /* the fetches in flight, oldest first         */
-    ticket *tk;          /* their tickets, same FIFO order (depth)      */
-    uint32_t tk_head, tk_count, depth;
+    ticket *tk;          /* their tickets, same FIFO order (cap entries) */
+    uint32_t tk_head, tk_count;
+    uint32_t depth, cap; /* tickets kept now / at most (io_depth=0: auto) */
+    /* io_depth=0: the current window of completed items (depth_adapt) */
+    uint64_t win_wait_ns, win_busy_ns;
+    uint32_t win_items, win_full;
     nst_decoder *dec;
     nst_augmenter *aug;
 } worker;
@@ -581,7 +586,7 @@ static int open_batch(struct nostall_loader *ld)
 static int take_ticket(struct nostall_loader *ld, worker *w)
 {
     nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
-    ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+    ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->cap];
     t->echo = t->produce = 0;
     t->copy = 0;
     t->store = NST_ECHO_NO_STORE;
@@ -679,6 +684,29 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
     }
 }
 
+/* io_depth=0 (auto): a worker starts with IO_DEPTH_AUTO_START tickets and,
+ * after each window of IO_DEPTH_AUTO_WINDOW completed items in which its
+ * FIFO was mostly full and it waited for storage more than 1/20 of the
+ * time, doubles them, up to its cap. Never shrinks: the cost of a deeper
+ * FIFO is buffers (one item each), and slow storage rarely speeds up. */
+enum { IO_DEPTH_AUTO_START = 4, IO_DEPTH_AUTO_MAX = 32, IO_DEPTH_AUTO_WINDOW = 16 };
+
+static void depth_adapt(worker *w, uint64_t wait_ns, uint64_t busy_ns, int full)
+{
+    if (w->depth >= w->cap) return;
+    w->win_wait_ns += wait_ns;
+    w->win_busy_ns += busy_ns;
+    w->win_full += full;
+    if (++w->win_items < IO_DEPTH_AUTO_WINDOW) return;
+    if (2 * w->win_full >= w->win_items &&
+        20 * w->win_wait_ns > w->win_wait_ns + w->win_busy_ns) {
+        w->depth = 2 * w->depth < w->cap ? 2 * w->depth : w->cap;
+        atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
+    }
+    w->win_wait_ns = w->win_busy_ns = 0;
+    w->win_items = w->win_full = 0;
+}
+
 /*
  * A worker keeps up to `depth` tickets, taken in delivery order and only
  * from open batches (so the ring bounds them and a worker holding tickets
@@ -709,7 +737,7 @@ static void *worker_main(void *arg)
         /* Start the fetches of the new tickets. */
         uint64_t t0 = nst_now_ns();
         for (uint32_t k = first; k < first + taken; k++) {
-            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+            ticket *t = &w->tk[(w->tk_head + k) % w->cap];
             if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->index);
             uint64_t index = t->index;
             t->s->indices[t->j] = index;
@@ -718,8 +746,10 @@ static void *worker_main(void *arg)
             else nst_fetch_submit(w->fetch, index, nst_index_path(ld->index, index));
         }
         /* Complete the oldest. */
+        const int full = w->tk_count >= w->depth;
         nst_fetch_req *r = nst_fetch_next(w->fetch);
-        STAT_ADD(w->st.fetch_ns, nst_now_ns() - t0);
+        const uint64_t tb = nst_now_ns();
+        STAT_ADD(w->st.fetch_ns, tb - t0);
         if (!r) { /* stopped while waiting */
             pthread_mutex_lock(&ld->mu);
             break;
@@ -752,8 +782,9 @@ static void *worker_main(void *arg)
         }
         if (t.apool != UINT32_MAX && rc == 0)
             memcpy(ld->apool_pixels + (size_t)t.apool * ld->item_bytes, dst, ld->item_bytes);
+        depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);
-        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_head = (w->tk_head + 1) % w->cap;
         w->tk_count--;
 
         pthread_mutex_lock(&ld->mu);
@@ -785,7 +816,7 @@ static void *coord_worker_main(void *arg)
     while (!atomic_load(&ld->stop_flag)) {
         uint32_t first = w->tk_count;
         while (!end && w->tk_count < w->depth) {
-            ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+            ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->cap];
             uint64_t t0 = nst_now_ns();
             int rc = nst_group_take(ld->group, &t->gt, w->tk_count ? 0 : 100);
             if (rc == 0) {
@@ -802,14 +833,16 @@ static void *coord_worker_main(void *arg)
         }
         uint64_t t0 = nst_now_ns();
         for (uint32_t k = first; k < w->tk_count; k++) {
-            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+            ticket *t = &w->tk[(w->tk_head + k) % w->cap];
             t->index = nst_sampler_item(&ld->sampler, t->gt.epoch, t->gt.position);
             *t->gt.index = t->index;
             *t->gt.label = nst_index_label(ld->index, t->index);
             nst_fetch_submit(w->fetch, t->index, nst_index_path(ld->index, t->index));
         }
+        const int full = w->tk_count >= w->depth;
         nst_fetch_req *r = nst_fetch_next(w->fetch);
-        STAT_ADD(w->st.fetch_ns, nst_now_ns() - t0);
+        const uint64_t tb = nst_now_ns();
+        STAT_ADD(w->st.fetch_ns, tb - t0);
         if (!r) break; /* stopped */
         ticket *t = &w->tk[w->tk_head];
         int rc;
@@ -835,8 +868,9 @@ static void *coord_worker_main(void *arg)
         t->gt.io[NST_IO_fresh]++;
         io_add_uses(t->gt.io, 1, 1);
         nst_group_done(ld->group, &t->gt, rc, rc < 0 ? msg : "");
+        depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);
-        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_head = (w->tk_head + 1) % w->cap;
         w->tk_count--;
     }
     /* Tickets still held go back to the group when this member leaves. */
@@ -1123,11 +1157,16 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         w->ld = ld;
         if ((rc = nst_decoder_create(&w->dec, v[NOSTALL_OPT_MAX_PIXELS].u)) < 0) goto fail;
         if ((rc = nst_augmenter_create(&w->aug)) < 0) goto fail;
-        w->depth = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
-        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->depth)) < 0) goto fail;
+        w->depth = w->cap = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
+        if (w->cap == 0) { /* auto */
+            w->depth = IO_DEPTH_AUTO_START;
+            w->cap = IO_DEPTH_AUTO_MAX;
+        }
+        atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
+        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->cap)) < 0) goto fail;
         if (ld->cache && v[NOSTALL_OPT_CACHE_TRANSCODE].u)
             nst_fetcher_set_rewrite(w->fetch, rewrite_jpeg, w->dec);
-        w->tk = calloc(w->depth, sizeof *w->tk);
+        w->tk = calloc(w->cap, sizeof *w->tk);
         if (!w->tk) {
             rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
             goto fail;
@@ -1692,6 +1731,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
         s.cache_transcoded += STAT_GET(w->transcoded);
         s.cache_transcode_ns += STAT_GET(w->transcode_ns);
+        if (STAT_GET(w->depth) > s.io_depth_max) s.io_depth_max = STAT_GET(w->depth);
     }
     /* Storage and cache counts are those of the delivered batches' items,
      * so a snapshot at an epoch end covers exactly that epoch's items (work

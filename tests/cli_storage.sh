@@ -4,7 +4,8 @@
 # from storage and serves the cached items as hits; the cache never exceeds
 # its budget and does not change a single delivered byte; misses are not
 # left in the OS page cache; emulated bandwidth and latency slow reads as
-# configured; bad options are refused with a message; cache_transcode
+# configured; io_depth 0 (auto) deepens the reads in flight only while
+# they wait; bad options are refused with a message; cache_transcode
 # rewrites each cached JPEG once and changes no delivered byte.
 source "$(dirname "$0")/lib_cli.sh"
 
@@ -96,6 +97,25 @@ for reader in pread io_uring; do
     json "$TMP/lat6.json" "0.19 <= j['seconds'] <= 0.6" | grep True > /dev/null \
         || fail "io_depth 6 ($reader): $s6 s, want about 0.2 s (latencies overlapping)"
 done
+# io_depth 0 (the default, auto): a worker that waits for storage deepens
+# its FIFO (4, 8, 16, ...) and gets well ahead of a fixed 4; same bytes;
+# on storage that keeps up it stays at 4
+for d in 4 0; do
+    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --epochs 3 --io-depth $d \
+        --storage-latency-ms 20 --json --quiet > "$TMP/auto$d.json"
+done
+echo "latency 20 ms, 180 reads, 1 thread: io_depth 4 $(json "$TMP/auto4.json" 'j["seconds"]') s," \
+    "auto $(json "$TMP/auto0.json" 'j["seconds"]') s (grew to $(json "$TMP/auto0.json" 'j["stats"]["io_depth_max"]'))"
+[ "$(json "$TMP/auto0.json" 'j["checksum"]')" = "$(json "$TMP/auto4.json" 'j["checksum"]')" ] || fail "auto io_depth changed the bytes"
+json "$TMP/auto0.json" "j['stats']['io_depth_max'] >= 16" | grep True > /dev/null || fail "auto io_depth did not grow"
+json "$TMP/auto4.json" "j['stats']['io_depth_max'] == 4" | grep True > /dev/null || fail "fixed io_depth 4 moved"
+json "$TMP/auto0.json" "j['seconds'] * 1.5 < $(json "$TMP/auto4.json" 'j["seconds"]')" | grep True > /dev/null \
+    || fail "auto io_depth not faster than 4 on 20 ms storage"
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --epochs 3 --json --quiet > "$TMP/autofast.json"
+# (one doubling tolerated: under a sanitizer on a loaded machine, a read of
+# a page-cached file can wait behind a scheduling hiccup)
+json "$TMP/autofast.json" "j['stats']['io_depth_max'] <= 8" | grep True > /dev/null \
+    || fail "auto io_depth grew on storage that keeps up: $(json "$TMP/autofast.json" 'j["stats"]["io_depth_max"]')"
 # with a cache, epochs after the first are not slowed by storage for cached items
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --epochs 2 \
     --cache-bytes 100M --json --quiet > "$TMP/slowcache.json"

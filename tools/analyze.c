@@ -631,7 +631,11 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
     m->threads = u ? (double)u : m->cores;
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
-    m->io_depth = (double)u;
+    /* 0 = auto: a worker that waits for storage doubles its reads in
+     * flight within a few dozen items, up to 32 (src/pipeline.c), so the
+     * model takes the cap; where storage keeps up, the depth does not
+     * matter to the prediction. */
+    m->io_depth = u ? (double)u : 32.0;
     nostall_config_get_uint(cfg, NOSTALL_OPT_CACHE_BYTES, &u);
     m->cache_bytes = (double)u;
     nostall_config_get(cfg, "cache", val, sizeof val);
