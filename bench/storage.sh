@@ -4,7 +4,8 @@
 #      0.75 of the dataset (want 1 - c, within 2%), every epoch after the first;
 #   2. with storage emulated at 50 MB/s: epoch time with c = 0.5 vs uncached
 #      (want within 10% of half);
-#   3. peak RSS vs cache budget + ring bytes + 64 MiB.
+#   3. peak RSS vs cache budget + ring bytes + 64 MiB;
+#   4. emulated per-read latency: io_depth 0 (auto, the default) vs a fixed 4.
 # Usage: bash bench/storage.sh [--images N] (default 1000, 470x425 q95).
 # Writes build/bench/storage.json and prints a Markdown table.
 set -euo pipefail
@@ -63,6 +64,23 @@ for threads, depth in (("2", "1"), ("2", "8")):
         print("| MinIO c = 0.5, epoch %d | %s | %.2f | %.3f |" % (i + 2, label, t, t / t_unc))
     res["emulated"].append({"threads": int(threads), "io_depth": int(depth),
                             "uncached_epoch_seconds": t_unc, "c05_epoch_seconds": t_half})
+print()
+print("| per-read latency | io_depth | items/s (1 epoch, 2 threads) | reads in flight per worker at the end | ÷ io_depth 4 |")
+print("|---|---|---|---|---|")
+# io_depth 0 (auto, the default) against the old fixed default of 4, on
+# storage that answers each read after a fixed latency (no bandwidth cap).
+res["latency"] = []
+for lat in ("5", "20", "50"):
+    rows = {}
+    for depth in ("4", "0"):
+        j = run("--epochs", "1", "--cache", "none", "--storage-latency-ms", lat, "--io-depth", depth)
+        rows[depth] = (j["items"] / j["seconds"], j["stats"]["io_depth_max"])
+    for depth in ("4", "0"):
+        rate, reached = rows[depth]
+        print("| %s ms | %s | %.0f | %d | %.2f |" % (lat, "0 (auto)" if depth == "0" else depth, rate,
+                                                     reached, rate / rows["4"][0]))
+        res["latency"].append({"latency_ms": float(lat), "io_depth": int(depth),
+                               "items_per_second": rate, "io_depth_reached": reached})
 json.dump(res, open(out, "w"), indent=1)
 print()
 print("written:", out)
