@@ -304,6 +304,20 @@ static void start_read(nst_fetcher *f, nst_fetch_req *r)
             return;
         }
         r->claimed = 1;
+        /* The item may have landed in the cache between the caller's
+         * lookup and this claim (another read put it there and let go of
+         * it): serve it rather than read it a second time. */
+        const uint8_t *data;
+        size_t len;
+        if (nst_cache_get(f->env->cache, r->index, &data, &len)) {
+            unclaim(f, r);
+            r->data = data;
+            r->len = len;
+            r->io.cache_miss = 0;
+            r->io.cache_hit = 1;
+            r->state = REQ_DONE;
+            return;
+        }
     }
     if (nst_http_is_url(r->path)) submit_http(f, r);
     else submit_local(f, r);
