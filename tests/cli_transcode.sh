@@ -95,10 +95,34 @@ mkdir -p "$TMP/bad/c"
 f=$(find "$TMP/src" -name '*.jpg' | sort | head -n 1)
 head -c 3000 "$f" > "$TMP/bad/c/trunc.jpg"
 cp "$f" "$TMP/bad/c/good.jpg"
+# ... and an intact progressive JPEG that stops after its DC scan (scans may
+# legitimately be left out; decoders then smooth the blocks, which a
+# baseline copy would not): kept as it is, said so, not called damaged
+/usr/bin/python3 - "$TMP/bad/c/partial.jpg" <<'PYEOF'
+import io, sys
+from PIL import Image
+b = io.BytesIO()
+Image.linear_gradient("L").resize((96, 64)).convert("RGB").save(b, "JPEG", quality=90, progressive=True)
+d, p, sos = b.getvalue(), 2, []
+while p < len(d):  # walk the segments; entropy data holds no bare 0xFF but RSTn
+    if d[p] != 0xFF: p += 1; continue
+    m = d[p + 1]
+    if m in (0x00, 0xFF) or 0xD0 <= m <= 0xD7: p += 2 if m != 0xFF else 1; continue
+    if m == 0xD9: break
+    if m == 0xDA: sos.append(p)
+    p += 2 + int.from_bytes(d[p + 2:p + 4], "big")
+assert len(sos) > 2, sos
+open(sys.argv[1], "wb").write(d[:sos[1]] + b"\xff\xd9")
+PYEOF
 "$CLI" transcode "$TMP/bad" "$TMP/bad.out" --quiet > "$TMP/out" 2> "$TMP/err" || fail "damaged file aborted the run"
 grep -q "trunc.jpg" "$TMP/err" || fail "damaged file not named: $(cat "$TMP/err")"
 grep -q "1 damaged" "$TMP/out" || fail "damaged file not counted: $(cat "$TMP/out")"
 cmp -s "$TMP/bad/c/trunc.jpg" "$TMP/bad.out/c/trunc.jpg" || fail "damaged file not copied unchanged"
+grep -q "partial.jpg: kept as it is (progressive scans leave coefficients incomplete" "$TMP/err" \
+    || fail "incomplete progressive file not reported: $(cat "$TMP/err")"
+grep -q "partial.jpg.*damaged" "$TMP/err" && fail "incomplete progressive file called damaged"
+grep -q "1 JPEGs kept as they are" "$TMP/out" || fail "kept file not counted: $(cat "$TMP/out")"
+cmp -s "$TMP/bad/c/partial.jpg" "$TMP/bad.out/c/partial.jpg" || fail "kept file not copied unchanged"
 cmp -s "$TMP/bad/c/good.jpg" "$TMP/bad.out/c/good.jpg" && fail "good file not transcoded"
 
 # usage errors: exit 2 with a message

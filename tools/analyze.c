@@ -485,7 +485,7 @@ static void transcode_sample(const paths *p, const nostall_config *warm, int sho
             long long len = tool_read_file(p->v[i], &buf, &cap, 64u << 20);
             if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
             unsigned long elen = 0;
-            if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) < 0) continue;
+            if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) != 0) continue;
             char *full = realpath(p->v[i], NULL);
             if (full && strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
                 free(full);

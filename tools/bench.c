@@ -376,7 +376,8 @@ int cmd_bench(int argc, char **argv)
     } else {
         printf("nostall bench: %s\n", data);
         printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
-        if (info.files_ignored) printf(" (%" PRIu64 " files not named .jpg, .jpeg or .png ignored)", info.files_ignored);
+        if (info.files_ignored) printf(" (%" PRIu64 " file%s not named .jpg, .jpeg or .png ignored)", info.files_ignored,
+                   info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
         uint64_t bs = 0;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);

@@ -78,7 +78,7 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t mu; /* everything below, and stderr */
-    long files, jpegs, copied, corrupt, errors;
+    long files, jpegs, copied, corrupt, kept, errors;
     unsigned long long in_bytes, out_bytes, jpeg_in, jpeg_out;
     int progress;
     double t0, last;
@@ -105,7 +105,8 @@ static void usage(FILE *f)
             "optimized Huffman tables. nostall's region decode then skips the MCUs\n"
             "above (and with --restart-mcus beside) a crop without decoding them.\n"
             "Other files are copied as they are; a damaged JPEG is reported and copied\n"
-            "unchanged.\n"
+            "unchanged, and so is one a baseline copy would decode differently (a\n"
+            "progressive file whose scans leave coefficients incomplete).\n"
             "\n"
             "options (--flag VALUE or --flag=VALUE):\n"
             "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
@@ -279,9 +280,9 @@ int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsign
         for (int k = 0; k < DCTSIZE2; k++)
             if (!src.coef_bits || src.coef_bits[c][k] != 0) {
                 snprintf(msg, msglen, "progressive scans leave coefficients incomplete, which "
-                                      "decoders smooth");
+                                      "decoders smooth; a baseline copy would not be");
                 jpeg_destroy_decompress(&src);
-                return -1;
+                return 1;
             }
 
     jpeg_create_compress(&dst);
@@ -387,16 +388,18 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
     size_t out_len = (size_t)len;
     unsigned char *enc = NULL;
     int jpeg = len >= 3 && b->buf[0] == 0xFF && b->buf[1] == 0xD8 && b->buf[2] == 0xFF;
-    int damaged = 0;
-    char msg[JMSG_LENGTH_MAX + 64];
+    int damaged = 0, kept = 0;
+    char msg[JMSG_LENGTH_MAX + 128];
     if (jpeg) {
         unsigned long elen = 0;
-        if (tool_transcode_jpeg(b->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc, &elen, msg,
-                                sizeof msg) == 0) {
+        const int trc = tool_transcode_jpeg(b->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc,
+                                            &elen, msg, sizeof msg);
+        if (trc == 0) {
             data = enc;
             out_len = elen;
         } else {
-            damaged = 1;
+            damaged = trc < 0;
+            kept = trc > 0;
             jpeg = 0;
         }
     }
@@ -407,6 +410,10 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
     if (damaged) {
         report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
         s->corrupt++;
+    }
+    if (kept) {
+        report(s, "transcode: %s: kept as it is (%s)\n", from, msg);
+        s->kept++;
     }
     if (wrc != 0) {
         report(s, "transcode: cannot write '%s': %s\n", to, strerror(we));
@@ -613,10 +620,12 @@ int cmd_transcode(int argc, char **argv)
     double t = tool_now_s() - s.t0;
     printf("transcode: %ld files in %.1f s: %ld JPEGs transcoded (%.1f MB -> %.1f MB, "
            "restart every %ld MCU%s%s), %ld other files copied, %ld damaged JPEGs copied "
-           "unchanged; %.1f MB -> %.1f MB in all%s\n",
+           "unchanged, %ld JPEGs kept as they are (not rewritable without changing pixels); "
+           "%.1f MB -> %.1f MB in all%s\n",
            s.files, t, s.jpegs, (double)s.jpeg_in / 1e6, (double)s.jpeg_out / 1e6,
            o.rows ? o.rows : o.mcus, o.rows ? " row" : "",
-           (o.rows ? o.rows : o.mcus) == 1 ? "" : "s", s.copied - s.corrupt, s.corrupt,
+           (o.rows ? o.rows : o.mcus) == 1 ? "" : "s", s.copied - s.corrupt - s.kept, s.corrupt,
+           s.kept,
            (double)s.in_bytes / 1e6,
            (double)s.out_bytes / 1e6, "");
     if (s.errors) {

@@ -23,8 +23,9 @@ long long tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t ma
 /* `nostall transcode` of one JPEG (transcode.c): in[0..len) rewritten
  * losslessly into a malloc'd *out (free() it), with a restart marker every
  * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
- * the MCUs per row) and optimized Huffman tables. 0, or -1 with msg filled
- * (damaged or unsupported input). */
+ * the MCUs per row) and optimized Huffman tables. 0; -1 with msg filled
+ * for damaged or unsupported input; 1 with msg filled for a file that a
+ * baseline copy would decode to other pixels (kept as it is). */
 int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
                         unsigned long *out_len, char *msg, size_t msglen);
 

@@ -26,8 +26,8 @@ def _io_error(message):
     return error_class(code)(code, message)
 
 _SUMMARY = re.compile(r"transcode: (\d+) files in ([\d.]+) s: (\d+) JPEGs transcoded .*?"
-                      r"(\d+) other files copied, (\d+) damaged JPEGs copied unchanged; "
-                      r"([\d.]+) MB -> ([\d.]+) MB")
+                      r"(\d+) other files copied, (\d+) damaged JPEGs copied unchanged, "
+                      r"(\d+) JPEGs kept as they are[^;]*; ([\d.]+) MB -> ([\d.]+) MB")
 
 
 def transcode(src, dst, *, restart_mcus=None, restart_rows=None, threads=None, force=False,
@@ -37,8 +37,9 @@ def transcode(src, dst, *, restart_mcus=None, restart_rows=None, threads=None, f
     restart_mcus / restart_rows: one marker every N MCUs (default 1) or every
     N MCU rows (1..64). threads: files at once (default: the online CPUs).
     force: write into a non-empty `dst`. Returns a dict: files, seconds,
-    jpegs, copied, damaged, mb_in, mb_out, messages (per-file reports,
-    e.g. damaged JPEGs, which are copied unchanged). Raises ValueError for a
+    jpegs, copied, damaged, kept, mb_in, mb_out, messages (per-file reports:
+    damaged JPEGs, and JPEGs a baseline copy would decode differently --
+    progressive ones with incomplete scans --, both copied unchanged). Raises ValueError for a
     bad argument or a missing `src`, and nostall.IoError (an OSError and a
     nostall.Error, with the command's messages) when files could not be read
     or written.
@@ -64,5 +65,5 @@ def transcode(src, dst, *, restart_mcus=None, restart_rows=None, threads=None, f
     if not m:
         raise _io_error("nostall transcode: unexpected output %r" % out.stdout.strip())
     return {"files": int(m.group(1)), "seconds": float(m.group(2)), "jpegs": int(m.group(3)),
-            "copied": int(m.group(4)), "damaged": int(m.group(5)), "mb_in": float(m.group(6)),
-            "mb_out": float(m.group(7)), "messages": messages}
+            "copied": int(m.group(4)), "damaged": int(m.group(5)), "kept": int(m.group(6)),
+            "mb_in": float(m.group(7)), "mb_out": float(m.group(8)), "messages": messages}
