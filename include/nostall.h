@@ -420,7 +420,8 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(batches_delivered, "batches lent to the consumer")                       \
     X(items_delivered, "items lent to the consumer")                           \
     X(fetch_items, "items fetched (from the cache or from storage)")           \
-    X(fetch_bytes, "bytes fetched (from the cache or from storage)")           \
+    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "  \
+      "storage; with cache_transcode, an item's rewritten size)")              \
     X(fetch_busy_ns, "worker time spent fetching (including emulated delays)") \
     X(decode_items, "items decoded")                                           \
     X(decode_pixels, "pixels decoded")                                         \
