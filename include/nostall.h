@@ -205,8 +205,8 @@ NOSTALL_API const char *nostall_last_error(void);
       "waits for storage; 1 = read each item when its turn comes")             \
     X(READER, "reader", ENUM, "auto", "auto|pread|io_uring", "",               \
       "how local files are read: io_uring (many reads in flight from one "     \
-      "thread), pread, or auto: io_uring when io_depth > 1 and the kernel "    \
-      "allows it, else pread")                                                 \
+      "thread), pread, or auto: io_uring when io_depth is not 1 and the "      \
+      "kernel allows it, else pread")                                          \
     X(HTTP_TIMEOUT_MS, "http_timeout_ms", UINT, "30000", "1", "3600000",       \
       "http(s) items: one attempt at a transfer fails after this long")        \
     X(HTTP_RETRIES, "http_retries", UINT, "3", "0", "100",                     \

@@ -133,7 +133,10 @@ typedef struct worker {
     nst_fetcher *fetch;  /* the fetches in flight, oldest first         */
     ticket *tk;          /* their tickets, same FIFO order (cap entries) */
     uint32_t tk_head, tk_count;
-    uint32_t depth, cap; /* tickets kept now / at most (io_depth=0: auto) */
+    /* Tickets kept now (the FIFO's modulus, as in the fetcher) / room for
+     * (io_depth=0: auto grows depth up to cap) / the depth decided, applied
+     * once the FIFO does not wrap (depth_apply). */
+    uint32_t depth, cap, want;
     /* io_depth=0: the current window of completed items (depth_adapt) */
     uint64_t win_wait_ns, win_busy_ns;
     uint32_t win_items, win_full;
@@ -586,7 +589,7 @@ static int open_batch(struct nostall_loader *ld)
 static int take_ticket(struct nostall_loader *ld, worker *w)
 {
     nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
-    ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->cap];
+    ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
     t->echo = t->produce = 0;
     t->copy = 0;
     t->store = NST_ECHO_NO_STORE;
@@ -686,25 +689,36 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
 
 /* io_depth=0 (auto): a worker starts with IO_DEPTH_AUTO_START tickets and,
  * after each window of IO_DEPTH_AUTO_WINDOW completed items in which its
- * FIFO was mostly full and it waited for storage more than 1/20 of the
- * time, doubles them, up to its cap. Never shrinks: the cost of a deeper
- * FIFO is buffers (one item each), and slow storage rarely speeds up. */
+ * FIFO was full for at least half the items and it waited for storage more
+ * than 1/20 of the time, doubles them, up to its cap. Never shrinks: the
+ * cost of a deeper FIFO is buffers (one item each, only for the depth
+ * reached), and slow storage rarely speeds up. */
 enum { IO_DEPTH_AUTO_START = 4, IO_DEPTH_AUTO_MAX = 32, IO_DEPTH_AUTO_WINDOW = 16 };
 
+/* Called with the oldest item completed, before it is released. */
 static void depth_adapt(worker *w, uint64_t wait_ns, uint64_t busy_ns, int full)
 {
-    if (w->depth >= w->cap) return;
+    if (w->want >= w->cap) return;
     w->win_wait_ns += wait_ns;
     w->win_busy_ns += busy_ns;
     w->win_full += full;
     if (++w->win_items < IO_DEPTH_AUTO_WINDOW) return;
     if (2 * w->win_full >= w->win_items &&
-        20 * w->win_wait_ns > w->win_wait_ns + w->win_busy_ns) {
-        w->depth = 2 * w->depth < w->cap ? 2 * w->depth : w->cap;
-        atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
-    }
+        20 * w->win_wait_ns > w->win_wait_ns + w->win_busy_ns)
+        w->want = 2 * w->want < w->cap ? 2 * w->want : w->cap;
     w->win_wait_ns = w->win_busy_ns = 0;
     w->win_items = w->win_full = 0;
+}
+
+/* After a release: grow the ticket FIFO and the fetcher's together (they
+ * hold the same items in the same positions) once their pending entries
+ * do not wrap around the current size, so every position keeps its slot. */
+static void depth_apply(worker *w)
+{
+    if (w->want <= w->depth || w->tk_head + w->tk_count > w->depth) return;
+    if (!nst_fetcher_grow(w->fetch, w->want)) return; /* cannot differ; stay in step */
+    w->depth = w->want;
+    atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
 }
 
 /*
@@ -737,7 +751,7 @@ static void *worker_main(void *arg)
         /* Start the fetches of the new tickets. */
         uint64_t t0 = nst_now_ns();
         for (uint32_t k = first; k < first + taken; k++) {
-            ticket *t = &w->tk[(w->tk_head + k) % w->cap];
+            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
             if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->index);
             uint64_t index = t->index;
             t->s->indices[t->j] = index;
@@ -784,8 +798,9 @@ static void *worker_main(void *arg)
             memcpy(ld->apool_pixels + (size_t)t.apool * ld->item_bytes, dst, ld->item_bytes);
         depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);
-        w->tk_head = (w->tk_head + 1) % w->cap;
+        w->tk_head = (w->tk_head + 1) % w->depth;
         w->tk_count--;
+        depth_apply(w);
 
         pthread_mutex_lock(&ld->mu);
         ld->inflight--;
@@ -816,7 +831,7 @@ static void *coord_worker_main(void *arg)
     while (!atomic_load(&ld->stop_flag)) {
         uint32_t first = w->tk_count;
         while (!end && w->tk_count < w->depth) {
-            ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->cap];
+            ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
             uint64_t t0 = nst_now_ns();
             int rc = nst_group_take(ld->group, &t->gt, w->tk_count ? 0 : 100);
             if (rc == 0) {
@@ -833,7 +848,7 @@ static void *coord_worker_main(void *arg)
         }
         uint64_t t0 = nst_now_ns();
         for (uint32_t k = first; k < w->tk_count; k++) {
-            ticket *t = &w->tk[(w->tk_head + k) % w->cap];
+            ticket *t = &w->tk[(w->tk_head + k) % w->depth];
             t->index = nst_sampler_item(&ld->sampler, t->gt.epoch, t->gt.position);
             *t->gt.index = t->index;
             *t->gt.label = nst_index_label(ld->index, t->index);
@@ -870,8 +885,9 @@ static void *coord_worker_main(void *arg)
         nst_group_done(ld->group, &t->gt, rc, rc < 0 ? msg : "");
         depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);
-        w->tk_head = (w->tk_head + 1) % w->cap;
+        w->tk_head = (w->tk_head + 1) % w->depth;
         w->tk_count--;
+        depth_apply(w);
     }
     /* Tickets still held go back to the group when this member leaves. */
     return NULL;
@@ -1162,8 +1178,9 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
             w->depth = IO_DEPTH_AUTO_START;
             w->cap = IO_DEPTH_AUTO_MAX;
         }
+        w->want = w->depth;
         atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
-        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->cap)) < 0) goto fail;
+        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->depth, w->cap)) < 0) goto fail;
         if (ld->cache && v[NOSTALL_OPT_CACHE_TRANSCODE].u)
             nst_fetcher_set_rewrite(w->fetch, rewrite_jpeg, w->dec);
         w->tk = calloc(w->cap, sizeof *w->tk);

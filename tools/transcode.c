@@ -407,14 +407,8 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
     int wrc = write_file(to, data, out_len), we = errno;
     free(enc);
     pthread_mutex_lock(&s->mu);
-    if (damaged) {
-        report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
-        s->corrupt++;
-    }
-    if (kept) {
-        report(s, "transcode: %s: kept as it is (%s)\n", from, msg);
-        s->kept++;
-    }
+    if (damaged) report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
+    if (kept) report(s, "transcode: %s: kept as it is (%s)\n", from, msg);
     if (wrc != 0) {
         report(s, "transcode: cannot write '%s': %s\n", to, strerror(we));
         s->errors++;
@@ -427,7 +421,9 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
             s->jpeg_in += (unsigned long long)len;
             s->jpeg_out += out_len;
         } else {
-            s->copied++;
+            s->copied++; /* of which damaged or kept JPEGs, counted apart */
+            s->corrupt += damaged;
+            s->kept += kept;
         }
     }
     progress(s, 0);

@@ -174,9 +174,11 @@ class PartitionedCache:
         if not pc:
             return True
         atexit.unregister(self.close)
-        for ld in list(self._loaders):
-            ld.close()
-        rc = self._lib.nostall_mpi_detach(pc)
+        try:
+            for ld in list(self._loaders):
+                ld.close()
+        finally:  # the collective detach happens whatever a loader did
+            rc = self._lib.nostall_mpi_detach(pc)
         if rc == _lib.TIMEOUT:
             return False
         _check(rc)

@@ -32,7 +32,7 @@ enum { REQ_DONE = 0, REQ_URING, REQ_HTTP, REQ_WAIT };
 
 struct nst_fetcher {
     const nst_fetch_env *env;
-    uint32_t depth, head, count;
+    uint32_t depth, cap, head, count; /* FIFO modulus now / allocated (grow) */
     nst_fetch_req *reqs;
     int use_uring;
     struct io_uring ring;
@@ -63,21 +63,23 @@ static void req_fail(nst_fetcher *f, nst_fetch_req *r, int status)
     r->state = REQ_DONE;
 }
 
-int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth)
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth,
+                       uint32_t cap)
 {
     nst_fetcher *f = calloc(1, sizeof *f);
     *out = NULL;
     if (!f) return nst_error(NOSTALL_E_NOMEM, "fetch: out of memory");
     f->env = env;
     f->depth = depth ? depth : 1;
-    f->reqs = calloc(f->depth, sizeof *f->reqs);
+    f->cap = cap > f->depth ? cap : f->depth;
+    f->reqs = calloc(f->cap, sizeof *f->reqs);
     if (!f->reqs) {
         free(f);
         return nst_error(NOSTALL_E_NOMEM, "fetch: out of memory");
     }
-    for (uint32_t i = 0; i < f->depth; i++) f->reqs[i].fd = -1;
-    if (env->reader == NST_READER_URING || (env->reader == NST_READER_AUTO && f->depth > 1)) {
-        int rc = io_uring_queue_init(f->depth, &f->ring, 0);
+    for (uint32_t i = 0; i < f->cap; i++) f->reqs[i].fd = -1;
+    if (env->reader == NST_READER_URING || (env->reader == NST_READER_AUTO && f->cap > 1)) {
+        int rc = io_uring_queue_init(f->cap, &f->ring, 0);
         if (rc == 0) {
             f->use_uring = 1;
         } else if (env->reader == NST_READER_URING) {
@@ -102,6 +104,15 @@ void nst_fetcher_set_rewrite(nst_fetcher *f, nst_fetch_rewrite_fn fn, void *ctx)
 const char *nst_fetcher_reader(const nst_fetcher *f) { return f->use_uring ? "io_uring" : "pread"; }
 uint32_t nst_fetch_pending(const nst_fetcher *f) { return f->count; }
 uint32_t nst_fetch_room(const nst_fetcher *f) { return f->depth - f->count; }
+
+int nst_fetcher_grow(nst_fetcher *f, uint32_t depth)
+{
+    /* Positions head .. head+count-1 mean the same slots under the larger
+     * modulus only if they do not wrap around the current one. */
+    if (depth <= f->depth || depth > f->cap || f->head + f->count > f->depth) return 0;
+    f->depth = depth;
+    return 1;
+}
 
 /* A storage read finished with `have` bytes in r->buf: check it, drop its
  * pages when nostall caches, offer it to the caches. */
@@ -252,7 +263,7 @@ static void submit_http(nst_fetcher *f, nst_fetch_req *r)
     int rc;
     if (!f->http) {
         nst_http_opts o = {
-            .max_inflight = f->depth,
+            .max_inflight = f->cap,
             .timeout_ms = env->http_timeout_ms,
             .retries = env->http_retries,
             .backoff_ms = 0,
@@ -446,7 +457,7 @@ void nst_fetcher_free(nst_fetcher *f)
         io_uring_queue_exit(&f->ring);
     }
     nst_http_free(f->http);
-    for (uint32_t i = 0; i < f->depth; i++) {
+    for (uint32_t i = 0; i < f->cap; i++) {
         if (f->reqs[i].fd >= 0) close(f->reqs[i].fd);
         nst_buf_free(&f->reqs[i].buf);
     }

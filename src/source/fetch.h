@@ -95,9 +95,16 @@ typedef struct nst_fetch_req {
 
 typedef struct nst_fetcher nst_fetcher;
 
-/* depth >= 1. With env->reader AUTO, io_uring is used when depth > 1 and the
- * kernel allows it; URING fails with E_IO when it is unavailable. */
-int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth);
+/* depth >= 1 fetches in flight, room allocated for up to cap (>= depth;
+ * nst_fetcher_grow). With env->reader AUTO, io_uring is used when cap > 1
+ * and the kernel allows it; URING fails with E_IO when it is unavailable. */
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth,
+                       uint32_t cap);
+/* Allow `depth` fetches in flight (depth <= cap). Only possible while the
+ * pending fetches do not wrap around the FIFO's current size: returns 1 if
+ * done, 0 if not now (try again after a release). Request buffers beyond
+ * the current depth are never touched before it grows. */
+int nst_fetcher_grow(nst_fetcher *f, uint32_t depth);
 /* Install (fn non-NULL) or remove the rewrite hook. */
 void nst_fetcher_set_rewrite(nst_fetcher *f, nst_fetch_rewrite_fn fn, void *ctx);
 /* Waits for reads in flight (their buffers are freed), aborts transfers. */
