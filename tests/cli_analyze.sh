@@ -115,6 +115,19 @@ json "$f" 'abs(j["model"]["cold_run"]["epoch_s"] / j["measured"]["cold_s"] - 1) 
 json "$f" 'len(j["predictions"]) == 2 and j["predictions"][0]["prediction"]["fetch_stall_fraction"] < 0.05' | grep -q True \
     || tfail "--predict cache_fraction=1 should remove the fetch stall"
 
+# reads that wait (latency) with a fixed io_depth of 1: the storage advice
+# is more reads in flight (--io-depth 0), not a cache, and it removes the
+# fetch stall; the bandwidth-bound job above keeps its cache advice
+/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); m=j['measurements']; m.update(io_depth=1, emu_mbps=0, emu_latency_ms=10); json.dump(m,open(sys.argv[2],'w'))" "$f" "$TMP/lat.json"
+"$CLI" analyze --measurements "$TMP/lat.json" --json --predict io_depth=32 > "$TMP/latr.json" || fail "analyze (latency) failed"
+echo "latency-bound, io_depth 1: $(json "$TMP/latr.json" 'j["recommendations"][1]["text"]')"
+json "$TMP/latr.json" 'j["bound"] == "fetch" and j["recommendations"][1]["needed"] and "--io-depth 0" in j["recommendations"][1]["text"] and j["recommendations"][1]["value"] == 0' \
+    | grep -q True || fail "latency-bound: should advise --io-depth 0: $(json "$TMP/latr.json" 'j["recommendations"][1]')"
+json "$TMP/latr.json" 'j["recommendations"][1]["epoch_after_s"] < 0.5 * j["recommendations"][1]["epoch_before_s"] and j["predictions"][0]["prediction"]["fetch_stall_fraction"] < 0.05' \
+    | grep -q True || fail "latency-bound: io_depth 32 should remove the fetch stall"
+json "$f" '"--io-depth" not in j["recommendations"][1]["text"]' | grep -q True \
+    || fail "bandwidth-bound: reads in flight cannot help: $(json "$f" 'j["recommendations"][1]["text"]')"
+
 # the partitioned cache (MPI): 4 ranks with the whole dataset between them
 # remove the storage stall when the network is fast, not when it is slow
 json "$f" "[r['prediction']['fetch_stall_fraction'] for r in j['whatif'] if r['group'] == 'partitioned'][-1] < 0.05" \
