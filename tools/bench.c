@@ -410,7 +410,13 @@ int cmd_bench(int argc, char **argv)
                    st.cache_transcoded, st.cache_transcode_ns * 1e-9);
         printf("  storage     %.1f MiB read in %" PRIu64 " reads", st.storage_bytes_read / 1048576.0,
                st.storage_reads);
-        if (st.storage_wait_ns) printf(" (%.2f s of emulated delay)", st.storage_wait_ns * 1e-9);
+        if (st.storage_wait_ns) printf("; workers waited %.2f s for them", st.storage_wait_ns * 1e-9);
+        {
+            uint64_t depth_opt = 0;
+            nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &depth_opt);
+            printf("; %" PRIu64 " in flight per worker%s", st.io_depth_max,
+                   depth_opt ? "" : " (io_depth auto: grows while they wait, up to 32)");
+        }
         printf("\n");
         echo_summary es = echo_summarize(&st, cfg);
         if (es.echoing) {
