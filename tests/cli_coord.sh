@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coordinated prep end to end with real jobs (nostall bench processes):
 # jobs of one group deliver exactly the bytes of a job alone, epoch by epoch,
-# while each item is prepared once for the whole group; a job with different
+# while each item is prepared once for the whole group (also with reads in
+# flight deepening on slow storage); a job with different
 # data options is refused naming the option; kill -9 of a member mid-epoch
 # leaves the others finishing with correct batches; a group whose members
 # all crashed is cleaned up by the next job; nothing is left in /dev/shm.
@@ -34,6 +35,21 @@ for i in 1 2 3; do
 done
 [ "$produced" = 144 ] || fail "the group prepared $produced items for 3 epochs of 48 (want each once: 144)"
 [ "$(shm $G-a)" = 0 ] || fail "segment left after every member exited"
+
+# 1b. slow storage: each member's reads in flight grow (io_depth auto), the
+# bytes do not change
+for i in 1 2; do
+    "$CLI" bench "$TMP/data" "${common[@]}" --storage-latency-ms 10 --coordinate $G-s > "$TMP/s$i.json" &
+done
+wait
+grew=0
+for i in 1 2; do
+    check_epochs "$TMP/s$i.json"
+    d=$(json "$TMP/s$i.json" 'j["stats"]["io_depth_max"]')
+    [ "$d" -gt 4 ] && grew=1
+done
+echo "slow storage: reads in flight per member $(json "$TMP/s1.json" 'j["stats"]["io_depth_max"]'), $(json "$TMP/s2.json" 'j["stats"]["io_depth_max"]')"
+[ $grew = 1 ] || fail "no member deepened its reads in flight on 10 ms storage"
 
 # 2. different data options are refused, naming the option
 "$CLI" bench "$TMP/data" "${common[@]}" --step-ms 60 --coordinate $G-b > /dev/null &
