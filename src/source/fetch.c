@@ -304,6 +304,21 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     finish_read(f, r);
 }
 
+/* Serve a request that first missed from the cache, if the item is there
+ * now (another read landed it). 1 if served. */
+static int serve_late_hit(nst_fetcher *f, nst_fetch_req *r)
+{
+    const uint8_t *data;
+    size_t len;
+    if (!nst_cache_get(f->env->cache, r->index, &data, &len)) return 0;
+    r->data = data;
+    r->len = len;
+    r->io.cache_miss = 0;
+    r->io.cache_hit = 1;
+    r->state = REQ_DONE;
+    return 1;
+}
+
 /* Read from storage, unless another fetch is reading the same item into
  * the cache right now. */
 static void start_read(nst_fetcher *f, nst_fetch_req *r)
@@ -318,15 +333,8 @@ static void start_read(nst_fetcher *f, nst_fetch_req *r)
         /* The item may have landed in the cache between the caller's
          * lookup and this claim (another read put it there and let go of
          * it): serve it rather than read it a second time. */
-        const uint8_t *data;
-        size_t len;
-        if (nst_cache_get(f->env->cache, r->index, &data, &len)) {
+        if (serve_late_hit(f, r)) {
             unclaim(f, r);
-            r->data = data;
-            r->len = len;
-            r->io.cache_miss = 0;
-            r->io.cache_hit = 1;
-            r->state = REQ_DONE;
             return;
         }
     }
@@ -338,16 +346,7 @@ static void start_read(nst_fetcher *f, nst_fetch_req *r)
  * read here if it was given up (failed, or did not fit in the cache). */
 static void wait_step(nst_fetcher *f, nst_fetch_req *r)
 {
-    const uint8_t *data;
-    size_t len;
-    if (nst_cache_get(f->env->cache, r->index, &data, &len)) {
-        r->data = data;
-        r->len = len;
-        r->io.cache_miss = 0;
-        r->io.cache_hit = 1;
-        r->state = REQ_DONE;
-        return;
-    }
+    if (serve_late_hit(f, r)) return;
     if (!atomic_load_explicit(&f->env->reading[r->index], memory_order_acquire)) {
         start_read(f, r);
         return;
