@@ -137,6 +137,9 @@ NOSTALL_API const char *nostall_last_error(void);
  * Values out of bounds are rejected with E_OPTION and a message naming the
  * option and its bounds; nothing is clamped silently.
  * ------------------------------------------------------------------------ */
+/* io_depth=0 (auto): the reads in flight a worker may grow to. */
+#define NOSTALL_IO_DEPTH_AUTO_MAX 32
+
 #define NOSTALL_OPTION_TABLE(X)                                                \
     X(BATCH_SIZE, "batch_size", UINT, "64", "1", "65536",                      \
       "items per batch")                                                       \

@@ -693,7 +693,7 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
  * than 1/20 of the time, doubles them, up to its cap. Never shrinks: the
  * cost of a deeper FIFO is buffers (one item each, only for the depth
  * reached), and slow storage rarely speeds up. */
-enum { IO_DEPTH_AUTO_START = 4, IO_DEPTH_AUTO_MAX = 32, IO_DEPTH_AUTO_WINDOW = 16 };
+enum { IO_DEPTH_AUTO_START = 4, IO_DEPTH_AUTO_WINDOW = 16 };
 
 /* Called with the oldest item completed, before it is released. */
 static void depth_adapt(worker *w, uint64_t wait_ns, uint64_t busy_ns, int full)
@@ -1176,7 +1176,7 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         w->depth = w->cap = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
         if (w->cap == 0) { /* auto */
             w->depth = IO_DEPTH_AUTO_START;
-            w->cap = IO_DEPTH_AUTO_MAX;
+            w->cap = NOSTALL_IO_DEPTH_AUTO_MAX;
         }
         w->want = w->depth;
         atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);

@@ -632,10 +632,10 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     m->threads = u ? (double)u : m->cores;
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
     /* 0 = auto: a worker that waits for storage doubles its reads in
-     * flight within a few dozen items, up to 32 (src/pipeline.c), so the
+     * flight within a few dozen items, up to NOSTALL_IO_DEPTH_AUTO_MAX, so the
      * model takes the cap; where storage keeps up, the depth does not
      * matter to the prediction. */
-    m->io_depth = u ? (double)u : 32.0;
+    m->io_depth = u ? (double)u : NOSTALL_IO_DEPTH_AUTO_MAX;
     nostall_config_get_uint(cfg, NOSTALL_OPT_CACHE_BYTES, &u);
     m->cache_bytes = (double)u;
     nostall_config_get(cfg, "cache", val, sizeof val);

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "nostall.h"
 
 /* Bytes this rank reads in an epoch (its shard of the dataset): what a
  * cache fraction is a fraction of. */
@@ -435,12 +436,12 @@ void an_analyze(an_result *r)
     double cache_feasible = 1, cache_rec = r->cur.minio ? r->cur.cache_frac : 0;
     if (shard_bytes(m) > 0 && m->mem_available_bytes > 0)
         cache_feasible = fmin(1, 0.8 * m->mem_available_bytes / shard_bytes(m));
-    /* Reads in flight come first: a fixed io_depth under auto's 32 whose
+    /* Reads in flight come first: a fixed io_depth under auto's cap whose
      * reads wait (latency) is fixed without memory. */
     double io_fix_epoch = 0;
-    if (r->now.fetch_stall_s >= AN_STALL_OK * r->now.epoch_s && r->cur.io_depth < 32) {
+    if (r->now.fetch_stall_s >= AN_STALL_OK * r->now.epoch_s && r->cur.io_depth < NOSTALL_IO_DEPTH_AUTO_MAX) {
         s = r->cur;
-        s.io_depth = 32;
+        s.io_depth = NOSTALL_IO_DEPTH_AUTO_MAX;
         an_predict(m, &s, &p);
         if (p.fetch_stall_s < AN_STALL_OK * p.epoch_s) io_fix_epoch = p.epoch_s;
     }
@@ -472,10 +473,10 @@ void an_analyze(an_result *r)
             rc->epoch_after_s = io_fix_epoch;
             snprintf(rc->text, sizeof rc->text,
                      "Storage: the reads wait rather than saturate the device: more of them in flight "
-                     "remove the fetch stall without a cache. --io-depth 0 (auto: up to 32 per worker "
+                     "remove the fetch stall without a cache. --io-depth 0 (auto: up to %d per worker "
                      "thread, as reads wait; now %.0f) predicts epoch %.2f s instead of %.2f s (%.0f%% "
                      "faster).",
-                     r->cur.io_depth, rc->epoch_after_s, rc->epoch_before_s,
+                     NOSTALL_IO_DEPTH_AUTO_MAX, r->cur.io_depth, rc->epoch_after_s, rc->epoch_before_s,
                      100 * (rc->epoch_before_s / rc->epoch_after_s - 1));
         } else if (rc->value < 0) {
             snprintf(rc->text, sizeof rc->text, "Storage: even a cache of the whole dataset leaves a fetch stall.");
@@ -505,7 +506,7 @@ void an_analyze(an_result *r)
             base.minio = 1;
             base.cache_frac = cache_rec;
         }
-        if (io_fix_epoch > 0) base.io_depth = 32;
+        if (io_fix_epoch > 0) base.io_depth = NOSTALL_IO_DEPTH_AUTO_MAX;
         const char *with = cache_rec > 0 ? " and the cache above"
                            : io_fix_epoch > 0 ? " and the reads in flight above" : "";
         an_pred pb;
@@ -605,7 +606,7 @@ void an_analyze(an_result *r)
         s.cache_frac = cache_rec;
     }
     if (r->reco[2].value > 1) s.echo_factor = r->reco[2].value;
-    if (io_fix_epoch > 0) s.io_depth = 32;
+    if (io_fix_epoch > 0) s.io_depth = NOSTALL_IO_DEPTH_AUTO_MAX;
     add_row(r, "combined", -1, &s, "all recommendations (%.0f cores, cache %.0f%%, echo)", s.cores,
             100 * (s.minio ? s.cache_frac : 0));
 }

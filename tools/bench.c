@@ -414,8 +414,9 @@ int cmd_bench(int argc, char **argv)
         {
             uint64_t depth_opt = 0;
             nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &depth_opt);
-            printf("; %" PRIu64 " in flight per worker%s", st.io_depth_max,
-                   depth_opt ? "" : " (io_depth auto: grows while they wait, up to 32)");
+            if (depth_opt) printf("; %" PRIu64 " in flight per worker", st.io_depth_max);
+            else printf("; %" PRIu64 " in flight per worker (io_depth auto: grows while they wait, "
+                        "up to %d)", st.io_depth_max, NOSTALL_IO_DEPTH_AUTO_MAX);
         }
         printf("\n");
         echo_summary es = echo_summarize(&st, cfg);
