@@ -104,9 +104,8 @@ def _bytes(value):
     _check(_lib.config_create(ctypes.byref(cfg)))
     try:
         _check(_lib.config_set(cfg, b"cache_bytes", str(value).encode()))
-        out = c_uint64()  # the option's id is its place in the table
-        _check(_lib.config_get_uint(cfg, list(_lib.OPTIONS).index("cache_bytes"),
-                                    ctypes.byref(out)))
+        out = c_uint64()
+        _check(_lib.config_get_uint(cfg, _lib.option_find(b"cache_bytes"), ctypes.byref(out)))
         return out.value
     finally:
         _lib.config_free(cfg)
