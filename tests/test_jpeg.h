@@ -33,11 +33,13 @@ typedef struct test_jpeg_opts {
  * and of component 3 (K of YCCK), 0 = default; a restart marker every
  * restart_mcus MCUs (0 = none; restart_rows in the options wins); a
  * progressive scan script of nscans scans (NULL = none; libjpeg checks it
- * is valid, not that it is complete). */
+ * is valid, not that it is complete); optimize: Huffman tables fitted to
+ * the image (libjpeg's optimize_coding) instead of the standard ones. */
 typedef struct test_jpeg_layout {
     int luma_h, luma_v, k_h, k_v, restart_mcus;
     const jpeg_scan_info *scans;
     int nscans;
+    int optimize;
 } test_jpeg_layout;
 
 /* The encoded bytes (malloc'd, *len set). */
@@ -66,6 +68,7 @@ static inline uint8_t *test_jpeg_encode_ex(const uint8_t *px, const test_jpeg_op
         if (l->k_v) c.comp_info[3].v_samp_factor = l->k_v;
     }
     if (o->progressive) jpeg_simple_progression(&c);
+    if (l && l->optimize) c.optimize_coding = TRUE;
     if (l && l->scans) {
         c.scan_info = l->scans;
         c.num_scans = l->nscans;

@@ -100,4 +100,9 @@ void nst_jpeg_rst_free(nst_jpeg_rst *r);
 uint64_t nst_jpeg_rst_hits(const nst_decoder *d);
 void nst_jpeg_rst_enable(nst_decoder *d, int on);
 
+/* Test hooks (jpeg.c): scans our Huffman decoder (jpeg_huff.c) has decoded
+ * so far, and turning it off (on = 0) to compare with libjpeg's. */
+uint64_t nst_jpeg_huff_hits(const nst_decoder *d);
+void nst_jpeg_huff_enable(nst_decoder *d, int on);
+
 #endif

@@ -197,6 +197,7 @@ static void progress_monitor(j_common_ptr cinfo)
 {
     if (!cinfo->is_decompressor) return;
     j_decompress_ptr dinfo = (j_decompress_ptr)cinfo;
+    nst_jpeg_huff_progress((nst_jpeg *)(void *)dinfo);
     if (dinfo->input_scan_number > NST_JPEG_MAX_SCANS) {
         nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
         e->status = NOSTALL_E_CORRUPT;
@@ -244,6 +245,8 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
     if (cap > (uint64_t)LONG_MAX) cap = (uint64_t)LONG_MAX;
     j->mem_cap = (long)cap;
     j->progress.progress_monitor = progress_monitor;
+    const char *no = getenv("NOSTALL_NO_OWN_HUFFMAN");
+    j->huff_off = no && *no && *no != '0';
     int rc = cinfo_init(j);
     if (rc < 0) {
         free(j);
@@ -313,6 +316,7 @@ void nst_jpeg_free(nst_jpeg *j)
 {
     if (!j) return;
     nst_jpeg_enc_free(j->enc);
+    nst_jpeg_huff_free(j->huff);
     if (j->cinfo.mem) jpeg_destroy_decompress(&j->cinfo);
     nst_jpeg_rst_free(&j->rst);
     free(j);
@@ -321,6 +325,10 @@ void nst_jpeg_free(nst_jpeg *j)
 uint64_t nst_jpeg_rst_hits(const nst_decoder *d) { return d->jpeg->rst.hits; }
 
 void nst_jpeg_rst_enable(nst_decoder *d, int on) { d->jpeg->rst.disabled = !on; }
+
+uint64_t nst_jpeg_huff_hits(const nst_decoder *d) { return nst_jpeg_huff_scans(d->jpeg->huff); }
+
+void nst_jpeg_huff_enable(nst_decoder *d, int on) { d->jpeg->huff_off = !on; }
 
 /* ---- decoding ---------------------------------------------------------- */
 
@@ -339,6 +347,7 @@ static int set_source(const uint8_t *buf, size_t len, const char *path, nst_jpeg
     j->err.status = 0;
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
+    j->huff_arm = 0;
     return 0;
 }
 
@@ -631,6 +640,8 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
                          path, comps);
     if (ci->output_width != cur_w || ci->output_height != cur_h)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG output size changed", path);
+    /* Our Huffman decoder for single-scan files (jpeg_huff.c). */
+    (void)nst_jpeg_huff_attach(j, 0);
 
     /* Columns: libjpeg widens [x0, x1) leftwards to an iMCU boundary. */
     JDIMENSION xoff = plan.x0, cw = plan.x1 - plan.x0;

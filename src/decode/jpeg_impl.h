@@ -1,8 +1,9 @@
 /*
- * jpeg_impl.h — private to jpeg.c and jpeg_transcode.c: the per-decoder
- * libjpeg state they share (one decompressor, its error manager and
- * progress monitor, and the restart-marker rewriter's compressor, created
- * on first use). Includes jpeglib.h; nothing outside src/decode sees it.
+ * jpeg_impl.h — private to jpeg.c, jpeg_transcode.c and jpeg_huff.c: the
+ * per-decoder libjpeg state they share (one decompressor, its error manager
+ * and progress monitor, the restart-marker rewriter's compressor and our
+ * Huffman decoder's state, both created on first use). Includes jpeglib.h;
+ * nothing outside src/decode sees it.
  */
 #ifndef NST_DECODE_JPEG_IMPL_H
 #define NST_DECODE_JPEG_IMPL_H
@@ -25,14 +26,40 @@ typedef struct nst_jpeg_err {
 typedef struct nst_jpeg_enc nst_jpeg_enc;
 void nst_jpeg_enc_free(nst_jpeg_enc *e);
 
+/* jpeg_huff.c's state: lookup tables and the segment buffer (opaque). */
+typedef struct nst_jpeg_huff nst_jpeg_huff;
+
 struct nst_jpeg {
-    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor */
+    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor and
+                                            jpeg_huff.c's decode_mcu      */
     nst_jpeg_err err; /* error_exit / emit_message of jpeg.c, shared by enc */
     struct jpeg_progress_mgr progress;
     nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
     nst_jpeg_enc *enc; /* NULL until the first nst_decode_transcode()   */
     long mem_cap;      /* cinfo.mem->max_memory_to_use                   */
+    nst_jpeg_huff *huff; /* NULL until the first single-scan decode      */
+    int huff_off;      /* libjpeg's Huffman decoder only: tests, and
+                          NOSTALL_NO_OWN_HUFFMAN=1 for measurements       */
+    int huff_arm;      /* jpeg_read_coefficients() under way: the progress
+                          monitor attaches our decoder (jpeg_transcode.c) */
 };
+
+/* Put nostall's Huffman decoder (jpeg_huff.c) in the place of libjpeg's for
+ * the scan jpeg_start_decompress() has just set up. 1 if it did; 0 if the
+ * file is not a single-scan 8-bit Huffman JPEG (progressive, arithmetic,
+ * multi-scan, 12-bit), a table is refused or memory is short: libjpeg's
+ * own decoder then runs, as before. Must be called before any scanline is
+ * read or skipped. every_block: store every block's coefficients (for
+ * jpeg_read_coefficients) rather than only those of the MCU columns a
+ * jpeg_crop_scanline() region inverse-transforms. */
+int nst_jpeg_huff_attach(nst_jpeg *j, int every_block);
+/* From jpeg.c's progress monitor: with j->huff_arm set, attach (every
+ * block) at the first call inside jpeg_read_coefficients(), when libjpeg
+ * has set up the scan and decoded nothing yet; disarms. */
+void nst_jpeg_huff_progress(nst_jpeg *j);
+void nst_jpeg_huff_free(nst_jpeg_huff *h);
+/* Scans decoded by it so far (tests). */
+uint64_t nst_jpeg_huff_scans(const nst_jpeg_huff *h);
 
 /* 1 if buf's header defines every table its first scan needs (jpeg.c);
  * else a reused decompressor would take the previous file's. */

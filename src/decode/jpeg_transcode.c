@@ -9,8 +9,9 @@
  * does it to the copy the cache keeps, once per cached item, so every later
  * epoch reads the cheap form without a second dataset on disk.
  *
- * How: jpeg_read_coefficients() (entropy decoding only: the coefficients,
- * hence the pixels, are exactly those of the original), then
+ * How: jpeg_read_coefficients() (entropy decoding only, by jpeg_huff.c's
+ * decoder for single-scan files: the coefficients, hence the pixels, are
+ * exactly those of the original), then
  * jpeg_write_coefficients() as a baseline sequential file with
  * restart_interval = 1 MCU and libjpeg's standard Huffman tables (optimized
  * ones for progressive sources), into a grow-only buffer of the caller's. Progressive files become baseline too,
@@ -229,6 +230,7 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     /* volatile: read after a longjmp from a libjpeg call. */
     struct jpeg_compress_struct *volatile co = NULL;
     if (setjmp(j->err.jmp)) {
+        j->huff_arm = 0;
         if (co) jpeg_abort_compress(co);
         jpeg_abort_decompress(&j->cinfo);
         return 0;
@@ -249,7 +251,12 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
         jpeg_abort_decompress(ci);
         return 0;
     }
+    /* Our Huffman decoder reads the coefficients (jpeg.c's progress
+     * monitor attaches it once libjpeg has set up the scan): faster, and
+     * it declines what a decode would report as damaged. */
+    j->huff_arm = 1;
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(ci);
+    j->huff_arm = 0;
     /* !coefs: suspension, which cannot happen with a memory source */
     if (!coefs || !scans_complete(ci) || !coefs_in_range(ci, coefs)) {
         jpeg_abort_decompress(ci);
