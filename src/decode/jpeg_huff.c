@@ -87,16 +87,34 @@
 /* Built tables kept per decoder: a scan uses at most 8 (4 DC + 4 AC). */
 #define NST_HUFF_CACHE 8
 
-/* Table entry: bits 0-5 how many bits the entry consumes (code plus
- * magnitude bits for FULL and PART, code only for EOB; at most 31, so a
+/* Table entry: bits 0-5 how many bits the entry consumes (at most 31, so a
  * shift by the whole entry, masked to 6 bits as shlx does, is a shift by
- * it), flags, run r (bits 8-11), size s (bits 12-15), value (bits 16-31,
- * FULL only). PART: neither flag, length not 0. An entry of 0 is a code
- * longer than FAST_BITS: decode_long(). */
+ * it), bits 6-7 its kind:
+ *   SMALL one or two AC symbols with values within +-63, decoded the same
+ *         way, without a branch between the cases (build_small()): run r1
+ *         (bits 8-11) and value v1 (bits 17-23) of the first; the second
+ *         written d2 (bits 12-16) positions after it, value v2 (bits
+ *         24-30): a second symbol has d2 = r2 + 1, and a lone one d2 = 0,
+ *         v2 = v1 (the same write again); bit 31: an end of block follows;
+ *   FULL  one symbol, code and magnitude bits inside the index: run r
+ *         (bits 8-11), size s (bits 12-15), value (bits 16-31);
+ *   EOB   an AC symbol with s = 0, r != 15: end of block (code length);
+ *   PART  a symbol whose code is inside the index but whose magnitude bits
+ *         are not: length code + s, r, s, no value.
+ * An entry of 0 is a code longer than FAST_BITS: decode_long(). */
 enum {
-    E_FULL = 1u << 6, /* code and magnitude bits inside the index: value */
-    E_EOB = 1u << 7,  /* AC symbol with s = 0, r != 15: end of block      */
+    K_PART = 0u << 6,
+    K_FULL = 1u << 6,
+    K_EOB = 2u << 6,
+    K_SMALL = 3u << 6,
 };
+#define E_KIND(e) ((e) & (3u << 6))
+#define S_D2(e) (((e) >> 12) & 31u)
+#define S_V1(e) ((int32_t)((e) << 8) >> 25)
+#define S_V2(e) ((int32_t)((e) << 1) >> 25)
+#define S_EOB(e) ((e) >> 31)
+/* a second symbol or an end of block follows the first */
+#define S_MORE(e) (((e) & (31u << 12 | 1u << 31)) != 0)
 #define E_LEN(e) ((e) & 63u)
 #define E_RUN(e) (((e) >> 8) & 15u)
 #define E_SIZE(e) (((e) >> 12) & 15u)
@@ -170,6 +188,44 @@ HOT int32_t extend(uint32_t v, unsigned s)
 
 /* ---- tables -------------------------------------------------------------- */
 
+/* AC tables: FULL entries with values within +-63 become SMALL ones, with
+ * a second symbol when the index has room for it: a FULL one within +-63
+ * (ZRL included), or an end of block. The second symbol is read from the
+ * single-symbol entry of the bits after the first (the rest of the index,
+ * zero-filled: an entry no longer than the bits known is decided by them
+ * alone). */
+static void build_small(huff_table *t)
+{
+    uint32_t *f = t->fast;
+    uint32_t single[1u << FAST_BITS];
+    memcpy(single, f, sizeof single);
+    for (uint32_t i = 0; i < (1u << FAST_BITS); i++) {
+        const uint32_t e1 = single[i];
+        if (E_KIND(e1) != K_FULL) continue;
+        const unsigned l1 = E_LEN(e1);
+        const int32_t v1 = E_VALUE(e1);
+        if (v1 < -63 || v1 > 63) continue;
+        uint32_t len = l1, d2 = 0, eob = 0;
+        int32_t v2 = v1;
+        if (l1 < FAST_BITS) {
+            const uint32_t e2 = single[(i << l1) & ((1u << FAST_BITS) - 1)];
+            const unsigned l2 = E_LEN(e2);
+            if (l2 <= FAST_BITS - l1) {
+                if (E_KIND(e2) == K_FULL && E_VALUE(e2) >= -63 && E_VALUE(e2) <= 63) {
+                    len += l2;
+                    d2 = E_RUN(e2) + 1;
+                    v2 = E_VALUE(e2);
+                } else if (E_KIND(e2) == K_EOB) {
+                    len += l2;
+                    eob = 1;
+                }
+            }
+        }
+        f[i] = K_SMALL | len | E_RUN(e1) << 8 | d2 << 12 | ((uint32_t)v1 & 127u) << 17 |
+               ((uint32_t)v2 & 127u) << 24 | eob << 31;
+    }
+}
+
 /* Build t from libjpeg's table (which libjpeg has already checked when it
  * built its own). 0, or -1 for a table we refuse (then libjpeg decodes). */
 static int build_table(huff_table *t, const JHUFF_TBL *src, int is_dc)
@@ -197,13 +253,13 @@ static int build_table(huff_table *t, const JHUFF_TBL *src, int is_dc)
                 /* DC difference 0, AC ZRL (a zero written 15 on, then one
                  * more: 16 positions) or end of block. */
                 const uint32_t e = (!is_dc && r != 15)
-                                       ? E_EOB | (uint32_t)l
-                                       : E_FULL | (uint32_t)l | r << 8;
+                                       ? K_EOB | (uint32_t)l
+                                       : K_FULL | (uint32_t)l | r << 8;
                 for (uint32_t x = 0; x < (1u << shift); x++) t->fast[first + x] = e;
             } else if ((unsigned)l + s <= FAST_BITS) {
                 const unsigned rest = shift - s;
                 for (uint32_t v = 0; v < (1u << s); v++) {
-                    const uint32_t e = E_FULL | ((uint32_t)l + s) | r << 8 | s << 12 |
+                    const uint32_t e = K_FULL | ((uint32_t)l + s) | r << 8 | s << 12 |
                                        (uint32_t)extend(v, s) << 16;
                     const uint32_t base = first | v << rest;
                     for (uint32_t x = 0; x < (1u << rest); x++) t->fast[base + x] = e;
@@ -217,6 +273,7 @@ static int build_table(huff_table *t, const JHUFF_TBL *src, int is_dc)
     }
     t->maxcode[0] = -1;
     t->maxcode[17] = INT32_MAX; /* never reached: decode_long stops at 16 */
+    if (!is_dc) build_small(t);
     memcpy(t->huffval, src->huffval, sizeof t->huffval);
     t->is_dc = is_dc;
     memcpy(t->bits, src->bits, sizeof t->bits);
@@ -342,6 +399,14 @@ HOT void refill(bitreader *b)
     b->nbits |= 56u;
 }
 
+/* At least 32 valid bits: enough for any one symbol with its magnitude
+ * bits (a refill is a load and a few operations on the chain from one
+ * symbol to the next; skipping it while 32 bits remain pays). */
+HOT void refill32(bitreader *b)
+{
+    if (b->nbits < 32) refill(b);
+}
+
 HOT void consume(bitreader *b, unsigned n)
 {
     b->bits <<= n;
@@ -376,9 +441,9 @@ static void bad_code(j_decompress_ptr ci, nst_jpeg_huff *h)
 HOT int32_t decode_dc(j_decompress_ptr ci, nst_jpeg_huff *h, bitreader *b,
                                 const huff_table *t)
 {
-    refill(b);
+    refill32(b);
     const uint32_t e = t->fast[b->bits >> (64 - FAST_BITS)];
-    if (__builtin_expect((e & E_FULL) != 0, 1)) {
+    if (__builtin_expect(E_KIND(e) == K_FULL, 1)) { /* DC tables have no pairs */
         consume(b, E_LEN(e));
         return E_VALUE(e);
     }
@@ -405,33 +470,61 @@ HOT int32_t decode_dc(j_decompress_ptr ci, nst_jpeg_huff *h, bitreader *b,
     return extend(v, s);
 }
 
+/* One AC symbol by the canonical code alone (any length): the rare case
+ * of a SMALL entry whose first symbol ends the block (k reaches 64, so
+ * what follows is the next block's). Returns the symbol with *len its code
+ * length, or -1 for an invalid code. */
+static int decode_any(const huff_table *t, uint64_t bits, unsigned *len)
+{
+    for (unsigned l = 1; l <= 16; l++) {
+        const int32_t code = (int32_t)(bits >> (64 - l));
+        if (code <= t->maxcode[l]) {
+            *len = l;
+            return t->huffval[(code + t->valoffset[l]) & 0xFF];
+        }
+    }
+    return -1;
+}
+
 /* The AC coefficients of one block into blk (zeroed by libjpeg). 0, or -1
  * on a bad code. */
 HOT int decode_ac(bitreader *b, const huff_table *t, JCOEF *blk)
 {
     unsigned k = 1;
     do {
-        refill(b);
+        refill32(b);
         const uint32_t e = t->fast[b->bits >> (64 - FAST_BITS)];
-        if (__builtin_expect((e & E_FULL) != 0, 1)) {
+        const uint32_t kind = E_KIND(e);
+        if (__builtin_expect(kind == K_SMALL, 1)) {
+            const unsigned k1 = k + E_RUN(e);
+            if (__builtin_expect(k1 + S_MORE(e) < 64, 1)) {
+                blk[natural_order[k1]] = (JCOEF)S_V1(e);
+                const unsigned k2 = k1 + S_D2(e);
+                blk[natural_order[k2]] = (JCOEF)S_V2(e);
+                k = k2 + 1 + (S_EOB(e) << 6);
+                consume(b, E_LEN(e));
+                continue;
+            }
+        } else if (kind == K_FULL) {
             k += E_RUN(e);
             blk[natural_order[k]] = (JCOEF)E_VALUE(e);
             k++;
             consume(b, E_LEN(e));
             continue;
-        }
-        if (e & E_EOB) {
+        } else if (kind == K_EOB) {
             consume(b, E_LEN(e));
             break;
         }
         unsigned len, r, s;
-        if (e) { /* PART */
+        if (kind == K_PART && e) {
             len = E_LEN(e);
             r = E_RUN(e);
             s = E_SIZE(e);
         } else {
+            /* a long code, or a SMALL entry whose first symbol ends the block */
             unsigned cl;
-            const int sym = decode_long(t, b->bits, &cl);
+            const int sym = kind == K_SMALL ? decode_any(t, b->bits, &cl)
+                                            : decode_long(t, b->bits, &cl);
             if (sym < 0) return -1;
             r = (unsigned)sym >> 4;
             s = (unsigned)sym & 15;
@@ -457,19 +550,27 @@ HOT int skip_ac(bitreader *b, const huff_table *t)
 {
     unsigned k = 1;
     do {
-        refill(b);
+        refill32(b);
         const uint32_t e = t->fast[b->bits >> (64 - FAST_BITS)];
-        if (__builtin_expect(e && !(e & E_EOB), 1)) { /* FULL or PART */
+        const uint32_t kind = E_KIND(e);
+        if (__builtin_expect(kind == K_SMALL, 1)) {
+            const unsigned k1 = k + E_RUN(e);
+            if (__builtin_expect(k1 + S_MORE(e) < 64, 1)) {
+                k = k1 + S_D2(e) + 1 + (S_EOB(e) << 6);
+                consume(b, E_LEN(e));
+                continue;
+            }
+        } else if (kind == K_EOB) {
+            consume(b, E_LEN(e));
+            break;
+        } else if (e != 0) { /* FULL or PART */
             k += E_RUN(e) + 1;
             consume(b, E_LEN(e));
             continue;
         }
-        if (e) { /* EOB */
-            consume(b, E_LEN(e));
-            break;
-        }
         unsigned cl;
-        const int sym = decode_long(t, b->bits, &cl);
+        const int sym = kind == K_SMALL ? decode_any(t, b->bits, &cl)
+                                        : decode_long(t, b->bits, &cl);
         if (sym < 0) return -1;
         const unsigned r = (unsigned)sym >> 4, s = (unsigned)sym & 15;
         consume(b, cl + s);
