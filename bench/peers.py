@@ -147,10 +147,12 @@ def versions():
 # Systems. Each measurement is a callable returning
 #   {"images": n, "seconds": wall, "cpu_seconds": cpu, ...}
 # --------------------------------------------------------------------------
-def run_json(cmd):
-    """Run a command that prints one JSON object; return (object, its CPU seconds)."""
+def run_json(cmd, env=None):
+    """Run a command that prints one JSON object; return (object, its CPU seconds).
+    env: variables added to this process's environment for the command."""
     c0 = children_cpu()
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         env=dict(os.environ, **env) if env else None)
     cpu = children_cpu() - c0
     if out.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), out.returncode,
@@ -159,14 +161,15 @@ def run_json(cmd):
 
 
 class NostallRun:
-    def __init__(self, binary, data, threads, output, batch_size, epochs):
+    def __init__(self, binary, data, threads, output, batch_size, epochs, env=None):
+        self.env = env
         self.cmd = [binary, "bench", data, "--threads", str(threads), "--batch-size",
                     str(batch_size), "--epochs", str(epochs), "--crop", str(CROP),
                     "--output", output, "--mode", "train", "--json", "--quiet",
                     "--no-checksum"]
 
     def __call__(self):
-        j, cpu = run_json(self.cmd)
+        j, cpu = run_json(self.cmd, self.env)
         st = j.get("stats", {})
         busy = (st.get("fetch_busy_ns", 0) + st.get("decode_busy_ns", 0)
                 + st.get("augment_busy_ns", 0)) * 1e-9
@@ -393,6 +396,7 @@ def dir_bytes(data):
 # --------------------------------------------------------------------------
 LABELS = {
     "nostall_1t": "nostall, 1 thread",
+    "nostall_lj_1t": "nostall, 1 thread, libjpeg-turbo's Huffman decoder (NOSTALL_NO_OWN_HUFFMAN=1)",
     "nostall_2t": "nostall, 2 threads",
     "nostall_rst_1t": "nostall, 1 thread, restart-marker transcode",
     "nostall_rst_2t": "nostall, 2 threads, restart-marker transcode",
@@ -437,10 +441,11 @@ def build_tables(res, meta):
     """Return (text, markdown)."""
     s = res["summary"]
     rows = []
-    order = [("nostall_1t", "float"), ("nostall_rst_1t", "float"), ("nostall_ct_1t", "float"),
+    order = [("nostall_1t", "float"), ("nostall_lj_1t", "float"), ("nostall_rst_1t", "float"),
+             ("nostall_ct_1t", "float"),
              ("nostall_2t", "float"), ("nostall_rst_2t", "float"),
              ("torch", "float"), ("ffcv", "float"), ("nostall_1t", "uint8"),
-             ("nostall_rst_1t", "uint8"), ("nostall_ct_1t", "uint8"), ("nostall_2t", "uint8"),
+             ("nostall_lj_1t", "uint8"), ("nostall_rst_1t", "uint8"), ("nostall_ct_1t", "uint8"), ("nostall_2t", "uint8"),
              ("nostall_rst_2t", "uint8"),
              ("torch", "uint8"), ("ffcv", "uint8"), ("libjpeg_full", "-"),
              ("libjpeg_full_2p", "-"), ("libjpeg_coeffs", "-")]
@@ -493,6 +498,13 @@ def build_tables(res, meta):
                 cells.append("—")
             else:
                 cells.append("%s (per CPU-s %s)" % (fmt_ratio(r["wall"]), fmt_ratio(r["cpu"])))
+        rat_rows.append(cells)
+    if any(rr.get(out, {}).get("vs_ljhuff") for out in ("float", "uint8")):
+        cells = ["nostall ÷ nostall with libjpeg-turbo's Huffman decoder"]
+        for out in ("float", "uint8"):
+            r = rr.get(out, {}).get("vs_ljhuff")
+            cells.append("—" if not r else "%s (per CPU-s %s)" % (fmt_ratio(r["wall"]),
+                                                                   fmt_ratio(r["cpu"])))
         rat_rows.append(cells)
     cells = ["nostall 2 threads ÷ 1 thread (images/s)"]
     for out in ("float", "uint8"):
@@ -570,7 +582,8 @@ def main():
     ap.add_argument("--transcoded",
                     help="a `nostall transcode` copy of DATA: adds restart-marker rows")
     ap.add_argument("--skip", default="",
-                    help="comma list of systems to leave out: nostall2,cached,torch,ffcv,libjpeg")
+                    help="comma list of systems to leave out: "
+                         "nostall2,cached,ljhuff,torch,ffcv,libjpeg")
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--markdown", help="write the Markdown tables here")
     a = ap.parse_args()
@@ -598,6 +611,9 @@ def main():
         if "nostall2" not in skip:
             runs["nostall_2t_" + out] = NostallRun(a.nostall, a.data, 2, out, a.batch_size,
                                                    a.epochs)
+        if "ljhuff" not in skip:
+            runs["nostall_lj_1t_" + out] = NostallRun(a.nostall, a.data, 1, out, a.batch_size,
+                                                      a.epochs, {"NOSTALL_NO_OWN_HUFFMAN": "1"})
 
     if "cached" not in skip:
         for out in ("float", "uint8"):
@@ -651,9 +667,10 @@ def main():
             runs["libjpeg_full_2p"] = JpegPairRun(a.jpeg_decode, a.data, "full", a.epochs)
 
     order = [k for k in ("libjpeg_full", "nostall_1t_float", "torch_float", "nostall_rst_1t_float",
-                         "nostall_ct_1t_float", "ffcv_float", "nostall_2t_float",
+                         "nostall_ct_1t_float", "ffcv_float", "nostall_lj_1t_float",
+                         "nostall_2t_float",
                          "nostall_rst_2t_float", "nostall_1t_uint8", "torch_uint8",
-                         "nostall_rst_1t_uint8", "nostall_ct_1t_uint8", "ffcv_uint8",
+                         "nostall_lj_1t_uint8", "nostall_rst_1t_uint8", "nostall_ct_1t_uint8", "ffcv_uint8",
                          "nostall_2t_uint8",
                          "nostall_rst_2t_uint8",
                          "libjpeg_full_2p", "libjpeg_coeffs") if k in runs]
@@ -722,6 +739,11 @@ def main():
             continue
         rr = peer_ratios(ns, out)
         rr.pop("vs_nostall", None)
+        lj = summary.get("nostall_lj_1t_" + out)
+        if lj:
+            rr["vs_ljhuff"] = {"wall": ratio(ns["images_per_second"], lj["images_per_second"]),
+                               "cpu": ratio(ns["images_per_cpu_second"],
+                                            lj["images_per_cpu_second"])}
         if summary.get("nostall_ct_1t_" + out):
             rr["ct"] = peer_ratios(summary["nostall_ct_1t_" + out], out)
         if summary.get("nostall_rst_1t_" + out):

@@ -36,6 +36,12 @@
  * it is not detected (the item succeeds); progressive files are always
  * read whole. PNG ignores the hints.
  *
+ * Huffman decoding of single-scan JPEGs is nostall's own (jpeg_huff.c; the
+ * rest is libjpeg-turbo's): the same pixels, faster, and an invalid Huffman
+ * code is always E_CORRUPT where libjpeg-turbo's fast path would decode it
+ * as zeros. NOSTALL_NO_OWN_HUFFMAN=1 in the environment (read when a
+ * decoder is created) leaves it to libjpeg-turbo.
+ *
  * Restart markers (files from `nostall transcode`, or any baseline JPEG with
  * a restart interval of whole MCU rows): only the restart intervals covering
  * the window's rows are Huffman-decoded (jpeg_rst.c), so damage above the

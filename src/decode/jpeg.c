@@ -14,6 +14,9 @@
  * coefficient buffer of progressive files) is capped by max_memory_to_use;
  * and a progress monitor stops files with an absurd number of scans.
  *
+ * Huffman decoding: for single-scan files, jpeg_huff.c's decoder takes
+ * the place of libjpeg's right after jpeg_start_decompress() (see there).
+ *
  * Threads: a decoder's jpeg state is used by the one thread that owns the
  * decoder. Nothing here is static and mutable.
  *

@@ -690,7 +690,8 @@ __attribute__((target("bmi2"))) static boolean decode_mcu_bmi2(j_decompress_ptr 
 static boolean (*pick_decode_mcu(void))(j_decompress_ptr, JBLOCKROW *)
 {
 #ifdef NST_HUFF_BMI2
-    __builtin_cpu_init();
+    /* libgcc fills in the CPU model before main(); no __builtin_cpu_init(),
+     * which would write it again from a worker thread */
     if (__builtin_cpu_supports("bmi2")) return decode_mcu_bmi2;
 #endif
     return decode_mcu;
@@ -716,6 +717,12 @@ int nst_jpeg_huff_attach(nst_jpeg *j, int every_block)
         ci->comps_in_scan < 1 || ci->comps_in_scan > MAX_COMPS_IN_SCAN ||
         ci->blocks_in_MCU < 1 || ci->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU ||
         ci->MCUs_per_row < 1 || ci->src->bytes_in_buffer == 0)
+        return 0;
+    /* A check that this libjpeg's internal structs are laid out as the
+     * jpegint.h we were built with says: before any crop, the master
+     * selects every MCU column (jdmaster.c). Otherwise libjpeg decodes. */
+    if (!every_block && (ci->master->first_iMCU_col != 0 ||
+                         ci->master->last_iMCU_col != ci->MCUs_per_row - 1))
         return 0;
     for (int blkn = 0; blkn < ci->blocks_in_MCU; blkn++) {
         const int c = ci->MCU_membership[blkn];
