@@ -11,7 +11,9 @@
  * markers). Three things make this one faster than libjpeg-turbo 2.1's:
  *   - one table lookup decodes a whole symbol, its magnitude bits and the
  *     coefficient value when they fit in NST_HUFF_FAST_BITS (most symbols of
- *     photographs), so the next symbol depends only on a shift;
+ *     photographs), often two symbols, or a symbol and the end of the
+ *     block, without a branch between those cases; the next lookup
+ *     depends only on a shift;
  *   - blocks whose coefficients nobody uses (rows skipped above a crop,
  *     MCU columns beside it, AC terms at the 1/8 DCT scale) only measure
  *     their symbols: DC is still decoded, as prediction needs it;
@@ -50,6 +52,24 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef NST_NO_JPEGINT
+/* Built without jpegint.h (CMakeLists.txt): libjpeg decodes everything. */
+#include "decode/jpeg_impl.h"
+int nst_jpeg_huff_attach(nst_jpeg *j, int every_block)
+{
+    (void)j;
+    (void)every_block;
+    return 0;
+}
+void nst_jpeg_huff_progress(nst_jpeg *j) { j->huff_arm = 0; }
+void nst_jpeg_huff_free(nst_jpeg_huff *h) { (void)h; }
+uint64_t nst_jpeg_huff_scans(const nst_jpeg_huff *h)
+{
+    (void)h;
+    return 0;
+}
+#else
 
 #include <jerror.h>
 /* jpeglib.h then includes jpegint.h (installed by Debian's
@@ -124,8 +144,7 @@ typedef struct huff_table {
     uint32_t fast[1u << FAST_BITS];
     int32_t maxcode[18];  /* largest code of each length; -1: none       */
     int32_t valoffset[17];
-    uint8_t huffval[256];
-    /* the key: libjpeg's table as it was built (class, counts, values) */
+    /* the key: libjpeg's table (class, counts, symbols; vals also decodes) */
     int used;             /* slot holds a table                           */
     uint64_t scan;        /* the last scan (attach) that looked it up     */
     int is_dc;
@@ -274,7 +293,6 @@ static int build_table(huff_table *t, const JHUFF_TBL *src, int is_dc)
     t->maxcode[0] = -1;
     t->maxcode[17] = INT32_MAX; /* never reached: decode_long stops at 16 */
     if (!is_dc) build_small(t);
-    memcpy(t->huffval, src->huffval, sizeof t->huffval);
     t->is_dc = is_dc;
     memcpy(t->bits, src->bits, sizeof t->bits);
     memcpy(t->vals, src->huffval, sizeof t->vals);
@@ -421,7 +439,7 @@ static int decode_long(const huff_table *t, uint64_t bits, unsigned *len)
         const int32_t code = (int32_t)(bits >> (64 - l));
         if (code <= t->maxcode[l]) {
             *len = l;
-            return t->huffval[(code + t->valoffset[l]) & 0xFF];
+            return t->vals[(code + t->valoffset[l]) & 0xFF];
         }
     }
     return -1;
@@ -480,7 +498,7 @@ static int decode_any(const huff_table *t, uint64_t bits, unsigned *len)
         const int32_t code = (int32_t)(bits >> (64 - l));
         if (code <= t->maxcode[l]) {
             *len = l;
-            return t->huffval[(code + t->valoffset[l]) & 0xFF];
+            return t->vals[(code + t->valoffset[l]) & 0xFF];
         }
     }
     return -1;
@@ -775,3 +793,5 @@ void nst_jpeg_huff_free(nst_jpeg_huff *h)
 }
 
 uint64_t nst_jpeg_huff_scans(const nst_jpeg_huff *h) { return h ? h->attached : 0; }
+
+#endif /* NST_NO_JPEGINT */
