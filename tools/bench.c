@@ -144,7 +144,9 @@ int cmd_bench(int argc, char **argv)
     nostall_config *cfg = NULL;
     nostall_loader *ld = NULL;
     const char *pcache = NULL; /* --partitioned-cache BYTES */
+#ifdef NOSTALL_HAVE_MPI
     void *mpi = NULL;
+#endif
     epoch_rec *recs = NULL;
 
     if (nostall_config_create(&cfg) < 0) {
