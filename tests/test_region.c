@@ -3,7 +3,8 @@
  * an output size) against a full decode.
  *
  *   quality   for JPEGs of several sizes and subsamplings (4:2:0, 4:2:2,
- *             4:4:4, grayscale, CMYK, progressive) and many rois (random
+ *             4:4:4, grayscale, CMYK, 4:1:0 as 4x2 and 2x4, 4:1:1, 4:4:0,
+ *             progressive) and many rois (random
  *             resized crops, centre crops, edges, tiny upscaled rois, the
  *             whole image, a roi reaching past the image): region decode +
  *             nst_augment vs full decode + a double-precision antialiased
@@ -65,8 +66,13 @@ static uint8_t *make_image(int w, int h, int comps)
     return p;
 }
 
-enum { SUB_420, SUB_422, SUB_444, SUB_GRAY, SUB_CMYK };
-static const char *sub_name[] = {"4:2:0", "4:2:2", "4:4:4", "gray", "cmyk"};
+/* SUB_410 (4x2 luma) and SUB_410V (2x4): chroma upsampled 4x in one
+ * direction and 2x in the other, which libjpeg-turbo's crop gets wrong at
+ * reduced scales (see jpeg.c, crop_safe); SUB_411 (4x1), SUB_440 (1x2). */
+enum { SUB_420, SUB_422, SUB_444, SUB_GRAY, SUB_CMYK, SUB_410, SUB_410V, SUB_411, SUB_440,
+       SUB_COUNT };
+static const char *sub_name[] = {"4:2:0", "4:2:2", "4:4:4", "gray", "cmyk",
+                                 "4:1:0 (4x2)", "4x2 vertical (2x4)", "4:1:1", "4:4:0"};
 
 static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size_t *len)
 {
@@ -82,6 +88,9 @@ static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size
         if (sub == SUB_CMYK) l.k_h = l.k_v = 2;
     } else if (sub == SUB_444) {
         l.luma_h = l.luma_v = 1;
+    } else {
+        l.luma_h = sub == SUB_410 || sub == SUB_411 ? 4 : sub == SUB_410V ? 2 : 1;
+        l.luma_v = sub == SUB_410 ? 2 : sub == SUB_410V ? 4 : sub == SUB_440 ? 2 : 1;
     }
     uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
@@ -233,7 +242,7 @@ static void test_quality(void)
     nst_rng rng;
     nst_rng_seed(&rng, 12345);
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (int sub = SUB_420; sub <= SUB_CMYK; sub++)
+        for (int sub = SUB_420; sub < SUB_COUNT; sub++)
             for (int prog = 0; prog < 2; prog++) {
                 if (prog && sub != SUB_420 && sub != SUB_GRAY) continue;
                 const int w = sizes[si][0], h = sizes[si][1];
@@ -318,7 +327,7 @@ static void test_exact(void)
     size_t npx = 0, ndiff = 0, ndiff_inner = 0;
     int maxdiff = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (int sub = SUB_420; sub <= SUB_CMYK; sub++)
+        for (int sub = SUB_420; sub < SUB_COUNT; sub++)
             for (int prog = 0; prog < 2; prog++) {
                 const int w = sizes[si][0], h = sizes[si][1];
                 size_t len;
@@ -329,7 +338,11 @@ static void test_exact(void)
                     if (ow == 0 || oh == 0) continue;
                     if (den == 1) ow = oh = 0;
                     CHECK_OK(nst_decode(dfull, j, len, "full.jpg", NULL, ow, oh, &full));
-                    CHECK_EQ(full.scale_den, den);
+                    if (full.scale_den != den) {
+                        /* 4:1:1 decodes at 1/2 at most (jpeg.c, coarse_chroma) */
+                        CHECK(sub == SUB_411 && den > 2 && full.scale_den == 2);
+                        continue;
+                    }
                     for (int k = 0; k < 10; k++) {
                         nst_window win;
                         nst_crop_random_resized((uint32_t)w, (uint32_t)h, 0.02, 0.6, 0.5, 2.0,

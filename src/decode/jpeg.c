@@ -27,6 +27,9 @@
  * jpeg_skip_scanlines() for the rows above, and the decode stops after the
  * last row needed. Corruption below that row is therefore not detected (see
  * decode_body()). Without hints (roi NULL, sizes 0) it is a full decode.
+ * Layouts libjpeg handles badly get less: 4:1:1 at 1/2 at most
+ * (coarse_chroma()), 4x2 / 2x4 sampling without the column crop
+ * (crop_safe()).
  */
 #include <limits.h>
 #include <math.h>
@@ -461,6 +464,46 @@ static void set_output(struct jpeg_decompress_struct *ci, J_COLOR_SPACE cs, unsi
     jpeg_calc_output_dimensions(ci);
 }
 
+/* Whether some component is still box-upsampled more than 2x at this
+ * scale (after jpeg_calc_output_dimensions): 4:1:1 chroma is, at every
+ * scale, since libjpeg can only trade upsampling for a larger IDCT when
+ * both directions allow it. At 1/4 and 1/8 that leaves one chroma sample
+ * per four output pixels, coarser than the resampled output (PSNR under
+ * 30 dB on colourful images), so such files decode at 1/2 at most. */
+static int coarse_chroma(const struct jpeg_decompress_struct *ci)
+{
+    const int min = ci->min_DCT_scaled_size;
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *p = &ci->comp_info[c];
+        const int s = p->DCT_scaled_size;
+        if (ci->max_h_samp_factor * min > 2 * p->h_samp_factor * s ||
+            ci->max_v_samp_factor * min > 2 * p->v_samp_factor * s)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether jpeg_crop_scanline() gives the right pixels for this file at this
+ * scale (after jpeg_start_decompress). libjpeg-turbo's crop (2.1.5, as
+ * Debian 12 ships it) sets each component's cropped width as if its IDCT ran
+ * at the smallest scaled size. When scaling gives a component a larger IDCT
+ * (libjpeg does that to save upsampling) and the component still needs
+ * upsampling — 4x2 or 2x4 luma sampling at 1/2, 1/4, 1/8 — its upsampler
+ * then reads columns that were never decoded: wrong pixels that depend on
+ * stale memory. Such files (4:1:0, rare) decode the full width instead. */
+static int crop_safe(const struct jpeg_decompress_struct *ci)
+{
+    const int min = ci->min_DCT_scaled_size;
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *p = &ci->comp_info[c];
+        if (p->DCT_scaled_size == min) continue;
+        if (p->h_samp_factor * p->DCT_scaled_size != ci->max_h_samp_factor * min ||
+            p->v_samp_factor * p->DCT_scaled_size != ci->max_v_samp_factor * min)
+            return 0;
+    }
+    return 1;
+}
+
 /* The restart-marker fast path (jpeg_rst.c): if the file (just through
  * jpeg_read_header, parameters set) is a single-scan baseline JPEG with a
  * restart marker every whole number of MCU rows, or every k MCUs with k
@@ -621,6 +664,7 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     plan.den = use_roi ? choose_den(roi->w, roi->h, out_w, out_h)
                        : choose_den((double)sw, (double)sh, out_w, out_h);
     set_output(ci, cs, plan.den);
+    if (plan.den > 2 && coarse_chroma(ci)) set_output(ci, cs, plan.den = 2);
     const uint32_t fw = ci->output_width, fh = ci->output_height;
     if (use_roi) {
         axis_range(roi->x, roi->w, plan.den, out_w, fw, &plan.x0, &plan.x1);
@@ -647,6 +691,7 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     (void)nst_jpeg_huff_attach(j, 0);
 
     /* Columns: libjpeg widens [x0, x1) leftwards to an iMCU boundary. */
+    if (!crop_safe(ci)) plan.x0 = 0, plan.x1 = cur_w;
     JDIMENSION xoff = plan.x0, cw = plan.x1 - plan.x0;
     if (cw < cur_w) jpeg_crop_scanline(ci, &xoff, &cw);
     else xoff = 0, cw = cur_w;
