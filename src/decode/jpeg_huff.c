@@ -563,7 +563,9 @@ HOT int decode_ac(bitreader *b, const huff_table *t, JCOEF *blk)
     return 0;
 }
 
-/* The same symbols, measured only. 0, or -1 on a bad code. */
+/* The same symbols, measured only. 0, or -1 on a bad code. A loop of its
+ * own rather than decode_ac with a flag: it never extracts a value, so FULL
+ * and PART entries are one case and its slow path is shorter. */
 HOT int skip_ac(bitreader *b, const huff_table *t)
 {
     unsigned k = 1;
