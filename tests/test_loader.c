@@ -3,7 +3,10 @@
  * exactly once per epoch, epoch ends, determinism across thread counts,
  * resume mid-epoch, sharding, float vs uint8 outputs, the ring's lending
  * rules, stop from another thread, free mid-epoch, fork, and bad items under
- * both policies. Datasets are made with `nostall gen` ($NOSTALL_CLI).
+ * both policies. Datasets are made with `nostall gen` ($NOSTALL_CLI), and
+ * one of mixed JPEG layouts with test_jpeg.h (determinism across thread
+ * counts there catches output that depends on what a decoder decoded
+ * before, e.g. stale memory read by libjpeg).
  */
 #include <pthread.h>
 #include <time.h>
@@ -12,6 +15,7 @@
 
 #include "check.h"
 #include "test_data.h"
+#include "test_jpeg.h"
 
 static char data_dir[4096];
 
@@ -445,6 +449,87 @@ static void spit(const char *dir, const char *name, const void *p, size_t n)
     fclose(f);
 }
 
+/* Every sampling layout, colour space and scan kind we know of, in sizes
+ * that make RandomResizedCrop pick every DCT scale: the same checksum with
+ * 1, 2 and 3 threads (a worker's decoder sees a different sequence of
+ * files with each). */
+static void test_determinism_layouts(void)
+{
+    const char *dir = test_tmpdir("loader-layouts");
+    char cls[8192];
+    snprintf(cls, sizeof cls, "%s/c0", dir);
+    if (mkdir(cls, 0755) != 0) {
+        CHECK(0);
+        return;
+    }
+    static const int samp[][2] = {{2, 2}, {2, 1}, {1, 1}, {4, 2}, {2, 4}, {4, 1}, {1, 2}, {1, 4}};
+    static const int sizes[][2] = {{400, 300}, {257, 391}, {61, 45}, {640, 480}};
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    int n = 0;
+    for (int kind = 0; kind < 12; kind++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            const int w = sizes[si][0], h = sizes[si][1];
+            const int comps = kind == 9 ? 1 : kind == 10 ? 4 : 3;
+            uint8_t *px = malloc((size_t)w * h * comps);
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                    for (int c = 0; c < comps; c++)
+                        px[((size_t)y * w + x) * comps + c] =
+                            (uint8_t)((x * (c + 1) + y * (3 - c) + (test_xorshift(&rng) & 31)) & 255);
+            test_jpeg_opts o = {w, h, comps,
+                                comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
+                                comps == 4 ? JCS_YCCK : JCS_UNKNOWN, 70 + kind * 2, 0, 0, 0};
+            test_jpeg_layout l = {0};
+            if (kind < 8) {
+                l.luma_h = samp[kind][0];
+                l.luma_v = samp[kind][1];
+                l.restart_mcus = si == 1 ? 1 : si == 3 ? 5 : 0;
+                l.optimize = (int)(si & 1);
+            }
+            if (kind == 8) o.progressive = 1;
+            if (kind == 11) o.restart_rows = 2;
+            size_t len;
+            uint8_t *j = test_jpeg_encode_ex(px, &o, &l, &len);
+            char name[64];
+            snprintf(name, sizeof name, "c0/k%02d-%zu.jpg", kind, si);
+            spit(dir, name, j, len);
+            free(j);
+            free(px);
+            n++;
+        }
+    uint64_t sums[3];
+    for (int t = 0; t < 3; t++) {
+        char th[8];
+        snprintf(th, sizeof th, "%d", t + 1);
+        const char *kv[][2] = {{"threads", th},    {"seed", "11"},      {"batch_size", "5"},
+                               {"crop", "56"},     {"epochs", "3"},     {"output", "uint8"},
+                               {"scale_min", "0.02"}};
+        nostall_config *cfg = make_cfg(kv, 7);
+        nostall_loader *ld = NULL;
+        uint64_t sum = 0, items = 0;
+        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) return;
+        for (;;) {
+            nostall_batch b;
+            int rc = nostall_loader_next(ld, &b);
+            if (rc == NOSTALL_DONE) break;
+            if (rc == NOSTALL_EPOCH_END) continue;
+            CHECK_OK(rc);
+            if (rc < 0) break;
+            items += b.count;
+            nostall_checksum_batch(&sum, &b);
+            CHECK_OK(nostall_loader_release(ld, &b));
+        }
+        nostall_loader_free(ld);
+        CHECK_EQ(items, (uint64_t)n * 3);
+        sums[t] = sum;
+    }
+    CHECK(sums[0] != 0);
+    CHECK(sums[0] == sums[1]);
+    CHECK(sums[0] == sums[2]);
+}
+
 struct bad_case {
     const char *name;
     int status;
@@ -584,5 +669,6 @@ int main(void)
     test_fork();
     test_bad_options();
     test_bad_items();
+    test_determinism_layouts();
     TEST_EXIT();
 }
