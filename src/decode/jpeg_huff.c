@@ -711,8 +711,10 @@ static boolean (*pick_decode_mcu(void))(j_decompress_ptr, JBLOCKROW *)
 {
 #ifdef NST_HUFF_BMI2
     /* libgcc fills in the CPU model before main(); no __builtin_cpu_init(),
-     * which would write it again from a worker thread */
-    if (__builtin_cpu_supports("bmi2")) return decode_mcu_bmi2;
+     * which would write it again from a worker thread. NOSTALL_NO_BMI2=1
+     * picks the plain build (tests run both). */
+    const char *no = getenv("NOSTALL_NO_BMI2");
+    if (!(no && *no && *no != '0') && __builtin_cpu_supports("bmi2")) return decode_mcu_bmi2;
 #endif
     return decode_mcu;
 }
