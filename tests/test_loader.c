@@ -19,17 +19,13 @@
 
 static char data_dir[4096];
 
-/* Run `epochs` epochs; return the checksum; record per-epoch item sets. */
-static uint64_t run_checksum(const char *src, const char *threads, const char *seed,
-                             const char *output, int epochs)
+/* Run a loader with options kv to its end; return the checksum of every
+ * batch and count the items delivered (items may be NULL). */
+static uint64_t run_options(const char *src, const char *kv[][2], int n, uint64_t *items)
 {
-    char ep[16];
-    snprintf(ep, sizeof ep, "%d", epochs);
-    const char *kv[][2] = {{"threads", threads}, {"seed", seed}, {"batch_size", "7"},
-                           {"crop", "24"},       {"epochs", ep},  {"output", output}};
-    nostall_config *cfg = make_cfg(kv, 6);
+    nostall_config *cfg = make_cfg(kv, n);
     nostall_loader *ld = NULL;
-    uint64_t sum = 0;
+    uint64_t sum = 0, count = 0;
     CHECK_OK(nostall_loader_create(&ld, src, cfg));
     nostall_config_free(cfg);
     if (!ld) return 0;
@@ -40,11 +36,24 @@ static uint64_t run_checksum(const char *src, const char *threads, const char *s
         if (rc == NOSTALL_EPOCH_END) continue;
         CHECK_OK(rc);
         if (rc < 0) break;
+        count += b.count;
         nostall_checksum_batch(&sum, &b);
         CHECK_OK(nostall_loader_release(ld, &b));
     }
     nostall_loader_free(ld);
+    if (items) *items = count;
     return sum;
+}
+
+/* Run `epochs` epochs; return the checksum. */
+static uint64_t run_checksum(const char *src, const char *threads, const char *seed,
+                             const char *output, int epochs)
+{
+    char ep[16];
+    snprintf(ep, sizeof ep, "%d", epochs);
+    const char *kv[][2] = {{"threads", threads}, {"seed", seed}, {"batch_size", "7"},
+                           {"crop", "24"},       {"epochs", ep},  {"output", output}};
+    return run_options(src, kv, 6, NULL);
 }
 
 static void test_epochs_exactly_once(void)
@@ -504,26 +513,9 @@ static void test_determinism_layouts(void)
         const char *kv[][2] = {{"threads", th},    {"seed", "11"},      {"batch_size", "5"},
                                {"crop", "56"},     {"epochs", "3"},     {"output", "uint8"},
                                {"scale_min", "0.02"}};
-        nostall_config *cfg = make_cfg(kv, 7);
-        nostall_loader *ld = NULL;
-        uint64_t sum = 0, items = 0;
-        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
-        nostall_config_free(cfg);
-        if (!ld) return;
-        for (;;) {
-            nostall_batch b;
-            int rc = nostall_loader_next(ld, &b);
-            if (rc == NOSTALL_DONE) break;
-            if (rc == NOSTALL_EPOCH_END) continue;
-            CHECK_OK(rc);
-            if (rc < 0) break;
-            items += b.count;
-            nostall_checksum_batch(&sum, &b);
-            CHECK_OK(nostall_loader_release(ld, &b));
-        }
-        nostall_loader_free(ld);
+        uint64_t items = 0;
+        sums[t] = run_options(dir, kv, 7, &items);
         CHECK_EQ(items, (uint64_t)n * 3);
-        sums[t] = sum;
     }
     CHECK(sums[0] != 0);
     CHECK(sums[0] == sums[1]);
