@@ -13,9 +13,14 @@
  * decoder for single-scan files: the coefficients, hence the pixels, are
  * exactly those of the original), then
  * jpeg_write_coefficients() as a baseline sequential file with
- * restart_interval = 1 MCU and libjpeg's standard Huffman tables (optimized
- * ones for progressive sources), into a grow-only buffer of the caller's. Progressive files become baseline too,
- * with the same coefficients. Markers that do not change decoding (APPn,
+ * restart_interval = 1 MCU and libjpeg's standard Huffman tables, into a
+ * grow-only buffer of the caller's; if that does not fit the size limit
+ * below (smooth, high-quality photos whose own optimized tables beat the
+ * standard ones by more than the markers' cost), a second pass with
+ * optimized tables, from the coefficients already read. Progressive
+ * sources go straight to optimized tables (they are 10-15% smaller than
+ * their baseline form with standard ones) and become baseline too, with
+ * the same coefficients. Markers that do not change decoding (APPn,
  * COM: EXIF, ICC, comments) are not copied: nothing downstream reads them.
  *
  * What is declined (return 0, the caller keeps the original bytes, and the
@@ -28,7 +33,8 @@
  * that would fail a decode (truncation, corrupt entropy data: the error
  * manager of jpeg.c decides, as for decoding); and a rewrite that would be
  * more than an eighth (plus 4 KiB) larger than the original, as for tiny,
- * flat images where the markers would dominate. Never an error, and no
+ * flat images where the markers would dominate (with optimized tables:
+ * the last attempt). Never an error, and no
  * message in the thread's error slot (unless the output buffer cannot be
  * allocated).
  *
@@ -38,6 +44,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -64,6 +71,7 @@ struct nst_jpeg_enc {
     nst_buf *out;   /* the caller's buffer for this call            */
     size_t limit;   /* bytes the rewrite may take (reserved in out)  */
     size_t len;     /* bytes written, set at term_destination        */
+    int full;       /* the last pass ran out of `limit`              */
 };
 
 /* The output buffer is reserved at `limit` up front; running out of it
@@ -80,6 +88,7 @@ static void dest_init(j_compress_ptr c)
 static boolean dest_full(j_compress_ptr c)
 {
     nst_jpeg_err *err = (nst_jpeg_err *)(void *)c->err;
+    enc_of(c)->full = 1;
     err->status = 0;
     longjmp(err->jmp, 1);
 }
@@ -212,6 +221,36 @@ static int eligible(const struct jpeg_decompress_struct *ci, uint64_t max_pixels
            (ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1);
 }
 
+/* One rewrite of ci's coefficients with tables `k` into e->out. Returns 1
+ * (e->len set), 0 if it did not fit in e->limit, -1 on a libjpeg error.
+ * Catches its own longjmps (the caller's jump target is restored on
+ * return), so the caller can try again with other tables. */
+static int encode_pass(nst_jpeg *j, nst_jpeg_enc *e, j_decompress_ptr ci,
+                       jvirt_barray_ptr *coefs, int k)
+{
+    jmp_buf outer;
+    memcpy(outer, j->err.jmp, sizeof outer);
+    /* volatile: read after a longjmp from a libjpeg call. */
+    struct jpeg_compress_struct *volatile co = NULL;
+    volatile int rc = 1;
+    e->full = 0;
+    e->len = 0;
+    if (setjmp(j->err.jmp)) {
+        if (co) jpeg_abort_compress(co);
+        rc = e->full ? 0 : -1;
+    } else {
+        co = enc_compressor(j, e, k);
+        jpeg_copy_critical_parameters(ci, co);
+        co->optimize_coding = k == ENC_OPTIMIZED ? TRUE : FALSE;
+        co->restart_interval = 1;
+        co->dest = &e->dest;
+        jpeg_write_coefficients(co, coefs);
+        jpeg_finish_compress(co);
+    }
+    memcpy(j->err.jmp, outer, sizeof outer);
+    return rc;
+}
+
 int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf *out,
                          size_t *out_len)
 {
@@ -227,11 +266,8 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     j->err.status = 0;
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
-    /* volatile: read after a longjmp from a libjpeg call. */
-    struct jpeg_compress_struct *volatile co = NULL;
     if (setjmp(j->err.jmp)) {
         j->huff_arm = 0;
-        if (co) jpeg_abort_compress(co);
         jpeg_abort_decompress(&j->cinfo);
         return 0;
     }
@@ -242,7 +278,6 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     if (nst_buf_reserve(out, limit) < 0) return 0;
     e->out = out;
     e->limit = limit;
-    e->len = 0;
 
     struct jpeg_decompress_struct *ci = &j->cinfo;
     jpeg_mem_src(ci, buf, (unsigned long)len);
@@ -262,20 +297,15 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
         jpeg_abort_decompress(ci);
         return 0;
     }
-    /* Standard tables, one pass; but progressive files are smaller than
-     * their baseline form with standard tables (10-15%), so they get
-     * optimized tables, which keeps most within the size limit. */
-    const int opt = ci->progressive_mode ? ENC_OPTIMIZED : ENC_STANDARD;
-    co = enc_compressor(j, e, opt);
-    jpeg_copy_critical_parameters(ci, co);
-    co->optimize_coding = opt == ENC_OPTIMIZED ? TRUE : FALSE;
-    co->restart_interval = 1;
-    co->dest = &e->dest;
-    jpeg_write_coefficients(co, coefs);
-    jpeg_finish_compress(co);
+    /* Standard tables: one pass over the coefficients. Optimized tables
+     * (two passes) where that does not fit, and for progressive sources,
+     * which are smaller than their baseline form with standard tables. */
+    int rc = ci->progressive_mode ? 0 : encode_pass(j, e, ci, coefs, ENC_STANDARD);
+    if (rc == 0) rc = encode_pass(j, e, ci, coefs, ENC_OPTIMIZED);
     /* Not jpeg_finish_decompress(): trailing bytes after the last scan
      * must not matter, as for decoding. */
     jpeg_abort_decompress(ci);
+    if (rc != 1) return 0;
     *out_len = e->len;
     return 1;
 }
