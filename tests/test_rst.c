@@ -415,6 +415,7 @@ static long full_rows_differ(nst_decoder *fast, const uint8_t *rw, size_t rw_len
     nst_image a, b;
     CHECK_OK(nst_decode(fast, rw, rw_len, "rewrite", NULL, 0, 0, &a));
     CHECK_OK(nst_decode(slow, jpg, len, "original", NULL, 0, 0, &b));
+    CHECK(a.width == b.width && a.height == b.height);
     if (a.width != b.width || a.height != b.height) return (long)b.height;
     long rows = 0;
     for (uint32_t y = 0; y < a.height; y++)
