@@ -106,7 +106,8 @@ NOSTALL_API const char *nostall_version_string(void);
     X(E_STATE, -14, "call not valid in the loader's current state")            \
     X(E_THREAD, -15, "thread creation failed")                                 \
     X(E_FORK, -16, "handle used in a child process after fork()")              \
-    X(E_PERMISSION, -17, "permission denied")
+    X(E_PERMISSION, -17, "permission denied")                                 \
+    X(E_UNSUPPORTED, -18, "valid data using a feature nostall does not decode")
 
 typedef enum nostall_status {
 #define NOSTALL_STATUS_ENUM_(name, value, msg) NOSTALL_##name = (value),
