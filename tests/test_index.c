@@ -215,6 +215,15 @@ static void test_list(const char *tmp)
         {"a.jpg\t1\nb.jpg\t\n", ":2:"},
         {"a.jpg\t1\nb.jpg\t4611686018427387904\n", ":2:"},  /* 2^62 */
         {"a.jpg\t99999999999999999999999\n", ":1:"},        /* overflow */
+        {"a.jpg\t1\nb.jpg\t18446744073709551616\n", ":2:"}, /* 2^64: wrapped to 0 */
+        {"a.jpg\t18446744073709551617\n", ":1:"},          /* 2^64 + 1: wrapped to 1 */
+        {"a.jpg\t36893488147419103232\n", ":1:"},          /* 2^65: wrapped to 0 */
+        {"a.jpg\t9223372036854775808\n", ":1:"},           /* 2^63 */
+        {"a.jpg\t18446744073709551615\n", ":1:"},          /* 2^64 - 1 */
+        {"a.jpg\t+1\n", ":1:"},
+        {"a.jpg\t1 \n", ":1:"},
+        {"a.jpg\t0x10\n", ":1:"},
+        {"a.jpg\t1e3\n", ":1:"},
         {"a.jpg\t1\n\t5\n", ":2:"},                          /* empty path */
         {"a.jpg\t 1\n", ":1:"},
         {"a.jpg\t1x\n", ":1:"},
@@ -238,6 +247,15 @@ static void test_list(const char *tmp)
             check_failures_++;
         }
     }
+
+    /* Out of range and malformed labels say which. */
+    write_file(dir, "bad.txt", "a.jpg\t18446744073709551616\n");
+    snprintf(list, sizeof list, "%s/bad.txt", dir);
+    CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "'18446744073709551616' is out of range") != NULL);
+    write_file(dir, "bad.txt", "a.jpg\t12a\n");
+    CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "'12a' is not a decimal integer") != NULL);
 
     /* A list with only comments and blank lines is empty. */
     write_file(dir, "empty.txt", "# nothing\n\n\r\n");

@@ -390,16 +390,22 @@ out:
     return rc;
 }
 
-/* Parse a label: decimal digits only, value in [0, 2^62). */
+/* Parse a label: decimal digits only, value in [0, 2^62). Returns 0, -1
+ * when s is not a decimal integer, -2 when it is one but out of range. The
+ * range is checked before each step, so no value wraps around (2^64 used to
+ * come out as 0). */
 static int parse_label(const char *s, int64_t *out)
 {
     if (!*s) return -1;
     uint64_t v = 0;
+    int big = 0;
     for (; *s; s++) {
         if (*s < '0' || *s > '9') return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-        if (v >= NST_INDEX_MAX_LABEL) return -1;
+        const uint64_t d = (uint64_t)(*s - '0');
+        if (big || v > (NST_INDEX_MAX_LABEL - 1 - d) / 10) big = 1;
+        else v = v * 10 + d;
     }
+    if (big) return -2;
     *out = (int64_t)v;
     return 0;
 }
@@ -458,11 +464,14 @@ static int build_list(nst_index *ix, const char *list)
             goto err;
         }
         int64_t label;
-        if (parse_label(tab + 1, &label)) {
+        int lrc = parse_label(tab + 1, &label);
+        if (lrc < 0) {
             rc = nst_error(NOSTALL_E_DATASET,
-                           "index: %s:%llu: label '%.100s' is not a decimal "
-                           "integer in [0, 2^62) (expected 'path<TAB>label')",
-                           list, lineno, tab + 1);
+                           "index: %s:%llu: label '%.100s' %s (expected "
+                           "'path<TAB>label', the label a decimal integer in "
+                           "[0, 2^62))",
+                           list, lineno, tab + 1,
+                           lrc == -2 ? "is out of range" : "is not a decimal integer");
             goto err;
         }
         *tab = '\0';
