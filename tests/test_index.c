@@ -2,13 +2,25 @@
  * test_index.c — the dataset index: ImageFolder (class order, recursion,
  * extension matching, hidden and ignored files, empty classes) and list files
  * (relative/absolute paths, comments, CRLF, malformed lines), plus the error
- * statuses for missing and empty sources.
+ * statuses for missing and empty sources. Entries named like images that are
+ * no readable file (dangling symlinks, directories, FIFOs, sockets, devices,
+ * unreadable files) are items whose fetch says why; symlinked subtrees that
+ * form a DAG are walked once; paths longer than PATH_MAX and messages that
+ * keep their reason.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 
 #include "check.h"
+#include "common/error.h"
 #include "source/index.h"
+#include "source/reader.h"
 
 static char path_buf[4096];
 
@@ -319,11 +331,321 @@ static void test_errors(const char *tmp)
     nst_index_free(NULL);
 }
 
+/* Index of item whose path ends in `tail`, or -1. */
+static long long find_item(const nst_index *ix, const char *tail)
+{
+    size_t tl = strlen(tail);
+    for (uint64_t i = 0; i < nst_index_count(ix); i++) {
+        const char *p = nst_index_path(ix, i);
+        size_t pl = strlen(p);
+        if (pl >= tl && strcmp(p + pl - tl, tail) == 0) return (long long)i;
+    }
+    return -1;
+}
+
+/* Reading `path` fails with `want` and a message containing `why`. */
+static void check_read_fails(const char *path, int want, const char *why)
+{
+    nst_buf buf = {0};
+    size_t len = 7;
+    int rc = nst_read_file(path, 1 << 20, 0, &buf, &len);
+    const char *msg = nostall_last_error();
+    if (rc != want || !strstr(msg, why) || len != 0) {
+        fprintf(stderr, "read %s: got %d (%s) '%s', want %s with '%s'\n", path, rc,
+                nostall_status_name(rc), msg, nostall_status_name(want), why);
+        check_failures_++;
+    }
+    nst_buf_free(&buf);
+}
+
+/* Entries named like images that are no readable file are items (not
+ * "ignored"), and reading one says why, without blocking. */
+static void test_odd_entries(const char *tmp)
+{
+    char root[4096], p[4300];
+    snprintf(root, sizeof root, "%s/odd", tmp);
+    mkdir_p(tmp, "odd");
+    mkdir_p(root, "c");
+    mkdir_p(root, "c/dir.jpg");          /* a directory named like an image */
+    write_file(root, "c/dir.jpg/inner.jpg", "x"); /* not walked: its parent is an item */
+    write_file(root, "c/good.jpg", "x");
+    write_file(root, "c/notes.txt", "x"); /* the only ignored file */
+    snprintf(p, sizeof p, "%s/c/dangling.jpg", root);
+    CHECK(symlink("no-such-target.jpg", p) == 0);
+    snprintf(p, sizeof p, "%s/c/other-dangling", root); /* not named like an image */
+    CHECK(symlink("nowhere", p) == 0);
+    snprintf(p, sizeof p, "%s/c/fifo.jpg", root);
+    CHECK(mkfifo(p, 0644) == 0);
+    int have_dev = 0, have_sock = 0;
+    if (geteuid() == 0) {
+        snprintf(p, sizeof p, "%s/c/null.png", root);
+        have_dev = mknod(p, S_IFCHR | 0644, makedev(1, 3)) == 0; /* /dev/null */
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (sfd >= 0 && (size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/c/sock.jpeg", root) <
+                        sizeof sa.sun_path)
+        have_sock = bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (sfd >= 0) close(sfd);
+    write_file(root, "c/secret.jpg", "x");
+    chmod(join(root, "c/secret.jpg"), 0);
+
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build(&ix, root));
+    if (!ix) return;
+    /* good, dir.jpg, dangling, fifo, secret (+ null.png, sock.jpeg) */
+    CHECK_EQ(nst_index_count(ix), 5 + have_dev + have_sock);
+    CHECK_EQ(nst_index_ignored(ix), 2); /* notes.txt, other-dangling */
+    CHECK(find_item(ix, "/c/dir.jpg") >= 0);
+    CHECK(find_item(ix, "inner.jpg") < 0);
+    CHECK(find_item(ix, "/c/dangling.jpg") >= 0);
+    CHECK(find_item(ix, "/c/fifo.jpg") >= 0);
+    CHECK(find_item(ix, "/c/secret.jpg") >= 0);
+    if (have_dev) CHECK(find_item(ix, "/c/null.png") >= 0);
+    if (have_sock) CHECK(find_item(ix, "/c/sock.jpeg") >= 0);
+    nst_index_free(ix);
+
+    snprintf(p, sizeof p, "%s/c/dangling.jpg", root);
+    check_read_fails(p, NOSTALL_E_NOT_FOUND, "symlink target missing (-> 'no-such-target.jpg')");
+    snprintf(p, sizeof p, "%s/c/dir.jpg", root);
+    check_read_fails(p, NOSTALL_E_IO, "is a directory");
+    snprintf(p, sizeof p, "%s/c/fifo.jpg", root);
+    check_read_fails(p, NOSTALL_E_IO, "is a FIFO (named pipe), not a regular file");
+    if (have_dev) {
+        snprintf(p, sizeof p, "%s/c/null.png", root);
+        check_read_fails(p, NOSTALL_E_IO, "is a character device, not a regular file");
+    }
+    if (have_sock) {
+        snprintf(p, sizeof p, "%s/c/sock.jpeg", root);
+        check_read_fails(p, NOSTALL_E_IO, "is a socket");
+    }
+    snprintf(p, sizeof p, "%s/c/missing.jpg", root);
+    check_read_fails(p, NOSTALL_E_NOT_FOUND, "no such file");
+
+    /* A FIFO with a writer still attached is refused at once, not read. */
+    snprintf(p, sizeof p, "%s/c/fifo.jpg", root);
+    int rfd = open(p, O_RDONLY | O_NONBLOCK), wfd = rfd >= 0 ? open(p, O_WRONLY | O_NONBLOCK) : -1;
+    CHECK(wfd >= 0);
+    check_read_fails(p, NOSTALL_E_IO, "FIFO");
+    if (wfd >= 0) close(wfd);
+    if (rfd >= 0) close(rfd);
+
+    /* Unreadable: root reads anything, so drop privileges in a child. */
+    snprintf(p, sizeof p, "%s/c/secret.jpg", root);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(77);
+        if (access(root, X_OK) != 0) _exit(77); /* test folder not reachable as nobody */
+        check_read_fails(p, NOSTALL_E_PERMISSION, "permission denied");
+        /* The index does not open it: still an item. */
+        nst_index *ix2 = NULL;
+        if (nst_index_build(&ix2, root) < 0 || find_item(ix2, "/c/secret.jpg") < 0) check_failures_++;
+        nst_index_free(ix2);
+        _exit(check_failures_ ? 1 : 0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        fprintf(stderr, "note: unreadable-file case skipped (cannot drop privileges or reach %s)\n",
+                root);
+    else
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    chmod(join(root, "c/secret.jpg"), 0644);
+}
+
+/* dir/L0 holds one image; dir/Lk holds two symlinks a, b to L(k-1). */
+static void make_dag(const char *dir, int n)
+{
+    char p[4300], t[64];
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/L0", dir);
+    mkdir(p, 0755);
+    write_file(p, "img.jpg", "x");
+    for (int k = 1; k <= n; k++) {
+        snprintf(p, sizeof p, "%s/L%d", dir, k);
+        mkdir(p, 0755);
+        snprintf(t, sizeof t, "../L%d", k - 1);
+        snprintf(p, sizeof p, "%s/L%d/a", dir, k);
+        CHECK(symlink(t, p) == 0);
+        snprintf(p, sizeof p, "%s/L%d/b", dir, k);
+        CHECK(symlink(t, p) == 0);
+    }
+}
+
+/* Symlinked subtrees that form a DAG are walked once, under the first path
+ * (bytewise); 2^n paths, n + 1 directories. */
+static void test_dag(const char *tmp)
+{
+    static const int sizes[] = {12, 24};
+    for (int s = 0; s < 2; s++) {
+        int n = sizes[s];
+        char root[4096], store[4200], p[4300], t[64], want[4096];
+        snprintf(root, sizeof root, "%s/dag%d", tmp, n);
+        snprintf(store, sizeof store, "%s/dag%d-store", tmp, n);
+        mkdir(root, 0755);
+        make_dag(store, n);
+        snprintf(p, sizeof p, "%s/c", root);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/c/top", root);
+        snprintf(t, sizeof t, "../../dag%d-store/L%d", n, n);
+        CHECK(symlink(t, p) == 0);
+        nst_index *ix = NULL;
+        CHECK_OK(nst_index_build(&ix, root));
+        if (!ix) continue;
+        CHECK_EQ(nst_index_count(ix), 1);
+        CHECK_EQ(nst_index_dirs_walked(ix), n + 2); /* c, L_n .. L0 */
+        CHECK_EQ(nst_index_dirs_shared(ix), n);     /* every b */
+        int k = snprintf(want, sizeof want, "%s/c/top", root);
+        for (int i = 0; i < n; i++) k += snprintf(want + k, sizeof want - (size_t)k, "/a");
+        snprintf(want + k, sizeof want - (size_t)k, "/img.jpg");
+        CHECK(nst_index_path(ix, 0) && strcmp(nst_index_path(ix, 0), want) == 0);
+        nst_index_free(ix);
+    }
+    /* The same directory under two class folders is indexed in each. */
+    char root[4096], p[4300];
+    snprintf(root, sizeof root, "%s/dag12", tmp);
+    snprintf(p, sizeof p, "%s/d", root);
+    CHECK(symlink("c", p) == 0);
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build(&ix, root));
+    if (ix) {
+        CHECK_EQ(nst_index_count(ix), 2);
+        CHECK_EQ(nst_index_label(ix, 1), 1);
+        nst_index_free(ix);
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Items come out in bytewise order of their whole path, whatever the walk
+ * meets first: names around '/' (0x2f) and above 0x7f. */
+static void test_order(const char *tmp)
+{
+    static const char *const dirs[] = {"a", "a-b", "a0", "a/a", "a/a.b", "\xff", "a!", "a.jpgx"};
+    static const char *const files[] = {
+        "a.jpg",   "a-b.jpg",   "a0.jpg", "a/x.jpg",   "a/a.jpg", "a/a/z.png",  "a/a.b/q.jpg",
+        "a-b/k.jpeg", "a0/m.jpg", "\xff/n.jpg", "\xfe.jpg", "a!/b.jpg", "a!.jpg", "a.jpgx/y.JPG",
+        "A.jpg",   " .jpg",     "a.b.jpg",
+    };
+    char root[4096], cls[4200];
+    snprintf(root, sizeof root, "%s/order", tmp);
+    snprintf(cls, sizeof cls, "%s/order/k", tmp);
+    mkdir_p(tmp, "order");
+    mkdir_p(root, "k");
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) mkdir_p(cls, dirs[i]);
+    size_t n = sizeof files / sizeof files[0];
+    for (size_t i = 0; i < n; i++) write_file(cls, files[i], "x");
+    char **want = calloc(n, sizeof *want);
+    for (size_t i = 0; i < n; i++) {
+        want[i] = malloc(4400);
+        snprintf(want[i], 4400, "%s/%s", cls, files[i]);
+    }
+    qsort(want, n, sizeof *want, cmp_str);
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build(&ix, root));
+    if (ix) {
+        CHECK_EQ(nst_index_count(ix), n);
+        for (size_t i = 0; i < n && i < nst_index_count(ix); i++) {
+            if (strcmp(nst_index_path(ix, i), want[i]) != 0) {
+                fprintf(stderr, "order: item %zu is '%s', want '%s'\n", i, nst_index_path(ix, i),
+                        want[i]);
+                check_failures_++;
+            }
+        }
+        nst_index_free(ix);
+    }
+    for (size_t i = 0; i < n; i++) free(want[i]);
+    free(want);
+}
+
+/* A message must keep its reason whatever the length of the path. */
+static void check_reason_kept(const char *msg, const char *reason)
+{
+    size_t len = strlen(msg);
+    if (!strstr(msg, reason) || len >= NST_ERROR_MAX - 1 || len > 900) {
+        fprintf(stderr, "message (%zu bytes) lacks '%s': '%.300s...'\n", len, reason, msg);
+        check_failures_++;
+    }
+}
+
+/* Paths longer than PATH_MAX: the ImageFolder builds, the file is an item
+ * that fails with its reason; long list paths keep the line and reason. */
+static void test_long_paths(const char *tmp)
+{
+    char root[4096], name[256];
+    snprintf(root, sizeof root, "%s/long", tmp);
+    mkdir_p(tmp, "long");
+    mkdir_p(root, "c");
+    write_file(root, "c/ok.jpg", "x");
+    memset(name, 'd', 250);
+    name[250] = '\0';
+    int fd = open(join(root, "c"), O_RDONLY | O_DIRECTORY);
+    CHECK(fd >= 0);
+    for (int i = 0; i < 20 && fd >= 0; i++) { /* 20 x 251 bytes > PATH_MAX */
+        CHECK(mkdirat(fd, name, 0755) == 0);
+        int nfd = openat(fd, name, O_RDONLY | O_DIRECTORY);
+        close(fd);
+        fd = nfd;
+    }
+    if (fd >= 0) {
+        int f = openat(fd, "deep.jpg", O_WRONLY | O_CREAT, 0644);
+        CHECK(f >= 0 && write(f, "x", 1) == 1);
+        if (f >= 0) close(f);
+        close(fd);
+    }
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build(&ix, root));
+    if (ix) {
+        CHECK_EQ(nst_index_count(ix), 2);
+        long long i = find_item(ix, "/deep.jpg");
+        CHECK(i >= 0);
+        if (i >= 0) {
+            const char *deep = nst_index_path(ix, (uint64_t)i);
+            CHECK(strlen(deep) > 5000);
+            nst_buf buf = {0};
+            size_t len;
+            CHECK_RC(nst_read_file(deep, 1 << 20, 0, &buf, &len), NOSTALL_E_IO);
+            check_reason_kept(nostall_last_error(), "longer than PATH_MAX");
+            CHECK(strstr(nostall_last_error(), "/deep.jpg: cannot be opened") != NULL);
+            CHECK(strstr(nostall_last_error(), "read: ") == nostall_last_error());
+            nst_buf_free(&buf);
+        }
+        nst_index_free(ix);
+    }
+
+    /* A list in a folder with a long name: the message keeps line and reason. */
+    char dir[4096], list[4200];
+    int k = snprintf(dir, sizeof dir, "%s/", tmp);
+    for (int i = 0; i < 3; i++) { /* 3 x 251 bytes */
+        k += snprintf(dir + k, sizeof dir - (size_t)k, "%s/", name);
+        dir[k - 1] = '\0';
+        mkdir(dir, 0755);
+        dir[k - 1] = '/';
+    }
+    snprintf(list, sizeof list, "%sbad-label.txt", dir);
+    FILE *f = fopen(list, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("a.jpg\t1\nb.jpg\t18446744073709551616\n", f);
+        fclose(f);
+    }
+    CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
+    check_reason_kept(nostall_last_error(), "bad-label.txt:2: label '18446744073709551616' is out of range");
+}
+
 int main(void)
 {
     const char *tmp = test_tmpdir("index");
     test_folder(tmp);
     test_list(tmp);
     test_errors(tmp);
+    test_odd_entries(tmp);
+    test_dag(tmp);
+    test_order(tmp);
+    test_long_paths(tmp);
     TEST_EXIT();
 }

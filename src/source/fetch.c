@@ -214,8 +214,8 @@ static void uring_reap(nst_fetcher *f, int wait)
         return;
     }
     if (res < 0) {
-        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", r->path, r->have,
-                           strerror(-res));
+        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s",
+                           NST_MSG_PATH(r->path), r->have, strerror(-res));
         close(r->fd);
         r->fd = -1;
         req_fail(f, r, st);
@@ -240,7 +240,7 @@ static void submit_local(nst_fetcher *f, nst_fetch_req *r)
     if (r->size == 0) {
         close(r->fd);
         r->fd = -1;
-        req_fail(f, r, nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", r->path));
+        req_fail(f, r, nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", NST_MSG_PATH(r->path)));
         return;
     }
     r->deadline = nst_throttle_schedule(env->throttle, r->size);

@@ -9,11 +9,19 @@
  * int64 array; class names in a second table. Ordering is deterministic and
  * locale-free: names are sorted with strcmp (bytewise, like Python sorted()).
  * For ImageFolder, class folders are listed and sorted first, then each
- * class folder is walked recursively into a scratch table of paths relative
- * to the class folder, which is sorted and appended to the items. Symlinks
- * are followed; a directory that is one of its own ancestors (device and
- * inode compared) is a symlink loop and fails the build, and nesting is
- * limited to NST_INDEX_MAX_DEPTH levels.
+ * class folder is walked depth-first, each directory opened relative to its
+ * parent (openat: no path length limit) and its entries read whole and
+ * sorted so that directory names compare as if they ended in '/'
+ * (cmp_entry): the walk then meets the paths in bytewise order, items are
+ * appended as they are met (no final sort) and "the first path to a shared
+ * directory" is the first in that order. Names like an image are items
+ * without a stat() (whatever they are: fetch reports why one cannot be
+ * read); other names are stat()ed only when d_type cannot tell a directory.
+ * Symlinks are followed; a directory that is one of its own ancestors
+ * (device and inode compared) is a symlink loop and fails the build; one
+ * already walked in this class folder (a hash set of device and inode) is
+ * skipped, so symlinked subtrees that form a DAG cost their size, not the
+ * number of paths to them; nesting is limited to NST_INDEX_MAX_DEPTH levels.
  *
  * Every failure frees everything built so far (one cleanup label per
  * function) and returns an NOSTALL_E_* status with a message naming the path.
@@ -25,15 +33,18 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/error.h"
 #include "source/http.h"
+#include "source/reader.h"
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64
@@ -55,6 +66,7 @@ struct nst_index {
     nst_strtab classes;
     uint64_t nclasses;
     uint64_t ignored;
+    uint64_t dirs_walked, dirs_shared;
     int is_list;
 };
 
@@ -162,23 +174,21 @@ static int is_image_name(const char *name)
     return 0;
 }
 
-enum { KIND_OTHER = 0, KIND_FILE = 1, KIND_DIR = 2 };
+/* What an entry below a class folder becomes: an item (named like an
+ * image, whatever it is) or a directory to walk. */
+enum { ENT_ITEM = 1, ENT_DIR = 2 };
 
-/* Kind of the entry `de` whose full path is `path`, following symlinks. */
-static int entry_kind(const struct dirent *de, const char *path)
+/* 1 if the entry `de` of the directory open as `dfd` is a directory,
+ * following symlinks; 0 for anything else (a dangling symlink included).
+ * d_type answers without a stat() for all but symlinks. */
+static int is_dir_at(int dfd, const struct dirent *de)
 {
-#if defined(DT_UNKNOWN) && defined(DT_DIR) && defined(DT_REG)
-    if (de->d_type == DT_DIR) return KIND_DIR;
-    if (de->d_type == DT_REG) return KIND_FILE;
-    if (de->d_type != DT_UNKNOWN && de->d_type != DT_LNK) return KIND_OTHER;
-#else
-    (void)de;
+#if defined(DT_UNKNOWN) && defined(DT_DIR) && defined(DT_LNK)
+    if (de->d_type == DT_DIR) return 1;
+    if (de->d_type != DT_UNKNOWN && de->d_type != DT_LNK) return 0;
 #endif
     struct stat st;
-    if (stat(path, &st) != 0) return KIND_OTHER; /* e.g. a dangling symlink */
-    if (S_ISDIR(st.st_mode)) return KIND_DIR;
-    if (S_ISREG(st.st_mode)) return KIND_FILE;
-    return KIND_OTHER;
+    return fstatat(dfd, de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* A growing path buffer. */
@@ -200,112 +210,276 @@ static int path_push(nst_pathbuf *p, size_t at, const char *name)
     return 0;
 }
 
-/* The directories being walked, outermost first, to detect symlink loops. */
+/* The entries of one directory being walked: [kind byte][name NUL] back to
+ * back in `arena`, then pointers to the names, sorted. One per nesting
+ * level, reused by the directories walked at that level. */
+typedef struct nst_level {
+    char *arena;
+    size_t len, cap;
+    const char **v;
+    size_t n, vcap;
+} nst_level;
+
+/* The directories walked in the current class folder, as (device, inode):
+ * an open-addressing hash set; a slot is used when its gen is the set's
+ * (a new class folder bumps gen instead of clearing). */
+typedef struct nst_dirkey {
+    uint64_t dev, ino;
+    uint32_t gen;
+} nst_dirkey;
+
+typedef struct nst_dirset {
+    nst_dirkey *v;
+    size_t cap, n; /* cap: a power of two, or 0 */
+    uint32_t gen;  /* >= 1 once in use */
+} nst_dirset;
+
+static size_t dirkey_slot(uint64_t dev, uint64_t ino, size_t cap)
+{
+    uint64_t h = (ino * 0x9E3779B97F4A7C15ULL) ^ ((dev + 1) * 0xC2B2AE3D27D4EB4FULL);
+    return (size_t)(h ^ (h >> 31)) & (cap - 1);
+}
+
+/* Start a new class folder: the set is empty. */
+static void dirset_next(nst_dirset *s)
+{
+    if (++s->gen == 0) { /* wrapped: really clear */
+        if (s->v) memset(s->v, 0, s->cap * sizeof *s->v);
+        s->gen = 1;
+    }
+    s->n = 0;
+}
+
+/* Add (dev, ino): 1 if added, 0 if it was there, -1 when out of memory. */
+static int dirset_add(nst_dirset *s, uint64_t dev, uint64_t ino)
+{
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 64;
+        nst_dirkey *nv = calloc(ncap, sizeof *nv);
+        if (!nv) return -1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (s->v[i].gen != s->gen) continue;
+            size_t j = dirkey_slot(s->v[i].dev, s->v[i].ino, ncap);
+            while (nv[j].gen == s->gen) j = (j + 1) & (ncap - 1);
+            nv[j] = s->v[i];
+        }
+        free(s->v);
+        s->v = nv;
+        s->cap = ncap;
+    }
+    size_t j = dirkey_slot(dev, ino, s->cap);
+    while (s->v[j].gen == s->gen) {
+        if (s->v[j].dev == dev && s->v[j].ino == ino) return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->v[j] = (nst_dirkey){dev, ino, s->gen};
+    s->n++;
+    return 1;
+}
+
+/* The walk of one ImageFolder: the path of the directory being walked, the
+ * class's label, one entry list per level, the (device, inode) of the
+ * directories being walked (ancestors, outermost first: symlink loops) and
+ * of every directory walked in this class folder (shared subtrees). */
 typedef struct nst_walk {
+    nst_index *ix;
+    nst_pathbuf p;
+    int64_t label;
+    nst_level lv[NST_INDEX_MAX_DEPTH + 1];
     dev_t dev[NST_INDEX_MAX_DEPTH + 1];
     ino_t ino[NST_INDEX_MAX_DEPTH + 1];
+    nst_dirset seen;
 } nst_walk;
 
-/* Walk the directory p->s (its first `base` bytes are the class folder; it is
- * `depth` levels deep, the class folder being 0) and add the paths of image
- * files, relative to the class folder, to `rel`. */
-static int walk_class(nst_index *ix, nst_pathbuf *p, size_t base,
-                      nst_strtab *rel, nst_walk *w, int depth)
+static void walk_free(nst_walk *w)
 {
-    int rc = NOSTALL_OK;
-    size_t at = p->len;
-    struct stat st;
-    if (depth > NST_INDEX_MAX_DEPTH)
-        return nst_error(NOSTALL_E_DATASET,
-                         "index: %s: directories nested deeper than %d levels",
-                         p->s, NST_INDEX_MAX_DEPTH);
-    if (stat(p->s, &st) != 0)
-        return nst_error(NOSTALL_E_DATASET, "index: %s: %s", p->s,
-                         strerror(errno));
-    for (int k = 0; k < depth; k++) {
-        if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino)
-            return nst_error(NOSTALL_E_DATASET,
-                             "index: %s: symlink loop (leads back to a "
-                             "directory containing it)",
-                             p->s);
+    for (int k = 0; k <= NST_INDEX_MAX_DEPTH; k++) {
+        free(w->lv[k].arena);
+        free(w->lv[k].v);
     }
-    w->dev[depth] = st.st_dev;
-    w->ino[depth] = st.st_ino;
-    DIR *d = opendir(p->s);
-    if (!d)
-        return nst_error(NOSTALL_E_DATASET, "index: %s: cannot open directory: %s",
-                         p->s, strerror(errno));
+    free(w->seen.v);
+    free(w->p.s);
+}
+
+/* Bytewise order of the paths below: a directory's name compares as if it
+ * ended in '/', so a depth-first walk in this order meets every path in
+ * bytewise order of the whole relative path ("a.jpg" < "a/b.jpg" <
+ * "a0.jpg", as strcmp on the joined paths would sort them). */
+static int cmp_entry(const void *a, const void *b)
+{
+    const unsigned char *x = *(const unsigned char *const *)a;
+    const unsigned char *y = *(const unsigned char *const *)b;
+    const int xd = x[-1] == ENT_DIR, yd = y[-1] == ENT_DIR;
+    for (size_t i = 0;; i++) {
+        int cx = x[i] ? x[i] : xd ? '/' : 0, cy = y[i] ? y[i] : yd ? '/' : 0;
+        if (cx != cy) return cx < cy ? -1 : 1;
+        if (!x[i] || !y[i]) return 0; /* the same name twice: cannot happen */
+    }
+}
+
+/* Read the directory d into level lv: every non-hidden entry named like an
+ * image (an item, whatever it turns out to be: a file that cannot be read
+ * is a bad item with its reason when fetched) and every other directory
+ * (walked); anything else is counted as ignored. Sorted (cmp_entry). */
+static int read_level(nst_walk *w, DIR *d, nst_level *lv)
+{
+    nst_index *ix = w->ix;
+    lv->len = lv->n = 0;
     for (;;) {
         errno = 0;
         struct dirent *de = readdir(d);
         if (!de) {
-            if (errno) {
-                p->s[at] = '\0';
-                rc = nst_error(NOSTALL_E_DATASET,
-                               "index: %s: cannot read directory: %s", p->s,
-                               strerror(errno));
-            }
+            if (errno)
+                return nst_error(NOSTALL_E_DATASET, "index: %s: cannot read directory: %s",
+                                 NST_MSG_PATH(w->p.s), strerror(errno));
             break;
         }
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (path_push(p, at, name)) {
-            p->s[at] = '\0';
-            rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", p->s);
-            break;
-        }
-        int kind = entry_kind(de, p->s);
+        int kind;
         if (name[0] == '.') {
-            if (kind != KIND_DIR) ix->ignored++;
+            if (!is_dir_at(dirfd(d), de)) ix->ignored++; /* hidden dirs: not walked */
             continue;
         }
-        if (kind == KIND_DIR) {
-            rc = walk_class(ix, p, base, rel, w, depth + 1);
-            if (rc < 0) break;
-        } else if (kind == KIND_FILE && is_image_name(name)) {
-            /* Path relative to the class folder (skip its '/'). */
-            if (strtab_add3(rel, p->s + base + 1, p->len - base - 1, NULL, 0,
-                            NULL, 0)) {
-                rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory",
-                               p->s);
-                break;
-            }
-        } else {
+        if (is_image_name(name)) kind = ENT_ITEM;
+        else if (is_dir_at(dirfd(d), de)) kind = ENT_DIR;
+        else {
             ix->ignored++;
+            continue;
+        }
+        size_t nlen = strlen(name), need;
+        if (nst_add_overflow(lv->len, nlen + 2, &need) || grow((void **)&lv->arena, &lv->cap, need, 1))
+            return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(w->p.s));
+        lv->arena[lv->len] = (char)kind;
+        memcpy(lv->arena + lv->len + 1, name, nlen + 1);
+        lv->len = need;
+        lv->n++;
+    }
+    if (grow((void **)&lv->v, &lv->vcap, lv->n, sizeof *lv->v))
+        return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(w->p.s));
+    for (size_t i = 0, off = 0; i < lv->n; i++) {
+        lv->v[i] = lv->arena + off + 1;
+        off += strlen(lv->v[i]) + 2;
+    }
+    if (lv->n > 1) qsort(lv->v, lv->n, sizeof *lv->v, cmp_entry);
+    return NOSTALL_OK;
+}
+
+/* Walk the directory open as `fd` (ours to close), whose path is w->p.s,
+ * `depth` levels below the class folder (0), adding its items in order. A
+ * directory already walked in this class folder (reached again through a
+ * symlink) is not walked again: its items appear once, under the path met
+ * first. */
+static int walk_dir(nst_walk *w, int fd, int depth)
+{
+    nst_index *ix = w->ix;
+    nst_pathbuf *p = &w->p;
+    const size_t at = p->len;
+    struct stat st;
+    int rc = NOSTALL_OK;
+
+    if (depth > NST_INDEX_MAX_DEPTH) {
+        close(fd);
+        return nst_error(NOSTALL_E_DATASET, "index: %s: directories nested deeper than %d levels",
+                         NST_MSG_PATH(p->s), NST_INDEX_MAX_DEPTH);
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = nst_error(NOSTALL_E_DATASET, "index: %s: %s", NST_MSG_PATH(p->s), strerror(errno));
+        close(fd);
+        return rc;
+    }
+    for (int k = 0; k < depth; k++) {
+        if (w->dev[k] == st.st_dev && w->ino[k] == st.st_ino) {
+            close(fd);
+            return nst_error(NOSTALL_E_DATASET,
+                             "index: %s: symlink loop (leads back to a directory containing it)",
+                             NST_MSG_PATH(p->s));
         }
     }
+    int added = dirset_add(&w->seen, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+    if (added <= 0) {
+        close(fd);
+        if (added < 0)
+            return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(p->s));
+        ix->dirs_shared++;
+        return NOSTALL_OK;
+    }
+    ix->dirs_walked++;
+    w->dev[depth] = st.st_dev;
+    w->ino[depth] = st.st_ino;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        rc = nst_error(NOSTALL_E_DATASET, "index: %s: cannot open directory: %s",
+                       NST_MSG_PATH(p->s), strerror(errno));
+        close(fd);
+        return rc;
+    }
+    nst_level *lv = &w->lv[depth];
+    if ((rc = read_level(w, d, lv)) < 0) goto out;
+    for (size_t i = 0; i < lv->n; i++) {
+        const char *name = lv->v[i];
+        if (name[-1] == ENT_ITEM) {
+            if (index_add(ix, p->s, at, "/", 1, name, strlen(name), w->label)) {
+                rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(p->s));
+                break;
+            }
+            continue;
+        }
+        if (path_push(p, at, name)) {
+            p->s[at] = '\0';
+            rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(p->s));
+            break;
+        }
+        int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+        if (cfd < 0) {
+            rc = nst_error(NOSTALL_E_DATASET, "index: %s: cannot open directory: %s",
+                           NST_MSG_PATH(p->s), strerror(errno));
+            break;
+        }
+        rc = walk_dir(w, cfd, depth + 1);
+        p->len = at;
+        p->s[at] = '\0';
+        if (rc < 0) break;
+    }
+out:
     closedir(d);
     p->len = at;
     p->s[at] = '\0';
     return rc;
 }
 
+static int open_error(const char *what, const char *path, int e)
+{
+    return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
+                     : (e == ENOENT || e == ENOTDIR) ? NOSTALL_E_NOT_FOUND
+                                                     : NOSTALL_E_DATASET,
+                     "index: %s: %s%s", NST_MSG_PATH(path), what, strerror(e));
+}
+
 static int build_folder(nst_index *ix, const char *root)
 {
     int rc = NOSTALL_OK;
-    nst_pathbuf p = {0};
-    nst_strtab names = {0}, rel = {0};
-    const char **sorted = NULL, **srel = NULL;
+    nst_walk *w = NULL;
+    nst_strtab names = {0};
+    const char **sorted = NULL;
     DIR *d = NULL;
-    nst_walk walk;
 
+    if (!(w = calloc(1, sizeof *w))) goto nomem;
+    w->ix = ix;
+    nst_pathbuf *p = &w->p;
     /* Root as given, minus trailing slashes (but keep "/"). */
     size_t rlen = strlen(root);
     while (rlen > 1 && root[rlen - 1] == '/') rlen--;
-    if (grow((void **)&p.s, &p.cap, rlen + 1, 1)) goto nomem;
-    memcpy(p.s, root, rlen);
-    p.s[rlen] = '\0';
-    p.len = rlen;
+    if (grow((void **)&p->s, &p->cap, rlen + 1, 1)) goto nomem;
+    memcpy(p->s, root, rlen);
+    p->s[rlen] = '\0';
+    p->len = rlen;
     size_t rootlen = (rlen == 1 && root[0] == '/') ? 0 : rlen;
 
-    d = opendir(p.s);
-    if (!d) {
-        int e = errno;
-        rc = nst_error(e == EACCES ? NOSTALL_E_PERMISSION
-                       : e == ENOENT ? NOSTALL_E_NOT_FOUND
-                                     : NOSTALL_E_DATASET,
-                       "index: %s: cannot open directory: %s", root,
-                       strerror(e));
+    int rfd = open(p->s, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+    if (rfd < 0 || !(d = fdopendir(rfd))) {
+        rc = open_error("cannot open directory: ", root, errno);
+        if (rfd >= 0) close(rfd);
         goto err;
     }
     /* Class folders: the non-hidden directories at the root. */
@@ -314,27 +488,21 @@ static int build_folder(nst_index *ix, const char *root)
         struct dirent *de = readdir(d);
         if (!de) {
             if (errno) {
-                rc = nst_error(NOSTALL_E_DATASET,
-                               "index: %s: cannot read directory: %s", root,
-                               strerror(errno));
+                rc = nst_error(NOSTALL_E_DATASET, "index: %s: cannot read directory: %s",
+                               NST_MSG_PATH(root), strerror(errno));
                 goto err;
             }
             break;
         }
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (path_push(&p, rootlen, name)) goto nomem;
-        int kind = entry_kind(de, p.s);
-        if (kind != KIND_DIR) {
+        if (!is_dir_at(dirfd(d), de)) {
             ix->ignored++; /* files outside class folders, hidden or not */
             continue;
         }
         if (name[0] == '.') continue;
-        if (strtab_add3(&names, name, strlen(name), NULL, 0, NULL, 0))
-            goto nomem;
+        if (strtab_add3(&names, name, strlen(name), NULL, 0, NULL, 0)) goto nomem;
     }
-    closedir(d);
-    d = NULL;
 
     if (names.count) {
         sorted = strtab_sorted(&names);
@@ -349,20 +517,16 @@ static int build_folder(nst_index *ix, const char *root)
 
     for (size_t c = 0; c < ix->nclasses; c++) {
         const char *cname = strtab_get(&ix->classes, c);
-        if (path_push(&p, rootlen, cname)) goto nomem;
-        size_t base = p.len;
-        rel.len = rel.count = 0;
-        rc = walk_class(ix, &p, base, &rel, &walk, 0);
-        if (rc < 0) goto err;
-        if (!rel.count) continue;
-        free(srel);
-        srel = strtab_sorted(&rel);
-        if (!srel) goto nomem;
-        for (size_t i = 0; i < rel.count; i++) {
-            if (index_add(ix, p.s, base, "/", 1, srel[i], strlen(srel[i]),
-                          (int64_t)c))
-                goto nomem;
+        if (path_push(p, rootlen, cname)) goto nomem;
+        int cfd = openat(dirfd(d), cname, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+        if (cfd < 0) {
+            rc = nst_error(NOSTALL_E_DATASET, "index: %s: cannot open directory: %s",
+                           NST_MSG_PATH(p->s), strerror(errno));
+            goto err;
         }
+        w->label = (int64_t)c;
+        dirset_next(&w->seen);
+        if ((rc = walk_dir(w, cfd, 0)) < 0) goto err;
     }
 
     if (ix->items.count == 0) {
@@ -370,23 +534,22 @@ static int build_folder(nst_index *ix, const char *root)
                        "index: %s: no images found (%llu class folders, %llu "
                        "files ignored; expected %s/CLASS/NAME.jpg, .jpeg or "
                        ".png)",
-                       root, (unsigned long long)ix->nclasses,
-                       (unsigned long long)ix->ignored, root);
+                       NST_MSG_PATH(root), (unsigned long long)ix->nclasses,
+                       (unsigned long long)ix->ignored, NST_MSG_PATH(root));
         goto err;
     }
     rc = NOSTALL_OK;
     goto out;
 
 nomem:
-    rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", root);
+    rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(root));
 err:
 out:
     if (d) closedir(d);
     free(sorted);
-    free(srel);
     strtab_free(&names);
-    strtab_free(&rel);
-    free(p.s);
+    if (w) walk_free(w);
+    free(w);
     return rc;
 }
 
@@ -434,17 +597,18 @@ static int build_list(nst_index *ix, const char *list)
         return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
                          : e == ENOENT ? NOSTALL_E_NOT_FOUND
                                        : NOSTALL_E_DATASET,
-                         "index: %s: cannot open list file: %s", list,
+                         "index: %s: cannot open list file: %s", NST_MSG_PATH(list),
                          strerror(e));
     }
     ix->is_list = 1;
+    const char *mlist = NST_MSG_PATH(list); /* the list, as messages name it */
     for (;;) {
         errno = 0;
         ssize_t n = getline(&line, &lcap, f);
         if (n < 0) {
             if (ferror(f)) {
                 rc = nst_error(NOSTALL_E_DATASET,
-                               "index: %s:%llu: read error: %s", list,
+                               "index: %s:%llu: read error: %s", mlist,
                                lineno + 1, strerror(errno ? errno : EIO));
                 goto err;
             }
@@ -460,7 +624,7 @@ static int build_list(nst_index *ix, const char *list)
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: expected 'path<TAB>label', got "
                            "'%.200s'",
-                           list, lineno, line);
+                           mlist, lineno, line);
             goto err;
         }
         int64_t label;
@@ -470,7 +634,7 @@ static int build_list(nst_index *ix, const char *list)
                            "index: %s:%llu: label '%.100s' %s (expected "
                            "'path<TAB>label', the label a decimal integer in "
                            "[0, 2^62))",
-                           list, lineno, tab + 1,
+                           mlist, lineno, tab + 1,
                            lrc == -2 ? "is out of range" : "is not a decimal integer");
             goto err;
         }
@@ -488,14 +652,14 @@ static int build_list(nst_index *ix, const char *list)
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: unsupported URL scheme '%.*s://' in "
                            "'%.200s' (only http:// and https:// are fetched)",
-                           list, lineno, (int)(sep - line < 32 ? sep - line : 32), line, line);
+                           mlist, lineno, (int)(sep - line < 32 ? sep - line : 32), line, line);
             goto err;
         }
         int verbatim = line[0] == '/' || is_url;
         if (index_add(ix, verbatim ? NULL : list, verbatim ? 0 : dlen, line,
                       plen, NULL, 0, label)) {
             rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory",
-                           list, lineno);
+                           mlist, lineno);
             goto err;
         }
         if (label > maxlabel) maxlabel = label;
@@ -504,7 +668,7 @@ static int build_list(nst_index *ix, const char *list)
         rc = nst_error(NOSTALL_E_DATASET,
                        "index: %s: no images found (the list has no "
                        "'path<TAB>label' lines)",
-                       list);
+                       mlist);
         goto err;
     }
     ix->nclasses = (uint64_t)(maxlabel + 1);
@@ -543,10 +707,10 @@ int nst_index_build(nst_index **out, const char *source)
         return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
                          : (e == ENOENT || e == ENOTDIR) ? NOSTALL_E_NOT_FOUND
                                                          : NOSTALL_E_DATASET,
-                         "index: %s: %s", source, strerror(e));
+                         "index: %s: %s", NST_MSG_PATH(source), strerror(e));
     }
     ix = calloc(1, sizeof *ix);
-    if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", source);
+    if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));
     if (S_ISDIR(st.st_mode)) {
         rc = build_folder(ix, source);
     } else if (S_ISREG(st.st_mode)) {
@@ -555,7 +719,7 @@ int nst_index_build(nst_index **out, const char *source)
         rc = nst_error(NOSTALL_E_DATASET,
                        "index: %s: neither a directory (ImageFolder) nor a "
                        "regular file (list)",
-                       source);
+                       NST_MSG_PATH(source));
     }
     if (rc < 0) goto err;
     shrink(ix);
@@ -598,3 +762,7 @@ const char *nst_index_class_name(const nst_index *ix, uint64_t label)
 }
 
 uint64_t nst_index_ignored(const nst_index *ix) { return ix ? ix->ignored : 0; }
+
+uint64_t nst_index_dirs_walked(const nst_index *ix) { return ix ? ix->dirs_walked : 0; }
+
+uint64_t nst_index_dirs_shared(const nst_index *ix) { return ix ? ix->dirs_shared : 0; }

@@ -5,14 +5,34 @@
  * Sources:
  *   - a directory: ImageFolder. Each sub-directory is a class; classes sorted
  *     by name (bytewise, as Python's sorted()) get labels 0..K-1. Inside a
- *     class directory files are found recursively; a file is an item when its
- *     extension is .jpg, .jpeg or .png (any case); other regular files are
- *     counted as ignored. Names starting with '.' are skipped (and counted as
- *     ignored when they are files). Items are ordered by class, then by their
- *     path relative to the class folder (bytewise). Paths are stored joined
- *     to the root as given ("root/class/file.jpg").
+ *     class directory entries are found recursively. Every entry whose name
+ *     ends in .jpg, .jpeg or .png (any case) is an item, whatever it turns
+ *     out to be: a dangling symlink, a directory, a FIFO, a socket, a device
+ *     or a file without read permission is indexed and becomes a bad item
+ *     with its reason when fetched (source/reader.h), so nothing named like
+ *     an image is dropped silently (and such a directory is not walked).
+ *     Other directories are walked; other entries are counted as ignored
+ *     (`files_ignored`: not named like an image). Names starting with '.'
+ *     are skipped (and counted as ignored when they are not directories),
+ *     and so are entries at the root that are not directories (counted as
+ *     ignored: files outside class folders, whatever their name). Items are
+ *     ordered by class, then by their path relative to the class folder
+ *     (bytewise). Paths are stored joined to the root as given
+ *     ("root/class/file.jpg"), and may be longer than PATH_MAX (the walk
+ *     opens each directory relative to its parent; such an item is a bad
+ *     item when fetched, with its reason).
+ *     Symlinks are followed. Within one class folder each directory (device
+ *     and inode) is walked once: a directory reached again through another
+ *     path (symlinked subtrees shared by several paths: a DAG) is skipped,
+ *     so its items appear once, under the path that sorts first bytewise;
+ *     the same directory under two class folders is walked in each (the
+ *     items are indexed once per class). A directory that is one of its own
+ *     ancestors is a symlink loop and fails the build (E_DATASET); nesting
+ *     is limited to 64 levels below the class folder; a directory that
+ *     cannot be read fails the build (its contents are unknown).
  *   - a regular file: a list, one `path<TAB>label` per line; label a decimal
- *     integer in [0, 2^62). Relative paths are relative to the list file's
+ *     integer in [0, 2^62) (anything else, 2^64 included, fails the build
+ *     naming the line). Relative paths are relative to the list file's
  *     directory. Empty lines and lines starting with '#' are skipped; a
  *     trailing '\r' is removed. Any other malformed line fails the build with
  *     E_DATASET naming the list file and line number. Paths are stored
@@ -24,7 +44,8 @@
  *     relative path.)
  *
  * An empty dataset (no items) is an error (E_DATASET). Every error message
- * names the path involved. Storage: one char arena for all paths plus an
+ * names the path involved (shortened in the middle when long, so that the
+ * reason after it is never cut off). Storage: one char arena for all paths plus an
  * offsets array and a labels array (no allocation per item).
  */
 #ifndef NST_SOURCE_INDEX_H
@@ -44,7 +65,13 @@ int64_t nst_index_label(const nst_index *ix, uint64_t i);
 uint64_t nst_index_classes(const nst_index *ix);
 /* ImageFolder: class folder name of `label`; list: NULL. */
 const char *nst_index_class_name(const nst_index *ix, uint64_t label);
-/* Files seen but not indexed (ImageFolder only; 0 for lists). */
+/* Files seen but not indexed (ImageFolder only; 0 for lists): not named
+ * like an image, hidden, or outside class folders. */
 uint64_t nst_index_ignored(const nst_index *ix);
+/* ImageFolder: directories walked (class folders included), and those met
+ * again through another path of the same class folder and not walked
+ * again. 0 for lists. */
+uint64_t nst_index_dirs_walked(const nst_index *ix);
+uint64_t nst_index_dirs_shared(const nst_index *ix);
 
 #endif

@@ -9,49 +9,102 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
 #include "source/reader.h"
 
+const char *nst_msg_path_of(nst_msg_path *buf, const char *path)
+{
+    size_t n = strlen(path);
+    if (n < NST_MSG_PATH_MAX) return path;
+    /* head + "..." + tail < NST_MSG_PATH_MAX, never splitting a UTF-8
+     * sequence (a cut lands before a lead byte, not on a continuation). */
+    size_t head = NST_MSG_PATH_MAX / 3, tail = NST_MSG_PATH_MAX - head - 4;
+    while (head > 0 && ((unsigned char)path[head] & 0xC0) == 0x80) head--;
+    size_t from = n - tail;
+    while (from < n && ((unsigned char)path[from] & 0xC0) == 0x80) from++;
+    memcpy(buf->s, path, head);
+    memcpy(buf->s + head, "...", 3);
+    memcpy(buf->s + head + 3, path + from, n - from + 1);
+    return buf->s;
+}
+
+/* Why opening `path` failed with `err` (and what it is, when it exists but
+ * is no file). */
 static int open_error(const char *path, int err)
 {
+    const char *mp = NST_MSG_PATH(path);
+    struct stat st;
     switch (err) {
     case ENOENT:
     case ENOTDIR:
-        return nst_error(NOSTALL_E_NOT_FOUND, "read: %s: no such file", path);
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+            char target[256];
+            ssize_t n = readlink(path, target, sizeof target - 1);
+            if (n < 0) n = 0;
+            target[n] = '\0';
+            return nst_error(NOSTALL_E_NOT_FOUND, "read: %s: symlink target missing (-> '%s%s')",
+                             mp, target, (size_t)n == sizeof target - 1 ? "..." : "");
+        }
+        return nst_error(NOSTALL_E_NOT_FOUND, "read: %s: no such file", mp);
     case EACCES:
     case EPERM:
-        return nst_error(NOSTALL_E_PERMISSION, "read: %s: permission denied", path);
+        return nst_error(NOSTALL_E_PERMISSION, "read: %s: permission denied", mp);
+    case ENAMETOOLONG:
+        return nst_error(NOSTALL_E_IO, "read: %s: cannot be opened: the path (%zu bytes) is longer "
+                         "than PATH_MAX or has a name longer than NAME_MAX",
+                         mp, strlen(path));
+    case ELOOP:
+        return nst_error(NOSTALL_E_IO, "read: %s: too many levels of symbolic links (a symlink "
+                         "loop?)", mp);
+    case ENXIO: /* a socket, or a device without its driver */
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) break;
+        /* fall through */
     default:
-        return nst_error(NOSTALL_E_IO, "read: %s: %s", path, strerror(err));
+        return nst_error(NOSTALL_E_IO, "read: %s: %s", mp, strerror(err));
     }
+    return nst_error(NOSTALL_E_IO, "read: %s: %s, not a regular file", mp,
+                     S_ISSOCK(st.st_mode) ? "is a socket" : "cannot be opened");
+}
+
+/* The reason a file of mode `m` is not read, NULL for a regular file. */
+static const char *not_regular(mode_t m)
+{
+    if (S_ISREG(m)) return NULL;
+    if (S_ISDIR(m)) return "is a directory";
+    if (S_ISFIFO(m)) return "is a FIFO (named pipe)";
+    if (S_ISSOCK(m)) return "is a socket";
+    if (S_ISCHR(m)) return "is a character device";
+    if (S_ISBLK(m)) return "is a block device";
+    return "is of an unknown type";
 }
 
 int nst_open_item(const char *path, uint64_t max_bytes, int *fd_out, size_t *size)
 {
     struct stat st;
     int fd, rc = 0;
+    const char *why;
 
     *fd_out = -1;
     *size = 0;
     do {
         /* O_NONBLOCK: opening a FIFO must not block the worker; anything
-         * that is not a regular file is rejected below. */
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+         * that is not a regular file is rejected below, before any read.
+         * O_NOCTTY: a terminal device never becomes our controlling one. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return open_error(path, errno);
     if (fstat(fd, &st) != 0) {
-        rc = nst_error(NOSTALL_E_IO, "read: %s: fstat: %s", path, strerror(errno));
-    } else if (S_ISDIR(st.st_mode)) {
-        rc = nst_error(NOSTALL_E_IO, "read: %s: is a directory", path);
-    } else if (!S_ISREG(st.st_mode)) {
+        rc = nst_error(NOSTALL_E_IO, "read: %s: fstat: %s", NST_MSG_PATH(path), strerror(errno));
+    } else if ((why = not_regular(st.st_mode)) != NULL) {
         /* FIFOs, sockets and devices could block or never end. */
-        rc = nst_error(NOSTALL_E_IO, "read: %s: not a regular file", path);
+        rc = nst_error(NOSTALL_E_IO, "read: %s: %s, not a regular file", NST_MSG_PATH(path), why);
     } else if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {
         rc = nst_error(NOSTALL_E_FILE_TOO_LARGE, "read: %s: %lld bytes is over max_file_bytes=%llu",
-                       path, (long long)st.st_size, (unsigned long long)max_bytes);
+                       NST_MSG_PATH(path), (long long)st.st_size, (unsigned long long)max_bytes);
     }
     if (rc < 0) {
         close(fd);
@@ -70,8 +123,8 @@ int nst_read_check(const char *path, size_t have, uint64_t max_bytes)
 {
     if (have > max_bytes)
         return nst_error(NOSTALL_E_FILE_TOO_LARGE, "read: %s: more than max_file_bytes=%llu bytes",
-                         path, (unsigned long long)max_bytes);
-    if (have == 0) return nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", path);
+                         NST_MSG_PATH(path), (unsigned long long)max_bytes);
+    if (have == 0) return nst_error(NOSTALL_E_EMPTY, "read: %s: empty file", NST_MSG_PATH(path));
     return 0;
 }
 
@@ -97,8 +150,8 @@ int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_b
         ssize_t n = pread(fd, buf->data + have, buf->cap - have, (off_t)have);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", path, have,
-                             strerror(errno));
+            return nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s", NST_MSG_PATH(path),
+                             have, strerror(errno));
         }
         if (n == 0) break;
         have += (size_t)n;

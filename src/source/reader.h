@@ -4,9 +4,16 @@
  * nst_read_file opens the path, checks its size against the limit before
  * reading, and reads with pread() until EOF, handling short reads and EINTR.
  * Only regular files are read (opened non-blocking, so a FIFO cannot stall a
- * worker). Errors (each message names the path): E_NOT_FOUND, E_PERMISSION,
- * E_IO (including "is a directory" and "not a regular file"), E_EMPTY,
- * E_FILE_TOO_LARGE. A read that blocks in the kernel (a hung network
+ * worker; the type is checked with fstat before any read). Errors, each
+ * message naming the path (long paths shortened in the middle, see
+ * NST_MSG_PATH) and then the reason:
+ *   E_NOT_FOUND     no such file; "symlink target missing" (a dangling
+ *                   symlink, its target named)
+ *   E_PERMISSION    permission denied
+ *   E_IO            "is a directory", "is a FIFO (named pipe)", "is a
+ *                   socket", "is a character/block device" (never read),
+ *                   "path longer than PATH_MAX", a symlink loop, read errors
+ *   E_EMPTY, E_FILE_TOO_LARGE A read that blocks in the kernel (a hung network
  * filesystem) cannot be interrupted: stop/free wait for it.
  * Called by worker threads; touches only its arguments.
  */
@@ -34,5 +41,19 @@ int nst_open_item(const char *path, uint64_t max_bytes, int *fd, size_t *size);
 int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_buf *buf,
                 size_t *len);
 int nst_read_check(const char *path, size_t have, uint64_t max_bytes);
+
+/* A path as it is written into messages: the path itself when shorter than
+ * NST_MSG_PATH_MAX bytes, else its first and last bytes around "...", cut
+ * at UTF-8 character boundaries, in buf (NST_MSG_PATH_MAX + 1 bytes). So a
+ * message naming a path of any length (longer than PATH_MAX even) still
+ * fits NST_ERROR_MAX with its reason, which comes after the path. */
+#define NST_MSG_PATH_MAX 400
+typedef struct nst_msg_path {
+    char s[NST_MSG_PATH_MAX + 1];
+} nst_msg_path;
+const char *nst_msg_path_of(nst_msg_path *buf, const char *path);
+/* The same with a buffer that lives until the end of the enclosing block:
+ * nst_error(..., "read: %s: ...", NST_MSG_PATH(path)). */
+#define NST_MSG_PATH(path) nst_msg_path_of(&(nst_msg_path){{0}}, (path))
 
 #endif
