@@ -37,7 +37,9 @@
  *      A loader's configuration is immutable for its lifetime.
  *   3. A batch returned by nostall_loader_next() is lent: its memory stays
  *      valid and unchanged until it is passed to nostall_loader_release() (or
- *      the loader is freed). Batches are released in the order received.
+ *      the loader is freed), also across nostall_loader_set_state(). Lent
+ *      batches may be released in any order and from any thread; a batch
+ *      kept lent only takes its own ring slot out of use.
  *   4. After nostall_loader_free() returns, no thread of the loader runs and
  *      no memory of it remains. In a forked child, free does nothing (the
  *      child's copy of the memory is left alone; its threads do not exist).
@@ -46,8 +48,9 @@
  *
  * THREAD SAFETY
  *   An object is used by one thread at a time, unless its function says
- *   otherwise. Exceptions: nostall_loader_stop() and nostall_loader_stats()
- *   may be called from any thread at any time while the loader exists; the
+ *   otherwise. Exceptions: nostall_loader_stop(), nostall_loader_stats() and
+ *   nostall_loader_release() may be called from any thread at any time while
+ *   the loader exists; the
  *   status/option/stat-name functions are pure and thread-safe.
  *   Handles are not usable in a child after fork(): calls there return
  *   NOSTALL_E_FORK.
@@ -344,7 +347,8 @@ typedef struct nostall_batch {
     uint64_t *indices;      /* count dataset item indices (into the index)  */
     uint32_t count;         /* items in this batch; < batch_size only for
                                the last batch of an epoch or when bad items
-                               were skipped                                 */
+                               were skipped -- never with drop_last, which
+                               fills such a batch from the next items      */
     uint32_t channels, height, width; /* 3, crop, crop                      */
     nostall_dtype dtype;
     nostall_layout layout;
@@ -357,36 +361,66 @@ typedef struct nostall_batch {
 /* Lend the next batch. Blocks until it is ready, the loader is stopped, or a
  * worker failed. Returns 0 with *out filled; NOSTALL_EPOCH_END once after the
  * last batch of each epoch (no batch); NOSTALL_DONE when `epochs` epochs have
- * been delivered; E_STOPPED after nostall_loader_stop(); E_STATE if every
- * ring slot is already lent; or the error of a bad item under
- * on_bad_item=fail (sticky: every later call returns it too). */
+ * been delivered; E_STOPPED after nostall_loader_stop(); E_STATE if the
+ * batch cannot be made because ring slots are lent (every slot, or, with
+ * drop_last and skipped items, all but the one being filled: filling a
+ * batch needs the next batch of its epoch too); or the error of a bad item
+ * under on_bad_item=fail (sticky: every later call returns it too). */
 NOSTALL_API int nostall_loader_next(nostall_loader *ld, nostall_batch *out);
 /* As nostall_loader_next, but waits at most `timeout_ms` milliseconds and
  * returns NOSTALL_TIMEOUT (no batch, nothing changed) when none is ready by
  * then. Lets a caller stay responsive (e.g. to Ctrl-C in Python). */
 NOSTALL_API int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out,
                                           uint32_t timeout_ms);
-/* Give a lent batch back to the ring. Batches are released in the order
- * they were received; E_INVALID otherwise. */
+/* Give a lent batch back to the ring: in any order, from any thread.
+ * E_INVALID if `b` is not a batch lent now (e.g. released twice). */
 NOSTALL_API int nostall_loader_release(nostall_loader *ld, const nostall_batch *b);
 /* Wake every waiter and make workers exit at their next item boundary. Any
  * thread, any time, idempotent. Later calls to next return E_STOPPED. */
 NOSTALL_API int nostall_loader_stop(nostall_loader *ld);
 
-/* Resumable position: `position` items of epoch `epoch` have been delivered
- * (lent) to the consumer. With fixed item echoing, positions count
- * deliveries (repeats included) and resuming is exact. With batch echoing a
- * batch counts once its last repeat was lent: resuming between two repeats
- * of a batch delivers that batch's repeats again. Adaptive echo batches are
- * extra and not counted. */
+/* Resumable position: `position` items of this rank's shard of epoch
+ * `epoch` have been delivered (lent) to the consumer. With fixed item
+ * echoing, positions count deliveries (repeats included) and resuming is
+ * exact. With batch echoing a batch counts once its last repeat was lent:
+ * resuming between two repeats of a batch delivers that batch's repeats
+ * again. Adaptive echo batches are extra and not counted.
+ *
+ * nostall_loader_get_state() also says what the position belongs to
+ * (version != 0), and nostall_loader_set_state() checks it: a state of
+ * another seed, dataset or byte-affecting option is refused (E_STATE,
+ * naming the difference), and a state saved with another world_size is
+ * remapped exactly -- the order of an epoch is global, so the items every
+ * old rank consumed (epoch_offset + position x old world_size) are skipped
+ * and the rest is sharded over the new ranks, none repeated or lost (the
+ * ranks of a job are assumed in step, as under DDP). A state with version
+ * 0 gives only (epoch, position), e.g. {.epoch = 3} to start epoch 3. */
+#define NOSTALL_STATE_VERSION 1
 typedef struct nostall_state {
     uint64_t epoch;
     uint64_t position;
+    /* Filled by get_state; checked by set_state when version != 0. */
+    uint64_t epoch_offset; /* items of `epoch` consumed by all ranks before
+                              this rank's shard of it began (non-zero only
+                              after resuming with another world_size)      */
+    uint64_t taken;        /* drop_last with skipped items: items at the
+                              end of the batch at `position` that were
+                              already delivered (in the batch before it)  */
+    uint64_t seed;
+    uint64_t items;        /* items in the dataset index                  */
+    uint64_t fingerprint;  /* of the item list (paths, labels) and of every
+                              option that changes the bytes delivered     */
+    uint32_t version;      /* NOSTALL_STATE_VERSION; 0: only epoch and
+                              position are given                          */
+    uint32_t rank, world_size;
+    uint32_t reserved_;
 } nostall_state;
 
 NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out);
-/* Restart delivery at `st`. Prepared batches are discarded. No batch may be
- * lent (E_STATE). position must be <= items per epoch (E_INVALID). */
+/* Restart delivery at `st`. Prepared batches are discarded; batches still
+ * lent stay valid until released. E_INVALID if position is past the
+ * epoch's end or epoch is past `epochs`; E_STATE for a state of another
+ * seed, dataset or options (the message names which). */
 NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st);
 
 typedef struct nostall_dataset_info {
@@ -396,8 +430,16 @@ typedef struct nostall_dataset_info {
     uint64_t items_per_epoch;  /* items this rank delivers per epoch (before skips) */
     uint64_t batches_per_epoch;
     uint32_t threads;          /* worker threads actually started          */
-    uint32_t ring_slots;       /* batches in the ring                      */
+    uint32_t ring_slots;       /* batches in the ring: batches_ahead + 1, or
+                                  fewer when an epoch has fewer batches   */
     size_t batch_bytes;        /* image bytes of one full batch            */
+    /* The ring's memory, one block holding every slot (NULL in a
+     * coordinated group), e.g. to page-lock it for GPU copies. */
+    void *ring_memory;
+    size_t ring_bytes;
+    uint32_t slot_items;       /* items a slot holds: batch_size, or the
+                                  most an epoch can deliver if fewer      */
+    uint32_t reserved_;
 } nostall_dataset_info;
 
 NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out);

@@ -14,16 +14,22 @@
  *   the bytes of every batch are the same whatever the number of threads and
  *   whichever thread did which item.
  *
- *   Bounded: a batch is only opened once its slot was released by the
- *   consumer (seq < released + nslots). Memory is planned at create: the ring
- *   arena, and per worker a decoder, an augmenter and a file buffer, each
- *   grow-only (they stop growing after the largest item seen).
+ *   Bounded: a batch is only opened in a free slot. Lent batches are
+ *   released in any order (a batch the consumer keeps only takes its own
+ *   slot out of use). Memory is planned at create: the ring arena (sized no
+ *   larger than an epoch can fill, and checked against the memory the
+ *   process may use), and per worker a decoder, an augmenter and a file
+ *   buffer, each grow-only (they stop growing after the largest item seen).
  *
  *   Bad items: the item's status is recorded in the slot. Under `skip` the
  *   finished batch is compacted (bad items removed, order kept) and the skip
  *   is counted and listed; under `fail` no new batch is opened after the
  *   failing one, and the consumer receives the earlier batches and then the
- *   error of the first failing item of that batch (deterministic too).
+ *   error of the first failing item of that batch (deterministic too). With
+ *   drop_last, a batch short of skipped items is filled by the consumer from
+ *   the last items of the batches after it in its epoch (fill_from_next), so
+ *   every batch is full and the result is still a pure function of the
+ *   seed.
  *
  * THREADS AND LOCKS
  *   `mu` guards the cursor, the ring's slot bookkeeping, the consumer
@@ -50,6 +56,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "common/memlimit.h"
 #include "common/rng.h"
 #include "coord/group.h"
 #include "decode/decode.h"
@@ -203,12 +210,15 @@ struct nostall_loader {
     uint64_t prod_epoch, prod_pos, prod_seq;
     int prod_open;       /* slot prod_seq % n is open and has items left  */
     int prod_halted;     /* fail policy: open no more batches             */
-    /* consumer side */
-    uint64_t released;   /* batches released since the last reset: every
-                            seq < released is free                       */
+    nst_slot *prod_slot; /* the open batch's slot (prod_open)             */
+    uint32_t open_taken; /* set_state: `taken` of the first batch opened  */
+    /* consumer side (seq numbers only grow, also across set_state) */
     uint64_t cons_seq;   /* next seq to lend                              */
     uint64_t cons_epoch, cons_pos;
-    uint32_t lent;
+    uint32_t cons_taken; /* drop_last fill: `taken` of the batch at cons_pos */
+    uint32_t lent;       /* batches lent now (ring and adaptive echo)     */
+    int fill;            /* drop_last with skip: fill short batches       */
+    uint64_t fingerprint;/* of the item list and byte options (0: not yet) */
     int failed;          /* sticky failure status for the consumer        */
     char failmsg[NST_ERROR_MAX];
     /* skip table: distinct bad items, sorted by index */
@@ -220,7 +230,7 @@ struct nostall_loader {
     counter gen_pub;     /* gen, readable without mu                      */
     counter batches_delivered, items_delivered, wait_ns;
     counter dlv[NST_IO_COUNT_]; /* nst_slot_io of delivered batches         */
-    counter cons_epoch_pub, cons_pos_pub;
+    counter cons_epoch_pub, cons_pos_pub, cons_taken_pub;
 
     worker *workers;
 };
@@ -234,7 +244,7 @@ struct nostall_loader {
  * the items' uses (memoized: O(shard) for a fractional factor). mu held. */
 static uint64_t epoch_len(struct nostall_loader *ld, uint64_t epoch)
 {
-    if (ld->echo != ECHO_ITEMS) return ld->sampler.per_rank;
+    if (ld->echo != ECHO_ITEMS) return nst_sampler_len(&ld->sampler, epoch);
     for (int i = 0; i < 4; i++)
         if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) return ld->elen_val[i];
     uint64_t n = nst_echo_epoch_len(&ld->esched, epoch);
@@ -567,8 +577,9 @@ static int open_batch(struct nostall_loader *ld)
         ld->prod_pos = 0;
         if (ld->echo == ECHO_ITEMS) echo_epoch_start(ld, ld->prod_epoch, 0);
     }
-    if (ld->prod_seq >= ld->released + ld->ring.nslots) return 0; /* ring full */
-    nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
+    nst_slot *s = nst_ring_free_slot(&ld->ring);
+    if (!s) return 0; /* ring full */
+    ld->prod_slot = s;
     s->state = NST_SLOT_FILLING;
     s->seq = ld->prod_seq;
     s->epoch = ld->prod_epoch;
@@ -577,6 +588,9 @@ static int open_batch(struct nostall_loader *ld)
     s->assigned = s->done = s->failed = s->delivered = 0;
     memset(&s->io, 0, sizeof s->io);
     s->lends_left = s->lends_out = 0;
+    s->taken = ld->open_taken;
+    ld->open_taken = 0;
+    s->skip_after = s->next_taken = 0;
     s->error = 0;
     s->errmsg[0] = '\0';
     ld->prod_open = 1;
@@ -588,7 +602,7 @@ static int open_batch(struct nostall_loader *ld)
  * wait for a ticket to finish). */
 static int take_ticket(struct nostall_loader *ld, worker *w)
 {
-    nst_slot *s = &ld->ring.slots[ld->prod_seq % ld->ring.nslots];
+    nst_slot *s = ld->prod_slot;
     ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
     t->echo = t->produce = 0;
     t->copy = 0;
@@ -980,6 +994,67 @@ static int validate(const nostall_config *c, const char *fn)
     return 0;
 }
 
+/* "1.5 GB" */
+static const char *human_bytes(uint64_t n, char *buf, size_t len)
+{
+    if (n >= 1000000000ULL) snprintf(buf, len, "%.1f GB", (double)n / 1e9);
+    else if (n >= 1000000ULL) snprintf(buf, len, "%.1f MB", (double)n / 1e6);
+    else snprintf(buf, len, "%llu bytes", (unsigned long long)n);
+    return buf;
+}
+
+/*
+ * The batch ring, planned no larger than an epoch can fill: a slot holds at
+ * most the items one batch can have (batch_size, or an epoch's deliveries if
+ * fewer) and there are at most batches_ahead + 1 slots, or one more than an
+ * epoch has batches. What the ring, the adaptive echo pool and the MinIO
+ * cache would take is checked against the memory this process may use (the
+ * cgroup's limit, not only RAM) before anything is allocated: a plan that
+ * cannot fit is refused with the figures, not found out by the OOM killer.
+ */
+static int plan_ring(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    uint64_t per = ld->sampler.per_rank, most = per;
+    if (ld->echo == ECHO_ITEMS) most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
+    uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
+    uint64_t batches = (most + ld->batch_size - 1) / ld->batch_size;
+    uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1;
+    if (nslots > batches + 1) nslots = batches + 1;
+    if (nslots < 2) nslots = 2;
+
+    size_t per_slot = 0;
+    uint64_t ring = 0, echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    if (nst_mul_overflow(ld->item_bytes + 32, items, &per_slot) || per_slot > (SIZE_MAX >> 8))
+        ring = UINT64_MAX;
+    else
+        ring = (uint64_t)per_slot * nslots;
+    if (ld->echo == ECHO_ADAPTIVE) /* pool + echo slots */
+        echo = (uint64_t)ld->item_bytes * (v[NOSTALL_OPT_ECHO_BUFFER].u + ECHO_SLOTS * ld->batch_size);
+    nst_memlimit m;
+    char a[32], b[32], c[32];
+    if (nst_memlimit_get(&m) == 0) {
+        if (ring > m.available || echo > m.available - (ring < m.available ? ring : 0))
+            return nst_error(NOSTALL_E_NOMEM,
+                             "%s: the batch ring needs %s (%llu slots x %u items x %zu bytes)%s%s, "
+                             "but only %s of memory is available (%s limit %s); lower "
+                             "batch_size, crop or batches_ahead",
+                             fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
+                             ld->item_bytes, echo ? " plus the adaptive echo pool's " : "",
+                             echo ? human_bytes(echo, b, sizeof b) : "",
+                             human_bytes(m.available, c, sizeof c), m.source,
+                             human_bytes(m.limit, b, sizeof b));
+        if (cache && cache + ring + echo > m.limit)
+            return nst_error(NOSTALL_E_NOMEM,
+                             "%s: cache_bytes %s plus the batch ring's %s exceed the memory this "
+                             "process may use, %s (%s); lower cache_bytes (e.g. '25%%')",
+                             fn, human_bytes(cache, a, sizeof a),
+                             human_bytes(ring + echo, b, sizeof b),
+                             human_bytes(m.limit, c, sizeof c), m.source);
+    }
+    return nst_ring_create(&ld->ring, (uint32_t)nslots, items, ld->item_bytes);
+}
+
 int nostall_loader_create(nostall_loader **out, const char *source, const nostall_config *cfg)
 {
     static const char fn[] = "nostall_loader_create";
@@ -1067,21 +1142,21 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
             ld->items_per_epoch = per;
         }
     }
-    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
-        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
-        if (rc < 0) goto fail;
-    }
-    if (v[NOSTALL_OPT_COORDINATE].s[0]) /* batches live in the group's shared ring */
-        rc = coord_join(ld, fn);
-    else
-        rc = nst_ring_create(&ld->ring, (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u + 1,
-                             ld->batch_size, ld->item_bytes);
-    if (rc < 0) goto fail;
     if (v[NOSTALL_OPT_ECHO].u == 1) {
         ld->echo = ECHO_ADAPTIVE;
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
         ld->echo = ld->echo_point == EP_BATCH ? ECHO_BATCHES : ECHO_ITEMS;
+    }
+    ld->fill = ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0];
+    if (v[NOSTALL_OPT_COORDINATE].s[0]) /* batches live in the group's shared ring */
+        rc = coord_join(ld, fn);
+    else
+        rc = plan_ring(ld, fn);
+    if (rc < 0) goto fail;
+    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
+        if (rc < 0) goto fail;
     }
     if (ld->echo == ECHO_BATCHES) { /* the plan reported by info: epoch 0's lends */
         uint64_t nb = 0, ni = 0;
@@ -1285,6 +1360,7 @@ static void publish_cons(struct nostall_loader *ld)
 {
     atomic_store_explicit(&ld->cons_epoch_pub, ld->cons_epoch, memory_order_relaxed);
     atomic_store_explicit(&ld->cons_pos_pub, ld->cons_pos, memory_order_relaxed);
+    atomic_store_explicit(&ld->cons_taken_pub, ld->cons_taken, memory_order_relaxed);
 }
 
 static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
@@ -1370,26 +1446,87 @@ static int adaptive_batch(struct nostall_loader *ld, nostall_batch *out)
     return 1;
 }
 
-/* Free passed-over empty batches at the head of the lent queue (mu held). */
-static void release_empties(struct nostall_loader *ld)
+/* A slot leaves the cycle without being lent (every item skipped, or all
+ * its items went into the batch before it): its work counts as delivered,
+ * and it is free (mu held). */
+static void slot_pass(struct nostall_loader *ld, nst_slot *s)
 {
-    while (ld->released < ld->cons_seq) {
-        nst_slot *s = &ld->ring.slots[ld->released % ld->ring.nslots];
-        if (s->state != NST_SLOT_LENT || s->delivered != 0) break;
-        s->state = NST_SLOT_FREE;
-        ld->released++;
-    }
+    for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], s->io.v[i]);
+    s->state = NST_SLOT_FREE;
     pthread_cond_broadcast(&ld->work);
 }
 
-/* Free the oldest lent slot, then any batches after it that were passed
- * over because every item was skipped (mu held). */
-static void release_oldest(struct nostall_loader *ld)
+/* The batch in s is the last of its epoch (mu held). */
+static int last_of_epoch(struct nostall_loader *ld, const nst_slot *s)
 {
-    nst_slot *s = &ld->ring.slots[ld->released % ld->ring.nslots];
-    s->state = NST_SLOT_FREE;
-    ld->released++;
-    release_empties(ld);
+    return batch_len(ld, s->epoch, s->position + s->count) == 0;
+}
+
+enum { TOPUP_WAIT = 1, TOPUP_DROPPED = 2 };
+
+/*
+ * drop_last with skipped items (mu held): s is the next batch to lend and is
+ * short. Move the last items of the batches after it in its epoch into it,
+ * in order, until it is full: which items are bad is a property of the
+ * files, so the result is still a pure function of the seed, and only as
+ * many items are copied as were lost so far in the epoch. Every donor
+ * needed must be ready first, so a wait changes nothing. Donors left empty
+ * are passed; s records how many (skip_after) and what the batch after
+ * them has given (next_taken). If the epoch ends first, s and the donors
+ * hold the epoch's partial last batch: dropped, as drop_last says.
+ * 0: s is full; TOPUP_WAIT; TOPUP_DROPPED; E_STATE when a donor cannot be
+ * made because every other slot is lent.
+ */
+static int top_up(struct nostall_loader *ld, nst_slot *s, const char *fn)
+{
+    uint32_t own = s->delivered - s->taken, need = s->count - own, k = 0, left = need;
+    nst_slot *d = s;
+    while (left > 0 && !last_of_epoch(ld, d)) {
+        d = nst_ring_pending(&ld->ring, s->seq + ++k);
+        if (!d) {
+            if (nst_ring_free_slot(&ld->ring)) return TOPUP_WAIT;
+            return nst_error(NOSTALL_E_STATE,
+                             "%s: drop_last: the batch at position %llu of epoch %llu lost %u "
+                             "skipped item(s) and is filled from the next batch, but every other "
+                             "ring slot is lent: release a batch first",
+                             fn, (unsigned long long)s->position, (unsigned long long)s->epoch,
+                             s->count - s->delivered);
+        }
+        if (d->state != NST_SLOT_READY) return TOPUP_WAIT;
+        uint32_t avail = d->delivered - d->taken;
+        left -= avail < left ? avail : left;
+    }
+    if (left > 0) { /* the epoch's partial last batch */
+        slot_pass(ld, s);
+        for (uint32_t i = 1; i <= k; i++) slot_pass(ld, nst_ring_pending(&ld->ring, s->seq + i));
+        ld->cons_seq = s->seq + k + 1;
+        ld->cons_pos = d->position + d->count;
+        ld->cons_taken = 0;
+        publish_cons(ld);
+        return TOPUP_DROPPED;
+    }
+    const size_t ib = ld->item_bytes;
+    for (uint32_t i = 1; i <= k; i++) {
+        d = nst_ring_pending(&ld->ring, s->seq + i);
+        uint32_t avail = d->delivered - d->taken, t = avail < need ? avail : need;
+        uint32_t from = avail - t;
+        memcpy(s->images + own * ib, d->images + from * ib, t * ib);
+        memcpy(s->labels + own, d->labels + from, t * sizeof *s->labels);
+        memcpy(s->indices + own, d->indices + from, t * sizeof *s->indices);
+        d->taken += t;
+        own += t;
+        need -= t;
+        if (d->taken == d->delivered) {
+            slot_pass(ld, d);
+            s->skip_after = i;
+            s->next_taken = 0;
+        } else {
+            s->next_taken = d->taken;
+        }
+    }
+    s->delivered = own;
+    s->taken = 0;
+    return 0;
 }
 
 int nostall_loader_next(nostall_loader *ld, nostall_batch *out)
@@ -1491,18 +1628,27 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
             rc = NOSTALL_EPOCH_END;
             break;
         }
-        if (ld->lent == ld->ring.nslots) {
+        if (nst_ring_lent_count(&ld->ring) == ld->ring.nslots) {
             rc = nst_error(NOSTALL_E_STATE, "%s: all %u batches of the ring are lent; release one",
                            fn, ld->ring.nslots);
             break;
         }
-        nst_slot *s = &ld->ring.slots[ld->cons_seq % ld->ring.nslots];
-        if (s->state == NST_SLOT_READY && s->seq == ld->cons_seq) {
+        nst_slot *s = nst_ring_pending(&ld->ring, ld->cons_seq);
+        if (s && s->state == NST_SLOT_READY) {
             if (s->error) {
                 ld->failed = s->error;
                 snprintf(ld->failmsg, sizeof ld->failmsg, "%s: %s", fn, s->errmsg);
                 pthread_cond_broadcast(&ld->ready);
                 continue;
+            }
+            if (s->lends_left == 0 && ld->fill && s->delivered - s->taken < s->count) {
+                int f = top_up(ld, s, fn);
+                if (f == TOPUP_DROPPED) continue;
+                if (f < 0) {
+                    rc = f;
+                    break;
+                }
+                if (f == TOPUP_WAIT) goto wait;
             }
             if (s->lends_left == 0) { /* first lend of this batch */
                 s->lends_left = 1;
@@ -1519,13 +1665,15 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
                 STAT_ADD(ld->dlv[NST_IO_distance], (uint64_t)s->delivered * s->delivered);
             }
             if (--s->lends_left == 0) {
-                ld->cons_seq++;
-                ld->cons_pos = s->position + s->count;
+                ld->cons_seq = s->seq + 1 + s->skip_after;
+                ld->cons_pos = s->position + (uint64_t)s->count * (1 + s->skip_after);
+                ld->cons_taken = s->next_taken;
                 publish_cons(ld);
                 s->state = NST_SLOT_LENT; /* stays READY while repeats remain */
             }
             if (s->delivered == 0) { /* every item was bad and skipped */
-                release_empties(ld); /* LENT and not counted in `lent` */
+                s->state = NST_SLOT_FREE;
+                pthread_cond_broadcast(&ld->work);
                 continue;
             }
             s->lends_out++;
@@ -1541,6 +1689,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
             rc = 0;
             break;
         }
+    wait:;
         uint64_t t0 = nst_now_ns();
         if (deadline) {
             if (t0 >= deadline) {
@@ -1590,15 +1739,18 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
         pthread_mutex_unlock(&ld->mu);
         return rc;
     }
-    nst_slot *s = &ld->ring.slots[ld->released % ld->ring.nslots];
-    if (ld->lent == 0 || s->lends_out == 0 ||
-        (s->state != NST_SLOT_LENT && s->state != NST_SLOT_READY) || b->sequence != ld->released ||
-        b->images != s->images) {
+    nst_slot *s = nst_ring_lent(&ld->ring, b->sequence);
+    if (!s || b->images != s->images) {
         rc = nst_error(NOSTALL_E_INVALID,
-                       "%s: not the oldest lent batch (batches are released in order)", fn);
+                       "%s: batch %llu is not lent (released already, or not from this loader)",
+                       fn, (unsigned long long)b->sequence);
     } else {
         ld->lent--;
-        if (--s->lends_out == 0 && s->state == NST_SLOT_LENT) release_oldest(ld);
+        if (--s->lends_out == 0 && s->state == NST_SLOT_LENT) {
+            s->state = NST_SLOT_FREE;
+            pthread_cond_broadcast(&ld->work);
+            pthread_cond_broadcast(&ld->ready); /* a top-up may wait for a slot */
+        }
     }
     pthread_mutex_unlock(&ld->mu);
     return rc;
@@ -1608,14 +1760,88 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
  * State.
  * ------------------------------------------------------------------------ */
 
-int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out)
+/* Options that change the bytes delivered for a given (seed, epoch,
+ * position), besides the seed itself (checked on its own). world_size and
+ * rank are not here: a state is remapped to another world size. */
+static const char *const state_options[] = {
+    "shuffle", "drop_last", "mode", "crop", "resize", "scale_min", "scale_max", "ratio_min",
+    "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item", "max_pixels",
+    "max_file_bytes", "echo", "echo_point", "echo_factor", "echo_buffer"};
+
+/* The fingerprint of the item list (each path and label) and of the options
+ * above, computed once, on first use (mu held). Never 0. */
+static uint64_t fingerprint(struct nostall_loader *ld)
 {
+    if (ld->fingerprint) return ld->fingerprint;
+    uint64_t h = 0x6e6f7374616c6cULL, n = nst_index_count(ld->index);
+    char val[256];
+    nostall_checksum_update(&h, &n, sizeof n);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = nst_index_path(ld->index, i);
+        int64_t label = nst_index_label(ld->index, i);
+        nostall_checksum_update(&h, path, strlen(path) + 1);
+        nostall_checksum_update(&h, &label, sizeof label);
+    }
+    for (size_t i = 0; i < sizeof state_options / sizeof *state_options; i++) {
+        nostall_config_get(&ld->cfg, state_options[i], val, sizeof val);
+        nostall_checksum_update(&h, state_options[i], strlen(state_options[i]) + 1);
+        nostall_checksum_update(&h, val, strlen(val) + 1);
+    }
+    if (ld->echo == ECHO_BATCHES) /* each batch's repeats are drawn by position */
+        nostall_checksum_update(&h, &ld->batch_size, sizeof ld->batch_size);
+    ld->fingerprint = h ? h : 1;
+    return ld->fingerprint;
+}
+
+int nostall_loader_get_state(const nostall_loader *cld, nostall_state *out)
+{
+    nostall_loader *ld = (nostall_loader *)cld;
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_get_state: NULL argument");
     int rc = forked(ld, "nostall_loader_get_state");
     if (rc < 0) return rc;
-    out->epoch = atomic_load_explicit(&((nostall_loader *)ld)->cons_epoch_pub, memory_order_relaxed);
-    out->position = atomic_load_explicit(&((nostall_loader *)ld)->cons_pos_pub, memory_order_relaxed);
+    memset(out, 0, sizeof *out);
+    out->epoch = STAT_GET(ld->cons_epoch_pub);
+    out->position = STAT_GET(ld->cons_pos_pub);
+    out->taken = STAT_GET(ld->cons_taken_pub);
+    out->version = NOSTALL_STATE_VERSION;
+    out->seed = ld->cfg.v[NOSTALL_OPT_SEED].u;
+    out->items = nst_index_count(ld->index);
+    out->rank = ld->sampler.rank;
+    out->world_size = ld->sampler.world;
+    pthread_mutex_lock(&ld->mu);
+    out->fingerprint = fingerprint(ld);
+    if (ld->sampler.res_on && ld->sampler.res_epoch == out->epoch)
+        out->epoch_offset = ld->sampler.res_offset;
+    pthread_mutex_unlock(&ld->mu);
+    return 0;
+}
+
+/* What a state with version != 0 belongs to must be this loader's (mu
+ * held). */
+static int state_check(struct nostall_loader *ld, const nostall_state *st, const char *fn)
+{
+    uint64_t seed = ld->cfg.v[NOSTALL_OPT_SEED].u, n = nst_index_count(ld->index);
+    if (st->version > NOSTALL_STATE_VERSION)
+        return nst_error(NOSTALL_E_STATE, "%s: state version %u is newer than this library's (%u)",
+                         fn, st->version, NOSTALL_STATE_VERSION);
+    if (st->seed != seed)
+        return nst_error(NOSTALL_E_STATE,
+                         "%s: the state was saved with seed %llu, this loader has seed %llu", fn,
+                         (unsigned long long)st->seed, (unsigned long long)seed);
+    if (st->items != n)
+        return nst_error(NOSTALL_E_STATE,
+                         "%s: the state was saved for a dataset of %llu items, %s has %llu", fn,
+                         (unsigned long long)st->items, ld->source, (unsigned long long)n);
+    if (st->fingerprint != fingerprint(ld))
+        return nst_error(NOSTALL_E_STATE,
+                         "%s: the state was saved for another dataset or other options: the item "
+                         "list of %s (paths, labels) or an option that changes the bytes (%s, "
+                         "...) differs",
+                         fn, ld->source, "mode, crop, output, mean, std, echo");
+    if (st->world_size == 0 || st->rank >= st->world_size)
+        return nst_error(NOSTALL_E_STATE, "%s: the state says rank %u of world size %u", fn,
+                         st->rank, st->world_size);
     return 0;
 }
 
@@ -1632,15 +1858,49 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
                          "set_state is not available",
                          fn, ld->cfg.v[NOSTALL_OPT_COORDINATE].s);
     pthread_mutex_lock(&ld->mu);
-    uint64_t len = epoch_len(ld, st->epoch);
-    if (st->position > len) {
-        rc = nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
-                       (unsigned long long)st->position, (unsigned long long)len);
+    if (st->version && (rc = state_check(ld, st, fn)) < 0) goto out;
+    if (ld->epochs_limit && st->epoch >= ld->epochs_limit) {
+        rc = nst_error(NOSTALL_E_INVALID, "%s: epoch %llu is past epochs=%llu (epochs 0..%llu)",
+                       fn, (unsigned long long)st->epoch, (unsigned long long)ld->epochs_limit,
+                       (unsigned long long)ld->epochs_limit - 1);
         goto out;
     }
-    if (ld->lent) {
-        rc = nst_error(NOSTALL_E_STATE, "%s: %u batch(es) still lent; release them first", fn,
-                       ld->lent);
+    /* Another world size (or an already remapped epoch): skip what every old
+     * rank consumed, shard the rest. */
+    uint64_t offset = 0, position = st->position, taken = st->taken;
+    if (st->version && (st->world_size != ld->sampler.world || st->epoch_offset)) {
+        uint64_t total = nst_sampler_total(&ld->sampler, st->world_size);
+        if (st->position > (UINT64_MAX - st->epoch_offset) / st->world_size ||
+            st->epoch_offset + st->position * st->world_size > total) {
+            rc = nst_error(NOSTALL_E_INVALID,
+                           "%s: position %llu (+%llu) of world size %u is past the epoch's %llu "
+                           "items",
+                           fn, (unsigned long long)st->position,
+                           (unsigned long long)st->epoch_offset, st->world_size,
+                           (unsigned long long)total);
+            goto out;
+        }
+        offset = st->epoch_offset + st->position * st->world_size;
+        position = taken = 0;
+    }
+    if (!offset) { /* the epoch's length as it will be (no earlier remap) */
+        nst_sampler plain = ld->sampler;
+        plain.res_on = 0;
+        uint64_t len = plain.per_rank;
+        if (ld->echo == ECHO_ITEMS) {
+            nst_echo_sched tmp = ld->esched;
+            tmp.sampler = &plain;
+            len = nst_echo_epoch_len(&tmp, st->epoch);
+        }
+        if (position > len) {
+            rc = nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items",
+                           fn, (unsigned long long)position, (unsigned long long)len);
+            goto out;
+        }
+    }
+    if (taken && (!ld->fill || taken >= ld->batch_size)) {
+        rc = nst_error(NOSTALL_E_INVALID, "%s: taken=%llu needs drop_last and on_bad_item=skip "
+                       "and must be < batch_size", fn, (unsigned long long)taken);
         goto out;
     }
     if (ld->stopped) {
@@ -1657,7 +1917,11 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
         rc = nst_error(NOSTALL_E_STOPPED, "%s: loader stopped", fn);
         goto out;
     }
-    nst_ring_reset(&ld->ring);
+    /* Nothing is in flight now: the workers read the sampler again only after
+     * taking a ticket under mu. */
+    nst_sampler_resume(&ld->sampler, st->epoch, offset);
+    memset(ld->elen_val, 0, sizeof ld->elen_val);
+    nst_ring_reset(&ld->ring); /* lent batches stay lent */
     if (ld->echo == ECHO_ITEMS) {
         for (uint32_t i = 0; i < ld->esched.store_cap; i++) {
             ld->estore[i].state = ES_EMPTY;
@@ -1665,11 +1929,12 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
             ld->estore[i].closed = 0;
         }
         nst_echo_store_reset(&ld->esched);
-        echo_epoch_start(ld, st->epoch, st->position);
+        echo_epoch_start(ld, st->epoch, position);
     }
     ld->prod_epoch = ld->cons_epoch = st->epoch;
-    ld->prod_pos = ld->cons_pos = st->position;
-    ld->prod_seq = ld->cons_seq = ld->released = 0;
+    ld->prod_pos = ld->cons_pos = position;
+    ld->open_taken = ld->cons_taken = (uint32_t)taken;
+    ld->cons_seq = ld->prod_seq; /* sequence numbers only grow */
     ld->prod_open = ld->prod_halted = 0;
     ld->failed = 0;
     publish_cons(ld);
@@ -1697,6 +1962,9 @@ int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out)
     out->threads = ld->nthreads;
     out->ring_slots = ld->group ? (uint32_t)ld->cfg.v[NOSTALL_OPT_COORDINATE_LEAD].u : ld->ring.nslots;
     out->batch_bytes = ld->item_bytes * ld->batch_size;
+    out->ring_memory = ld->group ? NULL : ld->ring.arena;
+    out->ring_bytes = ld->group ? 0 : ld->ring.arena_bytes;
+    out->slot_items = ld->group ? ld->batch_size : ld->ring.batch_size;
     return 0;
 }
 

@@ -223,12 +223,14 @@ static void test_resume(void)
         nostall_loader_release(a, &x);
     }
     /* b: consume a little of epoch 0, then jump. */
-    nostall_batch y;
-    CHECK_OK(nostall_loader_next(b, &y));
-    CHECK_RC(nostall_loader_set_state(b, &(nostall_state){1, 21}), NOSTALL_E_STATE);
-    nostall_loader_release(b, &y);
-    CHECK_OK(nostall_loader_set_state(b, &(nostall_state){1, 21}));
-    CHECK_RC(nostall_loader_set_state(b, &(nostall_state){1, 61}), NOSTALL_E_INVALID);
+    nostall_batch y, kept;
+    CHECK_OK(nostall_loader_next(b, &kept));
+    uint64_t kept_sum = 0, kept_after = 0;
+    nostall_checksum_batch(&kept_sum, &kept);
+    /* A batch still lent stays valid, unchanged, across set_state. */
+    CHECK_OK(nostall_loader_set_state(b, &(nostall_state){.epoch = 1, .position = 21}));
+    CHECK_RC(nostall_loader_set_state(b, &(nostall_state){.epoch = 1, .position = 61}),
+             NOSTALL_E_INVALID);
     for (;;) {
         int rc = nostall_loader_next(b, &y);
         if (rc == NOSTALL_EPOCH_END) break;
@@ -244,6 +246,10 @@ static void test_resume(void)
         if (nb < 32) sums_b[nb++] = s;
         nostall_loader_release(b, &y);
     }
+    nostall_checksum_batch(&kept_after, &kept);
+    CHECK_EQ(kept_after, kept_sum);
+    CHECK_OK(nostall_loader_release(b, &kept));
+    CHECK_RC(nostall_loader_release(b, &kept), NOSTALL_E_INVALID); /* not lent any more */
     CHECK_EQ(na, 6); /* 21..27 28..34 35..41 42..48 49..55 56..59 */
     CHECK_EQ(na, nb);
     CHECK(memcmp(sums_a, sums_b, sizeof(uint64_t) * (size_t)(na < nb ? na : nb)) == 0);
@@ -288,24 +294,47 @@ static void test_sharding(void)
 static void test_lending_rules(void)
 {
     const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "8"},
-                           {"batches_ahead", "2"}};
-    nostall_config *cfg = make_cfg(kv, 4);
+                           {"batches_ahead", "2"}, {"epochs", "3"}};
+    nostall_config *cfg = make_cfg(kv, 5);
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
     nostall_config_free(cfg);
     if (!ld) return;
     nostall_batch b[4];
+    uint64_t sum0 = 0, sum2 = 0, again = 0;
     CHECK_OK(nostall_loader_next(ld, &b[0]));
     CHECK_OK(nostall_loader_next(ld, &b[1]));
     CHECK_OK(nostall_loader_next(ld, &b[2]));
+    nostall_checksum_batch(&sum0, &b[0]);
+    nostall_checksum_batch(&sum2, &b[2]);
     /* ring of 3 slots all lent */
     CHECK_RC(nostall_loader_next(ld, &b[3]), NOSTALL_E_STATE);
-    CHECK_RC(nostall_loader_release(ld, &b[1]), NOSTALL_E_INVALID); /* out of order */
-    CHECK_OK(nostall_loader_release(ld, &b[0]));
-    CHECK_RC(nostall_loader_release(ld, &b[0]), NOSTALL_E_INVALID); /* twice */
+    CHECK_OK(nostall_loader_release(ld, &b[1])); /* any order */
+    CHECK_RC(nostall_loader_release(ld, &b[1]), NOSTALL_E_INVALID); /* twice */
     CHECK_OK(nostall_loader_next(ld, &b[3]));
     CHECK_EQ(b[3].position, 12);
-    /* free with batches still lent */
+    CHECK(b[3].images == b[1].images); /* the only free slot */
+    CHECK_OK(nostall_loader_release(ld, &b[2]));
+    CHECK_OK(nostall_loader_release(ld, &b[3]));
+    /* b[0] kept lent for the rest of the run: the other two slots carry on,
+     * and its bytes never change. */
+    uint64_t items = 0;
+    for (int done = 0; !done;) {
+        nostall_batch x;
+        int rc = nostall_loader_next(ld, &x);
+        if (rc == NOSTALL_EPOCH_END) continue;
+        if (rc == NOSTALL_DONE) break;
+        CHECK_OK(rc);
+        if (rc < 0) break;
+        CHECK(x.images != b[0].images);
+        items += x.count;
+        CHECK_OK(nostall_loader_release(ld, &x));
+    }
+    CHECK_EQ(items, 3 * 60 - 16);
+    nostall_checksum_batch(&again, &b[0]);
+    CHECK_EQ(again, sum0);
+    (void)sum2;
+    /* free with a batch still lent */
     nostall_loader_free(ld);
 }
 
@@ -527,9 +556,11 @@ struct bad_case {
     int status;
 };
 
+static char bad_dir[4096];
+
 static void test_bad_items(void)
 {
-    const char *dir = test_tmpdir("loader-bad");
+    const char *dir = strcpy(bad_dir, test_tmpdir("loader-bad"));
     char cls[8192], good[8192];
     gen_dataset(dir, 20, 2);
     snprintf(cls, sizeof cls, "%s/class_000", dir);
@@ -647,6 +678,265 @@ static void test_bad_items(void)
     CHECK(strcmp(first_msg[0], first_msg[1]) == 0);
 }
 
+
+/* Collect the checksum of each batch and the items of each epoch of a
+ * loader; returns the number of batches (at most nb). */
+static int run_batches(nostall_loader *ld, uint64_t *sums, int nb, uint32_t *counts)
+{
+    int k = 0;
+    for (;;) {
+        nostall_batch b;
+        int rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE) break;
+        if (rc == NOSTALL_EPOCH_END) continue;
+        CHECK_OK(rc);
+        if (rc < 0) break;
+        if (k < nb) {
+            sums[k] = 0;
+            nostall_checksum_batch(&sums[k], &b);
+            if (counts) counts[k] = b.count;
+            k++;
+        }
+        CHECK_OK(nostall_loader_release(ld, &b));
+    }
+    return k;
+}
+
+/* drop_last with skipped items: every batch is full (filled from the items
+ * after it), no good item is lost or repeated within an epoch, the bytes
+ * are the same for 1-3 threads, and a state saved mid-epoch resumes
+ * exactly (the fill carries over in the state). */
+static void test_drop_last_full_batches(const char *dir)
+{
+    uint64_t ref[64];
+    int nref = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        char th[8];
+        snprintf(th, sizeof th, "%d", threads);
+        const char *kv[][2] = {{"threads", th}, {"batch_size", "3"}, {"crop", "16"},
+                               {"epochs", "3"}, {"max_file_bytes", "64K"}, {"drop_last", "1"},
+                               {"seed", "5"}};
+        nostall_config *cfg = make_cfg(kv, 7);
+        nostall_loader *ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) return;
+        uint64_t sums[64];
+        int n = 0, seen[64] = {0};
+        uint64_t epoch = 0, items = 0;
+        for (;;) {
+            nostall_batch b;
+            int rc = nostall_loader_next(ld, &b);
+            if (rc == NOSTALL_DONE) break;
+            if (rc == NOSTALL_EPOCH_END) {
+                memset(seen, 0, sizeof seen);
+                epoch++;
+                continue;
+            }
+            CHECK_OK(rc);
+            if (rc < 0) break;
+            CHECK_EQ(b.count, 3);
+            CHECK_EQ(b.epoch, epoch);
+            for (uint32_t i = 0; i < b.count; i++) {
+                const char *p;
+                nostall_loader_item(ld, b.indices[i], &p, NULL);
+                CHECK(strstr(p, "zz_") == NULL);
+                CHECK(b.indices[i] < 64 && !seen[b.indices[i]]);
+                seen[b.indices[i] < 64 ? b.indices[i] : 0] = 1;
+            }
+            items += b.count;
+            if (n < 64) {
+                sums[n] = 0;
+                nostall_checksum_batch(&sums[n], &b);
+                n++;
+            }
+            CHECK_OK(nostall_loader_release(ld, &b));
+        }
+        /* 26 files, 6 bad; drop_last plans 8 batches = 24 positions. */
+        CHECK(items >= 3 * 18 && items <= 3 * 21);
+        CHECK(nostall_loader_skipped_count(ld) >= 1);
+        if (threads == 1) {
+            memcpy(ref, sums, sizeof sums);
+            nref = n;
+        } else {
+            CHECK_EQ(n, nref);
+            CHECK(memcmp(ref, sums, sizeof(uint64_t) * (size_t)(n < nref ? n : nref)) == 0);
+        }
+        nostall_loader_free(ld);
+    }
+    /* Resume after each batch of epoch 1: the rest matches the full run. */
+    for (int at = 0; at < 6; at++) {
+        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "3"}, {"crop", "16"},
+                               {"epochs", "3"}, {"max_file_bytes", "64K"}, {"drop_last", "1"},
+                               {"seed", "5"}};
+        nostall_config *cfg = make_cfg(kv, 7);
+        nostall_loader *a = NULL, *b = NULL;
+        CHECK_OK(nostall_loader_create(&a, dir, cfg));
+        CHECK_OK(nostall_loader_create(&b, dir, cfg));
+        nostall_config_free(cfg);
+        if (!a || !b) return;
+        nostall_state st;
+        int k = 0, done = 0;
+        nostall_batch x;
+        int rc;
+        while (!done && (rc = nostall_loader_next(a, &x)) != NOSTALL_DONE) {
+            if (rc == NOSTALL_EPOCH_END) continue;
+            CHECK_OK(rc);
+            if (rc < 0) break;
+            nostall_loader_release(a, &x);
+            if (x.epoch == 1 && ++k > at) done = 1;
+            else if (x.epoch == 0) k = 0;
+        }
+        CHECK_OK(nostall_loader_get_state(a, &st));
+        CHECK_EQ(st.epoch, 1);
+        CHECK_OK(nostall_loader_set_state(b, &st));
+        uint64_t rest_a[64], rest_b[64];
+        int na = run_batches(a, rest_a, 64, NULL), nb = run_batches(b, rest_b, 64, NULL);
+        CHECK_EQ(na, nb);
+        CHECK(na > 0 && memcmp(rest_a, rest_b, sizeof(uint64_t) * (size_t)(na < nb ? na : nb)) == 0);
+        nostall_loader_free(a);
+        nostall_loader_free(b);
+    }
+}
+
+/* A state knows what it resumes: another seed, dataset or option is
+ * refused naming the difference; another world size is remapped so the
+ * union of what the old and new ranks deliver is one epoch. */
+static void test_state_identity(const char *dir)
+{
+    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "16"}, {"seed", "9"},
+                           {"epochs", "4"}};
+    nostall_config *cfg = make_cfg(kv, 5);
+    nostall_loader *a = NULL, *other = NULL;
+    nostall_state st;
+    CHECK_OK(nostall_loader_create(&a, data_dir, cfg));
+    if (!a) {
+        nostall_config_free(cfg);
+        return;
+    }
+    CHECK_OK(nostall_loader_get_state(a, &st));
+    CHECK_EQ(st.version, NOSTALL_STATE_VERSION);
+    CHECK_EQ(st.items, 60);
+    CHECK_EQ(st.seed, 9);
+    CHECK_EQ(st.world_size, 1);
+    CHECK(st.fingerprint != 0);
+    CHECK_OK(nostall_loader_set_state(a, &st));
+    CHECK_RC(nostall_loader_set_state(a, &(nostall_state){.epoch = 4}), NOSTALL_E_INVALID);
+    CHECK(strstr(nostall_last_error(), "epochs=4") != NULL);
+    nostall_state s2 = st;
+    s2.seed = 10;
+    CHECK_RC(nostall_loader_set_state(a, &s2), NOSTALL_E_STATE);
+    CHECK(strstr(nostall_last_error(), "seed 10") != NULL);
+    s2 = st;
+    s2.fingerprint ^= 1;
+    CHECK_RC(nostall_loader_set_state(a, &s2), NOSTALL_E_STATE);
+    /* another dataset */
+    CHECK_OK(nostall_loader_create(&other, dir, cfg));
+    if (other) {
+        CHECK_RC(nostall_loader_set_state(other, &st), NOSTALL_E_STATE);
+        CHECK(strstr(nostall_last_error(), "60 items") != NULL);
+        nostall_loader_free(other);
+        other = NULL;
+    }
+    /* another byte-affecting option, same dataset */
+    nostall_config_set(cfg, "crop", "20");
+    CHECK_OK(nostall_loader_create(&other, data_dir, cfg));
+    if (other) {
+        CHECK_RC(nostall_loader_set_state(other, &st), NOSTALL_E_STATE);
+        nostall_loader_free(other);
+    }
+    nostall_config_free(cfg);
+    nostall_loader_free(a);
+
+    /* 2 ranks -> 1 rank, and 2 -> 3, mid-epoch 1. */
+    for (int newworld = 1; newworld <= 3; newworld += 2) {
+        int count[60] = {0};
+        nostall_state saved;
+        for (int r = 0; r < 2; r++) {
+            char rank[4];
+            snprintf(rank, sizeof rank, "%d", r);
+            const char *kr[][2] = {{"threads", "2"},    {"batch_size", "4"}, {"crop", "8"},
+                                   {"seed", "9"},       {"rank", rank},      {"world_size", "2"}};
+            nostall_config *c = make_cfg(kr, 6);
+            nostall_loader *ld = NULL;
+            CHECK_OK(nostall_loader_create(&ld, data_dir, c));
+            nostall_config_free(c);
+            if (!ld) return;
+            CHECK_OK(nostall_loader_set_state(ld, &(nostall_state){.epoch = 1}));
+            for (int k = 0; k < 3; k++) { /* 12 items of this rank */
+                nostall_batch b;
+                CHECK_OK(nostall_loader_next(ld, &b));
+                for (uint32_t i = 0; i < b.count; i++) count[b.indices[i] % 60]++;
+                nostall_loader_release(ld, &b);
+            }
+            CHECK_OK(nostall_loader_get_state(ld, &saved));
+            CHECK_EQ(saved.position, 12);
+            nostall_loader_free(ld);
+        }
+        for (int r = 0; r < newworld; r++) {
+            char rank[4], world[4];
+            snprintf(rank, sizeof rank, "%d", r);
+            snprintf(world, sizeof world, "%d", newworld);
+            const char *kr[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "8"},
+                                   {"seed", "9"},    {"rank", rank},      {"world_size", world}};
+            nostall_config *c = make_cfg(kr, 6);
+            nostall_loader *ld = NULL;
+            CHECK_OK(nostall_loader_create(&ld, data_dir, c));
+            nostall_config_free(c);
+            if (!ld) return;
+            CHECK_OK(nostall_loader_set_state(ld, &saved));
+            nostall_state now;
+            CHECK_OK(nostall_loader_get_state(ld, &now));
+            CHECK_EQ(now.epoch_offset, 24);
+            for (;;) {
+                nostall_batch b;
+                int rc = nostall_loader_next(ld, &b);
+                if (rc == NOSTALL_EPOCH_END) break;
+                CHECK_OK(rc);
+                if (rc < 0) break;
+                CHECK_EQ(b.epoch, 1);
+                for (uint32_t i = 0; i < b.count; i++) count[b.indices[i] % 60]++;
+                nostall_loader_release(ld, &b);
+            }
+            nostall_loader_free(ld);
+        }
+        for (int i = 0; i < 60; i++) CHECK_EQ(count[i], 1); /* 60 = 24 + 36: no padding */
+    }
+}
+
+/* The ring is never larger than an epoch can fill, and a ring that does not
+ * fit the memory the process may use is refused with the figures. */
+static void test_ring_plan(void)
+{
+    const char *kv[][2] = {{"threads", "1"}, {"batch_size", "8192"}, {"crop", "32"}};
+    nostall_config *cfg = make_cfg(kv, 3);
+    nostall_loader *ld = NULL;
+    nostall_dataset_info info;
+    CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
+    if (ld) {
+        CHECK_OK(nostall_loader_info(ld, &info));
+        CHECK_EQ(info.slot_items, 60);
+        CHECK_EQ(info.ring_slots, 2);
+        CHECK(info.ring_memory != NULL);
+        CHECK(info.ring_bytes < 2 * 61 * (size_t)32 * 32 * 3 * 4 + 65536);
+        nostall_loader_free(ld);
+    }
+    setenv("NOSTALL_MEMLIMIT_BYTES", "1000000", 1);
+    nostall_config_set(cfg, "batch_size", "64");
+    nostall_config_set(cfg, "crop", "224");
+    ld = NULL;
+    CHECK_RC(nostall_loader_create(&ld, data_dir, cfg), NOSTALL_E_NOMEM);
+    CHECK(strstr(nostall_last_error(), "batch ring needs") != NULL);
+    CHECK(strstr(nostall_last_error(), "NOSTALL_MEMLIMIT_BYTES") != NULL);
+    /* cache_bytes as a percentage of that limit */
+    char buf[64];
+    CHECK_OK(nostall_config_set(cfg, "cache_bytes", "50%"));
+    CHECK_OK(nostall_config_get(cfg, "cache_bytes", buf, sizeof buf));
+    CHECK(strcmp(buf, "500000") == 0 || strstr(buf, "488") != NULL);
+    unsetenv("NOSTALL_MEMLIMIT_BYTES");
+    nostall_config_free(cfg);
+}
+
 int main(void)
 {
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("loader-data"));
@@ -661,6 +951,9 @@ int main(void)
     test_fork();
     test_bad_options();
     test_bad_items();
+    test_drop_last_full_batches(bad_dir);
+    test_state_identity(bad_dir);
+    test_ring_plan();
     test_determinism_layouts();
     TEST_EXIT();
 }

@@ -4,8 +4,9 @@
  * Layout of the arena, per slot, each part 64-byte aligned:
  *   images[batch_size * item_bytes] labels[batch_size] indices[batch_size]
  *   item_status[batch_size]
- * Called at loader create/free (allocation) and by a worker holding the
- * pipeline mutex (compaction of a finished slot).
+ * Called at loader create/free (allocation), and with the pipeline mutex
+ * held for everything else (compaction of a finished slot by a worker;
+ * lookups by the consumer). Lookups scan the slots: there are at most 65.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,49 @@ void nst_ring_reset(nst_ring *r)
 {
     for (uint32_t i = 0; i < r->nslots; i++) {
         nst_slot *s = &r->slots[i];
+        if (s->lends_out) { /* the consumer still holds it: no more lends */
+            s->state = NST_SLOT_LENT;
+            s->lends_left = 0;
+            continue;
+        }
         s->state = NST_SLOT_FREE;
         s->count = s->assigned = s->done = s->failed = s->delivered = 0;
+        s->taken = s->skip_after = s->next_taken = 0;
         s->error = 0;
     }
+}
+
+nst_slot *nst_ring_pending(nst_ring *r, uint64_t seq)
+{
+    for (uint32_t i = 0; i < r->nslots; i++) {
+        nst_slot *s = &r->slots[i];
+        if (s->seq == seq && (s->state == NST_SLOT_FILLING || s->state == NST_SLOT_READY))
+            return s;
+    }
+    return NULL;
+}
+
+nst_slot *nst_ring_lent(nst_ring *r, uint64_t seq)
+{
+    for (uint32_t i = 0; i < r->nslots; i++) {
+        nst_slot *s = &r->slots[i];
+        if (s->seq == seq && s->lends_out && s->state != NST_SLOT_FREE) return s;
+    }
+    return NULL;
+}
+
+nst_slot *nst_ring_free_slot(nst_ring *r)
+{
+    for (uint32_t i = 0; i < r->nslots; i++)
+        if (r->slots[i].state == NST_SLOT_FREE) return &r->slots[i];
+    return NULL;
+}
+
+uint32_t nst_ring_lent_count(const nst_ring *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->nslots; i++) n += r->slots[i].lends_out > 0;
+    return n;
 }
 
 void nst_ring_destroy(nst_ring *r)

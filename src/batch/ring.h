@@ -1,11 +1,12 @@
 /*
  * ring.h — the batch ring: a fixed set of preallocated batch slots that
- * rotate free -> filling -> ready -> lent -> free.
+ * cycle free -> filling -> ready -> lent -> free. The next batch is opened in
+ * any free slot, and lent batches may be released in any order, so a batch
+ * the consumer keeps for long only takes its own slot out of the cycle.
  *
  * All slot memory (images, labels, indices, per-item status) is one arena
  * allocated at create and never resized, so the steady state allocates
- * nothing. The arena is a single contiguous block with no pointers into
- * other memory, so a later change can place it in shared memory.
+ * nothing.
  *
  * The ring itself does no locking: the pipeline's mutex guards every slot's
  * bookkeeping fields. A slot's pixel memory is written by the worker that
@@ -60,6 +61,11 @@ typedef struct nst_slot {
     uint32_t done;      /* items finished                                */
     uint32_t failed;    /* items that failed                             */
     uint32_t delivered; /* items left after compaction                   */
+    uint32_t taken;     /* drop_last fill: of those, items at the end
+                           already delivered in the batch before it       */
+    uint32_t skip_after; /* drop_last fill: batches after this one whose
+                            items all went into it                        */
+    uint32_t next_taken; /* ... and `taken` of the batch after those      */
     uint32_t lends_left; /* batch echoing: lends still to make (0: not
                             lent yet)                                     */
     uint32_t lends_out;  /* lends not yet released                        */
@@ -83,7 +89,18 @@ typedef struct nst_ring {
 /* E_NOMEM / E_INVALID on overflow of nslots * batch_size * item_bytes. */
 int nst_ring_create(nst_ring *r, uint32_t nslots, uint32_t batch_size, size_t item_bytes);
 void nst_ring_destroy(nst_ring *r);
+/* Free every slot that is not lent (set_state); lent slots stay lent. */
 void nst_ring_reset(nst_ring *r);
+
+/* The slot holding batch `seq` while it is filling or ready, else NULL. */
+nst_slot *nst_ring_pending(nst_ring *r, uint64_t seq);
+/* The slot of lent batch `seq` (lends_out > 0), else NULL. */
+nst_slot *nst_ring_lent(nst_ring *r, uint64_t seq);
+/* A free slot, or NULL. The lowest index, so that a loop which releases
+ * every batch before asking for the next keeps using the same few slots. */
+nst_slot *nst_ring_free_slot(nst_ring *r);
+/* Slots lent now. */
+uint32_t nst_ring_lent_count(const nst_ring *r);
 
 /* Remove failed items (item_status < 0) from a finished slot, keeping order;
  * sets and returns s->delivered. */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/memlimit.h"
 #include "common/error.h"
 
 typedef struct opt_desc {
@@ -115,7 +116,8 @@ static int parse_double(const char *s, double *out)
 }
 
 /* "123", "64K", "1.5G", "256MiB", "2gb": powers of 1024; must be whole bytes.
- * "25%": a percentage of physical memory, rounded down to whole bytes. */
+ * "25%": a percentage of the memory the process may use (RAM, or its
+ * cgroup's limit when that is lower: common/memlimit.h), rounded down. */
 static int parse_size(const char *s, uint64_t *out)
 {
     char *end;
@@ -125,11 +127,11 @@ static int parse_size(const char *s, uint64_t *out)
     double v = strtod(s, &end);
     if (errno == ERANGE || end == s || !isfinite(v) || v < 0) return -1;
     if (*end == '%') {
-        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        nst_memlimit m;
         for (end++; isspace((unsigned char)*end); end++) {
         }
-        if (*end || v > 100 || pages <= 0 || psize <= 0) return -1;
-        *out = (uint64_t)floor((double)pages * (double)psize * v / 100.0);
+        if (*end || v > 100 || nst_memlimit_get(&m) < 0) return -1;
+        *out = (uint64_t)floor((double)m.limit * v / 100.0);
         return 0;
     }
     double mul = 1;

@@ -53,7 +53,7 @@ uint32_t nst_echo_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item)
 
 uint64_t nst_echo_epoch_len(const nst_echo_sched *s, uint64_t epoch)
 {
-    uint64_t per = s->sampler->per_rank;
+    uint64_t per = nst_sampler_len(s->sampler, epoch);
     if (s->factor == floor(s->factor)) return per * (uint64_t)s->factor;
     uint64_t total = 0;
     for (uint64_t p = 0; p < per; p++)
@@ -63,7 +63,7 @@ uint64_t nst_echo_epoch_len(const nst_echo_sched *s, uint64_t epoch)
 
 static int draw(nst_echo_sched *s, uint64_t batch_seq, int produce_ok, nst_echo_use *out)
 {
-    while (s->n < s->cap && s->fresh_next < s->sampler->per_rank) {
+    while (s->n < s->cap && s->fresh_next < nst_sampler_len(s->sampler, s->epoch)) {
         nst_echo_entry *e = &s->pool[s->n++];
         e->pos = s->fresh_next++;
         e->index = nst_sampler_item(s->sampler, s->epoch, e->pos);

@@ -95,7 +95,33 @@ int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank,
     s->shuffle = shuffle != 0;
     s->drop_last = drop_last != 0;
     s->per_rank = n / world + ((!drop_last && n % world) ? 1 : 0);
+    s->res_on = 0;
+    s->res_epoch = s->res_offset = s->res_len = 0;
     return NOSTALL_OK;
+}
+
+uint64_t nst_sampler_len(const nst_sampler *s, uint64_t epoch)
+{
+    return s->res_on && epoch == s->res_epoch ? s->res_len : s->per_rank;
+}
+
+uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world)
+{
+    uint64_t per = s->n / world + ((!s->drop_last && s->n % world) ? 1 : 0);
+    return per * world;
+}
+
+void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset)
+{
+    if (offset == 0) {
+        s->res_on = 0;
+        return;
+    }
+    uint64_t rest = offset < s->n ? s->n - offset : 0;
+    s->res_on = 1;
+    s->res_epoch = epoch;
+    s->res_offset = offset < s->n ? offset : s->n;
+    s->res_len = s->drop_last ? rest / s->world : (rest + s->world - 1) / s->world;
 }
 
 uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
@@ -104,6 +130,10 @@ uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
      * j < T <= n + world - 1: no overflow unless n is near 2^64. Padding
      * positions j >= n read p[j mod n]. */
     uint64_t j = (uint64_t)s->rank + pos * (uint64_t)s->world;
+    if (s->res_on && epoch == s->res_epoch) { /* the rest of a resumed epoch */
+        uint64_t rest = s->n - s->res_offset;  /* > 0 whenever pos < res_len */
+        j = s->res_offset + j % (rest ? rest : 1);
+    }
     j %= s->n;
     return s->shuffle ? nst_permute(s->n, s->seed, epoch, j) : j;
 }

@@ -15,6 +15,13 @@
  *                  j >= n reads p[j mod n]), so every item appears and the
  *                  W * ceil(n/W) - n padded positions repeat items.
  * shuffle = 0: p is the identity (dataset order).
+ *
+ * A resumed epoch (nst_sampler_resume: a state saved by a job of another
+ * world size): epoch e begins at global position `offset` of its sequence,
+ * the first `offset` items having been consumed by the old job's ranks. The
+ * rest, p[offset..n), is sharded as above (R = n - offset items; cut to a
+ * multiple of W, or wrapped within the rest), so no item of the epoch is
+ * repeated or lost whatever the old and new world sizes.
  */
 #ifndef NST_SOURCE_SAMPLER_H
 #define NST_SOURCE_SAMPLER_H
@@ -27,6 +34,9 @@ typedef struct nst_sampler {
     uint32_t rank, world; /* 0 <= rank < world                      */
     int shuffle, drop_last;
     uint64_t per_rank;    /* items of one rank per epoch            */
+    /* a resumed epoch (see above); res_on = 0: none */
+    int res_on;
+    uint64_t res_epoch, res_offset, res_len;
 } nst_sampler;
 
 /* E_INVALID (with a message) when n == 0, world == 0, rank >= world, or
@@ -34,8 +44,19 @@ typedef struct nst_sampler {
 int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank,
                      uint32_t world, int shuffle, int drop_last);
 
-/* Dataset index of the pos-th item (pos < per_rank) of this rank in `epoch`. */
+/* Dataset index of the pos-th item (pos < nst_sampler_len) of this rank in
+ * `epoch`. */
 uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos);
+
+/* Items of this rank in `epoch`: per_rank, or less in a resumed epoch. */
+uint64_t nst_sampler_len(const nst_sampler *s, uint64_t epoch);
+
+/* Epoch `epoch` begins at global position `offset` (<= the epoch's sequence
+ * length; offset 0 clears). Replaces an earlier resumed epoch. */
+void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset);
+
+/* Global sequence length of an epoch for `world` ranks (T above). */
+uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world);
 
 /* The keyed permutation itself: image of i (< n) under the permutation of
  * (seed, epoch). A bijection on [0, n). */
