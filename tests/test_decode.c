@@ -19,6 +19,7 @@
 #include "check.h"
 #include "test_jpeg.h"
 #include "decode/decode.h"
+#include "decode/decode_impl.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -847,7 +848,8 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
     CHECK(prc <= 0);
     if (rc < 0) {
         CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED ||
-              rc == NOSTALL_E_NOT_IMAGE || rc == NOSTALL_E_TOO_MANY_PIXELS);
+              rc == NOSTALL_E_NOT_IMAGE || rc == NOSTALL_E_TOO_MANY_PIXELS ||
+              rc == NOSTALL_E_UNSUPPORTED);
         CHECK(msg_has("fuzz"));
     } else {
         (*ok_count)++;
@@ -869,7 +871,7 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
         CHECK(rrc <= 0);
         if (rrc < 0) {
             CHECK(rrc == NOSTALL_E_CORRUPT || rrc == NOSTALL_E_TRUNCATED ||
-                  rrc == NOSTALL_E_TOO_MANY_PIXELS);
+                  rrc == NOSTALL_E_TOO_MANY_PIXELS || rrc == NOSTALL_E_UNSUPPORTED);
         } else {
             CHECK(im.x0 + im.width <= im.full_width && im.y0 + im.height <= im.full_height);
             CHECK_EQ(im.src_width, info.width);
@@ -934,10 +936,17 @@ static void test_abbreviated(void)
         CHECK(msg_has("noq.jpg"));
         CHECK_RC(nst_decode(fresh, noq, qlen, "noq.jpg", NULL, 0, 0, &c), NOSTALL_E_CORRUPT);
     }
-    /* The rewrite for the cache leaves such files alone. */
+    /* The rewrite for the cache reads them as a decode does: without
+     * Huffman tables, with the standard ones (the same pixels as the
+     * original); without quantization tables, declined. */
     nst_buf out = {0};
     size_t tlen = 0;
-    CHECK_EQ(nst_decode_transcode(used, mjpeg, mlen, &out, &tlen), 0);
+    CHECK_OK(nst_decode(used, prog, plen, "prog.jpg", NULL, 0, 0, &c));
+    CHECK_EQ(nst_decode_transcode(used, mjpeg, mlen, &out, &tlen), 1);
+    CHECK_OK(nst_decode(used, out.data, tlen, "mjpeg-rst.jpg", NULL, 0, 0, &c));
+    CHECK(c.width == a.width && c.height == a.height &&
+          memcmp(c.data, ref, (size_t)a.height * a.stride) == 0);
+    CHECK_EQ(nst_decode_transcode(used, noq, qlen, &out, &tlen), 0);
     CHECK_EQ(nst_decode_transcode(used, base, blen, &out, &tlen), 1);
     nst_buf_free(&out);
     free(ref);
@@ -947,6 +956,225 @@ static void test_abbreviated(void)
     free(base);
     nst_decoder_free(fresh);
     nst_decoder_free(used);
+}
+
+/* ---- decoder state: nothing of an earlier file is visible -------------- */
+
+/* buf with `junk` inserted before the first segment with marker FF `code`,
+ * and every run of consecutive such segments there wrapped into an APP15
+ * segment, so that libjpeg skips them (malloc'd). Junk between segments is
+ * what libjpeg passes over with a benign warning. */
+static uint8_t *hide_segments(const uint8_t *buf, size_t len, uint8_t code, size_t *out_len)
+{
+    static const uint8_t junk[3] = {0x00, 0x12, 0x00};
+    size_t p = 2;
+    while (p + 4 <= len && buf[p] == 0xFF && buf[p + 1] != code && buf[p + 1] != 0xDA)
+        p += 2 + ((size_t)buf[p + 2] << 8 | buf[p + 3]);
+    size_t e = p;
+    while (e + 4 <= len && buf[e] == 0xFF && buf[e + 1] == code)
+        e += 2 + ((size_t)buf[e + 2] << 8 | buf[e + 3]);
+    uint8_t *o = malloc(len + sizeof junk + 4);
+    memcpy(o, buf, p);
+    memcpy(o + p, junk, sizeof junk);
+    uint8_t *app = o + p + sizeof junk;
+    const size_t seg = 2 + (e - p);
+    app[0] = 0xFF;
+    app[1] = 0xEF;
+    app[2] = (uint8_t)(seg >> 8);
+    app[3] = (uint8_t)seg;
+    memcpy(app + 4, buf + p, len - p);
+    *out_len = len + sizeof junk + 4;
+    return o;
+}
+
+/* buf with every SOF component's quantization table number k set to k + by,
+ * and every DQT table id too (when dqt) (in place). */
+static void shift_qtables(uint8_t *buf, size_t len, int by, int dqt)
+{
+    for (size_t p = 2; p + 4 <= len && buf[p] == 0xFF && buf[p + 1] != 0xDA;) {
+        const size_t seg = (size_t)buf[p + 2] << 8 | buf[p + 3];
+        uint8_t *s = buf + p + 4;
+        if (buf[p + 1] == 0xC0 || buf[p + 1] == 0xC2) {
+            for (int c = 0; c < s[5]; c++) s[6 + 3 * c + 2] = (uint8_t)(s[6 + 3 * c + 2] + by);
+        } else if (buf[p + 1] == 0xDB && dqt) {
+            for (size_t i = 0; i + 65 <= seg - 2; i += 65) s[i] = (uint8_t)(s[i] + by);
+        }
+        p += 2 + seg;
+    }
+}
+
+/* `d` (which has decoded other files) and a fresh decoder give the same
+ * answer for buf: the same status and message, or the same image; for a
+ * full decode, a region decode and the rewrite for the cache. */
+static int same_as_fresh(nst_decoder *d, const uint8_t *buf, size_t len, const char *what)
+{
+    int ok = 1;
+    nst_decoder *f = NULL;
+    CHECK_OK(nst_decoder_create(&f, 100000000ull));
+    if (!f) return 0;
+    static const nst_window rois[2] = {{0, 0, 0, 0}, {20, 10, 50, 40}};
+    for (int r = 0; r < 2; r++) {
+        const nst_window *roi = r ? &rois[r] : NULL;
+        const uint32_t o = r ? 16 : 0;
+        nst_image a, b;
+        const int ra = nst_decode(d, buf, len, "b.jpg", roi, o, o, &a);
+        char ma[512];
+        snprintf(ma, sizeof ma, "%s", ra < 0 ? nostall_last_error() : "");
+        size_t asz = ra == 0 ? (size_t)a.height * a.stride : 0;
+        uint8_t *apx = malloc(asz ? asz : 1);
+        if (asz) memcpy(apx, a.data, asz);
+        const int rb = nst_decode(f, buf, len, "b.jpg", roi, o, o, &b);
+        const char *mb = rb < 0 ? nostall_last_error() : "";
+        if (ra != rb || strcmp(ma, mb) != 0) {
+            fprintf(stderr, "  %s (roi %d): after other files %d '%s', fresh %d '%s'\n", what, r,
+                    ra, ma, rb, mb);
+            ok = 0;
+        } else if (ra == 0 && (a.width != b.width || a.height != b.height || a.x0 != b.x0 ||
+                               a.y0 != b.y0 || a.scale_den != b.scale_den ||
+                               memcmp(apx, b.data, asz) != 0)) {
+            fprintf(stderr, "  %s (roi %d): pixels differ from a fresh decoder's\n", what, r);
+            ok = 0;
+        }
+        free(apx);
+    }
+    nst_buf ta = {0}, tb = {0};
+    size_t la = 0, lb = 0;
+    const int ta_rc = nst_decode_transcode(d, buf, len, &ta, &la);
+    const int tb_rc = nst_decode_transcode(f, buf, len, &tb, &lb);
+    if (ta_rc != tb_rc || (ta_rc == 1 && (la != lb || memcmp(ta.data, tb.data, la) != 0))) {
+        fprintf(stderr, "  %s: the rewrite differs from a fresh decoder's (%d, %d)\n", what, ta_rc,
+                tb_rc);
+        ok = 0;
+    }
+    nst_buf_free(&ta);
+    nst_buf_free(&tb);
+    nst_decoder_free(f);
+    return ok;
+}
+
+/* Determinism: one decoder's answer for B does not depend on the files it
+ * decoded before (A), for pairs where libjpeg keeps something from A in a
+ * reused decompressor: quantization tables (B's are hidden from libjpeg
+ * behind junk, or B names a table only A defined), Huffman tables (B has
+ * none: libjpeg's standard ones, not A's), restart interval, Adobe and
+ * JFIF markers, arithmetic-coding conditioning. */
+static void test_clean_state(void)
+{
+    size_t n[12];
+    uint8_t *f[12];
+    const char *name[12];
+    int k = 0;
+    uint8_t *px = make_rgb(120, 90);
+    test_jpeg_opts base = {120, 90, 3, JCS_RGB, JCS_UNKNOWN, 90, 0, 0, 0};
+    name[k] = "baseline";
+    f[k] = test_jpeg_encode(px, &base, &n[k]), k++;
+    test_jpeg_opts q10 = base;
+    q10.quality = 10;
+    name[k] = "quality 10";
+    f[k] = test_jpeg_encode(px, &q10, &n[k]), k++;
+    test_jpeg_opts prog = base;
+    prog.progressive = 1;
+    name[k] = "progressive";
+    f[k] = test_jpeg_encode(px, &prog, &n[k]), k++;
+    test_jpeg_opts rst = base;
+    rst.restart_rows = 1;
+    name[k] = "restart markers";
+    f[k] = test_jpeg_encode(px, &rst, &n[k]), k++;
+    test_jpeg_layout ar = {.arith = 1, .restart_mcus = 3};
+    name[k] = "arithmetic";
+    f[k] = test_jpeg_encode_ex(px, &base, &ar, &n[k]), k++;
+    test_jpeg_layout opt = {.optimize = 1, .luma_h = 1, .luma_v = 1};
+    name[k] = "optimized 4:4:4";
+    f[k] = test_jpeg_encode_ex(px, &q10, &opt, &n[k]), k++;
+    name[k] = "DQT hidden behind junk";
+    f[k] = hide_segments(f[0], n[0], 0xDB, &n[k]), k++;
+    name[k] = "DHT hidden behind junk";
+    f[k] = hide_segments(f[0], n[0], 0xC4, &n[k]), k++;
+    name[k] = "tables 2 and 3";
+    f[k] = malloc(n[1]), n[k] = n[1], memcpy(f[k], f[1], n[1]), shift_qtables(f[k], n[k], 2, 1), k++;
+    name[k] = "needs table 2, junk";
+    {
+        size_t m;
+        uint8_t *t = hide_segments(f[0], n[0], 0xFE, &m); /* junk (no COM to hide) */
+        shift_qtables(t, m, 2, 0);
+        f[k] = t, n[k] = m, k++;
+    }
+    {
+        uint8_t *cmyk = malloc(120 * 90 * 4);
+        for (int i = 0; i < 120 * 90 * 4; i++) cmyk[i] = (uint8_t)(i * 7);
+        test_jpeg_opts c = {120, 90, 4, JCS_CMYK, JCS_UNKNOWN, 90, 0, 0, 0};
+        name[k] = "CMYK (Adobe)";
+        f[k] = test_jpeg_encode(cmyk, &c, &n[k]), k++;
+        free(cmyk);
+    }
+    test_jpeg_layout nojfif = {.no_jfif = 1};
+    name[k] = "no JFIF";
+    f[k] = test_jpeg_encode_ex(px, &base, &nojfif, &n[k]), k++;
+    free(px);
+
+    /* The two files the fix is about, on their own: what a fresh decoder
+     * says about them. */
+    {
+        nst_decoder *fresh = NULL;
+        nst_image im;
+        CHECK_OK(nst_decoder_create(&fresh, 100000000ull));
+        CHECK_RC(nst_decode(fresh, f[6], n[6], "noq.jpg", NULL, 0, 0, &im), NOSTALL_E_CORRUPT);
+        CHECK(msg_has("Quantization table 0x00 was not defined"));
+        CHECK_OK(nst_decode(fresh, f[0], n[0], "base.jpg", NULL, 0, 0, &im));
+        uint8_t *ref = malloc((size_t)im.height * im.stride);
+        memcpy(ref, im.data, (size_t)im.height * im.stride);
+        CHECK_OK(nst_decode(fresh, f[7], n[7], "nohuff.jpg", NULL, 0, 0, &im));
+        CHECK(memcmp(ref, im.data, (size_t)im.height * im.stride) == 0);
+        CHECK_RC(nst_decode(fresh, f[9], n[9], "q2.jpg", NULL, 0, 0, &im), NOSTALL_E_CORRUPT);
+        CHECK(msg_has("Quantization table 0x02 was not defined"));
+        free(ref);
+        nst_decoder_free(fresh);
+    }
+    int bad = 0;
+    for (int a = 0; a < k; a++)
+        for (int b = 0; b < k; b++) {
+            nst_decoder *d = NULL;
+            nst_image im;
+            CHECK_OK(nst_decoder_create(&d, 100000000ull));
+            if (!d) continue;
+            const nst_window roi = {8, 8, 64, 48};
+            (void)nst_decode(d, f[a], n[a], "a.jpg", NULL, 0, 0, &im);
+            (void)nst_decode(d, f[a], n[a], "a.jpg", &roi, 16, 16, &im);
+            char what[160];
+            snprintf(what, sizeof what, "'%s' after '%s'", name[b], name[a]);
+            if (!same_as_fresh(d, f[b], n[b], what)) bad++;
+            nst_decoder_free(d);
+        }
+    printf("clean state: %d of %d ordered pairs differ from a fresh decoder\n", bad, k * k);
+    CHECK_EQ(bad, 0);
+
+    /* Without allocating per file: the table objects are recycled, so
+     * libjpeg's permanent pool does not grow after the first round. */
+    nst_decoder *d = NULL;
+    CHECK_OK(nst_decoder_create(&d, 100000000ull));
+    if (d) {
+        nst_image im;
+        nst_buf out = {0};
+        size_t tl;
+        uint64_t after_first = 0;
+        for (int round = 0; round < 20; round++) {
+            for (int i = 0; i < k; i++) {
+                (void)nst_decode(d, f[i], n[i], "p.jpg", NULL, 0, 0, &im);
+                const nst_window roi = {30, 20, 40, 30};
+                (void)nst_decode(d, f[i], n[i], "p.jpg", &roi, 16, 16, &im);
+                (void)nst_decode_transcode(d, f[i], n[i], &out, &tl);
+            }
+            if (round == 0) after_first = nst_jpeg_permanent_allocs(d);
+        }
+        printf("permanent-pool allocations: %llu after one round, %llu after 20\n",
+               (unsigned long long)after_first,
+               (unsigned long long)nst_jpeg_permanent_allocs(d));
+        CHECK_EQ(nst_jpeg_permanent_allocs(d), after_first);
+        CHECK(after_first <= 4 + 8 + 1); /* tables and jpeg_mem_src's manager */
+        nst_buf_free(&out);
+        nst_decoder_free(d);
+    }
+    for (int i = 0; i < k; i++) free(f[i]);
 }
 
 static void test_fuzz(void)
@@ -1005,6 +1233,7 @@ int main(void)
     nst_decoder_free(d);
     test_limits();
     test_abbreviated();
+    test_clean_state();
     test_fuzz();
     TEST_EXIT();
 }

@@ -34,12 +34,15 @@ typedef struct test_jpeg_opts {
  * restart_mcus MCUs (0 = none; restart_rows in the options wins); a
  * progressive scan script of nscans scans (NULL = none; libjpeg checks it
  * is valid, not that it is complete); optimize: Huffman tables fitted to
- * the image (libjpeg's optimize_coding) instead of the standard ones. */
+ * the image (libjpeg's optimize_coding) instead of the standard ones;
+ * arith: arithmetic coding instead of Huffman; no_jfif: no JFIF APP0
+ * marker. */
 typedef struct test_jpeg_layout {
     int luma_h, luma_v, k_h, k_v, restart_mcus;
     const jpeg_scan_info *scans;
     int nscans;
     int optimize;
+    int arith, no_jfif;
 } test_jpeg_layout;
 
 /* The encoded bytes (malloc'd, *len set). */
@@ -69,6 +72,8 @@ static inline uint8_t *test_jpeg_encode_ex(const uint8_t *px, const test_jpeg_op
     }
     if (o->progressive) jpeg_simple_progression(&c);
     if (l && l->optimize) c.optimize_coding = TRUE;
+    if (l && l->arith) c.arith_code = TRUE;
+    if (l && l->no_jfif) c.write_JFIF_header = FALSE;
     if (l && l->scans) {
         c.scan_info = l->scans;
         c.num_scans = l->nscans;

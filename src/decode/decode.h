@@ -17,10 +17,12 @@
  *   E_NOMEM
  *
  * A decoder's output for a file never depends on the files it decoded
- * before: an abbreviated JPEG (tables left out of its header, as in
- * Motion-JPEG frames) gets a fresh libjpeg decompressor, so it decodes with
- * the standard Huffman tables and fails without a quantization table,
- * instead of inheriting the previous file's tables.
+ * before: each file starts from the state of a fresh decoder (jpeg.c takes
+ * the previous file's tables out of its reused libjpeg decompressor, without
+ * allocating), so a JPEG that leaves tables out of its header (Motion-JPEG
+ * frames) or hides them behind junk libjpeg skips decodes with the standard
+ * Huffman tables and fails without a quantization table, instead of
+ * inheriting an earlier file's.
  *
  * Colour: JPEG grayscale, YCbCr and RGB give RGB; CMYK/YCCK are converted by
  * hand (Adobe-inverted when an Adobe marker is present, as Photoshop writes

@@ -104,5 +104,12 @@ void nst_jpeg_rst_enable(nst_decoder *d, int on);
  * so far, and turning it off (on = 0) to compare with libjpeg's. */
 uint64_t nst_jpeg_huff_hits(const nst_decoder *d);
 void nst_jpeg_huff_enable(nst_decoder *d, int on);
+/* Test hook: our Huffman decoder's plain build (plain = 1) even on a CPU
+ * with BMI2, as NOSTALL_NO_BMI2=1 does for a whole process. */
+void nst_jpeg_huff_plain(nst_decoder *d, int plain);
+/* Test hook: allocations libjpeg's permanent pool has made for this
+ * decoder's decompressor since the first file (tables: at most 4
+ * quantization and 8 Huffman tables, however many files). */
+uint64_t nst_jpeg_permanent_allocs(const nst_decoder *d);
 
 #endif

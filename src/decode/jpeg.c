@@ -4,7 +4,18 @@
  * Design: each decoder owns one jpeg_decompress_struct, created once and
  * reset with jpeg_abort_decompress() between images, so the per-image cost
  * is only what libjpeg allocates in its image pool; pixels go straight into
- * the decoder's grow-only output buffer. Errors come back through a custom
+ * the decoder's grow-only output buffer.
+ *
+ * Clean state: a reused decompressor keeps the quantization and Huffman
+ * tables of the files before (libjpeg resets the rest at each SOI: restart
+ * interval, JFIF/Adobe markers, arithmetic conditioning), so a file whose
+ * header leaves a table out, or hides it behind junk libjpeg skips, would
+ * decode with an earlier file's. nst_jpeg_reset() takes every table out of
+ * the decompressor before each file; the table objects are kept and handed
+ * back to libjpeg when the next DQT or DHT (or its standard Huffman
+ * tables) asks its permanent pool for one (alloc_small()), so the pool
+ * does not grow with the number of files and nothing is allocated per
+ * file. The result for a file is the one a fresh decoder gives. Errors come back through a custom
  * error manager that longjmps to the call that started the work; libjpeg
  * never prints and never exits. Warnings are sorted into truncation,
  * corruption (both fatal for the item) and benign ones (see
@@ -84,6 +95,56 @@ _Noreturn static void fail(j_common_ptr cinfo, int status)
     longjmp(e->jmp, 1);
 }
 
+/* Whether libjpeg's error is about a valid file using a feature
+ * libjpeg-turbo 2.1.5 (8-bit build) does not decode: 12-bit samples,
+ * lossless or hierarchical processes, fractional sampling, a colour
+ * conversion it lacks. */
+static int unsupported(j_common_ptr cinfo)
+{
+    const struct jpeg_error_mgr *err = cinfo->err;
+    switch (err->msg_code) {
+    case JERR_BAD_PRECISION: /* 12 is valid for DCT processes, 2..16 lossless */
+        return err->msg_parm.i[0] == 12 || err->msg_parm.i[0] == 16;
+    case JERR_SOF_UNSUPPORTED: /* SOF3, 5-7, 11, 13-15; 0xC8 (JPG) is reserved */
+        return err->msg_parm.i[0] != 0xC8;
+    case JERR_FRACT_SAMPLE_NOTIMPL:
+    case JERR_CONVERSION_NOTIMPL:
+    case JERR_ARITH_NOTIMPL:
+    case JERR_NOT_COMPILED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The message for such an error into msg (JMSG_LENGTH_MAX bytes). */
+static void describe_unsupported(j_common_ptr cinfo, char *msg, size_t size)
+{
+    const struct jpeg_error_mgr *err = cinfo->err;
+    const int v = err->msg_parm.i[0];
+    switch (err->msg_code) {
+    case JERR_BAD_PRECISION:
+        snprintf(msg, size, "%d-bit JPEG (data precision %d) is not supported, only 8-bit",
+                 v, v);
+        break;
+    case JERR_SOF_UNSUPPORTED:
+        snprintf(msg, size, "%s JPEG (SOF marker 0x%02x) is not supported",
+                 v == 0xC3 || v == 0xCB   ? "lossless"
+                 : v == 0xC7 || v == 0xCF ? "hierarchical lossless"
+                                          : "hierarchical",
+                 (unsigned)v);
+        break;
+    case JERR_FRACT_SAMPLE_NOTIMPL:
+        snprintf(msg, size, "JPEG with fractional chroma sampling (a component sampled "
+                            "more finely than the image's largest factor allows "
+                            "in whole steps) is not supported");
+        break;
+    default: /* libjpeg's words: "Unsupported color conversion request", ... */
+        (*cinfo->err->format_message)(cinfo, msg);
+        break;
+    }
+}
+
 static void error_exit(j_common_ptr cinfo)
 {
     int status;
@@ -106,6 +167,12 @@ static void error_exit(j_common_ptr cinfo)
     default:
         status = NOSTALL_E_CORRUPT;
         break;
+    }
+    if (unsupported(cinfo)) {
+        nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
+        e->status = NOSTALL_E_UNSUPPORTED;
+        describe_unsupported(cinfo, e->msg, sizeof e->msg);
+        longjmp(e->jmp, 1);
     }
     fail(cinfo, status);
 }
@@ -215,9 +282,46 @@ static void progress_monitor(j_common_ptr cinfo)
 
 /* ---- create / free ---------------------------------------------------- */
 
-/* (Re)create the decompressor with nostall's settings. 0, or a status
- * (out of memory: jpeg_create_decompress cleaned up after itself and left
- * cinfo.mem NULL, so the next call tries again). */
+/* libjpeg's alloc_small, with the decompressor's table objects recycled:
+ * JPOOL_PERMANENT requests of a table's size are served from the spares
+ * nst_jpeg_reset() took out of the decompressor. Once the decompressor
+ * exists, only jpeg_alloc_quant_table() / jpeg_alloc_huff_table() (and
+ * jpeg_mem_src's one source manager, of another size) allocate from that
+ * pool; and a spare is permanent-pool memory of exactly the size asked
+ * that nothing else refers to, so handing one out is safe whoever asks.
+ * Every table object is either in a slot of the decompressor or a spare,
+ * so there are never more than 4 + 8 of them. */
+static void *alloc_small(j_common_ptr cinfo, int pool_id, size_t size)
+{
+    nst_jpeg *j = (nst_jpeg *)(void *)cinfo;
+    if (pool_id == JPOOL_PERMANENT) {
+        if (size == sizeof(JQUANT_TBL) && j->nspare_q > 0) return j->spare_q[--j->nspare_q];
+        if (size == sizeof(JHUFF_TBL) && j->nspare_h > 0) return j->spare_h[--j->nspare_h];
+        j->perm_allocs++;
+    }
+    return j->lj_alloc_small(cinfo, pool_id, size);
+}
+
+void nst_jpeg_reset(nst_jpeg *j)
+{
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    for (int i = 0; i < NUM_QUANT_TBLS; i++) {
+        if (ci->quant_tbl_ptrs[i] && j->nspare_q < NUM_QUANT_TBLS)
+            j->spare_q[j->nspare_q++] = ci->quant_tbl_ptrs[i];
+        ci->quant_tbl_ptrs[i] = NULL;
+    }
+    for (int i = 0; i < NUM_HUFF_TBLS; i++) {
+        if (ci->dc_huff_tbl_ptrs[i] && j->nspare_h < 2 * NUM_HUFF_TBLS)
+            j->spare_h[j->nspare_h++] = ci->dc_huff_tbl_ptrs[i];
+        if (ci->ac_huff_tbl_ptrs[i] && j->nspare_h < 2 * NUM_HUFF_TBLS)
+            j->spare_h[j->nspare_h++] = ci->ac_huff_tbl_ptrs[i];
+        ci->dc_huff_tbl_ptrs[i] = NULL;
+        ci->ac_huff_tbl_ptrs[i] = NULL;
+    }
+}
+
+/* Create the decompressor with nostall's settings. 0, or a status (out of
+ * memory: jpeg_create_decompress cleaned up after itself). */
 static int cinfo_init(nst_jpeg *j)
 {
     if (setjmp(j->err.jmp)) {
@@ -226,6 +330,8 @@ static int cinfo_init(nst_jpeg *j)
     }
     jpeg_create_decompress(&j->cinfo);
     j->cinfo.mem->max_memory_to_use = j->mem_cap;
+    j->lj_alloc_small = j->cinfo.mem->alloc_small;
+    j->cinfo.mem->alloc_small = alloc_small;
     j->cinfo.progress = &j->progress;
     return 0;
 }
@@ -262,62 +368,6 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
     return 0;
 }
 
-/* The header of buf up to its first SOS defines every table that scan
- * needs: the quantization tables of the frame's components and (Huffman
- * coding) the DC tables of the scan's components and, unless it is a DC
- * scan, their AC tables. libjpeg keeps tables from one file to the next in
- * a reused decompressor, so a file that leaves one out (an abbreviated
- * stream: Motion-JPEG frames omit the standard Huffman tables) would be
- * decoded with whatever the previous file defined. 1 also for anything
- * this walk cannot follow: libjpeg then reports it. */
-int nst_jpeg_tables_defined(const uint8_t *buf, size_t len)
-{
-    unsigned q = 0, dc = 0, ac = 0, need_q = 0;
-    int arith = 0;
-    size_t p = 2;
-    if (!buf || len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) return 1;
-    for (;;) {
-        if (p >= len || buf[p] != 0xFF) return 1;
-        while (p < len && buf[p] == 0xFF) p++;
-        if (p + 3 > len) return 1;
-        const uint8_t m = buf[p++];
-        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;
-        if (m == 0xD9) return 1;
-        const size_t seg = (size_t)buf[p] << 8 | buf[p + 1];
-        if (seg < 2 || seg > len - p) return 1;
-        const uint8_t *s = buf + p + 2;
-        const size_t n = seg - 2;
-        if (m == 0xDB) { /* DQT: Pq|Tq, then 64 or 128 bytes, repeated */
-            for (size_t i = 0; i < n; i += 1 + ((s[i] >> 4) ? 128 : 64))
-                q |= 1u << (s[i] & 3);
-        } else if (m == 0xC4) { /* DHT: Tc|Th, 16 counts, the values */
-            for (size_t i = 0; i + 17 <= n;) {
-                size_t cnt = 0;
-                for (int k = 1; k <= 16; k++) cnt += s[i + k];
-                if (s[i] >> 4) ac |= 1u << (s[i] & 3);
-                else dc |= 1u << (s[i] & 3);
-                i += 17 + cnt;
-            }
-        } else if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
-            /* SOFn: P, Y, X, Nf, then Ci, Hi|Vi, Tqi per component */
-            if (n < 6 || n < 6 + 3 * (size_t)s[5]) return 1;
-            arith = m >= 0xC9;
-            for (size_t c = 0; c < s[5]; c++) need_q |= 1u << (s[6 + 3 * c + 2] & 3);
-        } else if (m == 0xDA) { /* SOS: Ns, then Cs, Td|Ta per component, Ss, Se, ... */
-            if (n < 1 || n < 1 + 2 * (size_t)s[0] + 3) return 1;
-            unsigned need_dc = 0, need_ac = 0;
-            const int se = s[1 + 2 * s[0] + 1];
-            for (size_t c = 0; c < s[0]; c++) {
-                need_dc |= 1u << (s[1 + 2 * c + 1] >> 4 & 3);
-                if (se > 0) need_ac |= 1u << (s[1 + 2 * c + 1] & 3);
-            }
-            if (need_q & ~q) return 0;
-            return arith || (!(need_dc & ~dc) && !(need_ac & ~ac));
-        }
-        p += seg;
-    }
-}
-
 void nst_jpeg_free(nst_jpeg *j)
 {
     if (!j) return;
@@ -336,20 +386,20 @@ uint64_t nst_jpeg_huff_hits(const nst_decoder *d) { return nst_jpeg_huff_scans(d
 
 void nst_jpeg_huff_enable(nst_decoder *d, int on) { d->jpeg->huff_off = !on; }
 
+void nst_jpeg_huff_plain(nst_decoder *d, int plain) { d->jpeg->huff_plain = plain; }
+
+uint64_t nst_jpeg_permanent_allocs(const nst_decoder *d) { return d->jpeg->perm_allocs; }
+
 /* ---- decoding ---------------------------------------------------------- */
 
-/* Reset the per-image error state; reject what jpeg_mem_src cannot take;
- * a fresh decompressor for a file that does not define its own tables
- * (nst_jpeg_tables_defined()), or after a failed re-creation. */
+/* Reject what jpeg_mem_src cannot take; forget the tables of earlier files
+ * (nst_jpeg_reset()); reset the per-image error state. */
 static int set_source(const uint8_t *buf, size_t len, const char *path, nst_jpeg *j)
 {
+    (void)buf;
     if ((unsigned long long)len > (unsigned long long)ULONG_MAX)
         return nst_error(NOSTALL_E_FILE_TOO_LARGE, "decode: %s: JPEG too large", path);
-    if (!j->cinfo.mem || !nst_jpeg_tables_defined(buf, len)) {
-        if (j->cinfo.mem) jpeg_destroy_decompress(&j->cinfo);
-        int rc = cinfo_init(j);
-        if (rc < 0) return rc;
-    }
+    nst_jpeg_reset(j);
     j->err.status = 0;
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
@@ -573,6 +623,7 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
     const JDIMENSION fw = ci->output_width;
     const J_COLOR_SPACE jcs = ci->jpeg_color_space;
     jpeg_abort_decompress(ci);
+    nst_jpeg_reset(j); /* the rebuilt header defines the same tables again */
     jpeg_mem_src(ci, r.data, (unsigned long)r.len);
     jpeg_read_header(ci, TRUE);
     set_output(ci, cs, den);
@@ -583,6 +634,7 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
         /* Cannot happen (the header is the original's but for the size);
          * back to the original, as if never switched. */
         jpeg_abort_decompress(ci);
+        nst_jpeg_reset(j);
         jpeg_mem_src(ci, buf, (unsigned long)len);
         jpeg_read_header(ci, TRUE);
         set_output(ci, cs, den);
@@ -652,9 +704,9 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
         cs = JCS_CMYK;
         cmyk = 1;
         break;
-    default:
-        return nst_error(NOSTALL_E_CORRUPT,
-                         "decode: %s: unsupported JPEG colour space (%d components)",
+    default: /* 2 components, or 3/4 that libjpeg cannot name */
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "decode: %s: JPEG colour space of %d components is not supported",
                          path, ci->num_components);
     }
 

@@ -777,7 +777,7 @@ int nst_jpeg_huff_attach(nst_jpeg *j, int every_block)
     h->dead = 0;
     h->every_block = every_block;
     ci->entropy->insufficient_data = FALSE;
-    ci->entropy->decode_mcu = h->decode_mcu;
+    ci->entropy->decode_mcu = j->huff_plain ? decode_mcu : h->decode_mcu;
     h->attached++;
     return 1;
 }

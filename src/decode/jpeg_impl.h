@@ -30,8 +30,9 @@ void nst_jpeg_enc_free(nst_jpeg_enc *e);
 typedef struct nst_jpeg_huff nst_jpeg_huff;
 
 struct nst_jpeg {
-    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor and
-                                            jpeg_huff.c's decode_mcu      */
+    struct jpeg_decompress_struct cinfo; /* first: see progress_monitor,
+                                            alloc_small and jpeg_huff.c's
+                                            decode_mcu                    */
     nst_jpeg_err err; /* error_exit / emit_message of jpeg.c, shared by enc */
     struct jpeg_progress_mgr progress;
     nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
@@ -42,7 +43,23 @@ struct nst_jpeg {
                           NOSTALL_NO_OWN_HUFFMAN=1 for measurements       */
     int huff_arm;      /* jpeg_read_coefficients() under way: the progress
                           monitor attaches our decoder (jpeg_transcode.c) */
+    int huff_plain;    /* our decoder's plain build even where the CPU has
+                          BMI2 (tests, fuzz targets)                      */
+    /* The table objects of earlier files, taken out of cinfo by
+     * nst_jpeg_reset() and handed back to libjpeg when a DQT or DHT
+     * (or its standard Huffman tables) needs one (jpeg.c). */
+    void *(*lj_alloc_small)(j_common_ptr, int, size_t); /* libjpeg's own */
+    JQUANT_TBL *spare_q[NUM_QUANT_TBLS];
+    JHUFF_TBL *spare_h[2 * NUM_HUFF_TBLS];
+    int nspare_q, nspare_h;
+    uint64_t perm_allocs; /* permanent-pool allocations passed to libjpeg */
 };
+
+/* Forget everything libjpeg keeps from one file to the next in a reused
+ * decompressor (its quantization and Huffman tables; the rest is reset by
+ * libjpeg itself at SOI), so that the next file decodes as with a fresh
+ * one. Called before each file's header is read (jpeg.c, jpeg_transcode.c). */
+void nst_jpeg_reset(nst_jpeg *j);
 
 /* Put nostall's Huffman decoder (jpeg_huff.c) in the place of libjpeg's for
  * the scan jpeg_start_decompress() has just set up. 1 if it did; 0 if the
@@ -60,9 +77,5 @@ void nst_jpeg_huff_progress(nst_jpeg *j);
 void nst_jpeg_huff_free(nst_jpeg_huff *h);
 /* Scans decoded by it so far (tests). */
 uint64_t nst_jpeg_huff_scans(const nst_jpeg_huff *h);
-
-/* 1 if buf's header defines every table its first scan needs (jpeg.c);
- * else a reused decompressor would take the previous file's. */
-int nst_jpeg_tables_defined(const uint8_t *buf, size_t len);
 
 #endif

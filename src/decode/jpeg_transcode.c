@@ -260,9 +260,8 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     if ((unsigned long long)len > (unsigned long long)ULONG_MAX / 2 || len > SIZE_MAX - slack)
         return 0;
     nst_jpeg *j = d->jpeg;
-    /* A file relying on tables it does not define (or a decompressor
-     * whose re-creation failed): left to the decode path. */
-    if (!j->cinfo.mem || !nst_jpeg_tables_defined(buf, len)) return 0;
+    if (!j->cinfo.mem) return 0;
+    nst_jpeg_reset(j); /* nothing of an earlier file's tables */
     j->err.status = 0;
     j->err.msg[0] = '\0';
     j->err.pub.num_warnings = 0;
