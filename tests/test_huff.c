@@ -23,7 +23,9 @@
  *              E_TRUNCATED, also when the cut is inside a restart
  *              interval; 8 or more bytes left before a restart marker (fewer
  *              are dropped, as libjpeg drops them: same pixels), a wrong
- *              restart number and a missing restart marker are E_CORRUPT.
+ *              restart number, a missing restart marker, a junk marker in
+ *              its place and a DRI segment without restart markers in the
+ *              data are E_CORRUPT (with libjpeg-turbo's decoder too).
  *   fuzz       mutated files (byte flips, runs of 0xFF, cuts), full and
  *              region decodes: no crash (ASan in `make test`), the same
  *              answer twice, and whenever both decoders succeed, the same
@@ -278,7 +280,20 @@ static void expect_status(nst_decoder *own, const uint8_t *buf, size_t len, int 
     CHECK(nst_jpeg_huff_hits(own) == scans + 1); /* ours ran */
 }
 
-static void damage(nst_decoder *own)
+/* expect_status() for our decoder, and libjpeg-turbo's says the same. */
+static void expect_both(nst_decoder *own, nst_decoder *lj, const uint8_t *buf, size_t len,
+                        int want, const char *what)
+{
+    nst_image img;
+    const int rc = nst_decode(lj, buf, len, what, NULL, 0, 0, &img);
+    if (rc != want)
+        fprintf(stderr, "  %s: libjpeg's decoder: got %d, want %d: %s\n", what, rc, want,
+                nostall_last_error());
+    CHECK_EQ(rc, want);
+    expect_status(own, buf, len, want, what);
+}
+
+static void damage(nst_decoder *own, nst_decoder *lj)
 {
     spec s = {160, 120, L_420, 92, 0, 0, 0, 60};
     size_t len;
@@ -344,8 +359,47 @@ static void damage(nst_decoder *own)
 
     /* cut inside an interval */
     expect_status(own, buf, m5 - 3, NOSTALL_E_TRUNCATED, "cut-rst.jpg");
+
+    /* a junk marker in place of RST5, alone or after 10 junk bytes
+     * (libjpeg-turbo: "10 extraneous bytes before marker 0xe3", benign
+     * alone, then "found marker 0xe3 instead of RST5") */
+    for (size_t junk = 0; junk <= 10; junk += 10) {
+        uint8_t *jm = malloc(len + junk);
+        memcpy(jm, buf, m5);
+        memset(jm + m5, 0x3C, junk);
+        memcpy(jm + m5 + junk, buf + m5, len - m5);
+        jm[m5 + junk + 1] = 0xE3;
+        expect_both(own, lj, jm, len + junk, NOSTALL_E_CORRUPT, "junk-marker.jpg");
+        free(jm);
+    }
     free(bad);
     free(buf);
+
+    /* a restart interval (DRI) but no restart markers in the data:
+     * libjpeg-turbo says "found marker 0xd9 instead of RST0" */
+    static const int intervals[] = {1, 7, 40}; /* of the 80 MCUs */
+    for (size_t iv = 0; iv < sizeof intervals / sizeof intervals[0]; iv++) {
+        const int mcus = intervals[iv];
+        spec p = {160, 120, L_420, 92, 0, 0, 0, 60};
+        buf = encode(&p, &len);
+        const size_t dsos = scan_start(buf, len);
+        size_t at = 2;
+        while (buf[at + 1] != 0xDA) at += 2 + ((size_t)buf[at + 2] << 8 | buf[at + 3]);
+        CHECK(dsos > at);
+        uint8_t *dri = malloc(len + 6);
+        memcpy(dri, buf, at);
+        const uint8_t seg[6] = {0xFF, 0xDD, 0x00, 0x04, (uint8_t)(mcus >> 8), (uint8_t)mcus};
+        memcpy(dri + at, seg, 6);
+        memcpy(dri + at + 6, buf + at, len - at);
+        expect_both(own, lj, dri, len + 6, NOSTALL_E_CORRUPT, "dri-without-rst.jpg");
+        /* a region at the top: when the first restart is due inside it
+         * (not after 40 MCUs, below it: not seen, as damage there) */
+        const nst_window roi = {10, 4, 60, 40};
+        CHECK_RC(nst_decode(own, dri, len + 6, "dri-without-rst.jpg", &roi, 32, 32, &img),
+                 mcus < 10 ? NOSTALL_E_CORRUPT : 0);
+        free(dri);
+        free(buf);
+    }
 }
 
 static void fuzz(nst_decoder *own, nst_decoder *lj)
@@ -427,7 +481,7 @@ int main(void)
     exactness(own, lj);
     transcode(own, lj);
     declined(own, lj);
-    damage(own);
+    damage(own, lj);
     fuzz(own, lj);
     nst_decoder_free(own);
     /* The build without BMI2 (chosen per decoder, at its first attach): the
@@ -436,7 +490,7 @@ int main(void)
     CHECK_OK(nst_decoder_create(&own, 1u << 26));
     nst_jpeg_huff_enable(own, 1);
     exactness(own, lj);
-    damage(own);
+    damage(own, lj);
     unsetenv("NOSTALL_NO_BMI2");
     nst_decoder_free(own);
     nst_decoder_free(lj);

@@ -31,13 +31,18 @@
  *
  * Damage: an invalid code, data that runs out inside the scan (a marker or
  * the end of the file where bits are needed), bytes left over before a
- * restart marker or a wrong restart marker are reported through libjpeg's
- * warnings (JWRN_HUFF_BAD_CODE, JWRN_HIT_MARKER / JWRN_JPEG_EOF,
- * JWRN_EXTRANEOUS_DATA, JWRN_MUST_RESYNC), which jpeg.c turns into a bad
- * item. An invalid code is always reported, where libjpeg-turbo's fast
- * path turns it into 0 silently; fewer than NST_HUFF_RST_SLACK bytes
- * before a restart marker are dropped, as libjpeg does. If a warning were
- * let through, the rest of the scan decodes as zeros (libjpeg's
+ * restart marker, and a restart marker that is wrong or missing (another
+ * marker, or the end of the data, where one is due: a DRI segment without
+ * RSTn markers in the data) are reported through libjpeg's warnings
+ * (JWRN_HUFF_BAD_CODE, JWRN_HIT_MARKER / JWRN_JPEG_EOF,
+ * JWRN_EXTRANEOUS_DATA, JWRN_MUST_RESYNC), in the order libjpeg-turbo
+ * reports them, which jpeg.c turns into a bad item (the one warning it
+ * lets pass, extraneous bytes before a marker other than RSTn, is always
+ * followed here by JWRN_MUST_RESYNC, as in libjpeg). An invalid code is
+ * always reported, where libjpeg-turbo's fast path turns it into 0
+ * silently; fewer than NST_HUFF_RST_SLACK bytes before a restart marker
+ * are dropped, as libjpeg does. If a warning were let through, the rest
+ * of the restart interval (or scan) decodes as zeros (libjpeg's
  * "insufficient data" behaviour).
  *
  * Memory: the per-decoder state (tables, the unstuffed-segment buffer,
@@ -612,13 +617,16 @@ static void restart(j_decompress_ptr ci, nst_jpeg_huff *h)
     const int want = 0xD0 + (int)h->next_rst;
     if (!h->dead && used + NST_HUFF_RST_SLACK <= h->seg_len) {
         /* the decoder finished the interval well before its end: it lost
-         * sync (a few bytes are dropped, as libjpeg does) */
+         * sync (a few bytes are dropped, as libjpeg does). jpeg.c lets this
+         * warning pass before a marker other than RSTn (then the check
+         * below reports the marker, as libjpeg does next). */
         WARNMS2(ci, JWRN_EXTRANEOUS_DATA, (int)(h->seg_len - used), h->marker);
-        h->dead = 1;
-        return;
     }
     if (h->marker != want) {
-        if (!h->dead) WARNMS2(ci, JWRN_MUST_RESYNC, h->marker, (int)h->next_rst);
+        /* another marker, the end of the data (0) or the wrong RSTn:
+         * libjpeg's "found marker 0x.. instead of RSTn", also after
+         * damage it has already reported */
+        WARNMS2(ci, JWRN_MUST_RESYNC, h->marker, (int)h->next_rst);
         h->dead = 1;
         return;
     }
