@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A dataset with corrupt, truncated, empty, non-image and oversized files
 # mixed in: `skip` delivers every good item and lists every bad one with a
-# reason; `fail` exits non-zero naming the file.
+# reason; `fail` exits non-zero naming the file. Entries named like images
+# that are no readable file (a dangling symlink, a directory, a FIFO, a
+# socket, a device, a file without read permission) are bad items with
+# their reason too, not "ignored".
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 30 --classes 3 --width 120 --height 90 --quiet
@@ -72,6 +75,55 @@ printf 'data/class_000/does_not_exist.jpg\t1\ndata/class_001\t2\n# a comment\n\n
 [ "$(json "$TMP/list.json" 'sorted(s["status"] for s in j["skipped"])')" = "['E_IO', 'E_IO', 'E_IO', 'E_NOT_FOUND']" ] \
     || fail "list: $(json "$TMP/list.json" 'j["skipped"]')"
 [ "$(json "$TMP/list.json" 'j["dataset"]["classes"]')" = 5 ] || fail "list: classes = max label + 1"
+# An ImageFolder with entries named like images that cannot be read: each is
+# a bad item with its reason (JSON and summary); only notes.txt is ignored.
+# Root reads any file, so the run drops to uid 65534 where it can.
+o="$TMP/odd/c"
+mkdir -p "$o" "$o/dir.jpg"
+cp "$TMP"/data/class_000/*.jpg "$o/"
+ngood=$(find "$o" -maxdepth 1 -type f -name '*.jpg' | wc -l)
+echo x > "$o/dir.jpg/inner.jpg"
+ln -s no-such-target.jpg "$o/dangling.jpg"
+mkfifo "$o/fifo.jpg"
+"$PY" -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$o/sock.jpg"
+cp "$good" "$o/noperm.jpg" && chmod 0 "$o/noperm.jpg"
+echo notes > "$o/notes.txt"
+want=("dangling.jpg:E_NOT_FOUND:symlink target missing" "dir.jpg:E_IO:is a directory"
+      "fifo.jpg:E_IO:is a FIFO" "sock.jpg:E_IO:is a socket")
+run_as=()
+if [ "$(id -u)" = 0 ]; then
+    mknod "$o/null.jpg" c 1 3 && want+=("null.jpg:E_IO:is a character device")
+    if setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$CLI" -a -x "$o" 2>/dev/null; then
+        run_as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        want+=("noperm.jpg:E_PERMISSION:permission denied")
+    else
+        echo "note: cannot run as uid 65534 here: the unreadable-file case is not checked"
+        rm -f "$o/noperm.jpg"
+    fi
+else
+    want+=("noperm.jpg:E_PERMISSION:permission denied")
+fi
+nbad=${#want[@]}
+"${run_as[@]}" "$CLI" bench "$TMP/odd" --batch-size 2 --crop 16 --json --quiet > "$TMP/odd.json" \
+    || fail "odd entries: bench failed"
+j="$TMP/odd.json"
+[ "$(json "$j" 'j["dataset"]["files_ignored"]')" = 1 ] || fail "odd entries: files_ignored $(json "$j" 'j["dataset"]')"
+[ "$(json "$j" 'j["dataset"]["items"]')" = $((ngood + nbad)) ] || fail "odd entries: items $(json "$j" 'j["dataset"]')"
+[ "$(json "$j" 'j["items"]')" = "$ngood" ] || fail "odd entries: delivered $(json "$j" 'j["items"]')"
+[ "$(json "$j" 'len(j["skipped"])')" = "$nbad" ] || fail "odd entries: $(json "$j" 'j["skipped"]')"
+json "$j" '"inner.jpg" in str(j["skipped"])' | grep -q False || fail "a directory named like an image was walked"
+"${run_as[@]}" "$CLI" bench "$TMP/odd" --batch-size 2 --crop 16 --quiet > "$TMP/odd.txt" || fail "odd entries: bench failed"
+for w in "${want[@]}"; do
+    f=${w%%:*}; rest=${w#*:}; st=${rest%%:*}; why=${rest#*:}
+    got=$(json "$j" "[(s['status'], s['reason']) for s in j['skipped'] if s['path'].endswith('/$f')]")
+    case "$got" in
+        *"'$st', "*"$why"*) ;;
+        *) fail "$f: got $got, want $st with '$why'" ;;
+    esac
+    grep -q "$st .*$f: $why" "$TMP/odd.txt" || fail "summary: $f: $(cat "$TMP/odd.txt")"
+done
+grep -q "1 file ignored: not named .jpg, .jpeg or .png" "$TMP/odd.txt" || fail "summary: ignored: $(cat "$TMP/odd.txt")"
+
 printf 'no-tab-here\n' > "$TMP/badlist.txt"
 if "$CLI" bench "$TMP/badlist.txt" 2> "$TMP/err"; then fail "malformed list accepted"; fi
 grep -q "badlist.txt:1" "$TMP/err" || fail "malformed list message: $(cat "$TMP/err")"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "util.h"
 
 /* Measured epoch figures, scaled from the (possibly capped) runs. */
 typedef struct measured {
@@ -66,7 +67,7 @@ void an_report_text(FILE *f, const an_result *r, const char *data)
     an_rates_get(m, &rt);
     fmt_bytes(b1, sizeof b1, m->dataset_bytes);
     fmt_bytes(b2, sizeof b2, rt.item_bytes);
-    fprintf(f, "nostall analyze: %s\n", data);
+    tool_line(f, "nostall analyze: %s", data);
     fprintf(f, "  dataset      %.0f items, %s (mean %s per file); %.0f items and %.0f batches per epoch\n",
             m->dataset_items, b1, b2, m->items_per_epoch, ceil(m->items_per_epoch / fmax(1, m->batch_size)));
     fprintf(f, "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
@@ -99,32 +100,22 @@ void an_report_text(FILE *f, const an_result *r, const char *data)
             pct(p->fetch_stall_s, p->epoch_s));
     fprintf(f, "  the job is %s\n", bound_words(r->bound));
     fprintf(f, "\n  recommendations\n");
-    for (int i = 0; i < r->nreco; i++) fprintf(f, "    - %s\n", r->reco[i].text);
+    for (int i = 0; i < r->nreco; i++) tool_line(f, "    - %s", r->reco[i].text);
     fprintf(f, "\n  what if (predicted, steady state)                      epoch     compute  prep stall  fetch stall  bound\n");
     const an_row *rows[2] = {r->rows, r->predict};
     int counts[2] = {r->nrows, r->npredict};
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < counts[k]; i++) {
             const an_row *row = &rows[k][i];
-            fprintf(f, "    %-8s %-44.44s %7.2f s %7.2f s %5.1f%% %10.1f%%     %s\n", row->group, row->label,
+            char label[45];
+            tool_text_buf(label, sizeof label, row->label); /* --predict text */
+            fprintf(f, "    %-8s %-44s %7.2f s %7.2f s %5.1f%% %10.1f%%     %s\n", row->group, label,
                     row->p.epoch_s, row->p.compute_s, pct(row->p.prep_stall_s, row->p.epoch_s),
                     pct(row->p.fetch_stall_s, row->p.epoch_s), row->p.bound);
         }
 }
 
 /* ---- JSON ----------------------------------------------------------------- */
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 static void json_num(FILE *f, double x)
 {
@@ -167,9 +158,9 @@ static void json_rows(FILE *f, const an_row *rows, int n)
         const an_row *row = &rows[i];
         const an_scenario *s = &row->s;
         fprintf(f, "%s{\"group\": ", i ? ", " : "");
-        json_string(f, row->group);
+        tool_json_string(f, row->group);
         fprintf(f, ", \"label\": ");
-        json_string(f, row->label);
+        tool_json_string(f, row->label);
         fprintf(f, ", \"x\": ");
         json_num(f, row->x);
         fprintf(f, ", \"config\": {\"threads\": %g, \"io_depth\": %g, \"cores\": %g, \"cache_fraction\": %g, \"minio\": %d, "
@@ -192,8 +183,8 @@ void an_report_json(FILE *f, const an_result *r, const char *data)
     an_rates rt;
     measured_get(m, &ms);
     an_rates_get(m, &rt);
-    fprintf(f, "{\"data\": ");
-    json_string(f, data);
+    fprintf(f, "{");
+    tool_json_member(f, "data", data);
     fprintf(f, ", \"measurements\": {");
     int first = 1;
 #define AN_JSON_MEAS_(name, help)                                                                  \
@@ -240,7 +231,7 @@ void an_report_json(FILE *f, const an_result *r, const char *data)
         fprintf(f, ", \"epoch_after_s\": ");
         json_num(f, rc->epoch_after_s);
         fprintf(f, ", \"text\": ");
-        json_string(f, rc->text);
+        tool_json_string(f, rc->text);
         fputc('}', f);
     }
     fprintf(f, "], \"whatif\": [");
@@ -251,17 +242,6 @@ void an_report_json(FILE *f, const an_result *r, const char *data)
 }
 
 /* ---- HTML ----------------------------------------------------------------- */
-
-static void html_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
-    }
-}
 
 static const char *COL_COMPUTE = "#4c78a8", *COL_PREP = "#f58518", *COL_FETCH = "#e45756";
 
@@ -281,7 +261,7 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
         int y = 30 + i * (bar + gap);
         double x = left;
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8, y + bar - 8);
-        html_text(f, labels[i]);
+        tool_html_text(f, labels[i]);
         fprintf(f, "</text>\n");
         const char *cols[3] = {COL_COMPUTE, COL_PREP, COL_FETCH};
         const char *names[3] = {"compute", "prep stall", "fetch stall"};
@@ -326,9 +306,9 @@ static void svg_curve(FILE *f, const an_result *r, const char *group, const char
                "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
             group, w, h, w, h);
     fprintf(f, "<title>");
-    html_text(f, title);
+    tool_html_text(f, title);
     fprintf(f, "</title>\n<text x=\"%d\" y=\"18\" class=\"ct\">", l);
-    html_text(f, title);
+    tool_html_text(f, title);
     fprintf(f, "</text>\n");
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", l, t, l, h - b);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", l, h - b, w - rt, h - b);
@@ -355,7 +335,7 @@ static void svg_curve(FILE *f, const an_result *r, const char *group, const char
         const char *c = !strcmp(pts[i]->p.bound, "compute") ? COL_COMPUTE
                         : !strcmp(pts[i]->p.bound, "prep") ? COL_PREP : COL_FETCH;
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", x, t + ph - ph * v / maxv, c);
-        html_text(f, pts[i]->label);
+        tool_html_text(f, pts[i]->label);
         fprintf(f, ": %.2f s, %s-bound</title></circle>\n", v, pts[i]->p.bound);
         char xl[32];
         if (pts[i]->x * xmul >= 1e5) snprintf(xl, sizeof xl, "inf");
@@ -371,7 +351,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "nostall analyze: cannot write %s: %s\n", path, strerror(errno));
+        tool_line(stderr, "nostall analyze: cannot write %s: %s", path, strerror(errno));
         return -1;
     }
     const an_meas *m = &r->m;
@@ -381,7 +361,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
     an_rates_get(m, &rt);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                "<title>nostall analyze: ");
-    html_text(f, data);
+    tool_html_text(f, data);
     fprintf(f, "</title>\n<style>\n"
                "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\n"
                "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
@@ -389,7 +369,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
                "svg{font-size:12px;margin:6px}.ct{font-weight:bold}.ax{fill:#555;font-size:11px}\n"
                ".warn{background:#fff3cd;padding:6px}.b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}\n"
                "</style></head>\n<body>\n<h1>Data stall analysis</h1>\n<p>Dataset <code>");
-    html_text(f, data);
+    tool_html_text(f, data);
     fprintf(f, "</code>: %.0f items, %.1f MB; %.0f items per epoch in batches of %.0f; %.0f worker threads "
                "on %.0f cores.</p>\n",
             m->dataset_items, m->dataset_bytes / 1e6, m->items_per_epoch, m->batch_size, m->threads, m->cores);
@@ -402,7 +382,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
     fprintf(f, "<h2>Recommendations</h2>\n<ul>\n");
     for (int i = 0; i < r->nreco; i++) {
         fprintf(f, "<li>");
-        html_text(f, r->reco[i].text);
+        tool_html_text(f, r->reco[i].text);
         fprintf(f, "</li>\n");
     }
     fprintf(f, "</ul>\n<h2>Where the time goes (per epoch)</h2>\n");
@@ -431,7 +411,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
         for (int i = 0; i < n; i++) {
             const an_pred *p = &rows[i].p;
             fprintf(f, "<tr><td class=\"l\">%s: ", rows[i].group);
-            html_text(f, rows[i].label);
+            tool_html_text(f, rows[i].label);
             fprintf(f, "</td><td>%.2f</td><td>%.2f</td><td>%.1f%%</td><td>%.1f%%</td>"
                        "<td class=\"b-%s\">%s</td></tr>\n",
                     p->epoch_s, p->compute_s, pct(p->prep_stall_s, p->epoch_s),
@@ -454,7 +434,7 @@ int an_report_html(const char *path, const an_result *r, const char *data)
                "<script>document.body.setAttribute('data-charts', "
                "String(document.querySelectorAll('svg.chart').length));</script>\n</body></html>\n");
     if (fclose(f) != 0) {
-        fprintf(stderr, "nostall analyze: cannot write %s: %s\n", path, strerror(errno));
+        tool_line(stderr, "nostall analyze: cannot write %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;

@@ -81,19 +81,6 @@ static void bench_usage(FILE *f)
     }
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per_epoch,
                      double elapsed, uint64_t items, double stall)
 {
@@ -150,7 +137,7 @@ int cmd_bench(int argc, char **argv)
     epoch_rec *recs = NULL;
 
     if (nostall_config_create(&cfg) < 0) {
-        fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+        tool_line(stderr, "nostall bench: %s", nostall_last_error());
         return 1;
     }
     for (int i = 1; i < argc; i++) {
@@ -165,7 +152,7 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(a, "--no-checksum")) { no_checksum = 1; continue; }
         if (strncmp(a, "--", 2) != 0) {
             if (data) {
-                fprintf(stderr, "nostall bench: unexpected argument '%s' (DATA is '%s')\n", a, data);
+                tool_line(stderr, "nostall bench: unexpected argument '%s' (DATA is '%s')", a, data);
                 goto usage_error;
             }
             data = a;
@@ -196,7 +183,7 @@ int cmd_bench(int argc, char **argv)
         }
         int id = tool_loader_option(cfg, "bench", name, value, argc, argv, &i);
         if (id == -1)
-            fprintf(stderr, "nostall bench: unknown option '%s' (see nostall bench --help)\n", a);
+            tool_line(stderr, "nostall bench: unknown option '%s' (see nostall bench --help)", a);
         if (id < 0) goto usage_error;
         if (id == NOSTALL_OPT_EPOCHS) epochs_set = 1;
     }
@@ -223,7 +210,7 @@ int cmd_bench(int argc, char **argv)
     }
     double t_create = tool_now_s();
     if (nostall_loader_create(&ld, data, cfg) < 0) {
-        fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+        tool_line(stderr, "nostall bench: %s", nostall_last_error());
         goto out;
     }
     double setup_s = tool_now_s() - t_create;
@@ -267,7 +254,7 @@ int cmd_bench(int argc, char **argv)
         }
         if (rc < 0) {
             if (show) fputc('\n', stderr);
-            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+            tool_line(stderr, "nostall bench: %s", nostall_last_error());
             goto out;
         }
         if (!no_checksum) {
@@ -282,7 +269,7 @@ int cmd_bench(int argc, char **argv)
         if (step_ms > 0) sleep_s(step_ms / 1000.0);
         uint64_t pos = b.position + b.count;
         if (nostall_loader_release(ld, &b) < 0) {
-            fprintf(stderr, "nostall bench: %s\n", nostall_last_error());
+            tool_line(stderr, "nostall bench: %s", nostall_last_error());
             goto out;
         }
         if (show) {
@@ -303,8 +290,8 @@ int cmd_bench(int argc, char **argv)
 
     if (json) {
         FILE *f = stdout;
-        fprintf(f, "{\"data\": ");
-        json_string(f, data);
+        fprintf(f, "{");
+        tool_json_member(f, "data", data);
         fprintf(f, ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64 ", \"epochs\": %" PRIu64
                    ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
                    ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
@@ -327,10 +314,10 @@ int cmd_bench(int argc, char **argv)
         for (uint64_t i = 0; i < nskip; i++) {
             nostall_skip_info si;
             if (nostall_loader_skipped(ld, i, &si) < 0) break;
-            fprintf(f, "%s{\"path\": ", i ? ", " : "");
-            json_string(f, si.path);
+            fprintf(f, "%s{", i ? ", " : "");
+            tool_json_member(f, "path", si.path);
             fprintf(f, ", \"status\": \"%s\", \"reason\": ", nostall_status_name(si.status));
-            json_string(f, si.reason);
+            tool_json_string(f, si.reason);
             fprintf(f, "}");
         }
         fprintf(f, "], \"per_epoch\": [");
@@ -364,7 +351,7 @@ int cmd_bench(int argc, char **argv)
             nostall_option_info_get(i, &oi);
             nostall_config_get(cfg, oi.name, val, sizeof val);
             fprintf(f, "%s\"%s\": ", i ? ", " : "", oi.name);
-            json_string(f, val);
+            tool_json_string(f, val);
         }
         fprintf(f, "}, \"stats\": {");
         const uint64_t *sv = (const uint64_t *)&st;
@@ -376,10 +363,11 @@ int cmd_bench(int argc, char **argv)
 #endif
         fprintf(f, "}\n");
     } else {
-        printf("nostall bench: %s\n", data);
+        tool_line(stdout, "nostall bench: %s", data);
         printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
-        if (info.files_ignored) printf(" (%" PRIu64 " file%s not named .jpg, .jpeg or .png ignored)", info.files_ignored,
-                   info.files_ignored == 1 ? "" : "s");
+        if (info.files_ignored)
+            printf(" (%" PRIu64 " file%s ignored: not named .jpg, .jpeg or .png, hidden, or outside "
+                   "class folders)", info.files_ignored, info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
         uint64_t bs = 0;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);
@@ -439,7 +427,7 @@ int cmd_bench(int argc, char **argv)
             nostall_skip_info si;
             if (nostall_loader_skipped(ld, i, &si) < 0) break;
             /* the reason names the path already */
-            printf("    %-18s %s\n", nostall_status_name(si.status), si.reason);
+            tool_line(stdout, "    %-18s %s", nostall_status_name(si.status), si.reason);
         }
         if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
         if (!no_checksum) printf("  checksum    %016" PRIx64 "\n", checksum);
