@@ -52,6 +52,11 @@ int nst_decode_check_dims(const nst_decoder *d, uint32_t w, uint32_t h,
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS,
                          "decode: %s: %s has a zero dimension (%ux%u)", path,
                          fmt, (unsigned)w, (unsigned)h);
+    if (w > NST_DECODE_MAX_SIDE || h > NST_DECODE_MAX_SIDE)
+        return nst_error(NOSTALL_E_TOO_MANY_PIXELS,
+                         "decode: %s: %s is %ux%u, over the longest side decoded "
+                         "(%u pixels, the most the resampler takes)",
+                         path, fmt, (unsigned)w, (unsigned)h, (unsigned)NST_DECODE_MAX_SIDE);
     /* uint32 * uint32 fits in uint64. */
     uint64_t px = (uint64_t)w * (uint64_t)h;
     if (px > d->max_pixels)

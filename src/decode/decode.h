@@ -13,7 +13,11 @@
  *   E_TRUNCATED        data ends early (libjpeg "premature end of data"
  *                      warning, libpng read past end)
  *   E_CORRUPT          any other decoding error or data-corruption warning
- *   E_TOO_MANY_PIXELS  width * height > max_pixels, or a zero dimension
+ *   E_TOO_MANY_PIXELS  width * height > max_pixels, a zero dimension, or
+ *                      a side over NST_DECODE_MAX_SIDE
+ *   E_UNSUPPORTED      a valid file using what is not decoded: 12-bit,
+ *                      lossless or hierarchical JPEG, fractional sampling,
+ *                      a JPEG colour space of 2 (or unnamed 3/4) components
  *   E_NOMEM
  *
  * A decoder's output for a file never depends on the files it decoded
@@ -26,7 +30,9 @@
  *
  * Colour: JPEG grayscale, YCbCr and RGB give RGB; CMYK/YCCK are converted by
  * hand (Adobe-inverted when an Adobe marker is present, as Photoshop writes
- * them). PNG: palette, grayscale, 16-bit, alpha (dropped) all give RGB8.
+ * them). PNG: palette, grayscale, 16-bit, alpha (dropped) all give RGB8;
+ * palette indices past the palette give the grey (i, i, i), as PIL does.
+ * PNG ancillary chunks are skipped unread (png.c).
  *
  * The `roi` and output-size hints let a decoder produce only the part of the
  * image a crop needs, possibly DCT-scaled; the result says which part it is
@@ -59,6 +65,14 @@
 #include "common/buf.h"
 
 enum { NST_FORMAT_UNKNOWN = 0, NST_FORMAT_JPEG = 1, NST_FORMAT_PNG = 2 };
+
+/* The longest side decoded, 2^26 pixels: the most the resampler
+ * (src/augment/resize.c, NST_AUG_MAX_COORD) takes. A longer image (a PNG of
+ * 100000000 x 1 is 97 KB, within the default max_pixels) is refused from
+ * its header, before any pixel buffer is sized, instead of being decoded
+ * whole only for the augment stage to refuse it. JPEG's own limit is
+ * 65500. No aspect limit: any image within both limits can be cropped. */
+#define NST_DECODE_MAX_SIDE (1u << 26)
 
 typedef struct nst_image_info {
     int format;          /* NST_FORMAT_*            */

@@ -9,12 +9,21 @@
  * longjmp back to png_jmpbuf; warnings are ignored (they concern metadata).
  * Every colour type ends as RGB8: palette and low-bit gray expanded, 16-bit
  * cut to 8 (the high byte, as PIL does for RGB), alpha and tRNS dropped,
- * gray replicated; interlaced images are de-interlaced by libpng.
- * Limits: the IHDR dimensions are checked against max_pixels before libpng
- * sees the data and again after png_read_info(), and libpng's own user
- * limits (dimensions, ancillary chunk sizes and count) are set.
- * A CRC error in any chunk fails the item as E_CORRUPT (PIL also rejects
- * them).
+ * gray replicated; interlaced images are de-interlaced by libpng. Palette
+ * indices past the PLTE entries (invalid, but found in real files) give
+ * the grey (i, i, i), as PIL does (its palettes start as a grey ramp), not
+ * libpng's black.
+ * Limits: the IHDR dimensions are checked against max_pixels and the side
+ * limit (decode.h) before libpng sees the data and again after
+ * png_read_info(), and libpng's own user limits are set. Ancillary chunks
+ * other than tRNS are skipped unread (libpng's "unknown chunk, never
+ * keep"): none of them changes our pixels (no gamma, colour management or
+ * background is applied), and libpng 1.6.39 would otherwise allocate what
+ * some of them declare before finding the data is not there (a 57-byte
+ * file with a pCAL chunk of length 2^31-1 took 2 GiB and 4 s: its
+ * "chunk data is too large" check is only a warning).
+ * A CRC error in any chunk, skipped ones included, fails the item as
+ * E_CORRUPT (PIL also rejects them).
  *
  * Threads: called by the thread that owns the decoder; no static mutable
  * state. The libpng I/O state lives in the decoder, not on the stack, so it
@@ -30,8 +39,8 @@
 #include "common/error.h"
 #include "decode/decode_impl.h"
 
-/* Ancillary chunks (iCCP, text, ...) larger than this fail the item instead
- * of being allocated; image data (IDAT) is streamed and not affected. */
+/* What libpng may allocate for one chunk (it reads none but IHDR, PLTE,
+ * tRNS into memory here, all small; image data is streamed). */
 #define NST_PNG_CHUNK_MAX (16u << 20)
 /* Most ancillary/unknown chunks kept in memory (libpng's default too). */
 #define NST_PNG_CHUNK_CACHE_MAX 1000
@@ -75,6 +84,21 @@ static int precheck(const nst_decoder *d, const uint8_t *buf, size_t len,
     return nst_decode_check_dims(d, be32(buf + 16), be32(buf + 20), path, "PNG");
 }
 
+/* Palette entries past PLTE's, up to all 2^depth an index can name, as the
+ * grey (i, i, i): PIL's pixels for such indices (libpng's are black). */
+static void grey_past_palette(png_structp png, png_infop info, int depth)
+{
+    png_colorp pal = NULL;
+    int n = 0;
+    const int all = 1 << depth;
+    if (png_get_PLTE(png, info, &pal, &n) != PNG_INFO_PLTE || !pal || n <= 0 || n >= all)
+        return;
+    png_color full[256];
+    memcpy(full, pal, (size_t)n * sizeof *full);
+    for (int i = n; i < all; i++) full[i].red = full[i].green = full[i].blue = (png_byte)i;
+    png_set_PLTE(png, info, full, all);
+}
+
 /* Runs after png_read_info() under the caller's setjmp: set the transforms
  * and read every row into d->out. Returns 0 or a status with the message
  * set (limits, allocation); libpng errors longjmp past it. */
@@ -84,7 +108,10 @@ static int read_pixels(nst_decoder *d, png_structp png, png_infop info,
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
 
-    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_PALETTE) {
+        grey_past_palette(png, info, depth);
+        png_set_palette_to_rgb(png);
+    }
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16) png_set_strip_16(png);
     /* Also removes the alpha channel a palette/tRNS expansion may add, so
@@ -153,11 +180,11 @@ static int run(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
     }
     png_set_read_fn(png, io, read_cb);
     png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
-    png_uint_32 lim = d->max_pixels < PNG_UINT_31_MAX ? (png_uint_32)d->max_pixels
-                                                        : PNG_UINT_31_MAX;
-    png_set_user_limits(png, lim, lim);
+    png_set_user_limits(png, NST_DECODE_MAX_SIDE, NST_DECODE_MAX_SIDE);
     png_set_chunk_malloc_max(png, NST_PNG_CHUNK_MAX);
     png_set_chunk_cache_max(png, NST_PNG_CHUNK_CACHE_MAX);
+    /* Every chunk but IHDR, PLTE, tRNS, IDAT, IEND: skipped, CRC checked. */
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
 
     png_read_info(png, pinfo);
     uint32_t w = png_get_image_width(png, pinfo), h = png_get_image_height(png, pinfo);
