@@ -5,7 +5,7 @@
 
 Method: tiny batches (batch_size 1, crop 8) from a generated dataset of 48
 images, a ring of 64 batches (batches_ahead=64) and epochs=1. Each round
-restarts epoch 0 (set_state), waits until the workers have prepared the whole
+restarts epoch 0 (set_state; set_epoch + iter for the binding), waits until the workers have prepared the whole
 epoch and gone idle, then times the consumption of its 48 batches: no round
 waits for a worker and no worker competes for the CPU or the loader's lock.
 Two consumers alternate rounds on the same loader:
@@ -49,7 +49,7 @@ def wait_full(ld, timeout=10.0):
 
 
 def raw_round(ld):
-    handle, b, ok = ld._ld, _lib.Batch(), _lib.OK
+    handle, b, ok = ld._core.ld, _lib.Batch(), _lib.OK
     nxt, rel, byref = _lib.loader_next_timed, _lib.loader_release, ctypes.byref
     t0 = time.perf_counter()
     for _ in range(PER_ROUND):
@@ -63,9 +63,7 @@ def binding_round(ld, it):
     t0 = time.perf_counter()
     for _ in range(PER_ROUND):
         next(it)
-    dt = (time.perf_counter() - t0) / PER_ROUND
-    ld._release()  # hand back the last one before the next wait (not timed)
-    return dt
+    return (time.perf_counter() - t0) / PER_ROUND
 
 
 def measure(data, rounds, use_torch):
@@ -82,12 +80,12 @@ def measure(data, rounds, use_torch):
     with ld:
         assert per_epoch == PER_ROUND
         for r in range(rounds):
-            ld.load_state_dict({"epoch": 0, "position": 0})
+            _lib.loader_set_state(ld._core.ld, ctypes.byref(_lib.State(epoch=0, position=0)))
             wait_full(ld)
             raw.append(raw_round(ld))
-            ld.load_state_dict({"epoch": 0, "position": 0})
+            ld.set_epoch(0)
+            it = iter(ld)  # restarts epoch 0
             wait_full(ld)
-            it = iter(ld)
             binding.append(binding_round(ld, it))
             it.close()
     return statistics.median(raw) * 1e6, statistics.median(binding) * 1e6

@@ -378,6 +378,12 @@ NOSTALL_API int nostall_loader_release(nostall_loader *ld, const nostall_batch *
 /* Wake every waiter and make workers exit at their next item boundary. Any
  * thread, any time, idempotent. Later calls to next return E_STOPPED. */
 NOSTALL_API int nostall_loader_stop(nostall_loader *ld);
+/* Stop, and return once every worker thread has exited: no hook (peer
+ * cache) is called any more and no CPU is used, while batches still lent
+ * stay valid until released. For a binding whose batches may outlive the
+ * loader object: join now, free when the last batch is released. After
+ * it only release, info, stats and free may be called. Idempotent. */
+NOSTALL_API int nostall_loader_join(nostall_loader *ld);
 
 /* Resumable position: `position` items of this rank's shard of epoch
  * `epoch` have been delivered (lent) to the consumer. With fixed item

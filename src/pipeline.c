@@ -1305,6 +1305,19 @@ int nostall_loader_stop(nostall_loader *ld)
     return 0;
 }
 
+int nostall_loader_join(nostall_loader *ld)
+{
+    if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_join: loader is NULL");
+    if (getpid() != ld->pid) return nst_error(NOSTALL_E_FORK, "nostall_loader_join: after fork()");
+    nostall_loader_stop(ld);
+    for (uint32_t i = 0; ld->workers && i < ld->nthreads; i++)
+        if (ld->workers[i].started) {
+            pthread_join(ld->workers[i].thread, NULL);
+            ld->workers[i].started = 0;
+        }
+    return 0;
+}
+
 void nostall_loader_free(nostall_loader *ld)
 {
     if (!ld) return;

@@ -2,9 +2,11 @@
 
 Finding the library, in order:
   1. the environment variable NOSTALL_LIBRARY (a path to libnostall.so);
-  2. the repository's build folder next to this package
+  2. the package's own copy (nostall/libnostall.so, put there by
+     `pip install .` or `make install`);
+  3. the repository's build folder next to this package
      (python/nostall/../../build/libnostall.so);
-  3. ctypes.util.find_library("nostall") (an installed library).
+  4. ctypes.util.find_library("nostall") (an installed library).
 
 Only the struct layouts and function signatures are written down here, since
 ctypes cannot read a header. Everything that the header defines as a table --
@@ -28,7 +30,10 @@ def _candidates():
     if env:
         # An explicit choice is final: do not silently fall back to another.
         return [env]
-    out = [os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libnostall.so"))]
+    out = [os.path.join(_HERE, "libnostall.so")]  # an installed package carries its own
+    if not os.path.exists(out[0]):
+        out = []
+    out.append(os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libnostall.so")))
     found = ctypes.util.find_library("nostall")
     if found:
         out.append(found)
@@ -75,13 +80,18 @@ LAYOUT_NCHW, LAYOUT_NHWC = 0, 1
 
 
 class State(ctypes.Structure):
-    _fields_ = [("epoch", c_uint64), ("position", c_uint64)]
+    _fields_ = [("epoch", c_uint64), ("position", c_uint64), ("epoch_offset", c_uint64),
+                ("taken", c_uint64), ("seed", c_uint64), ("items", c_uint64),
+                ("fingerprint", c_uint64), ("version", c_uint32), ("rank", c_uint32),
+                ("world_size", c_uint32), ("reserved_", c_uint32)]
 
 
 class DatasetInfo(ctypes.Structure):
     _fields_ = [("items", c_uint64), ("classes", c_uint64), ("files_ignored", c_uint64),
                 ("items_per_epoch", c_uint64), ("batches_per_epoch", c_uint64),
-                ("threads", c_uint32), ("ring_slots", c_uint32), ("batch_bytes", c_size_t)]
+                ("threads", c_uint32), ("ring_slots", c_uint32), ("batch_bytes", c_size_t),
+                ("ring_memory", c_void_p), ("ring_bytes", c_size_t), ("slot_items", c_uint32),
+                ("reserved_", c_uint32)]
 
 
 class SkipInfo(ctypes.Structure):
@@ -114,6 +124,7 @@ loader_next = _fn("nostall_loader_next", c_int, c_void_p, POINTER(Batch))
 loader_next_timed = _fn("nostall_loader_next_timed", c_int, c_void_p, POINTER(Batch), c_uint32)
 loader_release = _fn("nostall_loader_release", c_int, c_void_p, POINTER(Batch))
 loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
+loader_join = _fn("nostall_loader_join", c_int, c_void_p)
 loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))
 loader_set_state = _fn("nostall_loader_set_state", c_int, c_void_p, POINTER(State))
 loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo))

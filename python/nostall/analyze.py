@@ -49,9 +49,11 @@ def _find_cli(cli):
     env = os.environ.get("NOSTALL_CLI")
     if env:
         return env
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "nostall")
-    if os.path.exists(here):
-        return os.path.abspath(here)
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    for here in (os.path.join(pkg, "_bin", "nostall"),  # an installed package's own
+                 os.path.join(pkg, "..", "..", "build", "nostall")):  # the repository's
+        if os.path.exists(here):
+            return os.path.abspath(here)
     found = shutil.which("nostall")
     if not found:
         raise FileNotFoundError("nostall.analyze: the nostall program was not found "

@@ -1,52 +1,74 @@
-"""nostall.Loader: one epoch per `for`, zero-copy batches, exceptions from statuses.
+"""nostall.Loader: DataLoader semantics over libnostall, tensors that cannot dangle.
 
 Design
 ------
 * Thin: every option is a keyword forwarded as text to nostall_config_set(),
   which validates it (the C message names the option and its bounds). The
-  option list, status list and counter names come from the library (_lib).
-* Zero copy: a yielded (images, labels) pair is a view of the ring slot lent by
-  nostall_loader_next_timed(). The slot is handed back to the ring when the
-  next batch is requested, when the iteration ends or is abandoned, and on
-  set_epoch/load_state_dict/close. **Do not keep a yielded tensor (or a view
-  of it) past that point**: its memory is refilled with a later batch, or freed
-  by close(). Use copy=True (one memcpy per batch, slot released at once), or
-  .clone() / .to(device) what you keep.
-* One batch is lent at a time. Which one is recorded in a ctypes nostall_batch
-  that the C call fills itself (images != NULL <=> lent), so an exception
-  raised between Python bytecodes (KeyboardInterrupt) cannot lose track of it.
-* Ctrl-C: batches are awaited with nostall_loader_next_timed(100 ms) in a loop.
-  ctypes drops the GIL during the wait and Python runs signal handlers between
-  the calls, so KeyboardInterrupt arrives within ~100 ms. The loader stays
-  usable afterwards: the next `for` continues the interrupted epoch.
-* Epochs: `for batch in loader` runs the current epoch until EPOCH_END (the
-  next `for` runs the next epoch); after `epochs` epochs (if set) it yields
-  nothing. state_dict()/load_state_dict() give exact mid-epoch resume.
-* Threads: stop() may be called from any thread (the iterating thread then
-  gets StoppedError); everything else from the thread that iterates.
+  option list, status list and counter names come from the library (_lib);
+  Loader.__init__'s explicit keywords are generated from the same table
+  (python/gen_options.py; a test checks they match).
+* Tensors that cannot dangle: a yielded image tensor views a ring slot of the
+  library (no copy), and the slot goes back to the ring only when the last
+  tensor or view of it dies: the array's base object holds a _Lease, whose
+  finalizer releases the slot (nostall_loader_release may be called from any
+  thread, in any order). Labels are copied (they are tiny). The C loader
+  itself (_Core) is freed only when the Loader is closed or collected *and*
+  no lease is left, so a tensor outlives its loader safely. Fallback, so
+  the ring cannot run dry: when the caller keeps so many batches alive that
+  the ring would have fewer than the slots it needs to make the next batches
+  (ring slots - 2, or - 3 with drop_last), the next batch is copied out
+  (one memcpy) and its slot released at once. copy=True always copies.
+* DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
+  chose, else the one after the previous iterator's -- and ends the previous
+  iterator (using it afterwards raises). A state loaded with
+  load_state_dict() applies to the next iter() (unless set_epoch() then
+  chose another epoch). One thread iterates at a time: iter() or next()
+  from a second thread while an iterator is alive raises.
+* Ctrl-C: batches are awaited with nostall_loader_next_timed(100 ms) in a
+  loop; ctypes drops the GIL during the wait and Python runs signal
+  handlers between the calls, so KeyboardInterrupt arrives within ~100 ms.
+* stop() may be called from any thread (the iterating thread then gets
+  StoppedError).
 * fork(): a child's copy of a Loader is unusable (ForkError); its close() or
   garbage collection frees nothing, since the memory and threads are the
   parent's.
 """
 
+import copy as _copymod
 import ctypes
+import difflib
 import os
+import sys
+import threading
+import time
 import warnings
+import weakref
 
 import numpy as np
 
 from . import _lib
 
 _WAIT_MS = 100
+_END = object()  # the end of an epoch (internal)
 
 
 # --- exceptions ----------------------------------------------------------------
 
-class Error(Exception):
-    """A libnostall error: .status (negative code), .status_name, .message."""
-    __module__ = "nostall"
+def _rebuild_error(status, message, bad_item):
+    cls = error_class(status, bad_item)
+    return cls(status, message)
 
-    def __init__(self, status, message=None):
+
+class Error(Exception):
+    """A libnostall error: .status (negative code), .status_name, .message.
+    Error(status, message), or Error(message) with the class's own status (as
+    torch's DataLoader rebuilds an exception raised in a worker process)."""
+    __module__ = "nostall"
+    _status = 0
+
+    def __init__(self, status=None, message=None):
+        if not isinstance(status, int):
+            status, message = self._status, (message if status is None else str(status))
         self.status = status
         self.status_name = _lib.STATUS.get(status, "UNKNOWN")
         self.message = message or _lib._s(_lib.strerror(status))
@@ -54,6 +76,11 @@ class Error(Exception):
 
     def __str__(self):
         return "%s (%s)" % (self.message, self.status_name)
+
+    def __reduce__(self):
+        # Rebuilt through error_class, so a pickled exception (e.g. raised in
+        # a DataLoader worker) unpickles to the same class and message.
+        return (_rebuild_error, (self.status, self.message, isinstance(self, BadItemError)))
 
 
 class BadItemError(Error):
@@ -80,7 +107,8 @@ ERRORS = {}  # status code -> exception class, one per E_* of the status table
 for _code, _name in sorted(_lib.STATUS.items(), reverse=True):
     if _code < 0:
         ERRORS[_code] = type(_class_name(_name), (Error,) + _EXTRA_BASES.get(_name, ()),
-                             {"__doc__": _lib._s(_lib.strerror(_code)), "__module__": "nostall"})
+                             {"__doc__": _lib._s(_lib.strerror(_code)), "__module__": "nostall",
+                              "_status": _code})
 _BAD_ITEM = {}
 
 
@@ -90,7 +118,8 @@ def error_class(status, bad_item=False):
     if not bad_item or _lib.STATUS.get(status) in _NOT_ITEM:
         return base
     if status not in _BAD_ITEM:
-        _BAD_ITEM[status] = type(base.__name__, (BadItemError, base), {"__module__": "nostall"})
+        _BAD_ITEM[status] = type(base.__name__, (BadItemError, base),
+                                 {"__module__": "nostall", "__qualname__": "BadItem" + base.__name__})
     return _BAD_ITEM[status]
 
 
@@ -103,6 +132,11 @@ def _check(status):
     if status < 0:
         _raise(status)
     return status
+
+
+def _error(name, message):
+    code = _lib.CODE[name]
+    return ERRORS[code](code, message)
 
 
 # --- options -------------------------------------------------------------------
@@ -122,6 +156,35 @@ def _encode(text):
     return os.fsencode(text) if not isinstance(text, bytes) else text
 
 
+# torch.utils.data.DataLoader keywords and what nostall calls them.
+_TORCH_NAMES = {
+    "num_workers": "threads (worker threads in this process; default: every CPU)",
+    "prefetch_factor": "batches_ahead (batches prepared ahead of the training loop)",
+    "persistent_workers": "nothing: nostall's threads live as long as the Loader",
+    "sampler": "shuffle, seed, rank and world_size (the order is built in)",
+    "batch_sampler": "batch_size and drop_last",
+    "generator": "seed",
+    "collate_fn": "nothing: batches are collated in C (uint8 or float32 tensors)",
+    "worker_init_fn": "nothing: there are no worker processes",
+    "timeout": "nothing: stop() ends a wait from another thread",
+    "multiprocessing_context": "nothing: there are no worker processes",
+    "transform": "mode, crop, resize, scale_min/max, ratio_min/max, flip_prob, mean, std",
+}
+
+
+def _unknown_option(name):
+    if name in _TORCH_NAMES:
+        hint = "nostall's equivalent: " + _TORCH_NAMES[name]
+    else:
+        close = difflib.get_close_matches(name, list(_lib.OPTIONS) + list(_PY_OPTIONS), n=3)
+        hint = "did you mean %s?" % " or ".join(close) if close else \
+            "see nostall.OPTIONS for every option"
+    return _error("E_OPTION", "nostall.Loader: unknown option '%s'; %s" % (name, hint))
+
+
+_PY_OPTIONS = ("copy", "pin_memory", "device", "normalize_on_device", "peer_cache")
+
+
 def _torch():
     try:
         import torch
@@ -130,71 +193,281 @@ def _torch():
         return None
 
 
-class _Interface:
-    """Lets numpy wrap raw memory without ctypes array types: cheap per batch."""
-    __slots__ = ("__array_interface__",)
+_TORCH = _torch()
+if _TORCH is not None:
+    _Base = _TORCH.utils.data.IterableDataset
+else:
+    _Base = object
 
-    def __init__(self, addr, shape, typestr):
+
+# --- batch memory ----------------------------------------------------------------
+
+class _Core:
+    """Owns the C loader handle. Freed once the Loader is closed (or collected)
+    and no lease is left, so tensors never outlive the memory they view."""
+
+    def __init__(self, handle):
+        self.ld = handle
+        self.lib = _lib  # kept for __del__ during interpreter shutdown
+        self.pid = os.getpid()
+        self.lock = threading.RLock()
+        self.leases = 0
+        self.closed = False
+        self.pinned = None  # (address, bytes) registered with CUDA
+
+    def release(self, batch):
+        with self.lock:
+            if self.ld and os.getpid() == self.pid:
+                self.lib.loader_release(self.ld, ctypes.byref(batch))
+            self.leases -= 1
+            if self.closed and self.leases == 0:
+                self._free()
+
+    def close(self):
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.ld and os.getpid() == self.pid:
+                # Workers exit now (no hook runs after close); lent memory stays.
+                self.lib.loader_join(self.ld)
+            if self.leases == 0:
+                self._free()
+
+    def _free(self):
+        ld, self.ld = self.ld, None
+        if not ld or os.getpid() != self.pid:
+            return  # a fork()ed child: the workers are the parent's; leave it all be
+        if self.pinned is not None:
+            _cuda_unregister(self.pinned[0])
+            self.pinned = None
+        self.lib.loader_free(ld)
+
+    def __del__(self):
+        if getattr(self, "ld", None):
+            self.closed = True
+            self._free()
+
+
+class _Lease:
+    """One lent batch: returns its slot to the ring when collected."""
+    __slots__ = ("core", "batch", "__weakref__")
+
+    def __init__(self, core, batch):
+        self.core = core
+        self.batch = batch
+        with core.lock:
+            core.leases += 1
+
+    def __del__(self):
+        core, self.core = self.core, None
+        if core is not None:
+            core.release(self.batch)
+
+
+class _Interface:
+    """Lets numpy wrap library memory (cheap per batch); holds the lease, so
+    the memory lives as long as any array, tensor or view of it."""
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, addr, shape, typestr, owner):
         self.__array_interface__ = {"data": (addr, False), "shape": shape,
                                     "typestr": typestr, "version": 3}
+        self.owner = owner
 
 
-def _view(addr, shape, typestr):
-    return np.asarray(_Interface(addr, shape, typestr))
+def _view(addr, shape, typestr, owner=None):
+    return np.asarray(_Interface(addr, shape, typestr, owner))
+
+
+def _cuda_register(addr, nbytes):
+    torch = _TORCH
+    rc = torch.cuda.cudart().cudaHostRegister(addr, nbytes, 0)
+    code = getattr(rc, "value", rc)
+    if code not in (0, None):
+        raise RuntimeError("nostall: cudaHostRegister of the batch ring (%d bytes) failed: "
+                           "CUDA error %s" % (nbytes, rc))
+
+
+def _cuda_unregister(addr):
+    try:
+        _TORCH.cuda.cudart().cudaHostUnregister(addr)
+    except Exception:  # interpreter shutdown, CUDA gone: nothing to do
+        pass
+
+
+# --- the epoch iterator --------------------------------------------------------
+
+class _EpochIterator:
+    """One epoch of a Loader (what iter(loader) returns)."""
+
+    def __init__(self, loader, token):
+        self._loader = loader
+        self._token = token
+        self._thread = threading.get_ident()
+        self._done = False
+        self._superseded = False
+
+    def __iter__(self):
+        return self
+
+    def _check_current(self):
+        ld = self._loader
+        if self._superseded or (not self._done and self._token != ld._iter_token and
+                                ld._core is not None and not ld._core.closed):
+            self._done = self._superseded = True
+            raise RuntimeError(
+                "nostall.Loader: this iterator was ended by a newer iter() of the same loader "
+                "(each iter() starts an epoch; iterate one epoch at a time, e.g. not "
+                "zip(loader, loader))")
+        if self._done:
+            raise StopIteration
+        if ld._core is None or ld._core.closed:
+            self._done = True
+            raise StopIteration  # closed inside the loop: the iteration just ends
+        if threading.get_ident() != self._thread:
+            raise RuntimeError("nostall.Loader: an iterator is used from one thread only "
+                               "(it was created in another thread)")
+
+    def __next__(self):
+        self._check_current()
+        ld = self._loader
+        out = ld._next_batch()
+        if out is None:
+            self._done = True
+            ld._active = None
+            raise StopIteration
+        return out
+
+    def close(self):
+        self._done = True
 
 
 # --- loader --------------------------------------------------------------------
 
-class Loader:
+class Loader(_Base):
     """Batches of decoded, augmented images from an ImageFolder directory, a
     `path<TAB>label` list file, or a Python list of (path, label) pairs.
 
-    Every libnostall option is a keyword (see nostall.OPTIONS for types,
-    defaults and bounds): batch_size, crop, mode="train"|"eval", threads,
-    seed, output="float"|"uint8", mean=(r, g, b), shuffle=True, ...
-    Values are passed to the library as text (bools as 1/0, sequences as
-    "a,b,c"), which validates them: a bad one raises OptionError naming it.
-    None means "not given". rank and world_size default to $RANK and
-    $WORLD_SIZE (set by torchrun). peer_cache=nostall.mpi.PartitionedCache
-    serves items from the MPI job's partitioned cache (rank and world_size
-    then default to its communicator's).
+    Iterating yields `(images, labels)` for one epoch -- torch tensors (numpy
+    arrays without torch): float: float32 N,C,H,W normalized by mean/std;
+    uint8: uint8 N,H,W,C; labels int64 [N]. Every iter() starts an epoch
+    (the next one, or the one set_epoch() chose), like a DataLoader with a
+    DistributedSampler. Image tensors view library memory without a copy;
+    that memory stays valid, unchanged, as long as any tensor or view of it
+    lives, whatever happens to the loader (see the module docstring).
 
-    Iterating yields `(images, labels)` for one epoch: torch tensors (numpy
-    arrays if torch is not installed) -- float: float32 N,C,H,W; uint8: uint8
-    N,H,W,C; labels int64 [N]. They are views of library memory that is
-    reused once the next batch is requested (see the module docstring);
-    copy=True yields private copies instead.
+    Every libnostall option is a keyword (nostall.OPTIONS lists types,
+    defaults and bounds; help(nostall.Loader) shows them): batch_size, crop,
+    mode="train"|"eval", threads, seed, output="float"|"uint8",
+    mean=(r, g, b), shuffle=True, drop_last, ... Values are validated by the
+    library: a bad one raises OptionError naming it. None means "the
+    library's default". rank and world_size default to $RANK and
+    $WORLD_SIZE (set by torchrun).
+
+    Python-side keywords: copy=True yields private copies (never views);
+    pin_memory=True page-locks the ring for fast, asynchronous GPU copies;
+    device="cuda" yields tensors already on that device (copied on a side
+    stream one batch ahead); normalize_on_device=True (with output="uint8"
+    and device) copies uint8 and normalizes on the device (4x fewer bytes);
+    peer_cache=nostall.mpi.PartitionedCache serves items from an MPI job's
+    partitioned cache.
     """
 
-    def __init__(self, source, *, copy=False, peer_cache=None, **options):
-        self._ld = None
+    # BEGIN OPTIONS (generated by python/gen_options.py from the library's option table)
+    def __init__(self, source, *,
+                 batch_size: "int | None" = None,
+                 threads: "int | None" = None,
+                 batches_ahead: "int | None" = None,
+                 seed: "int | None" = None,
+                 epochs: "int | None" = None,
+                 shuffle: "bool | None" = None,
+                 drop_last: "bool | None" = None,
+                 rank: "int | None" = None,
+                 world_size: "int | None" = None,
+                 mode: "str | None" = None,
+                 crop: "int | None" = None,
+                 resize: "int | None" = None,
+                 scale_min: "float | None" = None,
+                 scale_max: "float | None" = None,
+                 ratio_min: "float | None" = None,
+                 ratio_max: "float | None" = None,
+                 flip_prob: "float | None" = None,
+                 output: "str | None" = None,
+                 mean: "Sequence[float] | float | None" = None,
+                 std: "Sequence[float] | float | None" = None,
+                 on_bad_item: "str | None" = None,
+                 max_pixels: "int | None" = None,
+                 max_file_bytes: "int | str | None" = None,
+                 cache: "str | None" = None,
+                 cache_bytes: "int | str | None" = None,
+                 storage_mbps: "float | None" = None,
+                 storage_latency_ms: "float | None" = None,
+                 io_depth: "int | None" = None,
+                 reader: "str | None" = None,
+                 http_timeout_ms: "int | None" = None,
+                 http_retries: "int | None" = None,
+                 http_verify_tls: "bool | None" = None,
+                 echo: "str | None" = None,
+                 echo_point: "str | None" = None,
+                 echo_factor: "float | None" = None,
+                 echo_buffer: "int | None" = None,
+                 echo_max: "int | None" = None,
+                 coordinate: "str | None" = None,
+                 coordinate_lead: "int | None" = None,
+                 cache_transcode: "bool | None" = None,
+                 copy: bool = False,
+                 pin_memory: bool = False,
+                 device: "str | None" = None,
+                 normalize_on_device: bool = False,
+                 peer_cache = None,
+                 **unknown) -> None:
+        options = {k: v for k, v in locals().items() if k in _lib.OPTIONS and v is not None}
+    # END OPTIONS
+        self._core = None
+        self._lib = _lib
+        if unknown:
+            raise _unknown_option(sorted(unknown)[0])
+        self._init(source, options, copy, pin_memory, device, normalize_on_device, peer_cache)
+
+    def _init(self, source, options, copy, pin_memory, device, normalize_on_device, peer_cache):
         self._peer_cache = peer_cache  # kept alive while this loader uses it
-        self._lib = _lib  # kept for __del__ during interpreter shutdown
         self._copy = bool(copy)
-        self._batch = _lib.Batch()
         self._iter_token = 0
-        self._as_torch = _torch()
+        self._active = None         # weakref to the live iterator
+        self._started_epoch = None  # epoch the last iter() started
+        self._epoch_set = None      # set_epoch()'s choice for the next iter()
+        self._pending_state = None  # load_state_dict()'s state for the next iter()
+        self._as_torch = _torch()  # None: numpy arrays (also if torch was hidden after import)
         self._pid = os.getpid()
-        options = {k: v for k, v in options.items() if v is not None}  # None: not given
+        self._skip_seen = set()
+        self._skip_pending = []
+        self._skip_warned_at = None
+        self._device = None
+        self._ahead = None          # device: the next batch, its copy in flight
+        self._host_pending = []     # device: (event, host tensors) until copied
+        self._normalize_on_device = bool(normalize_on_device)
         if peer_cache is not None:
             if not isinstance(source, (str, bytes, os.PathLike)) or \
                     os.path.realpath(os.fsdecode(source)) != os.path.realpath(peer_cache.source):
-                raise ERRORS[_lib.CODE["E_OPTION"]](
-                    _lib.CODE["E_OPTION"], "nostall.Loader: peer_cache was made for %s, not %r "
-                    "(item numbers must match)" % (peer_cache.source, source))
+                raise _error("E_OPTION", "nostall.Loader: peer_cache was made for %s, not %r "
+                             "(item numbers must match)" % (peer_cache.source, source))
             peer_cache._attach_loader(self)
             for key, value in (("rank", peer_cache.rank), ("world_size", peer_cache.size)):
                 if key in options and str(options[key]) != str(value):
-                    raise ERRORS[_lib.CODE["E_OPTION"]](
-                        _lib.CODE["E_OPTION"], "nostall.Loader: %s=%s but the peer_cache's "
-                        "communicator says %s" % (key, options[key], value))
+                    raise _error("E_OPTION", "nostall.Loader: %s=%s but the peer_cache's "
+                                 "communicator says %s" % (key, options[key], value))
                 options[key] = value
         for key in ("rank", "world_size"):
             env = os.environ.get(key.upper())
             if key not in options and env not in (None, ""):
                 options[key] = env
+        if self._normalize_on_device and (device is None or options.get("output") != "uint8"):
+            raise _error("E_OPTION", "nostall.Loader: normalize_on_device=True needs "
+                         "output='uint8' and a device (e.g. device='cuda')")
         cfg = ctypes.c_void_p()
         _check(_lib.config_create(ctypes.byref(cfg)))
+        tmp_list = None
         try:
             for name, value in options.items():  # the C side validates names and values
                 _check(_lib.config_set(cfg, name.encode(), _encode(_option_text(name, value))))
@@ -205,71 +478,99 @@ class Loader:
                 self.config[name] = _lib._s(buf.value)
             if peer_cache is not None:
                 _check(_lib.config_set_peer_cache(cfg, ctypes.byref(peer_cache.hooks)))
-            self.source = self._source_path(source)
+            self.source, tmp_list = self._source_path(source)
             ld = ctypes.c_void_p()
             _check(_lib.loader_create(ctypes.byref(ld), _encode(self.source), cfg))
-            self._ld = ld.value
+            self._core = _Core(ld.value)
         finally:
             _lib.config_free(cfg)
-            if getattr(self, "_tmp_list", None):
-                os.unlink(self._tmp_list)
+            if tmp_list:
+                os.unlink(tmp_list)
         self._info = self.info()
+        self._options = self._byte_options()
+        if pin_memory or device is not None:
+            self._setup_device(pin_memory, device)
         if self._info["files_ignored"]:
             # Nothing silently lost: torchvision's ImageFolder would also
             # have loaded .bmp, .gif, .webp, .tif and friends.
             warnings.warn("nostall: %d file(s) in %s ignored: not named .jpg, .jpeg or .png "
                           "(the formats nostall decodes)" % (self._info["files_ignored"],
                                                             self.source),
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=3)
 
     def _source_path(self, source):
         if isinstance(source, (str, bytes, os.PathLike)):
-            return os.fspath(source)
+            return os.fspath(source), None
         # A Python list of (path, label): write a temporary list file; the
         # index is built (copied) at create, so it is deleted right after.
         import tempfile
-        fd, self._tmp_list = tempfile.mkstemp(prefix="nostall-", suffix=".tsv")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-            for p, label in source:
-                p = os.path.abspath(os.fsdecode(p))
-                if "\t" in p or "\n" in p:
-                    raise ValueError("nostall.Loader: path with a tab or newline: %r" % p)
-                f.write("%s\t%d\n" % (p, int(label)))
-        return self._tmp_list
+        fd, tmp = tempfile.mkstemp(prefix="nostall-", suffix=".tsv")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+                for p, label in source:
+                    p = os.path.abspath(os.fsdecode(p))
+                    if "\t" in p or "\n" in p:
+                        raise ValueError("nostall.Loader: path with a tab or newline: %r" % p)
+                    f.write("%s\t%d\n" % (p, int(label)))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return tmp, tmp
+
+    def _setup_device(self, pin_memory, device):
+        torch = self._as_torch
+        if torch is None:
+            raise _error("E_OPTION", "nostall.Loader: pin_memory and device need torch")
+        if device is not None:
+            device = torch.device(device)
+            if device.type != "cuda":
+                raise _error("E_OPTION", "nostall.Loader: device=%r: only CUDA devices are "
+                             "supported (leave device=None for CPU tensors)" % str(device))
+        if not torch.cuda.is_available():
+            if device is not None:
+                raise _error("E_OPTION", "nostall.Loader: device=%r but CUDA is not available"
+                             % str(device))
+            warnings.warn("nostall: pin_memory=True but CUDA is not available: ignored (as "
+                          "torch's DataLoader does)", RuntimeWarning, stacklevel=4)
+            return
+        info = self._info
+        if info["ring_memory"] and (pin_memory or device is not None):
+            _cuda_register(info["ring_memory"], info["ring_bytes"])
+            self._core.pinned = (info["ring_memory"], info["ring_bytes"])
+        if device is not None:
+            self._device = device
+            self._stream = torch.cuda.Stream(device=device)
+            if self._normalize_on_device:
+                mean = [float(v) for v in self.config["mean"].split(",")]
+                std = [float(v) for v in self.config["std"].split(",")]
+                # the same arithmetic as the library's table: v * scale + bias
+                self._scale = torch.tensor([1.0 / (255.0 * s) for s in std],
+                                           device=device).view(1, 3, 1, 1)
+                self._bias = torch.tensor([-m / s for m, s in zip(mean, std)],
+                                          device=device).view(1, 3, 1, 1)
 
     # -- lifetime --
 
     def _handle(self):
-        if not self._ld:
-            raise ERRORS[_lib.CODE["E_STATE"]](_lib.CODE["E_STATE"], "Loader is closed")
-        return self._ld
-
-    def _release(self):
-        """Give the lent batch (if any) back to the ring."""
-        b = self._batch
-        if b.images and self._ld:
-            rc = self._lib.loader_release(self._ld, ctypes.byref(b))
-            b.images = None
-            # E_INVALID: already released (only if an exception such as
-            # KeyboardInterrupt landed between the two lines above).
-            if rc != _lib.CODE["E_INVALID"]:
-                _check(rc)
+        core = self._core
+        if core is None or core.closed:
+            raise _error("E_STATE", "nostall.Loader: the loader is closed")
+        if os.getpid() != core.pid:
+            raise _error("E_FORK", "nostall.Loader: used in a child process after fork() "
+                         "(create the loader in the process that iterates it; with "
+                         "torch.utils.data.DataLoader use num_workers=0)")
+        return core.ld
 
     def close(self):
-        """Release the lent batch, stop and join the workers, free the loader.
-        Idempotent. Tensors yielded without copy=True are invalid afterwards."""
-        ld, self._ld = self._ld, None
-        if ld and os.getpid() != self._pid:
-            return  # a fork()ed child: the workers are the parent's; leave it all be
-        if ld:
-            lib = self._lib
-            if self._batch.images:
-                lib.loader_release(ld, ctypes.byref(self._batch))
-                self._batch.images = None
-            lib.loader_free(ld)
+        """Stop the workers and free the loader once no yielded tensor views
+        its memory (tensors stay valid). Idempotent."""
+        core = getattr(self, "_core", None)
+        self._iter_token = getattr(self, "_iter_token", 0) + 1  # iterators end
+        if core is not None:
+            core.close()
 
     def __del__(self):
-        if getattr(self, "_ld", None):
+        if getattr(self, "_core", None) is not None:
             self.close()
 
     def __enter__(self):
@@ -280,108 +581,322 @@ class Loader:
 
     def stop(self):
         """Make the iterating thread's next wait raise StoppedError. Any thread."""
-        if self._ld:
-            self._lib.loader_stop(self._ld)
+        core = self._core
+        if core is not None and core.ld and not core.closed:
+            self._lib.loader_stop(core.ld)
+
+    # -- copying and pickling: a loader owns threads and memory --
+
+    def __copy__(self):
+        raise TypeError("nostall.Loader cannot be copied: it owns worker threads and batch "
+                        "memory; create another Loader with the same arguments")
+
+    def __deepcopy__(self, memo):
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("nostall.Loader cannot be pickled (it owns worker threads and batch "
+                        "memory). With torch.utils.data.DataLoader use num_workers=0 and "
+                        "batch_size=None (nostall has its own threads), or pass the loader's "
+                        "arguments and create it where it is used")
+
+    def __getstate__(self):
+        self.__reduce_ex__(2)
 
     # -- iteration --
 
     def __len__(self):
         return self._info["batches_per_epoch"]
 
+    def __getitem__(self, index):
+        raise TypeError("nostall.Loader yields whole batches and has no items to index: "
+                        "iterate it, or wrap it as DataLoader(loader, batch_size=None, "
+                        "num_workers=0)")
+
+    def _check_dataloader_use(self):
+        torch = self._as_torch
+        if torch is None:
+            return
+        if torch.utils.data.get_worker_info() is not None:
+            raise RuntimeError("nostall.Loader inside a DataLoader worker process: use "
+                               "DataLoader(loader, batch_size=None, num_workers=0) -- nostall "
+                               "prepares batches with its own threads")
+        frame = sys._getframe(2)
+        for _ in range(3):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            if type(owner).__name__ == "_IterableDatasetFetcher":
+                if getattr(owner, "auto_collation", False):
+                    raise TypeError("nostall.Loader already yields batches: use "
+                                    "DataLoader(loader, batch_size=None) (with batch_size=%s "
+                                    "the DataLoader would batch the batches)"
+                                    % getattr(getattr(owner, "dataset", None), "batch_size", 1))
+                break
+            frame = frame.f_back
+
     def __iter__(self):
-        self._release()
+        self._check_dataloader_use()
+        self._handle()
+        active = self._active() if self._active is not None else None
+        if active is not None and not active._done and active._thread != threading.get_ident():
+            raise RuntimeError("nostall.Loader: iterated from two threads at once (an iterator "
+                               "of another thread is still running this loader's epoch)")
+        if active is not None and not active._done:
+            active._superseded = True
         self._iter_token += 1
-        return self._epoch(self._iter_token)
+        it = _EpochIterator(self, self._iter_token)
+        self._active = weakref.ref(it)
+        self._start_epoch(it)
+        return it
 
-    def _epoch(self, token):
-        b = self._batch
-        try:
-            # Mid-epoch (a `break`, or a resumed state): continue that epoch.
-            # If it was consumed to its end without its EPOCH_END, the first
-            # call returns that EPOCH_END: skip it (no length is assumed, so
-            # epochs of varying length, as with fractional echoing, work).
-            pending_end = self.state_dict()["position"] > 0
-            while True:
-                rc = self._next(b)
-                if rc == _lib.EPOCH_END and pending_end:
-                    pending_end = False
-                    continue
-                pending_end = False
-                if rc != _lib.OK:  # EPOCH_END or DONE
-                    self._echo_check()
-                    return
-                out = self._wrap(b)
-                if self._copy:
-                    self._release()
-                yield out
-                if token != self._iter_token or not self._ld:
-                    return  # superseded by a newer iterator, or closed
-                self._release()
-        finally:
-            if token == self._iter_token:
-                self._release()
+    def _start_epoch(self, it):
+        """Position the C loader at the epoch this iterator runs."""
+        if self._ahead is not None:  # a batch prefetched to the device for the old epoch
+            self._ahead = None
+        pending, chosen = self._pending_state, self._epoch_set
+        self._pending_state = self._epoch_set = None
+        if pending is not None and (chosen is None or chosen == pending["epoch"]):
+            st = self._c_state(pending)
+        else:
+            if chosen is not None:
+                epoch = chosen
+            elif self._started_epoch is None:
+                epoch = self.state_dict()["epoch"] if pending is None else pending["epoch"]
+            else:
+                epoch = self._started_epoch + 1
+            st = _lib.State(epoch=epoch, position=0)
+        limit = int(self.config["epochs"])
+        self._started_epoch = st.epoch
+        if self.config["coordinate"]:
+            # A member of a coordinated group follows the group's stream: each
+            # iter() runs to the end of the epoch the group is in.
+            if pending is not None or chosen is not None:
+                raise _error("E_STATE", "nostall.Loader: a member of coordinated group '%s' "
+                             "follows the group's position: set_epoch/load_state_dict are not "
+                             "available" % self.config["coordinate"])
+            return
+        if limit and st.epoch >= limit:
+            it._done = True  # every epoch delivered: an empty iteration
+            return
+        now = _lib.State()
+        _check(self._lib.loader_get_state(self._handle(), ctypes.byref(now)))
+        if not st.version and (now.epoch, now.position, now.epoch_offset, now.taken) == \
+                (st.epoch, 0, 0, 0):
+            return  # already there: keep what the workers prepared ahead
+        _check(self._lib.loader_set_state(self._handle(), ctypes.byref(st)))
 
-    def _next(self, b):
+    def _next_batch(self):
+        """The next (images, labels) of the current epoch, or None at its end."""
+        if self._device is not None:
+            return self._next_device()
+        got = self._next_host(block=True)
+        return None if got is _END else got
+
+    def _next_host(self, block):
+        """(images, labels) on the host; _END at the epoch's end; None when
+        not blocking and no batch is ready."""
+        b = _lib.Batch()
         ld = self._handle()
-        b.images = None
         while True:
-            rc = self._lib.loader_next_timed(ld, ctypes.byref(b), _WAIT_MS)
+            rc = self._lib.loader_next_timed(ld, ctypes.byref(b), _WAIT_MS if block else 0)
             if rc != _lib.TIMEOUT:  # between calls Python may raise KeyboardInterrupt
                 break
+            if not block:
+                return None
         if rc < 0:
             _raise(rc, bad_item=True)
-        return rc
+        self._skips_check(rc != _lib.OK)
+        if rc != _lib.OK:  # EPOCH_END or DONE
+            self._echo_check()
+            return _END
+        return self._wrap(b)
+
+    # -- device hand-off: copies on a side stream, one batch ahead --
+
+    def _next_device(self):
+        torch = self._as_torch
+        self._reap(wait=False)
+        cur = self._ahead if self._ahead is not None else self._next_to_device(block=True)
+        self._ahead = None
+        if cur is _END:
+            return None
+        self._ahead = self._next_to_device(block=False)  # the next copy starts now if ready
+        dev, lab, event = cur
+        stream = torch.cuda.current_stream(self._device)
+        stream.wait_event(event)
+        dev.record_stream(stream)  # allocated on the side stream, used on this one
+        lab.record_stream(stream)
+        return dev, lab
+
+    def _next_to_device(self, block):
+        got = self._next_host(block)
+        if got is None or got is _END:
+            return got
+        images, labels = got
+        torch = self._as_torch
+        with torch.cuda.stream(self._stream):
+            dev = images.to(self._device, non_blocking=True)
+            lab = labels.to(self._device, non_blocking=True)
+            if self._normalize_on_device:  # uint8 NHWC -> float32 NCHW, as the library would
+                dev = dev.permute(0, 3, 1, 2).float().mul_(self._scale).add_(self._bias)
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        # The host tensor (and so its ring slot) lives until the copy is done.
+        self._host_pending.append((event, images, labels))
+        return dev, lab, event
+
+    def _reap(self, wait):
+        """Drop host tensors whose copies completed (all of them if wait)."""
+        keep = []
+        for event, images, labels in self._host_pending:
+            if wait:
+                event.synchronize()
+            elif not event.query():
+                keep.append((event, images, labels))
+        self._host_pending = keep
+
+    def _keep_zero_copy(self):
+        """Zero copy unless the caller holds so many batches that the ring
+        would be left without the slots it needs (see the module docstring)."""
+        if self._copy or self.config["coordinate"]:
+            return False  # a coordinated group's slots are released in order: copy
+        reserve = 3 if self.config["drop_last"] == "1" else 2
+        return self._core.leases + reserve <= self._info["ring_slots"]
 
     def _wrap(self, b):
         n, c, h, w = b.count, b.channels, b.height, b.width
-        if b.dtype == _lib.DTYPE_FLOAT32:
-            typestr = "<f4"
-        else:
-            typestr = "|u1"
+        typestr = "<f4" if b.dtype == _lib.DTYPE_FLOAT32 else "|u1"
         shape = (n, c, h, w) if b.layout == _lib.LAYOUT_NCHW else (n, h, w, c)
-        images = _view(b.images, shape, typestr)
-        labels = _view(b.labels, (n,), "<i8")
-        if self._copy:
-            images, labels = images.copy(), labels.copy()
+        labels = _view(b.labels, (n,), "<i8").copy()
+        self._last_indices = _view(b.indices, (n,), "<u8").copy()
+        if self._keep_zero_copy():
+            lease = _Lease(self._core, b)
+            images = _view(b.images, shape, typestr, lease)
+            self._last_address = b.images
+            del lease
+        else:
+            images = _view(b.images, shape, typestr).copy()
+            self._last_address = None
+            _check(self._lib.loader_release(self._core.ld, ctypes.byref(b)))
         torch = self._as_torch
-        if torch is not None:
-            return torch.from_numpy(images), torch.from_numpy(labels)
-        return images, labels
+        if torch is None:
+            return images, labels
+        return torch.from_numpy(images), torch.from_numpy(labels)
 
     @property
     def last_indices(self):
-        """Dataset item indices (a numpy copy) of the batch currently lent,
-        i.e. the one yielded last (None with copy=True or when none is lent)."""
-        b = self._batch
-        if not b.images:
-            return None
-        return _view(b.indices, (b.count,), "<u8").copy()
+        """Dataset item indices (a numpy copy) of the batch yielded last."""
+        return getattr(self, "_last_indices", None)
 
     @property
     def last_batch_address(self):
-        """Address of the lent batch's image memory (for zero-copy checks)."""
-        return self._batch.images
+        """Address of the last yielded batch's ring memory when it was not
+        copied (for zero-copy checks), else None."""
+        return getattr(self, "_last_address", None)
 
     # -- epochs and state --
 
     def set_epoch(self, epoch):
-        """Start epoch `epoch` from its beginning (no-op if already there)."""
-        if self.state_dict() != {"epoch": epoch, "position": 0}:
-            self.load_state_dict({"epoch": epoch, "position": 0})
+        """The next iter() runs epoch `epoch` (from its start, or from a state
+        loaded for that epoch)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+            raise TypeError("nostall.Loader.set_epoch: epoch must be an int, got %r" % (epoch,))
+        epoch = int(epoch)
+        limit = int(self.config["epochs"])
+        if epoch < 0:
+            raise ValueError("nostall.Loader.set_epoch: epoch %d is negative" % epoch)
+        if limit and epoch >= limit:
+            raise ValueError("nostall.Loader.set_epoch: epoch %d is past epochs=%d (epochs 0..%d)"
+                             % (epoch, limit, limit - 1))
+        self._handle()
+        self._no_coordinate("set_epoch")
+        self._epoch_set = epoch
+
+    def _no_coordinate(self, what):
+        if self.config["coordinate"]:
+            raise _error("E_STATE", "nostall.Loader.%s: a member of coordinated group '%s' "
+                         "follows the group's position (set_state is not available)"
+                         % (what, self.config["coordinate"]))
+
+    def _byte_options(self):
+        names = ("shuffle", "drop_last", "mode", "crop", "resize", "scale_min", "scale_max",
+                 "ratio_min", "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item",
+                 "max_pixels", "max_file_bytes", "echo", "echo_point", "echo_factor",
+                 "echo_buffer")
+        return {n: self.config[n] for n in names}
 
     def state_dict(self):
-        """{"epoch", "position"}: items of `epoch` delivered so far, counting
-        the batch yielded last. Save it after the training step of a batch."""
+        """Where delivery stands: {"epoch", "position"} (items of this rank's
+        shard of `epoch` delivered, counting the batch yielded last) plus what
+        it belongs to (seed, dataset size and fingerprint, rank and
+        world_size, the options that change the bytes). Save it after the
+        training step of a batch; load_state_dict() in a new Loader resumes
+        exactly, also with another world_size."""
+        if self._pending_state is not None:
+            return dict(self._pending_state)
         st = _lib.State()
         _check(self._lib.loader_get_state(self._handle(), ctypes.byref(st)))
-        return {"epoch": st.epoch, "position": st.position}
+        return {"version": st.version, "epoch": st.epoch, "position": st.position,
+                "epoch_offset": st.epoch_offset, "taken": st.taken, "seed": st.seed,
+                "items": st.items, "fingerprint": st.fingerprint, "rank": st.rank,
+                "world_size": st.world_size, "options": dict(self._options)}
+
+    def _c_state(self, state):
+        st = _lib.State(epoch=int(state["epoch"]), position=int(state["position"]))
+        if state.get("version"):
+            for key in ("epoch_offset", "taken", "seed", "items", "fingerprint", "rank",
+                        "world_size", "version"):
+                setattr(st, key, int(state[key]))
+        return st
 
     def load_state_dict(self, state):
-        """Continue delivery exactly at `state` (from state_dict())."""
-        self._release()
-        self._iter_token += 1  # a suspended iterator must not continue
-        st = _lib.State(int(state["epoch"]), int(state["position"]))
-        _check(self._lib.loader_set_state(self._handle(), ctypes.byref(st)))
+        """Resume exactly at `state` (from state_dict()) with the next iter().
+        A state of another seed, dataset or byte-affecting option raises
+        StateError naming the difference; another world_size is remapped so
+        that no item of the epoch is repeated or lost."""
+        if not isinstance(state, dict) or "epoch" not in state or "position" not in state:
+            raise TypeError("nostall.Loader.load_state_dict: expected a dict from state_dict(), "
+                            "got %r" % (state,))
+        for key in ("epoch", "position"):
+            v = state[key]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError("nostall.Loader.load_state_dict: %s must be an int >= 0, got "
+                                 "%r" % (key, v))
+        limit = int(self.config["epochs"])
+        if limit and state["epoch"] >= limit:
+            raise ValueError("nostall.Loader.load_state_dict: epoch %d is past epochs=%d"
+                             % (state["epoch"], limit))
+        if state.get("version"):
+            if state.get("seed") != int(self.config["seed"]):
+                raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was saved "
+                             "with seed %s, this loader has seed %s"
+                             % (state.get("seed"), self.config["seed"]))
+            if state.get("items") != self._info["items"]:
+                raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was saved "
+                             "for a dataset of %s items, %s has %d"
+                             % (state.get("items"), self.source, self._info["items"]))
+            for name, value in (state.get("options") or {}).items():
+                if name in self._options and self._options[name] != value:
+                    raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was "
+                                 "saved with %s=%s, this loader has %s=%s"
+                                 % (name, value, name, self._options[name]))
+            if "world_size" not in state or "rank" not in state:
+                raise ValueError("nostall.Loader.load_state_dict: state of version %s lacks "
+                                 "rank/world_size" % state["version"])
+        self._handle()
+        self._no_coordinate("load_state_dict")
+        # Checked by the library now (fingerprint of the item list and all),
+        # applied by the next iter().
+        st = self._c_state(state)
+        probe = _lib.State()
+        _check(self._lib.loader_get_state(self._handle(), ctypes.byref(probe)))
+        if st.version and st.fingerprint != probe.fingerprint:
+            raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was saved for "
+                         "another item list (same number of items, different paths or labels) "
+                         "or other options")
+        self._pending_state = dict(state)
+        self._epoch_set = None
 
     # -- introspection --
 
@@ -389,7 +904,7 @@ class Loader:
         """Dataset and loader facts (nostall_dataset_info) as a dict."""
         di = _lib.DatasetInfo()
         _check(self._lib.loader_info(self._handle(), ctypes.byref(di)))
-        return {name: getattr(di, name) for name, _ in di._fields_}
+        return {name: getattr(di, name) for name, _ in di._fields_ if not name.endswith("_")}
 
     def echo_summary(self):
         """Data echoing so far: {fresh_items, echoed_items, achieved_factor,
@@ -416,7 +931,30 @@ class Loader:
             warnings.warn("nostall: echo_factor %g exceeds the estimated R %.2f (pipeline time per "
                           "fresh item / time between batches per item, which includes anything "
                           "the loop does besides the step, e.g. evaluation): repeats beyond R "
-                          "only slow training" % (factor, r), RuntimeWarning, stacklevel=3)
+                          "only slow training" % (factor, r), RuntimeWarning, stacklevel=4)
+
+    _SKIP_WARN_EVERY = 10.0  # seconds between two warnings about new bad items
+
+    def _skips_check(self, epoch_end):
+        """Warn (rate-limited) naming newly skipped files and their reasons."""
+        core = self._core
+        if self._lib.loader_skipped_count(core.ld) > len(self._skip_seen) + len(self._skip_pending):
+            known = self._skip_seen.union(s["index"] for s in self._skip_pending)
+            self._skip_pending.extend(s for s in self.skipped() if s["index"] not in known)
+        if not self._skip_pending:
+            return
+        now = time.monotonic()
+        if not epoch_end and self._skip_warned_at is not None and \
+                now - self._skip_warned_at < self._SKIP_WARN_EVERY:
+            return
+        new, self._skip_pending = self._skip_pending, []
+        self._skip_seen.update(s["index"] for s in new)
+        self._skip_warned_at = now
+        names = "; ".join("%s (%s)" % (s["path"], s["reason"]) for s in new[:3])
+        more = " and %d more" % (len(new) - 3) if len(new) > 3 else ""
+        warnings.warn("nostall: %d bad item(s) skipped: %s%s -- loader.skipped() lists every "
+                      "one; on_bad_item='fail' raises instead" % (len(new), names, more),
+                      RuntimeWarning, stacklevel=4)
 
     def stats(self):
         """Every counter of nostall_loader_stats() (times in ns)."""
@@ -447,11 +985,45 @@ class Loader:
 
     @property
     def classes(self):
-        return [self.class_name(i) for i in range(self._info["classes"])]
+        """Class names in label order, as torchvision's ImageFolder (for a list
+        file: the labels as strings)."""
+        names = [self.class_name(i) for i in range(self._info["classes"])]
+        return [n if n is not None else str(i) for i, n in enumerate(names)]
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision's ImageFolder."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    @property
+    def samples(self):
+        """[(path, label)] of every item, as torchvision's ImageFolder."""
+        return [self.item(i) for i in range(self._info["items"])]
+
+    imgs = samples
+
+    @property
+    def targets(self):
+        """Every item's label, as torchvision's ImageFolder."""
+        return [self.item(i)[1] for i in range(self._info["items"])]
 
     def __repr__(self):
-        state = "closed" if not self._ld else "%d batches/epoch" % len(self)
-        return "nostall.Loader(%r, %s)" % (self.source, state)
+        core = self._core
+        state = "closed" if core is None or core.closed else "%d batches/epoch" % len(self)
+        return "nostall.Loader(%r, %s)" % (getattr(self, "source", None), state)
+
+
+def _loader_doc():
+    lines = ["Options (None: the library's default):"]
+    for name, o in _lib.OPTIONS.items():
+        bounds = ("one of " + o["min"]) if o["type_name"] == "enum" else \
+            ("[%s, %s]" % (o["min"], o["max"]) if o["min"] or o["max"] else "")
+        lines.append("  %s (%s, default %s%s): %s" % (name, o["type_name"], o["default"] or "''",
+                                                      ", " + bounds if bounds else "", o["help"]))
+    return "\n".join(lines)
+
+
+Loader.__init__.__doc__ = _loader_doc()
 
 
 def checksum(images, labels, state=0):
@@ -459,7 +1031,7 @@ def checksum(images, labels, state=0):
     labels (int64). Chain batches by passing the previous result as `state`."""
     s = ctypes.c_uint64(state)
     for arr, dtype in ((images, None), (labels, np.int64)):
-        a = arr.numpy() if hasattr(arr, "numpy") else np.asarray(arr)
+        a = arr.detach().cpu().numpy() if hasattr(arr, "detach") else np.asarray(arr)
         a = np.ascontiguousarray(a, dtype=dtype)
         _lib.checksum_update(ctypes.byref(s), a.ctypes.data, a.nbytes)
     return s.value

@@ -59,7 +59,7 @@ try:
     res["errors"]["closed"] = None
 except nostall.Error as e:
     res["errors"]["closed"] = str(e)
-res["loader_closed_by_pc"] = ld._ld is None
+res["loader_closed_by_pc"] = ld._core is None or ld._core.closed
 with open(os.path.join(out, "rank_%d.json" % pc.rank), "w") as f:
     json.dump(res, f)
 """
