@@ -7,7 +7,8 @@
 #   make python-test  the Python binding's tests (Debian's /usr/bin/python3)
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
-#   make install    install library, header, CLI, pkg-config file (PREFIX)
+#   make install    install library, header, CLI, pkg-config file and the
+#                   Python package (PREFIX; PYSITE for the package)
 #   make format     clang-format the C sources
 
 PREFIX ?= /usr/local
@@ -22,7 +23,8 @@ BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
-                 openmpi-bin libopenmpi-dev python3-mpi4py
+                 openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
+                 python3-setuptools python3-wheel
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 
@@ -67,8 +69,15 @@ bench: build
 	@bash bench/run.sh
 	@bash bench/run.sh --photo
 
+# The Python package goes where Debian's python3 looks for $(PREFIX)'s
+# packages (/usr/local/lib/python3.11/dist-packages for /usr/local), with
+# libnostall.so and the CLI inside it (setup.py; pip from python3-pip).
+PYSITE ?= $(PREFIX)/lib/python3.$(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])')/dist-packages
+
 install: build
 	cmake --install build --prefix $(PREFIX)
+	NOSTALL_PREBUILT=$(CURDIR)/build $(PYTHON) -m pip install --no-build-isolation --no-deps \
+	  --no-index --quiet --upgrade --target $(PYSITE) .
 
 format:
 	clang-format -i include/*.h src/*.c src/*/*.[ch] tools/*.[ch] tests/*.[ch]
