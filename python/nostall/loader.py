@@ -112,7 +112,7 @@ for _code, _name in sorted(_lib.STATUS.items(), reverse=True):
 _BAD_ITEM = {}
 
 
-def error_class(status, bad_item=False):
+def error_class(status: int, bad_item: bool = False) -> type:
     """The exception class raised for `status` (bad_item: as returned by next)."""
     base = ERRORS.get(status, Error)
     if not bad_item or _lib.STATUS.get(status) in _NOT_ITEM:
@@ -299,7 +299,8 @@ def _cuda_unregister(addr):
 # --- the epoch iterator --------------------------------------------------------
 
 class _EpochIterator:
-    """One epoch of a Loader (what iter(loader) returns)."""
+    """One epoch of a Loader (what iter(loader) returns): yields
+    (images, labels) until the epoch's end."""
 
     def __init__(self, loader, token):
         self._loader = loader
@@ -339,7 +340,8 @@ class _EpochIterator:
             raise StopIteration
         return out
 
-    def close(self):
+    def close(self) -> None:
+        """End this iterator (later next() calls raise StopIteration)."""
         self._done = True
 
 
@@ -561,7 +563,7 @@ class Loader(_Base):
                          "torch.utils.data.DataLoader use num_workers=0)")
         return core.ld
 
-    def close(self):
+    def close(self) -> None:
         """Stop the workers and free the loader once no yielded tensor views
         its memory (tensors stay valid). Idempotent."""
         core = getattr(self, "_core", None)
@@ -573,13 +575,13 @@ class Loader(_Base):
         if getattr(self, "_core", None) is not None:
             self.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Loader":
         return self
 
     def __exit__(self, *exc):
         self.close()
 
-    def stop(self):
+    def stop(self) -> None:
         """Make the iterating thread's next wait raise StoppedError. Any thread."""
         core = self._core
         if core is not None and core.ld and not core.closed:
@@ -605,7 +607,7 @@ class Loader(_Base):
 
     # -- iteration --
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._info["batches_per_epoch"]
 
     def __getitem__(self, index):
@@ -635,7 +637,9 @@ class Loader(_Base):
                 break
             frame = frame.f_back
 
-    def __iter__(self):
+    def __iter__(self) -> "_EpochIterator":
+        """Start an epoch: the one set_epoch() chose, a loaded state's, or the
+        next one. Ends the previous iterator."""
         self._check_dataloader_use()
         self._handle()
         active = self._active() if self._active is not None else None
@@ -797,7 +801,7 @@ class Loader(_Base):
 
     # -- epochs and state --
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The next iter() runs epoch `epoch` (from its start, or from a state
         loaded for that epoch)."""
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
@@ -826,7 +830,7 @@ class Loader(_Base):
                  "echo_buffer")
         return {n: self.config[n] for n in names}
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Where delivery stands: {"epoch", "position"} (items of this rank's
         shard of `epoch` delivered, counting the batch yielded last) plus what
         it belongs to (seed, dataset size and fingerprint, rank and
@@ -850,7 +854,7 @@ class Loader(_Base):
                 setattr(st, key, int(state[key]))
         return st
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         """Resume exactly at `state` (from state_dict()) with the next iter().
         A state of another seed, dataset or byte-affecting option raises
         StateError naming the difference; another world_size is remapped so
@@ -900,13 +904,13 @@ class Loader(_Base):
 
     # -- introspection --
 
-    def info(self):
+    def info(self) -> dict:
         """Dataset and loader facts (nostall_dataset_info) as a dict."""
         di = _lib.DatasetInfo()
         _check(self._lib.loader_info(self._handle(), ctypes.byref(di)))
         return {name: getattr(di, name) for name, _ in di._fields_ if not name.endswith("_")}
 
-    def echo_summary(self):
+    def echo_summary(self) -> dict:
         """Data echoing so far: {fresh_items, echoed_items, achieved_factor,
         estimated_R} where R = upstream time per fresh item / training time
         per delivered item (None until the loop did work between batches)."""
@@ -956,13 +960,13 @@ class Loader(_Base):
                       "one; on_bad_item='fail' raises instead" % (len(new), names, more),
                       RuntimeWarning, stacklevel=4)
 
-    def stats(self):
+    def stats(self) -> dict:
         """Every counter of nostall_loader_stats() (times in ns)."""
         s = _lib.Stats()
         _check(self._lib.loader_stats(self._handle(), ctypes.byref(s), ctypes.sizeof(s)))
         return {name: getattr(s, name) for name in _lib.STAT_NAMES}
 
-    def skipped(self):
+    def skipped(self) -> list:
         """Distinct bad items left out so far: [{index, path, status, reason}]."""
         ld, out = self._handle(), []
         for i in range(self._lib.loader_skipped_count(ld)):
@@ -973,37 +977,37 @@ class Loader(_Base):
                         "reason": _lib._s(si.reason)})
         return out
 
-    def item(self, index):
+    def item(self, index: int) -> tuple:
         """(path, label) of dataset item `index`."""
         p, label = ctypes.c_char_p(), ctypes.c_int64()
         _check(self._lib.loader_item(self._handle(), index, ctypes.byref(p), ctypes.byref(label)))
         return _lib._s(p.value), label.value
 
-    def class_name(self, label):
+    def class_name(self, label: int) -> "str | None":
         """ImageFolder sub-folder name of `label` (None for list files)."""
         return _lib._s(self._lib.loader_class_name(self._handle(), label))
 
     @property
-    def classes(self):
+    def classes(self) -> list:
         """Class names in label order, as torchvision's ImageFolder (for a list
         file: the labels as strings)."""
         names = [self.class_name(i) for i in range(self._info["classes"])]
         return [n if n is not None else str(i) for i, n in enumerate(names)]
 
     @property
-    def class_to_idx(self):
+    def class_to_idx(self) -> dict:
         """{class name: label}, as torchvision's ImageFolder."""
         return {name: i for i, name in enumerate(self.classes)}
 
     @property
-    def samples(self):
+    def samples(self) -> list:
         """[(path, label)] of every item, as torchvision's ImageFolder."""
         return [self.item(i) for i in range(self._info["items"])]
 
     imgs = samples
 
     @property
-    def targets(self):
+    def targets(self) -> list:
         """Every item's label, as torchvision's ImageFolder."""
         return [self.item(i)[1] for i in range(self._info["items"])]
 
@@ -1026,7 +1030,7 @@ def _loader_doc():
 Loader.__init__.__doc__ = _loader_doc()
 
 
-def checksum(images, labels, state=0):
+def checksum(images, labels, state: int = 0) -> int:
     """The CLI's checksum folded over one batch: its image bytes, then its
     labels (int64). Chain batches by passing the previous result as `state`."""
     s = ctypes.c_uint64(state)

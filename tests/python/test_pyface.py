@@ -375,6 +375,18 @@ def test_signature_matches_option_table():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_public_names_documented():
+    import inspect
+    for name in nostall.__all__:
+        obj = getattr(nostall, name)
+        if callable(obj) or inspect.isclass(obj):
+            assert (obj.__doc__ or "").strip(), name
+    for name, member in inspect.getmembers(nostall.Loader):
+        if not name.startswith("_") and (callable(member) or isinstance(member, property)):
+            assert (member.__doc__ or "").strip(), "Loader." + name
+    assert "batch_size" in nostall.Loader.__init__.__doc__
+
+
 def test_imagefolder_attributes(data):
     import torchvision
     tv = torchvision.datasets.ImageFolder(data)
