@@ -5,6 +5,7 @@ interpreter run in a subprocess and assert its exit code.
 
 import copy
 import gc
+import json
 import os
 import pickle
 import subprocess
@@ -305,33 +306,64 @@ def test_state_checks(data, bad_data):
         assert epoch_items(ld) == []  # every epoch delivered
 
 
-def test_resume_two_ranks_into_one(data):
-    """2 ranks -> 1 rank (and 1 -> 2): the union is one epoch, no repeats,
-    the same bytes per item."""
+RANK_SCRIPT = """
+import json, sys
+ld = nostall.Loader(DATA, batch_size=4, crop=24, threads=2, seed=1)  # RANK, WORLD_SIZE: env
+out = {"items": [], "images": {}}
+state = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
+if state:
+    ld.load_state_dict(state)
+else:
+    ld.set_epoch(1)
+it = iter(ld)
+for k, (x, _) in enumerate(it):
+    for i, img in zip(ld.last_indices.tolist(), x):
+        out["items"].append(i)
+        out["images"][i] = float(img.double().sum())
+    if not state and k == 2:
+        break  # 3 batches, then "killed"
+out["state"] = ld.state_dict()
+print(json.dumps(out))
+"""
+
+
+def run_rank(data, rank, world, state=None):
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DATA=data, RANK=str(rank),
+               WORLD_SIZE=str(world))
+    prelude = "import os, nostall\nDATA = os.environ['DATA']\n"
+    args = [sys.executable, "-c", prelude + RANK_SCRIPT] + ([json.dumps(state)] if state else [])
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("old,new", [(2, 1), (1, 2), (2, 3)])
+def test_resume_with_another_world_size(data, old, new):
+    """Processes with RANK/WORLD_SIZE (as torchrun sets them): `old` ranks
+    take 3 batches each, then `new` ranks resume from rank 0's state. The
+    union is one epoch, no repeats, the same bytes per item."""
     ref = {}
-    with nostall.Loader(data, copy=True, **SMALL) as ld:
+    with nostall.Loader(data, batch_size=4, crop=24, threads=2, seed=1, copy=True) as ld:
         ld.set_epoch(1)
         for x, _ in ld:
             for i, img in zip(ld.last_indices.tolist(), x):
-                ref[i] = img
+                ref[i] = float(img.double().sum())
     seen, states = [], []
-    for rank in (0, 1):
-        with nostall.Loader(data, rank=rank, world_size=2, **dict(SMALL, batch_size=4)) as ld:
-            ld.set_epoch(1)
-            it = iter(ld)
-            for _ in range(3):
-                x, _ = next(it)
-                for i, img in zip(ld.last_indices.tolist(), x):
-                    assert torch.equal(img, ref[i])
-                    seen.append(i)
-            states.append(ld.state_dict())
-    with nostall.Loader(data, rank=0, world_size=1, **dict(SMALL, batch_size=4)) as ld:
-        ld.load_state_dict(states[0])
-        for x, _ in ld:
-            for i, img in zip(ld.last_indices.tolist(), x):
-                assert torch.equal(img, ref[i])
-                seen.append(i)
-    assert sorted(seen) == list(range(40))
+    for rank in range(old):
+        got = run_rank(data, rank, old)
+        seen += got["items"]
+        states.append(got["state"])
+        assert all(got["images"][str(i)] == ref[i] for i in got["items"])
+    assert len({(s["epoch"], s["position"]) for s in states}) == 1  # ranks in step
+    for rank in range(new):
+        got = run_rank(data, rank, new, states[0])
+        seen += got["items"]
+        assert all(got["images"][str(i)] == ref[i] for i in got["items"])
+    # Every item once; only the wrap-around padding of the rest of the epoch
+    # repeats (as DistributedSampler pads when the rest does not divide).
+    rest = 40 - 12 * old
+    pad = -rest % new
+    assert set(seen) == set(range(40)) and len(seen) == 40 + pad
 
 
 # 8. memory you can predict --------------------------------------------------
