@@ -93,6 +93,11 @@ typedef struct ticket {
     /* fixed item echoing: which use of the item, where its data lives */
     uint32_t copy, store;
     uint8_t echo, produce;
+    /* what this ticket added to its batch's echo counters, taken back if
+     * the item turns out bad (counters say what happened to good items) */
+    uint8_t last, dup;
+    uint32_t uses;
+    uint64_t distance;
     uint32_t apool; /* adaptive: pool entry reserved for a copy, or UINT32_MAX */
     nst_group_ticket gt; /* coordinated prep: the group's ticket          */
 } ticket;
@@ -604,8 +609,10 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
 {
     nst_slot *s = ld->prod_slot;
     ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
-    t->echo = t->produce = 0;
+    t->echo = t->produce = t->last = t->dup = 0;
     t->copy = 0;
+    t->uses = 1;
+    t->distance = 0;
     t->store = NST_ECHO_NO_STORE;
     if (ld->echo == ECHO_ITEMS) {
         nst_echo_use u;
@@ -632,6 +639,10 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
             s->io.fresh++;
         }
         s->io.dups += u.dup;
+        t->last = u.last;
+        t->dup = u.dup;
+        t->uses = u.uses;
+        t->distance = u.distance;
     } else {
         s->io.fresh++;
         if (ld->echo != ECHO_BATCHES) io_add_uses(s->io.v, 1, 1); /* else counted at lend */
@@ -660,6 +671,23 @@ static int take_ticket(struct nostall_loader *ld, worker *w)
     return 1;
 }
 
+/* A bad item is not delivered: take back what its ticket added to the echo
+ * counters (fresh or echoed, the uses histogram, duplicates, distance), so
+ * fresh_items and the achieved factor speak of good items only (mu held). */
+static void io_untake(struct nostall_loader *ld, nst_slot *s, const ticket *t)
+{
+    uint64_t undo[NST_IO_COUNT_] = {0};
+    if (t->echo && t->copy) {
+        undo[NST_IO_echoed] = 1;
+        undo[NST_IO_distance] = t->distance;
+    } else {
+        undo[NST_IO_fresh] = 1;
+    }
+    if (t->echo ? t->last : ld->echo != ECHO_BATCHES) io_add_uses(undo, t->uses, 1);
+    undo[NST_IO_dups] = t->dup;
+    for (int i = 0; i < NST_IO_COUNT_; i++) s->io.v[i] -= undo[i];
+}
+
 /* Record a finished item in its slot (mu held). */
 static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, const char *msg,
                         const nst_fetch_io *io)
@@ -680,6 +708,7 @@ static void finish_item(struct nostall_loader *ld, const ticket *t, int rc, cons
     s->item_status[j] = rc < 0 ? rc : 0;
     io_add_fetch(s->io.v, io);
     if (rc < 0) {
+        io_untake(ld, s, t);
         s->failed++;
         if (ld->on_bad == NOSTALL_BAD_SKIP) {
             skip_record(ld, t->index, rc, msg);
@@ -894,8 +923,10 @@ static void *coord_worker_main(void *arg)
             if (rc < 0) last_error_into(msg, sizeof msg, rc);
         }
         io_add_fetch(t->gt.io, &r->io); /* the group sums these per batch */
-        t->gt.io[NST_IO_fresh]++;
-        io_add_uses(t->gt.io, 1, 1);
+        if (rc == 0) { /* a bad item is not delivered: not fresh, not used */
+            t->gt.io[NST_IO_fresh]++;
+            io_add_uses(t->gt.io, 1, 1);
+        }
         nst_group_done(ld->group, &t->gt, rc, rc < 0 ? msg : "");
         depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);

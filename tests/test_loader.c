@@ -937,6 +937,39 @@ static void test_ring_plan(void)
     nostall_config_free(cfg);
 }
 
+/* Bad items are not "fresh": with 6 bad files among 26 and echo_factor 2,
+ * every good item is used exactly twice, and the counters say so. */
+static void test_echo_counters_with_bad_items(const char *dir)
+{
+    static const char *const points[] = {"fetch", "decode", "augment", "batch"};
+    for (int p = 0; p < 4; p++) {
+        const char *kv[][2] = {{"threads", "2"},       {"batch_size", "4"},
+                               {"crop", "16"},         {"epochs", "1"},
+                               {"max_file_bytes", "64K"}, {"echo_factor", "2"},
+                               {"echo_point", points[p]}};
+        nostall_config *cfg = make_cfg(kv, 7);
+        nostall_loader *ld = NULL;
+        CHECK_OK(nostall_loader_create(&ld, dir, cfg));
+        nostall_config_free(cfg);
+        if (!ld) return;
+        uint64_t sums[64];
+        run_batches(ld, sums, 64, NULL);
+        nostall_stats st;
+        CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
+        if (st.fresh_items != 20 || st.echo_uses_2 != 20)
+            fprintf(stderr, "echo_point=%s: fresh %llu echoed %llu delivered %llu uses_1 %llu "
+                    "uses_2 %llu\n", points[p], (unsigned long long)st.fresh_items,
+                    (unsigned long long)st.echoed_items, (unsigned long long)st.items_delivered,
+                    (unsigned long long)st.echo_uses_1, (unsigned long long)st.echo_uses_2);
+        CHECK_EQ(st.items_delivered, 40);
+        CHECK_EQ(st.fresh_items, 20);
+        CHECK_EQ(st.echoed_items, 20);
+        CHECK_EQ(st.echo_uses_2, 20);
+        CHECK_EQ(st.echo_uses_1, 0);
+        nostall_loader_free(ld);
+    }
+}
+
 int main(void)
 {
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("loader-data"));
@@ -953,6 +986,7 @@ int main(void)
     test_bad_items();
     test_drop_last_full_batches(bad_dir);
     test_state_identity(bad_dir);
+    test_echo_counters_with_bad_items(bad_dir);
     test_ring_plan();
     test_determinism_layouts();
     TEST_EXIT();
