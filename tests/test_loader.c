@@ -970,6 +970,73 @@ static void test_echo_counters_with_bad_items(const char *dir)
     }
 }
 
+/* A JPEG whose DQT segment is preceded by junk bytes (libjpeg skips them with
+ * a warning and never sees the tables), mixed into a list with two ordinary
+ * JPEGs: a decoder that kept the previous file's tables made its result
+ * depend on which worker decoded what before -- 58 or 60 items and four
+ * checksums for 1-4 threads. One checksum and one count for 1-8 threads. */
+static void test_state_between_files(void)
+{
+    const char *dir = test_tmpdir("loader-notables");
+    char path[8192], list[8192];
+    unsigned char *a = NULL, *b = NULL;
+    snprintf(path, sizeof path, "%s/img_000000.jpg", data_dir);
+    size_t na = slurp(path, &a);
+    snprintf(path, sizeof path, "%s/class_001/img_000001.jpg", data_dir);
+    size_t nb = slurp(path, &b);
+    if (!na || !nb) { /* the generator's layout: class_000/img_000000.jpg */
+        free(a);
+        free(b);
+        snprintf(path, sizeof path, "%s/class_000/img_000000.jpg", data_dir);
+        na = slurp(path, &a);
+        snprintf(path, sizeof path, "%s/class_001/img_000001.jpg", data_dir);
+        nb = slurp(path, &b);
+    }
+    CHECK(na > 100 && nb > 100);
+    if (na <= 100 || nb <= 100) goto out;
+    spit(dir, "a.jpg", a, na);
+    spit(dir, "b.jpg", b, nb);
+    /* c.jpg: b whose DQT segments are wrapped in an APP15 segment after 3
+     * junk bytes: libjpeg passes over the junk with a warning and skips the
+     * APP15, so c.jpg has no tables of its own. */
+    size_t p = 2, e;
+    while (p + 4 <= nb && b[p] == 0xff && b[p + 1] != 0xdb && b[p + 1] != 0xda)
+        p += 2 + ((size_t)b[p + 2] << 8 | b[p + 3]);
+    for (e = p; e + 4 <= nb && b[e] == 0xff && b[e + 1] == 0xdb;)
+        e += 2 + ((size_t)b[e + 2] << 8 | b[e + 3]);
+    CHECK(e > p);
+    unsigned char *c = malloc(nb + 7);
+    memcpy(c, b, p);
+    memcpy(c + p, "\x00\x12\x00\xff\xef", 5);
+    c[p + 5] = (unsigned char)((e - p + 2) >> 8);
+    c[p + 6] = (unsigned char)(e - p + 2);
+    memcpy(c + p + 7, b + p, nb - p);
+    spit(dir, "c.jpg", c, nb + 7);
+    free(c);
+    snprintf(list, sizeof list, "%s/list.tsv", dir);
+    FILE *f = fopen(list, "w");
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%s/%c.jpg\t%d\n", dir, i % 3 == 2 ? 'c' : "ab"[i % 3], i % 3);
+    fclose(f);
+    uint64_t ref = 0, ref_items = 0;
+    for (int threads = 1; threads <= 8; threads++) {
+        char th[8];
+        snprintf(th, sizeof th, "%d", threads);
+        const char *kv[][2] = {{"threads", th}, {"batch_size", "5"}, {"crop", "16"},
+                               {"epochs", "2"}, {"seed", "4"}};
+        uint64_t items = 0, sum = run_options(list, kv, 5, &items);
+        if (threads == 1) {
+            ref = sum;
+            ref_items = items;
+        }
+        CHECK_EQ(sum, ref);
+        CHECK_EQ(items, ref_items);
+    }
+out:
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("loader-data"));
@@ -987,6 +1054,7 @@ int main(void)
     test_drop_last_full_batches(bad_dir);
     test_state_identity(bad_dir);
     test_echo_counters_with_bad_items(bad_dir);
+    test_state_between_files();
     test_ring_plan();
     test_determinism_layouts();
     TEST_EXIT();
