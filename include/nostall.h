@@ -199,8 +199,9 @@ NOSTALL_API const char *nostall_last_error(void);
       "never-evict cache and read misses without filling the OS page cache; "  \
       "none: no cache, read through the OS page cache")                        \
     X(CACHE_BYTES, "cache_bytes", SIZE, "0", "0", "16T",                       \
-      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of "       \
-      "physical memory ('25%'); 0 = no cache")                                 \
+      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "   \
+      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "  \
+      "cache")                                                                 \
     X(STORAGE_MBPS, "storage_mbps", DOUBLE, "0", "0", "1000000",               \
       "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "    \
       "all reads; 0 = off")                                                    \
