@@ -116,7 +116,44 @@ static void test_folder(const char *tmp)
         CHECK_EQ(nst_index_label(ix, i), labels[i]);
     }
     CHECK(nst_index_path(ix, 8) == NULL);
+    /* The ignored files by name: root first (sorted), then the walk's order. */
+    static const char *const ign[] = {".DS_Store", "README.txt", "top.jpg", "b/.hidden.jpg",
+                                      "b/jpg", "b/notes.txt", "b/x.jpgx"};
+    for (uint64_t i = 0; i < 7; i++) {
+        const char *got = nst_index_ignored_path(ix, i);
+        char w[4300];
+        snprintf(w, sizeof w, "%s/%s", root, ign[i]);
+        if (!got || strcmp(got, w) != 0) {
+            fprintf(stderr, "ignored %llu: '%s', want '%s'\n", (unsigned long long)i,
+                    got ? got : "(null)", w);
+            check_failures_++;
+        }
+    }
+    CHECK(nst_index_ignored_path(ix, 7) == NULL);
     nst_index_free(ix);
+
+    /* Only the first NST_INDEX_IGNORED_KEEP names are kept; all are counted. */
+    mkdir_p(root, "c/many");
+    for (int i = 0; i < NST_INDEX_IGNORED_KEEP + 36; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "c/many/n%03d.txt", i);
+        write_file(root, name, "x");
+    }
+    ix = NULL;
+    CHECK_OK(nst_index_build(&ix, root));
+    if (ix) {
+        CHECK_EQ(nst_index_ignored(ix), 7 + NST_INDEX_IGNORED_KEEP + 36);
+        CHECK(nst_index_ignored_path(ix, NST_INDEX_IGNORED_KEEP - 1) &&
+              strstr(nst_index_ignored_path(ix, NST_INDEX_IGNORED_KEEP - 1), "c/many/n056.txt"));
+        CHECK(nst_index_ignored_path(ix, NST_INDEX_IGNORED_KEEP) == NULL);
+        nst_index_free(ix);
+    }
+    for (int i = 0; i < NST_INDEX_IGNORED_KEEP + 36; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "c/many/n%03d.txt", i);
+        unlink(join(root, name));
+    }
+    rmdir(join(root, "c/many"));
 
     /* Deterministic: a second build gives the same index; a trailing slash
      * on the root is dropped. */

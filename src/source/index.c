@@ -66,6 +66,7 @@ struct nst_index {
     nst_strtab classes;
     uint64_t nclasses;
     uint64_t ignored;
+    nst_strtab ignored_paths; /* the first NST_INDEX_IGNORED_KEEP, in walk order */
     uint64_t dirs_walked, dirs_shared;
     int is_list;
 };
@@ -176,7 +177,7 @@ static int is_image_name(const char *name)
 
 /* What an entry below a class folder becomes: an item (named like an
  * image, whatever it is) or a directory to walk. */
-enum { ENT_ITEM = 1, ENT_DIR = 2 };
+enum { ENT_ITEM = 1, ENT_DIR = 2, ENT_IGNORED = 3 };
 
 /* 1 if the entry `de` of the directory open as `dfd` is a directory,
  * following symlinks; 0 for anything else (a dangling symlink included).
@@ -320,10 +321,12 @@ static int cmp_entry(const void *a, const void *b)
 /* Read the directory d into level lv: every non-hidden entry named like an
  * image (an item, whatever it turns out to be: a file that cannot be read
  * is a bad item with its reason when fetched) and every other directory
- * (walked); anything else is counted as ignored. Sorted (cmp_entry). */
+ * (walked); anything else is counted as ignored (and listed while the
+ * index keeps the names of ignored files). Sorted (cmp_entry). */
 static int read_level(nst_walk *w, DIR *d, nst_level *lv)
 {
     nst_index *ix = w->ix;
+    const int keep = ix->ignored_paths.count < NST_INDEX_IGNORED_KEEP;
     lv->len = lv->n = 0;
     for (;;) {
         errno = 0;
@@ -338,14 +341,18 @@ static int read_level(nst_walk *w, DIR *d, nst_level *lv)
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
         int kind;
         if (name[0] == '.') {
-            if (!is_dir_at(dirfd(d), de)) ix->ignored++; /* hidden dirs: not walked */
-            continue;
+            if (is_dir_at(dirfd(d), de)) continue; /* hidden dirs: not walked */
+            kind = ENT_IGNORED;
+        } else if (is_image_name(name)) {
+            kind = ENT_ITEM;
+        } else if (is_dir_at(dirfd(d), de)) {
+            kind = ENT_DIR;
+        } else {
+            kind = ENT_IGNORED;
         }
-        if (is_image_name(name)) kind = ENT_ITEM;
-        else if (is_dir_at(dirfd(d), de)) kind = ENT_DIR;
-        else {
+        if (kind == ENT_IGNORED) {
             ix->ignored++;
-            continue;
+            if (!keep) continue;
         }
         size_t nlen = strlen(name), need;
         if (nst_add_overflow(lv->len, nlen + 2, &need) || grow((void **)&lv->arena, &lv->cap, need, 1))
@@ -425,6 +432,14 @@ static int walk_dir(nst_walk *w, int fd, int depth)
             }
             continue;
         }
+        if (name[-1] == ENT_IGNORED) {
+            if (ix->ignored_paths.count < NST_INDEX_IGNORED_KEEP &&
+                strtab_add3(&ix->ignored_paths, p->s, at, "/", 1, name, strlen(name))) {
+                rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(p->s));
+                break;
+            }
+            continue;
+        }
         if (path_push(p, at, name)) {
             p->s[at] = '\0';
             rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(p->s));
@@ -460,8 +475,8 @@ static int build_folder(nst_index *ix, const char *root)
 {
     int rc = NOSTALL_OK;
     nst_walk *w = NULL;
-    nst_strtab names = {0};
-    const char **sorted = NULL;
+    nst_strtab names = {0}, stray = {0};
+    const char **sorted = NULL, **sstray = NULL;
     DIR *d = NULL;
 
     if (!(w = calloc(1, sizeof *w))) goto nomem;
@@ -498,6 +513,7 @@ static int build_folder(nst_index *ix, const char *root)
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
         if (!is_dir_at(dirfd(d), de)) {
             ix->ignored++; /* files outside class folders, hidden or not */
+            if (strtab_add3(&stray, name, strlen(name), NULL, 0, NULL, 0)) goto nomem;
             continue;
         }
         if (name[0] == '.') continue;
@@ -514,6 +530,13 @@ static int build_folder(nst_index *ix, const char *root)
             goto nomem;
     }
     ix->nclasses = names.count;
+    /* Ignored files outside class folders come first in the list of names. */
+    if (stray.count) {
+        if (!(sstray = strtab_sorted(&stray))) goto nomem;
+        for (size_t i = 0; i < stray.count && i < NST_INDEX_IGNORED_KEEP; i++)
+            if (strtab_add3(&ix->ignored_paths, p->s, rootlen, "/", 1, sstray[i], strlen(sstray[i])))
+                goto nomem;
+    }
 
     for (size_t c = 0; c < ix->nclasses; c++) {
         const char *cname = strtab_get(&ix->classes, c);
@@ -547,7 +570,9 @@ err:
 out:
     if (d) closedir(d);
     free(sorted);
+    free(sstray);
     strtab_free(&names);
+    strtab_free(&stray);
     if (w) walk_free(w);
     free(w);
     return rc;
@@ -735,6 +760,7 @@ void nst_index_free(nst_index *ix)
     if (!ix) return;
     strtab_free(&ix->items);
     strtab_free(&ix->classes);
+    strtab_free(&ix->ignored_paths);
     free(ix->labels);
     free(ix);
 }
@@ -762,6 +788,12 @@ const char *nst_index_class_name(const nst_index *ix, uint64_t label)
 }
 
 uint64_t nst_index_ignored(const nst_index *ix) { return ix ? ix->ignored : 0; }
+
+const char *nst_index_ignored_path(const nst_index *ix, uint64_t i)
+{
+    if (!ix || i >= ix->ignored_paths.count) return NULL;
+    return strtab_get(&ix->ignored_paths, (size_t)i);
+}
 
 uint64_t nst_index_dirs_walked(const nst_index *ix) { return ix ? ix->dirs_walked : 0; }
 

@@ -68,6 +68,12 @@ const char *nst_index_class_name(const nst_index *ix, uint64_t label);
 /* Files seen but not indexed (ImageFolder only; 0 for lists): not named
  * like an image, hidden, or outside class folders. */
 uint64_t nst_index_ignored(const nst_index *ix);
+/* Path (as "root/..." like items) of ignored file i, for i below
+ * min(nst_index_ignored(), NST_INDEX_IGNORED_KEEP): the first ones in a
+ * fixed order (files at the root sorted bytewise, then those in class
+ * folders in the walk's order), so a warning can name them. NULL beyond. */
+#define NST_INDEX_IGNORED_KEEP 64
+const char *nst_index_ignored_path(const nst_index *ix, uint64_t i);
 /* ImageFolder: directories walked (class folders included), and those met
  * again through another path of the same class folder and not walked
  * again. 0 for lists. */
