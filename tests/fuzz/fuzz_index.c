@@ -1,0 +1,358 @@
+/*
+ * fuzz_index.c — the dataset index on hostile input: the file-list parser
+ * and the ImageFolder walk (src/source/index.c), and the reader's refusals
+ * of what is not a regular file (src/source/reader.c).
+ *
+ * The first byte picks the mode.
+ *
+ * Even: the rest is a list file, written to a memfd and indexed through
+ * /proc/self/fd/N. The result is compared with a reference parser written
+ * from the rules in index.h: the same items (path, joined or verbatim, and
+ * label) and classes, or the same failure (E_DATASET naming the line of the
+ * first bad line, or the list when it has no items).
+ *
+ * Odd: the rest is a program of 3-byte steps that builds a small tree under
+ * /dev/shm from a fixed table of names (directories, files, symlinks to
+ * directories of the tree — shared subtrees, loops — or to nowhere, FIFOs,
+ * unreadable files, hidden entries), and the index is built from it. It
+ * must finish (the walk of a DAG of symlinks costs its size), and then:
+ * items sorted bytewise within each class and unique, every one named like
+ * an image and present on disk; reading each either succeeds or fails with
+ * a message that starts "read: " (a FIFO never blocks); a failure is an
+ * "index: " message that was not cut off; no descriptor leaks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "source/index.h"
+#include "source/reader.h"
+
+static char g_root[256]; /* the ImageFolder mode's tree */
+static void rm_tree(const char *root);
+
+/* Report, remove the tree (abort() skips atexit), and crash: libFuzzer keeps
+ * the input. */
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_index: " __VA_ARGS__);                                               \
+        fprintf(stderr, " (last error: %s)\n", nostall_last_error());                              \
+        if (g_root[0]) rm_tree(g_root);                                                            \
+        abort();                                                                                   \
+    } while (0)
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* ---- list mode -------------------------------------------------------- */
+
+typedef struct ref_item {
+    char *path;
+    int64_t label;
+} ref_item;
+
+static int alpha(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+/* The list rules of index.h. Returns 0 with the items, or the number of
+ * the first bad line (> 0), or -1 when there is no item. */
+static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_item **items,
+                          size_t *count)
+{
+    long long lineno = 0;
+    *items = NULL;
+    *count = 0;
+    for (size_t pos = 0; pos < n;) {
+        const uint8_t *line = d + pos, *nl = memchr(line, '\n', n - pos);
+        size_t len = nl ? (size_t)(nl - line) : n - pos;
+        pos += len + (nl ? 1 : 0);
+        lineno++;
+        if (len && line[len - 1] == '\r') len--;
+        if (len == 0 || line[0] == '#') continue;
+        if (memchr(line, 0, len)) return lineno;
+        size_t tab = len;
+        for (size_t i = 0; i < len; i++)
+            if (line[i] == '\t') tab = i;
+        if (tab == len || tab == 0 || tab + 1 == len) return lineno;
+        uint64_t v = 0;
+        for (size_t i = tab + 1; i < len; i++) {
+            if (line[i] < '0' || line[i] > '9') return lineno;
+            if (v > ((1ULL << 62) - 1 - (uint64_t)(line[i] - '0')) / 10) return lineno;
+            v = v * 10 + (uint64_t)(line[i] - '0');
+        }
+        /* a URL: "scheme://" at the start; only http(s) */
+        int is_url = 0;
+        if (alpha(line[0])) {
+            size_t sep = 0;
+            for (size_t i = 1; i + 2 < tab && !sep; i++)
+                if (line[i] == ':' && line[i + 1] == '/' && line[i + 2] == '/') sep = i;
+            is_url = sep > 0;
+            for (size_t i = 0; is_url && i < sep; i++) {
+                int c = line[i];
+                if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') is_url = 0;
+            }
+            if (is_url && !((tab >= 7 && strncasecmp((const char *)line, "http://", 7) == 0) ||
+                            (tab >= 8 && strncasecmp((const char *)line, "https://", 8) == 0)))
+                return lineno;
+        }
+        int verbatim = line[0] == '/' || is_url;
+        size_t plen = verbatim ? 0 : strlen(prefix);
+        char *p = malloc(plen + tab + 1);
+        if (!p) abort();
+        memcpy(p, prefix, plen);
+        memcpy(p + plen, line, tab);
+        p[plen + tab] = '\0';
+        *items = realloc(*items, (*count + 1) * sizeof **items);
+        if (!*items) abort();
+        (*items)[(*count)++] = (ref_item){p, (int64_t)v};
+    }
+    return *count ? 0 : -1;
+}
+
+static void fuzz_list(const uint8_t *d, size_t n)
+{
+    int fd = memfd_create("nostall-fuzz-list", MFD_CLOEXEC);
+    if (fd < 0) abort();
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, d + off, n - off);
+        if (w <= 0) abort();
+        off += (size_t)w;
+    }
+    char list[64];
+    snprintf(list, sizeof list, "/proc/self/fd/%d", fd);
+    ref_item *want;
+    size_t nwant;
+    long long ref = ref_list(d, n, "/proc/self/fd/", &want, &nwant);
+    nst_index *ix = NULL;
+    int rc = nst_index_build(&ix, list);
+    if (ref == 0) {
+        if (rc < 0) FAIL("list refused, the reference accepts %zu items", nwant);
+        if (nst_index_count(ix) != nwant) FAIL("%llu items, want %zu", (unsigned long long)nst_index_count(ix), nwant);
+        int64_t maxl = -1;
+        for (size_t i = 0; i < nwant; i++) {
+            if (strcmp(nst_index_path(ix, i), want[i].path) != 0)
+                FAIL("item %zu: '%s', want '%s'", i, nst_index_path(ix, i), want[i].path);
+            if (nst_index_label(ix, i) != want[i].label)
+                FAIL("item %zu: label %lld, want %lld", i, (long long)nst_index_label(ix, i),
+                     (long long)want[i].label);
+            if (want[i].label > maxl) maxl = want[i].label;
+        }
+        if (nst_index_classes(ix) != (uint64_t)(maxl + 1)) FAIL("classes");
+        if (nst_index_ignored(ix) != 0 || nst_index_class_name(ix, 0) != NULL) FAIL("list extras");
+    } else {
+        if (rc != NOSTALL_E_DATASET) FAIL("status %d, want E_DATASET (reference: %lld)", rc, ref);
+        const char *msg = nostall_last_error();
+        char at[128];
+        snprintf(at, sizeof at, "%s:%lld: ", list, ref);
+        if (ref > 0 && !strstr(msg, at)) FAIL("message does not name line %lld", ref);
+        if (ref < 0 && !strstr(msg, "no images found")) FAIL("empty list message");
+        if (strncmp(msg, "index: ", 7) != 0) FAIL("message does not start with 'index: '");
+    }
+    nst_index_free(ix);
+    for (size_t i = 0; i < nwant; i++) free(want[i].path);
+    free(want);
+    close(fd);
+}
+
+/* ---- ImageFolder mode ----------------------------------------------------- */
+
+static const char *const names[16] = {
+    "c",     "d",     "a.jpg", "B.JPEG", "x.png", ".h",   ".h.jpg", "a-b",
+    "a0",    "\xff.jpg", "sub", "d.jpg", "n\n.png", "jpg", "a.jpgx", "z",
+};
+
+#define MAX_DIRS 48
+#define MAX_FILES 64
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    if (remove(path) != 0 && errno != ENOENT) {
+        chmod(path, 0700);
+        remove(path);
+    }
+    return 0;
+}
+
+static void rm_tree(const char *root) { nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int is_image_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each directory is walked once per class: no two items of a class are the
+ * same name in the same (resolved) directory. */
+static void check_walked_once(const nst_index *ix)
+{
+    uint64_t count = nst_index_count(ix);
+    char **keys = calloc(count, sizeof *keys);
+    if (!keys) abort();
+    for (uint64_t i = 0; i < count; i++) {
+        const char *p = nst_index_path(ix, i);
+        const char *slash = strrchr(p, '/');
+        char dir[4096], real[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+        if (!realpath(dir, real)) FAIL("realpath '%s'", dir);
+        size_t k = strlen(real) + strlen(slash) + 32;
+        keys[i] = malloc(k);
+        if (!keys[i]) abort();
+        snprintf(keys[i], k, "%020lld%s%s", (long long)nst_index_label(ix, i), real, slash);
+    }
+    qsort(keys, count, sizeof *keys, cmp_str);
+    for (uint64_t i = 1; i < count; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) FAIL("walked twice in one class: '%s'", keys[i] + 20);
+    for (uint64_t i = 0; i < count; i++) free(keys[i]);
+    free(keys);
+}
+
+static void fuzz_folder(const uint8_t *d, size_t n)
+{
+    static char dirs[MAX_DIRS][1024], files[MAX_FILES][1024];
+    int ndirs = 1, nfiles = 0;
+    char path[2048];
+    rm_tree(g_root);
+    if (mkdir(g_root, 0755) != 0) abort();
+    dirs[0][0] = '\0';
+    for (size_t i = 0; i + 3 <= n && i < 3 * 96; i += 3) {
+        const uint8_t op = d[i], a = d[i + 1], b = d[i + 2];
+        const char *name = names[a % 16];
+        const char *parent = dirs[b % ndirs];
+        int len = snprintf(path, sizeof path, "%s%s/%s", g_root, parent, name);
+        if (len < 0 || (size_t)len >= sizeof path - 64) continue;
+        const char *rel = path + strlen(g_root);
+        char target[2048];
+        switch (op % 8) {
+        case 0:
+        case 1:
+            if (mkdir(path, 0755) == 0 && ndirs < MAX_DIRS) snprintf(dirs[ndirs++], sizeof dirs[0], "%s", rel);
+            break;
+        case 2: {
+            int f = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+            if (f >= 0) {
+                if (write(f, &op, 1) != 1) abort();
+                close(f);
+                if (nfiles < MAX_FILES) snprintf(files[nfiles++], sizeof files[0], "%s", rel);
+            }
+            break;
+        }
+        case 3: /* a symlink to a directory of the tree: shared subtrees, loops */
+            snprintf(target, sizeof target, "%s%s", g_root, dirs[(op >> 3) % ndirs]);
+            if (symlink(target, path) == 0 && ndirs < MAX_DIRS)
+                snprintf(dirs[ndirs++], sizeof dirs[0], "%s", rel);
+            break;
+        case 4:
+            if (symlink("no-such-target", path) != 0) break;
+            break;
+        case 5:
+            mkfifo(path, 0644);
+            break;
+        case 6: /* a symlink to a file, or to itself (ELOOP) */
+            if (nfiles) snprintf(target, sizeof target, "%s%s", g_root, files[(op >> 3) % nfiles]);
+            else snprintf(target, sizeof target, "%s", path);
+            if (symlink(target, path) != 0) break;
+            break;
+        case 7: {
+            int f = open(path, O_WRONLY | O_CREAT | O_EXCL, 0);
+            if (f >= 0) close(f);
+            break;
+        }
+        }
+    }
+    nst_index *ix = NULL;
+    int rc = nst_index_build(&ix, g_root);
+    if (rc < 0) {
+        const char *msg = nostall_last_error();
+        size_t len = strlen(msg);
+        if (strncmp(msg, "index: ", 7) != 0 || len == 0 || len >= NST_ERROR_MAX - 1)
+            FAIL("failure message cut or unnamed");
+        if (rc != NOSTALL_E_DATASET && rc != NOSTALL_E_NOT_FOUND && rc != NOSTALL_E_PERMISSION)
+            FAIL("status %d", rc);
+    } else {
+        uint64_t count = nst_index_count(ix);
+        if (count == 0) FAIL("an empty index was built");
+        if (nst_index_dirs_walked(ix) < nst_index_classes(ix)) FAIL("dirs walked");
+        uint64_t kept = nst_index_ignored(ix) < NST_INDEX_IGNORED_KEEP ? nst_index_ignored(ix)
+                                                                      : NST_INDEX_IGNORED_KEEP;
+        for (uint64_t i = 0; i < kept; i++) {
+            const char *p = nst_index_ignored_path(ix, i);
+            struct stat st;
+            if (!p || strncmp(p, g_root, strlen(g_root)) != 0 || lstat(p, &st) != 0)
+                FAIL("ignored file %llu: '%s'", (unsigned long long)i, p ? p : "(null)");
+            const char *base = strrchr(p, '/') + 1;
+            if (base[0] != '.' && is_image_name(base) && strchr(p + strlen(g_root) + 1, '/'))
+                FAIL("a file named like an image in a class folder was ignored: '%s'", p);
+        }
+        if (nst_index_ignored_path(ix, kept) != NULL) FAIL("ignored paths beyond the count");
+        nst_buf buf = {0};
+        for (uint64_t i = 0; i < count; i++) {
+            const char *p = nst_index_path(ix, i);
+            const char *base = strrchr(p, '/');
+            if (!base || !is_image_name(base + 1) || base[1] == '.') FAIL("item '%s' is not named like an image", p);
+            struct stat st;
+            if (lstat(p, &st) != 0) FAIL("item '%s' does not exist", p);
+            if (i > 0) {
+                int64_t l0 = nst_index_label(ix, i - 1), l1 = nst_index_label(ix, i);
+                if (l1 < l0 || (l1 == l0 && strcmp(nst_index_path(ix, i - 1), p) >= 0))
+                    FAIL("items %llu, %llu out of order: '%s', '%s'", (unsigned long long)i - 1,
+                         (unsigned long long)i, nst_index_path(ix, i - 1), p);
+            }
+            size_t len;
+            int r = nst_read_file(p, 1 << 16, 0, &buf, &len);
+            if (r < 0 && strncmp(nostall_last_error(), "read: ", 6) != 0) FAIL("read message");
+            if (r == 0 && len != 1) FAIL("read %zu bytes of a 1-byte file", len);
+        }
+        nst_buf_free(&buf);
+        check_walked_once(ix);
+    }
+    nst_index_free(ix);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    snprintf(g_root, sizeof g_root, "/dev/shm/nostall-fuzz-index-%d", (int)getpid());
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > 1 << 16) return 0;
+    if (!g_root[0]) LLVMFuzzerInitialize(NULL, NULL);
+    int fds = open_fds();
+    if (data[0] & 1) {
+        fuzz_folder(data + 1, size - 1);
+        rm_tree(g_root);
+    } else {
+        fuzz_list(data + 1, size - 1);
+    }
+    if (open_fds() != fds) FAIL("descriptors leaked: %d before, %d after", fds, open_fds());
+    return 0;
+}
