@@ -32,6 +32,18 @@ const char *nst_msg_path_of(nst_msg_path *buf, const char *path)
     return buf->s;
 }
 
+/* The reason a file of mode `m` is not read, NULL for a regular file. */
+static const char *not_regular(mode_t m)
+{
+    if (S_ISREG(m)) return NULL;
+    if (S_ISDIR(m)) return "is a directory";
+    if (S_ISFIFO(m)) return "is a FIFO (named pipe)";
+    if (S_ISSOCK(m)) return "is a socket";
+    if (S_ISCHR(m)) return "is a character device";
+    if (S_ISBLK(m)) return "is a block device";
+    return "is of an unknown type";
+}
+
 /* Why opening `path` failed with `err` (and what it is, when it exists but
  * is no file). */
 static int open_error(const char *path, int err)
@@ -66,20 +78,7 @@ static int open_error(const char *path, int err)
     default:
         return nst_error(NOSTALL_E_IO, "read: %s: %s", mp, strerror(err));
     }
-    return nst_error(NOSTALL_E_IO, "read: %s: %s, not a regular file", mp,
-                     S_ISSOCK(st.st_mode) ? "is a socket" : "cannot be opened");
-}
-
-/* The reason a file of mode `m` is not read, NULL for a regular file. */
-static const char *not_regular(mode_t m)
-{
-    if (S_ISREG(m)) return NULL;
-    if (S_ISDIR(m)) return "is a directory";
-    if (S_ISFIFO(m)) return "is a FIFO (named pipe)";
-    if (S_ISSOCK(m)) return "is a socket";
-    if (S_ISCHR(m)) return "is a character device";
-    if (S_ISBLK(m)) return "is a block device";
-    return "is of an unknown type";
+    return nst_error(NOSTALL_E_IO, "read: %s: %s, not a regular file", mp, not_regular(st.st_mode));
 }
 
 int nst_open_item(const char *path, uint64_t max_bytes, int *fd_out, size_t *size)
