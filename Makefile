@@ -2,8 +2,11 @@
 # `make test`; both install missing Debian packages first (as root, apt-get).
 #
 #   make            release build: build/nostall, build/libnostall.so
-#   make test       every test under ASan+UBSan, then under TSan (-Werror)
+#   make test       every test under ASan+UBSan, then under TSan (-Werror), and
+#                   the clang build's unit tests and fuzz corpus replays
 #   make asan|tsan  one sanitizer build and its tests
+#   make clang      clang-14 -Werror build (build-clang): unit tests, corpus replays
+#   make fuzz       libFuzzer binaries (build-fuzz), each run FUZZ_SECONDS (60)
 #   make python-test  the Python binding's tests (Debian's /usr/bin/python3)
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
@@ -21,12 +24,17 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 # numpy, torch, torchvision, PIL and pytest).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev
+# clang for `make clang` and `make fuzz` (libFuzzer and the sanitizer
+# runtimes are in libclang-rt-14-dev).
+FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
+FUZZ_SECONDS ?= 60
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
                  python3-setuptools python3-wheel
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
+.PHONY: fuzz-deps clang fuzz
 
 all: build
 
@@ -35,6 +43,9 @@ deps:
 
 test-deps:
 	@bash tools/install-deps.sh $(TEST_PACKAGES)
+
+fuzz-deps:
+	@bash tools/install-deps.sh $(FUZZ_PACKAGES)
 
 build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -59,7 +70,23 @@ python-test: build test-deps
 	NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
-test: release-test python-test asan tsan
+# clang-14, -Werror, release: the unit tests (test_*) and the fuzz corpus
+# replays (fuzz_replay_*), beside gcc's builds.
+clang: deps test-deps fuzz-deps
+	@cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_WERROR=ON >/dev/null
+	@cmake --build build-clang -j$(JOBS)
+	cd build-clang && ctest $(CTEST_FLAGS) -R '^(test_|fuzz_replay_)'
+
+# libFuzzer: every tests/fuzz/fuzz_<name>.c for FUZZ_SECONDS each on its
+# seeds (new inputs in build-fuzz/fuzz-scratch, crashes in
+# build-fuzz/fuzz-artifacts; tests/fuzz/run.sh). FUZZ_RUNS=N stops at N
+# executions instead (FUZZ_SECONDS=0).
+fuzz: deps fuzz-deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_SANITIZE=address -DNOSTALL_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_all
+	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+test: release-test python-test asan tsan clang
 	@echo "make test: all test suites passed"
 
 demo: build
@@ -83,4 +110,4 @@ format:
 	clang-format -i include/*.h src/*.c src/*/*.[ch] tools/*.[ch] tests/*.[ch]
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-clang build-fuzz

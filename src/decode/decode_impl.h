@@ -30,6 +30,7 @@ struct nst_decoder {
                        place), grow-only                                  */
     nst_jpeg *jpeg;
     nst_png_io png;
+    int png_crc_off; /* tests/fuzz: CRC errors ignored (nst_png_crc_check) */
 };
 
 /* Limit check shared by both formats: zero dimension or w*h > max_pixels
@@ -53,6 +54,10 @@ int nst_png_probe(nst_decoder *d, const uint8_t *buf, size_t len,
                   const char *path, nst_image_info *info);
 int nst_png_decode(nst_decoder *d, const uint8_t *buf, size_t len,
                    const char *path, nst_image *out);
+/* Test hook (tests/fuzz/fuzz_png.c): on = 0 makes libpng ignore CRC
+ * errors, so that mutated inputs reach the decoding behind the CRC check
+ * (as libpng's own fuzz target does). Never off outside tests. */
+void nst_png_crc_check(nst_decoder *d, int on);
 
 /* ---- restart-marker fast path (jpeg_rst.c) ------------------------------ */
 
@@ -111,5 +116,16 @@ void nst_jpeg_huff_plain(nst_decoder *d, int plain);
  * decoder's decompressor since the first file (tables: at most 4
  * quantization and 8 Huffman tables, however many files). */
 uint64_t nst_jpeg_permanent_allocs(const nst_decoder *d);
+/* Test hook (tests/fuzz/fuzz_jpeg_diff.c): the quantized DCT coefficients
+ * of a JPEG as jpeg_read_coefficients() gives them (read by our Huffman
+ * decoder for single-scan files unless nst_jpeg_huff_enable(d, 0)), every
+ * block of every component, component by component and row by row, into
+ * out as JCOEF (int16); *n of them. 0, or the status of the error or of
+ * the first warning a decode would fail on, with *code libjpeg's message
+ * code (JERR_* / JWRN_*) and msg its text. lenient: such warnings do not
+ * stop the read (libjpeg goes on as it does by default: zeros for what it
+ * could not decode), so out holds every coefficient even then. */
+int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int lenient,
+                          nst_buf *out, size_t *n, int *code, char *msg, size_t msg_size);
 
 #endif

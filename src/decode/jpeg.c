@@ -258,7 +258,15 @@ static void emit_message(j_common_ptr cinfo, int msg_level)
     if (msg_level >= 0) return; /* trace output */
     cinfo->err->num_warnings++;
     int status = warning_status(cinfo);
-    if (status < 0) fail(cinfo, status);
+    if (status < 0) {
+        nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
+        if (!e->lenient) fail(cinfo, status);
+        if (!e->warned) {
+            e->warned = status;
+            e->warn_code = cinfo->err->msg_code;
+            (*cinfo->err->format_message)(cinfo, e->warn_msg);
+        }
+    }
 }
 
 static void output_message(j_common_ptr cinfo)
@@ -815,6 +823,67 @@ int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
         return rc;
     }
     return 0;
+}
+
+int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int lenient,
+                          nst_buf *out, size_t *n, int *code, char *msg, size_t msg_size)
+{
+    nst_jpeg *j = d->jpeg;
+    *n = 0;
+    *code = 0;
+    if (msg_size) msg[0] = '\0';
+    int rc = set_source(buf, len, "(coefficients)", j);
+    if (rc < 0) return rc;
+    j->err.lenient = lenient;
+    j->err.warned = 0;
+    j->err.warn_code = 0;
+    if (setjmp(j->err.jmp)) {
+        j->huff_arm = 0;
+        j->err.lenient = 0;
+        *code = j->cinfo.err->msg_code;
+        snprintf(msg, msg_size, "%s", j->err.msg);
+        jpeg_abort_decompress(&j->cinfo);
+        return j->err.status;
+    }
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    rc = nst_decode_check_dims(d, ci->image_width, ci->image_height, "(coefficients)", "JPEG");
+    size_t total = 0;
+    for (int c = 0; rc == 0 && c < ci->num_components; c++) {
+        const jpeg_component_info *p = &ci->comp_info[c];
+        size_t blocks;
+        if (nst_mul_overflow((size_t)p->width_in_blocks, (size_t)p->height_in_blocks, &blocks) ||
+            nst_add_overflow(total, blocks * DCTSIZE2, &total))
+            rc = nst_error(NOSTALL_E_TOO_MANY_PIXELS, "(coefficients): too many blocks");
+    }
+    if (rc == 0) rc = nst_buf_reserve(out, total * sizeof(JCOEF) + 1);
+    if (rc < 0) {
+        j->err.lenient = 0;
+        jpeg_abort_decompress(ci);
+        return rc;
+    }
+    j->huff_arm = 1;
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(ci);
+    j->huff_arm = 0;
+    JCOEF *o = (JCOEF *)(void *)out->data;
+    for (int c = 0; coefs && c < ci->num_components; c++) {
+        const jpeg_component_info *p = &ci->comp_info[c];
+        for (JDIMENSION y = 0; y < p->height_in_blocks; y++) {
+            JBLOCKARRAY row = (*ci->mem->access_virt_barray)((j_common_ptr)ci, coefs[c], y, 1,
+                                                              FALSE);
+            memcpy(o + *n, row[0][0], (size_t)p->width_in_blocks * DCTSIZE2 * sizeof(JCOEF));
+            *n += (size_t)p->width_in_blocks * DCTSIZE2;
+        }
+    }
+    j->err.lenient = 0;
+    jpeg_abort_decompress(ci);
+    if (j->err.warned) {
+        *code = j->err.warn_code;
+        snprintf(msg, msg_size, "%s", j->err.warn_msg);
+        return j->err.warned;
+    }
+    return coefs ? 0 : nst_error(NOSTALL_E_CORRUPT, "(coefficients): suspended");
 }
 
 int nst_jpeg_probe(nst_decoder *d, const uint8_t *buf, size_t len,

@@ -20,6 +20,11 @@ typedef struct nst_jpeg_err {
     jmp_buf jmp;
     int status;                /* NOSTALL_E_* for the longjmp target */
     char msg[JMSG_LENGTH_MAX];
+    /* nst_jpeg_coefficients(lenient): warnings that would fail a decode
+     * are recorded (the first one's status, libjpeg message code and
+     * text) instead of stopping it. */
+    int lenient, warned, warn_code;
+    char warn_msg[JMSG_LENGTH_MAX];
 } nst_jpeg_err;
 
 /* jpeg_transcode.c's compressor and output buffer (opaque to jpeg.c). */

@@ -25,7 +25,8 @@
  *
  * What is declined (return 0, the caller keeps the original bytes, and the
  * normal decode later reports any damage as usual): anything but an 8-bit
- * Huffman-coded grayscale or YCbCr JPEG; a file that already has restart
+ * Huffman-coded grayscale or YCbCr JPEG; sampling factors libjpeg cannot
+ * upsample (the file does not decode); a file that already has restart
  * markers; dimensions over max_pixels or NST_TRANSCODE_MAX_PIXELS; a
  * progressive file with coefficients never sent or refined (see
  * scans_complete()); coefficients baseline coding cannot hold (see
@@ -217,6 +218,17 @@ static int eligible(const struct jpeg_decompress_struct *ci, uint64_t max_pixels
     const uint64_t px = (uint64_t)ci->image_width * ci->image_height;
     if (px == 0 || px > max_pixels || px > NST_TRANSCODE_MAX_PIXELS) return 0;
     if (ci->data_precision != 8 || ci->arith_code || ci->restart_interval != 0) return 0;
+    /* Sampling factors that do not divide the largest ones (luma 2x2 with
+     * chroma 1x3): libjpeg-turbo cannot upsample them, so the file does not
+     * decode (E_UNSUPPORTED), but its coefficients can be read and written:
+     * a rewrite of it would not decode either. Found by fuzz_jpeg_transcode. */
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *p = &ci->comp_info[c];
+        if (p->h_samp_factor < 1 || p->v_samp_factor < 1 ||
+            ci->max_h_samp_factor % p->h_samp_factor != 0 ||
+            ci->max_v_samp_factor % p->v_samp_factor != 0)
+            return 0;
+    }
     return (ci->jpeg_color_space == JCS_YCbCr && ci->num_components == 3) ||
            (ci->jpeg_color_space == JCS_GRAYSCALE && ci->num_components == 1);
 }
