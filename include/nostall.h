@@ -339,12 +339,37 @@ NOSTALL_API int nostall_loader_create(nostall_loader **out, const char *source,
 /* Stop, join every thread, free everything. NULL is a no-op. */
 NOSTALL_API void nostall_loader_free(nostall_loader *ld);
 
-typedef enum nostall_dtype { NOSTALL_DTYPE_FLOAT32 = 0, NOSTALL_DTYPE_UINT8 = 1 } nostall_dtype;
+/* Element types of batch fields. Values are pinned. */
+typedef enum nostall_dtype {
+    NOSTALL_DTYPE_FLOAT32 = 0,
+    NOSTALL_DTYPE_UINT8 = 1,
+    NOSTALL_DTYPE_INT64 = 2,
+    NOSTALL_DTYPE_INT32 = 3,
+    NOSTALL_DTYPE_UINT16 = 4,
+    NOSTALL_DTYPE_FLOAT16 = 5,
+    NOSTALL_DTYPE_BFLOAT16 = 6,
+    NOSTALL_DTYPE_UINT32 = 7
+} nostall_dtype;
 typedef enum nostall_layout { NOSTALL_LAYOUT_NCHW = 0, NOSTALL_LAYOUT_NHWC = 1 } nostall_layout;
 
+/* One named field of a batch (an item recipe declares its fields at create:
+ * classification has "image" and "label"). data holds `count` items, each
+ * item_bytes long, the batch dimension first: the field is a dense array
+ * of shape [count, shape[0], ..., shape[ndim - 1]]. */
+#define NOSTALL_FIELD_DIMS 4
+typedef struct nostall_field {
+    const char *name;
+    nostall_dtype dtype;
+    uint32_t ndim;                       /* dimensions of one item; 0: scalar */
+    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item                       */
+    size_t item_bytes;
+    void *data;
+} nostall_field;
+
 typedef struct nostall_batch {
-    void *images;           /* count items; float32 NCHW or uint8 NHWC       */
-    int64_t *labels;        /* count labels                                 */
+    void *images;           /* the "image" field: count items; float32 NCHW
+                               or uint8 NHWC                                 */
+    int64_t *labels;        /* the "label" field: count labels               */
     uint64_t *indices;      /* count dataset item indices (into the index)  */
     uint32_t count;         /* items in this batch; < batch_size only for
                                the last batch of an epoch or when bad items
@@ -357,6 +382,8 @@ typedef struct nostall_batch {
     uint64_t epoch;         /* epoch this batch belongs to                  */
     uint64_t position;      /* items of this epoch's shard before it        */
     uint64_t sequence;      /* private: ring bookkeeping                    */
+    uint32_t nfields;       /* every field the recipe declared, in order    */
+    const nostall_field *fields; /* valid while the batch is lent           */
 } nostall_batch;
 
 /* Lend the next batch. Blocks until it is ready, the loader is stopped, or a
@@ -604,9 +631,11 @@ NOSTALL_API int nostall_error_set(int status, const char *message);
 /* The checksum the CLI prints: fold `len` bytes into *state (start from 0).
  * Depends only on the bytes and their order of folding, not on alignment. */
 NOSTALL_API void nostall_checksum_update(uint64_t *state, const void *data, size_t len);
-/* Fold a whole batch: its image bytes, then its labels as little-endian
- * int64. */
+/* Fold a whole batch: the bytes of each of its fields in order (for
+ * classification: its images, then its labels as little-endian int64). */
 NOSTALL_API void nostall_checksum_batch(uint64_t *state, const nostall_batch *b);
+/* The field named `name` of a lent batch, or NULL. */
+NOSTALL_API const nostall_field *nostall_batch_field(const nostall_batch *b, const char *name);
 
 #ifdef __cplusplus
 }

@@ -49,8 +49,10 @@ for d in $sets; do
             record "$d-echo-$point-$f" "$a"
         done
     done
-    for f in 2 1.5; do
-        a=$(sum x "$d" --echo-factor "$f" --echo-point batch --threads 2)
+    for f in 2 1.5; do # batch echoing: repeats drawn through a shuffle buffer
+        a=$(sum x "$d" --echo-factor "$f" --echo-point batch --threads 1)
+        b=$(sum x "$d" --echo-factor "$f" --echo-point batch --threads 3)
+        [ "$a" = "$b" ] || fail "$d echo batch $f: 1 and 3 threads differ"
         record "$d-echo-batch-$f" "$a"
     done
     for r in 0 1; do

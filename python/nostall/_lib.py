@@ -66,16 +66,27 @@ class OptionInfo(ctypes.Structure):
                 ("help", c_char_p)]
 
 
+FIELD_DIMS = 4
+
+
+class Field(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("ndim", c_uint32),
+                ("shape", c_uint64 * FIELD_DIMS), ("item_bytes", c_size_t), ("data", c_void_p)]
+
+
 class Batch(ctypes.Structure):
     _fields_ = [("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
                 ("count", c_uint32), ("channels", c_uint32), ("height", c_uint32),
                 ("width", c_uint32), ("dtype", c_int), ("layout", c_int),
                 ("item_bytes", c_size_t), ("epoch", c_uint64), ("position", c_uint64),
-                ("sequence", c_uint64)]
+                ("sequence", c_uint64), ("nfields", c_uint32), ("fields", POINTER(Field))]
 
 
 # nostall_dtype / nostall_layout values (header enums)
-DTYPE_FLOAT32, DTYPE_UINT8 = 0, 1
+DTYPE_FLOAT32, DTYPE_UINT8, DTYPE_INT64, DTYPE_INT32 = 0, 1, 2, 3
+DTYPE_UINT16, DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_UINT32 = 4, 5, 6, 7
+# numpy typestr of each dtype (bfloat16 has none: read as uint16)
+TYPESTR = {0: "<f4", 1: "|u1", 2: "<i8", 3: "<i4", 4: "<u2", 5: "<f2", 6: "<u2", 7: "<u4"}
 LAYOUT_NCHW, LAYOUT_NHWC = 0, 1
 
 

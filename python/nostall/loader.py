@@ -768,25 +768,41 @@ class Loader(_Base):
         reserve = 3 if self.config["drop_last"] == "1" else 2
         return self._core.leases + reserve <= self._info["ring_slots"]
 
+    _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest
+
     def _wrap(self, b):
-        n, c, h, w = b.count, b.channels, b.height, b.width
-        typestr = "<f4" if b.dtype == _lib.DTYPE_FLOAT32 else "|u1"
-        shape = (n, c, h, w) if b.layout == _lib.LAYOUT_NCHW else (n, h, w, c)
-        labels = _view(b.labels, (n,), "<i8").copy()
+        """The lent batch's fields, in declaration order (classification:
+        images, labels), as arrays: large fields view the ring slot under a
+        lease (or are copied, see _keep_zero_copy), small ones are copied."""
+        n = b.count
+        zero_copy = self._keep_zero_copy()
+        lease = _Lease(self._core, b) if zero_copy else None
+        arrays, dtypes = [], []
+        large = min(self._COPY_BELOW, max(b.fields[i].item_bytes for i in range(b.nfields)))
+        for i in range(b.nfields):
+            f = b.fields[i]
+            shape = (n,) + tuple(f.shape[:f.ndim])
+            typestr = _lib.TYPESTR[f.dtype]
+            if lease is not None and f.item_bytes >= large:  # the largest field is a view
+                arrays.append(_view(f.data, shape, typestr, lease))
+            else:
+                arrays.append(_view(f.data, shape, typestr).copy())
+            dtypes.append(f.dtype)
         self._last_indices = _view(b.indices, (n,), "<u8").copy()
-        if self._keep_zero_copy():
-            lease = _Lease(self._core, b)
-            images = _view(b.images, shape, typestr, lease)
-            self._last_address = b.images
-            del lease
-        else:
-            images = _view(b.images, shape, typestr).copy()
+        if lease is None:
             self._last_address = None
             _check(self._lib.loader_release(self._core.ld, ctypes.byref(b)))
+        else:
+            self._last_address = b.images
+        del lease  # held by the views now (or released, if none views the slot)
         torch = self._as_torch
         if torch is None:
-            return images, labels
-        return torch.from_numpy(images), torch.from_numpy(labels)
+            return tuple(arrays)
+        out = []
+        for a, dt in zip(arrays, dtypes):
+            t = torch.from_numpy(a)
+            out.append(t.view(torch.bfloat16) if dt == _lib.DTYPE_BFLOAT16 else t)
+        return tuple(out)
 
     @property
     def last_indices(self):

@@ -6,7 +6,8 @@
  * sensitive. Each call hashes its bytes (seeded with the length) and folds the
  * result into the running state, so the value depends on the bytes and on how
  * they were split into calls — the CLI and the Python binding both fold once
- * per batch: images, then labels.
+ * per field of a batch, in declaration order (classification: images, then
+ * labels).
  */
 #include <string.h>
 
@@ -41,8 +42,22 @@ void nostall_checksum_update(uint64_t *state, const void *data, size_t len)
 void nostall_checksum_batch(uint64_t *state, const nostall_batch *b)
 {
     if (!b || !state) return;
+    if (b->nfields && b->fields) {
+        /* Every field in declaration order (classification: images, then
+         * labels). Integers as stored: this library targets little-endian
+         * hosts (x86-64, aarch64). */
+        for (uint32_t i = 0; i < b->nfields; i++)
+            nostall_checksum_update(state, b->fields[i].data, b->fields[i].item_bytes * b->count);
+        return;
+    }
     nostall_checksum_update(state, b->images, b->item_bytes * b->count);
-    /* Labels as little-endian int64: this library targets little-endian
-     * hosts (x86-64, aarch64), where the in-memory form is that. */
     nostall_checksum_update(state, b->labels, sizeof(int64_t) * b->count);
+}
+
+const nostall_field *nostall_batch_field(const nostall_batch *b, const char *name)
+{
+    if (!b || !name || !b->fields) return NULL;
+    for (uint32_t i = 0; i < b->nfields; i++)
+        if (b->fields[i].name && strcmp(b->fields[i].name, name) == 0) return &b->fields[i];
+    return NULL;
 }

@@ -343,10 +343,12 @@ int nostall_config_get(const nostall_config *cfg, const char *name, char *buf, s
     case NOSTALL_TYPE_DOUBLE:
         n = snprintf(buf, buflen, "%.17g", v->d);
         break;
-    case NOSTALL_TYPE_ENUM:
-        enum_name(opts[id].lo, v->u, buf, buflen);
-        n = (int)strlen(buf);
+    case NOSTALL_TYPE_ENUM: { /* the whole name's length, so a short buffer is an error */
+        char choice[64];
+        enum_name(opts[id].lo, v->u, choice, sizeof choice);
+        n = snprintf(buf, buflen, "%s", choice);
         break;
+    }
     case NOSTALL_TYPE_DOUBLE3:
         n = snprintf(buf, buflen, "%.17g,%.17g,%.17g", v->d3[0], v->d3[1], v->d3[2]);
         break;

@@ -35,6 +35,7 @@ enum {
     NST_RNG_ECHO_USES = 3, /* echoing: uses of an item  */
     NST_RNG_ECHO_DRAW = 4, /* echoing: pool draws        */
     NST_RNG_ECHO_BATCH = 5, /* batch echoing: uses of a batch */
+    NST_RNG_ECHO_BATCH_DRAW = 6, /* batch echoing: shuffle-buffer draws */
 };
 /* Augmentation of the k-th echoed copy of an item (k = 0: the item's own
  * stream, as without echoing). */

@@ -1,12 +1,14 @@
 /*
- * group.h — the group engine of coordinated prep (issue 8): several loader
- * processes on one host share one batch stream through a POSIX shared-memory
- * segment. Each item is prepared once per epoch by some worker thread of
- * some member; every member consumes every batch, in the same order.
+ * group.h — coordinated prep: several loader processes on one host share
+ * one batch stream through a POSIX shared-memory segment. Each item is
+ * prepared once per epoch by some worker thread of some member; every
+ * member consumes every batch, in the same order.
  *
- * The engine knows nothing about images: it owns the segment (header, ring
- * of batch slots, item tickets, membership), and the loader says what an
- * item is. Design, segment layout and protocol: docs/coordinated.md.
+ * The group places the one batch engine (batch/engine.h) in the segment and
+ * adds membership: join, leave, finding dead members, repairing after a
+ * holder of the lock died. It knows nothing about images: the loader says
+ * what an item is (coord/backend.c). Design and protocol:
+ * docs/coordinated.md; the files: group_impl.h.
  *
  * THREADS
  *   take/done: any thread of the member (the workers). next/release: one
@@ -27,14 +29,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch/engine.h"
 #include "common/error.h"
+#include "recipe/recipe.h"
 
 #define NST_GROUP_NAME_MAX 64    /* [A-Za-z0-9_.-], not starting with '.'  */
 #define NST_GROUP_MAX_MEMBERS 64 /* members alive at once                  */
 #define NST_GROUP_FP_MAX 4096    /* fingerprint bytes (names + values)      */
 #define NST_GROUP_IO_MAX 24      /* per-batch accounting counters           */
-#define NST_GROUP_MSG_MAX 256    /* fail policy: the failing item's message */
-#define NST_GROUP_ITEM_MSG 160   /* each bad item's message (truncated)     */
+#define NST_GROUP_ITEM_MSG 512   /* stride of the bad items' messages        */
 #define NST_GROUP_MAX_SLOTS 1024
 /* item_status of an item not finished yet (as NST_ITEM_PENDING). */
 #define NST_GROUP_PENDING_STATUS 1
@@ -58,11 +61,17 @@ typedef struct nst_group_params {
     uint64_t epochs;              /* 0: unlimited                            */
     /* Slot geometry. */
     uint32_t nslots;              /* ring slots (1 .. NST_GROUP_MAX_SLOTS)    */
-    size_t item_bytes;            /* bytes of one item's output              */
+    const nst_field_decl *fields; /* the item recipe's fields, or NULL: one
+                                     uint8 field of item_bytes plus an int64
+                                     label                                   */
+    uint32_t nfields;
+    size_t item_bytes;            /* bytes of one item's first field         */
     uint32_t max_lead;            /* 0: nslots; at most nslots               */
     int fail_on_bad;              /* 0: skip (compact bad items away);
                                      1: fail (no batch after the failing
                                      one; next returns its error)            */
+    int fill;                     /* drop_last with skip: batches short of
+                                     bad items are topped up (engine.h)      */
 } nst_group_params;
 
 typedef struct nst_group nst_group;
@@ -78,8 +87,9 @@ typedef struct nst_group_ticket {
     uint32_t j;           /* index of the item in its batch                */
     uint32_t slot;        /* ring slot                                     */
     uint32_t tag;         /* private: identifies this assignment           */
-    uint8_t *image;       /* this process's mapping                        */
-    int64_t *label;
+    uint8_t *dst[NST_FIELDS_MAX]; /* each field's place (this process's mapping) */
+    uint8_t *image;       /* dst[0]                                        */
+    int64_t *label;       /* dst[1]                                        */
     uint64_t *index;
     uint64_t io[NST_GROUP_IO_MAX]; /* zeroed by take; added to the batch    */
 } nst_group_ticket;
@@ -88,6 +98,7 @@ typedef struct nst_group_ticket {
 typedef struct nst_group_batch {
     uint64_t seq;
     uint64_t epoch, position;
+    uint32_t slot;
     uint32_t count;       /* items after compaction of bad items           */
     uint32_t len;         /* items the batch was planned with              */
     uint8_t *images;      /* count * item_bytes                            */
@@ -146,8 +157,12 @@ void nst_group_done(nst_group *g, const nst_group_ticket *t, int status, const c
  * when max_lead batches are lent; under fail_on_bad the failing item's
  * status (sticky). Batches whose items were all bad are skipped. */
 int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms);
-/* This member is done with batch seq (in the order lent). */
+/* This member is done with batch seq (any order). */
 int nst_group_release(nst_group *g, uint64_t seq);
+/* Called by next, under the group's lock, for every batch this member
+ * reaches, lent or passed (every item skipped): its accounting and bad
+ * items (the engine's nst_bq_seen_fn). */
+void nst_group_set_seen(nst_group *g, nst_bq_seen_fn fn, void *ctx);
 
 /* Wake every waiter of this member; later take/next return E_STOPPED. */
 void nst_group_stop(nst_group *g);
@@ -160,8 +175,9 @@ void nst_group_leave(nst_group *g);
 /* The segment path of a group name for this user ("/dev/shm/nostall-..."). */
 int nst_group_path(const char *name, char *buf, size_t cap);
 
-/* Testing only: die by SIGKILL while holding the group mutex, in the middle
- * of an update (what = 0: mid-take, 1: mid-finalize of a batch). */
+/* Testing only (defined in tests/coord_hooks.c, linked into the tests):
+ * die by SIGKILL while holding the group mutex, in the middle of an update
+ * (what = 0: after taking an item, 1: mid-finalize of a batch). */
 void nst_group_test_die_locked(nst_group *g, int what);
 
 #endif

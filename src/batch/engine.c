@@ -1,0 +1,646 @@
+/*
+ * engine.c — the batch engine (see engine.h for the lifecycle, placement,
+ * locking and the top-up).
+ *
+ * Every function runs with the caller's lock held and returns at once; the
+ * journal (journal, journal_arg) is written before each multi-step update
+ * and cleared after it, so nst_bq_repair() can finish or undo an update
+ * whose process died in the middle (only a coordinated group needs it).
+ * Slot lookups scan the slot controls: there are at most NST_BQ_MAX_SLOTS
+ * and usually a handful.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "batch/engine.h"
+
+enum { J_NONE = NST_BQ_J_NONE, J_OPEN = NST_BQ_J_OPEN, J_FINAL = NST_BQ_J_FINAL, J_DROP = NST_BQ_J_DROP };
+enum { TOP_FULL = 1, TOP_DROPPED = 2 };
+enum { I_FREE = 0, I_TAKEN, I_DONE };
+
+typedef struct item_ctl {
+    uint8_t state, owner;
+    uint16_t pad_;
+    uint32_t tag;
+} item_ctl;
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* ------------------------------------------------------------------------
+ * Layout.
+ * ------------------------------------------------------------------------ */
+
+typedef struct layout {
+    size_t field_off[NST_FIELDS_MAX];
+    size_t off_indices, off_status, off_items, off_msgs, slot_bytes, data_off, total;
+} layout;
+
+static int plan_layout(uint32_t nslots, uint32_t items, const nst_field_decl *f, uint32_t nf,
+                       layout *l)
+{
+    size_t off = 0, n;
+    if (nslots == 0 || nslots > NST_BQ_MAX_SLOTS || items == 0 || nf > NST_FIELDS_MAX) return -1;
+    for (uint32_t i = 0; i < nf; i++) {
+        l->field_off[i] = off;
+        if (nst_mul_overflow(f[i].item_bytes, items, &n) || n > (SIZE_MAX >> 8)) return -1;
+        off += align64(n);
+    }
+    l->off_indices = off;
+    off += align64((size_t)items * sizeof(uint64_t));
+    l->off_status = off;
+    off += align64((size_t)items * sizeof(int32_t));
+    l->off_items = off;
+    off += align64((size_t)items * sizeof(item_ctl));
+    l->off_msgs = off;
+    off += align64((size_t)items * NST_BQ_MSG);
+    l->slot_bytes = off;
+    l->data_off = (sizeof(nst_bq) + (size_t)nslots * sizeof(nst_bq_slot) + 4095) & ~(size_t)4095;
+    if (nst_mul_overflow(l->slot_bytes, nslots, &n) || n > SIZE_MAX / 2 - l->data_off) return -1;
+    l->total = l->data_off + n;
+    return 0;
+}
+
+size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                   uint32_t nfields)
+{
+    layout l;
+    return plan_layout(nslots, slot_items, fields, nfields, &l) < 0 ? 0 : l.total;
+}
+
+static uint8_t *sdata(nst_bq *q, uint32_t s)
+{
+    return (uint8_t *)q + q->data_off + (size_t)s * q->slot_bytes;
+}
+uint8_t *nst_bq_field(nst_bq *q, uint32_t s, uint32_t f) { return sdata(q, s) + q->field_off[f]; }
+uint64_t *nst_bq_indices(nst_bq *q, uint32_t s)
+{
+    return (uint64_t *)(sdata(q, s) + q->off_indices);
+}
+int32_t *nst_bq_status(nst_bq *q, uint32_t s) { return (int32_t *)(sdata(q, s) + q->off_status); }
+static item_ctl *sitems(nst_bq *q, uint32_t s) { return (item_ctl *)(sdata(q, s) + q->off_items); }
+char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j)
+{
+    return (char *)sdata(q, s) + q->off_msgs + (size_t)j * NST_BQ_MSG;
+}
+
+nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items,
+                    const nst_field_decl *fields, uint32_t nfields, uint32_t flags)
+{
+    layout l;
+    if (plan_layout(nslots, slot_items, fields, nfields, &l) < 0) return NULL;
+    nst_bq *q = mem;
+    memset(q, 0, l.data_off);
+    q->total_bytes = l.total;
+    q->data_off = l.data_off;
+    q->slot_bytes = l.slot_bytes;
+    q->nslots = nslots;
+    q->slot_items = slot_items;
+    q->nfields = nfields;
+    q->flags = flags;
+    for (uint32_t i = 0; i < nfields; i++) {
+        q->field_off[i] = l.field_off[i];
+        q->field_bytes[i] = fields[i].item_bytes;
+    }
+    q->off_indices = l.off_indices;
+    q->off_status = l.off_status;
+    q->off_items = l.off_items;
+    q->off_msgs = l.off_msgs;
+    q->prod_slot = NST_BQ_NONE;
+    for (uint32_t s = 0; s < nslots; s++) q->slots[s].seq = UINT64_MAX;
+    return q;
+}
+
+/* ------------------------------------------------------------------------
+ * Slots.
+ * ------------------------------------------------------------------------ */
+
+static nst_bq_slot *find_seq(nst_bq *q, uint64_t seq, uint32_t *idx)
+{
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->seq == seq && sc->state != NST_BQ_FREE) {
+            if (idx) *idx = s;
+            return sc;
+        }
+    }
+    return NULL;
+}
+
+static void slot_free(nst_bq *q, nst_bq_slot *sc)
+{
+    if (sc->seq != UINT64_MAX && sc->seq + 1 > q->free_hi) q->free_hi = sc->seq + 1;
+    sc->state = NST_BQ_FREE;
+    sc->users = sc->lent = 0;
+}
+
+/* A READY slot nobody needs any more is free. */
+static int maybe_free(nst_bq *q, nst_bq_slot *sc)
+{
+    if (sc->state != NST_BQ_READY || sc->users) return 0;
+    slot_free(q, sc);
+    return 1;
+}
+
+static uint64_t members_from(const nst_bq *q, uint64_t seq)
+{
+    uint64_t m = 0;
+    for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++)
+        if (q->members[i].active && q->members[i].first_seq <= seq) m |= (uint64_t)1 << i;
+    return m;
+}
+
+static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint64_t pos,
+                      uint32_t count)
+{
+    nst_bq_slot *sc = &q->slots[s];
+    item_ctl *it = sitems(q, s);
+    int32_t *st = nst_bq_status(q, s);
+    sc->seq = seq;
+    sc->epoch = epoch;
+    sc->position = pos;
+    sc->count = count;
+    sc->hint = sc->done = sc->failed = sc->delivered = 0;
+    sc->users = members_from(q, seq);
+    sc->lent = 0;
+    sc->topped = sc->top_count = sc->skip_after = sc->next_taken = 0;
+    sc->error = 0;
+    sc->error_item = 0;
+    sc->errmsg[0] = '\0';
+    memset(sc->io, 0, sizeof sc->io);
+    for (uint32_t j = 0; j < count; j++) {
+        it[j].state = I_FREE;
+        it[j].owner = 0xff;
+        st[j] = NST_ITEM_PENDING;
+    }
+}
+
+/* Open the batch at the producer cursor in a free slot (journaled). 1 if a
+ * batch is open, 0 if not (none left, halted, or no free slot). */
+static int open_batch(nst_bq *q, const nst_bq_plan *p)
+{
+    if (q->prod_slot != NST_BQ_NONE) return 1;
+    if (q->halted) return 0;
+    uint32_t len;
+    for (;;) {
+        if (p->epochs && q->prod_epoch >= p->epochs) return 0;
+        if ((len = p->batch_len(p->ctx, q->prod_epoch, q->prod_pos)) > 0) break;
+        q->prod_epoch++;
+        q->prod_pos = 0;
+    }
+    if (q->max_lead && q->prod_seq >= nst_bq_freed_below(q) + q->max_lead) return 0;
+    uint32_t s = 0;
+    while (s < q->nslots && q->slots[s].state != NST_BQ_FREE) s++;
+    if (s == q->nslots) return 0;
+    q->journal_arg = s;
+    q->journal = J_OPEN;
+    q->slots[s].state = NST_BQ_OPENING;
+    init_slot(q, s, q->prod_seq, q->prod_epoch, q->prod_pos, len);
+    q->slots[s].state = NST_BQ_FILLING;
+    q->prod_slot = s;
+    q->journal = J_NONE;
+    return 1;
+}
+
+/* The open batch got its last ticket: the cursor moves on. */
+static void close_open(nst_bq *q)
+{
+    nst_bq_slot *sc = &q->slots[q->prod_slot];
+    q->prod_slot = NST_BQ_NONE;
+    q->prod_pos = sc->position + sc->count;
+    q->prod_seq = sc->seq + 1;
+}
+
+/* The oldest free item of a filling batch (requeued ones first). */
+static int find_item(nst_bq *q, uint32_t *s_out, uint32_t *j_out)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->state != NST_BQ_FILLING || sc->seq >= best) continue;
+        item_ctl *it = sitems(q, s);
+        while (sc->hint < sc->count && it[sc->hint].state != I_FREE) sc->hint++;
+        if (sc->hint < sc->count) {
+            best = sc->seq;
+            *s_out = s;
+            *j_out = sc->hint;
+        }
+    }
+    return best != UINT64_MAX;
+}
+
+int nst_bq_any_filling(const nst_bq *q)
+{
+    for (uint32_t s = 0; s < q->nslots; s++)
+        if (q->slots[s].state == NST_BQ_FILLING || q->slots[s].state == NST_BQ_OPENING) return 1;
+    return 0;
+}
+
+int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t, int commit)
+{
+    uint32_t s, j;
+    if (!find_item(q, &s, &j)) {
+        if (!open_batch(q, p)) { /* open_batch moved the cursor past ended epochs */
+            int over = q->halted || (p->epochs && q->prod_epoch >= p->epochs);
+            return over && !nst_bq_any_filling(q) ? NOSTALL_DONE : NST_BQ_WAIT;
+        }
+        if (!find_item(q, &s, &j)) return NST_BQ_WAIT;
+    }
+    nst_bq_slot *sc = &q->slots[s];
+    item_ctl *it = &sitems(q, s)[j];
+    t->seq = sc->seq;
+    t->epoch = sc->epoch;
+    t->position = sc->position + j;
+    t->slot = s;
+    t->j = j;
+    t->tag = it->tag + 1;
+    if (!commit) return 0;
+    it->owner = (uint8_t)member;
+    it->tag++;
+    it->state = I_TAKEN;
+    if (j == sc->hint) sc->hint = j + 1;
+    if (s == q->prod_slot && sc->hint >= sc->count) close_open(q); /* all out: move on */
+    return 0;
+}
+
+/* Compact away bad items (skip policy) and publish the slot (journaled).
+ * Item status and messages stay by original index. */
+static void finalize(nst_bq *q, uint32_t s)
+{
+    nst_bq_slot *sc = &q->slots[s];
+    q->journal_arg = s;
+    q->journal = J_FINAL;
+    sc->state = NST_BQ_FINALIZING;
+    if (sc->failed && !(q->flags & NST_BQ_FAIL)) {
+        const int32_t *st = nst_bq_status(q, s);
+        uint64_t *idx = nst_bq_indices(q, s);
+        uint32_t out = 0;
+        for (uint32_t j = 0; j < sc->count; j++) {
+            if (st[j] < 0) continue;
+            if (out != j) {
+                for (uint32_t f = 0; f < q->nfields; f++) {
+                    uint8_t *d = nst_bq_field(q, s, f);
+                    size_t ib = q->field_bytes[f];
+                    memmove(d + (size_t)out * ib, d + (size_t)j * ib, ib);
+                }
+                idx[out] = idx[j];
+            }
+            out++;
+        }
+        sc->delivered = out;
+    } else {
+        sc->delivered = sc->count;
+    }
+    sc->state = NST_BQ_READY;
+    q->journal = J_NONE;
+    maybe_free(q, sc); /* every member that needed it is gone */
+}
+
+int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status,
+                const char *msg, const uint64_t *io)
+{
+    if (t->slot >= q->nslots || t->j >= q->slot_items) return 0;
+    nst_bq_slot *sc = &q->slots[t->slot];
+    item_ctl *it = &sitems(q, t->slot)[t->j];
+    if (sc->state != NST_BQ_FILLING || sc->seq != t->seq || it->state != I_TAKEN ||
+        it->owner != member || it->tag != t->tag)
+        return 0; /* reassigned meanwhile: someone else's result counts */
+    nst_bq_status(q, t->slot)[t->j] = status < 0 ? status : 0;
+    if (io)
+        for (int k = 0; k < NST_IO_COUNT_; k++) sc->io[k] += io[k];
+    if (status < 0) {
+        char *m = nst_bq_msg(q, t->slot, t->j); /* the item's index, then why */
+        memcpy(m, &nst_bq_indices(q, t->slot)[t->j], sizeof(uint64_t));
+        snprintf(m + sizeof(uint64_t), NST_BQ_MSG - sizeof(uint64_t), "%s",
+                 msg && *msg ? msg : nostall_strerror(status));
+        sc->failed++;
+        if (q->flags & NST_BQ_FAIL) {
+            q->halted = 1;
+            if (!sc->error || t->j < sc->error_item) {
+                sc->error = status;
+                sc->error_item = t->j;
+                snprintf(sc->errmsg, sizeof sc->errmsg, "item %llu (epoch %llu, position %llu): %s",
+                         (unsigned long long)nst_bq_indices(q, t->slot)[t->j],
+                         (unsigned long long)sc->epoch, (unsigned long long)(sc->position + t->j),
+                         msg && *msg ? msg : nostall_strerror(status));
+            }
+        }
+    }
+    it->state = I_DONE;
+    if (++sc->done < sc->count) return 0;
+    finalize(q, t->slot);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Members.
+ * ------------------------------------------------------------------------ */
+
+static int last_of_epoch(const nst_bq_plan *p, const nst_bq_slot *sc)
+{
+    return p->batch_len(p->ctx, sc->epoch, sc->position + sc->count) == 0;
+}
+
+/* This member is done with a slot without having it lent (passed). */
+static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, void *ctx)
+{
+    nst_bq_slot *sc = &q->slots[s];
+    if (seen) seen(ctx, q, s);
+    sc->users &= ~((uint64_t)1 << member);
+    maybe_free(q, sc);
+}
+
+/* drop_last with skipped items: top the short batch in slot s up from the
+ * batches after it (engine.h), once for every member. 0: recorded in the
+ * slot; NST_BQ_WAIT; E_STATE (local ring: no slot left for a donor). */
+static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s,
+                  uint32_t taken)
+{
+    nst_bq_slot *sc = &q->slots[s];
+    uint32_t own = sc->delivered - taken, left = sc->count - own, k = 0, di = s;
+    nst_bq_slot *d = sc;
+    while (left > 0 && !last_of_epoch(p, d)) {
+        d = find_seq(q, sc->seq + ++k, &di);
+        if (!d) { /* not opened yet: is there room for it, or will there be? */
+            const uint64_t me = (uint64_t)1 << member;
+            for (uint32_t i = 0; i < q->nslots; i++) {
+                const nst_bq_slot *o = &q->slots[i];
+                if (o->state == NST_BQ_FREE) return NST_BQ_WAIT;
+                if (o->seq >= sc->seq && o->seq < sc->seq + k) continue; /* s, donors */
+                if (o->lent != me || o->users != me) return NST_BQ_WAIT; /* others free it */
+            }
+            return nst_error(NOSTALL_E_STATE,
+                             "drop_last: the batch at position %llu of epoch %llu lost %u "
+                             "skipped item(s) and is filled from the next batch, but every "
+                             "other ring slot is lent: release a batch first",
+                             (unsigned long long)sc->position, (unsigned long long)sc->epoch,
+                             sc->count - sc->delivered);
+        }
+        if (d->state != NST_BQ_READY) return NST_BQ_WAIT;
+        left -= d->delivered < left ? d->delivered : left;
+    }
+    if (left > 0) { /* the epoch's partial last batch: dropped */
+        sc->skip_after = k;
+        sc->topped = TOP_DROPPED;
+        return 0;
+    }
+    uint32_t need = sc->count - own;
+    sc->next_taken = 0;
+    for (uint32_t i = 1; i <= k; i++) {
+        d = find_seq(q, sc->seq + i, &di);
+        uint32_t t = d->delivered < need ? d->delivered : need, from = d->delivered - t;
+        for (uint32_t f = 0; f < q->nfields; f++) {
+            size_t ib = q->field_bytes[f];
+            memcpy(nst_bq_field(q, s, f) + (size_t)own * ib,
+                   nst_bq_field(q, di, f) + (size_t)from * ib, (size_t)t * ib);
+        }
+        memcpy(nst_bq_indices(q, s) + own, nst_bq_indices(q, di) + from, t * sizeof(uint64_t));
+        own += t;
+        need -= t;
+        if (t == d->delivered) {
+            sc->skip_after = i;
+            sc->next_taken = 0;
+        } else {
+            sc->next_taken = t;
+        }
+    }
+    sc->top_count = own;
+    sc->topped = TOP_FULL; /* the commit point */
+    return 0;
+}
+
+int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l,
+                nst_bq_seen_fn seen, void *ctx)
+{
+    nst_bq_member *m = &q->members[member];
+    for (;;) {
+        if (p->epochs && m->epoch >= p->epochs) return NOSTALL_DONE;
+        if (p->batch_len(p->ctx, m->epoch, m->position) == 0) {
+            m->epoch++;
+            m->position = 0;
+            m->taken = 0;
+            return NOSTALL_EPOCH_END;
+        }
+        uint32_t s;
+        nst_bq_slot *sc = find_seq(q, m->next_seq, &s);
+        if (!sc || sc->state != NST_BQ_READY) return NST_BQ_WAIT;
+        if (sc->error) return sc->error;
+        uint32_t count = sc->delivered - m->taken;
+        if ((q->flags & NST_BQ_FILL) && count < sc->count && !sc->topped) {
+            int rc = top_up(q, p, member, s, m->taken);
+            if (rc != 0) return rc;
+        }
+        uint32_t skip = 0, next_taken = 0;
+        if (sc->topped) {
+            skip = sc->skip_after;
+            next_taken = sc->next_taken;
+            count = sc->top_count;
+        }
+        uint64_t seq = sc->seq;
+        m->next_seq = seq + 1 + skip;
+        m->position = sc->position + (uint64_t)sc->count * (1 + skip);
+        m->taken = next_taken;
+        for (uint32_t i = 1; i <= skip; i++) { /* donors left empty */
+            uint32_t di;
+            if (find_seq(q, seq + i, &di)) pass(q, di, member, seen, ctx);
+        }
+        if (sc->topped == TOP_DROPPED || count == 0) { /* nothing to lend */
+            pass(q, s, member, seen, ctx);
+            continue;
+        }
+        if (seen) seen(ctx, q, s);
+        sc->lent |= (uint64_t)1 << member;
+        m->consumed++;
+        l->slot = s;
+        l->count = count;
+        l->seq = seq;
+        l->epoch = sc->epoch;
+        l->position = sc->position;
+        return 0;
+    }
+}
+
+int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq)
+{
+    const uint64_t bit = (uint64_t)1 << member;
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->seq != seq || sc->state != NST_BQ_READY || !(sc->lent & bit)) continue;
+        sc->lent &= ~bit;
+        sc->users &= ~bit;
+        return maybe_free(q, sc);
+    }
+    return nst_error(NOSTALL_E_INVALID, "batch %llu is not lent (released already, or not "
+                     "from this loader)", (unsigned long long)seq);
+}
+
+void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t epoch)
+{
+    nst_bq_member *m = &q->members[member];
+    memset(m, 0, sizeof *m);
+    m->active = 1;
+    m->first_seq = m->next_seq = first_seq;
+    m->epoch = epoch;
+    /* batches already open from first_seq on are this member's too */
+    for (uint32_t s = 0; s < q->nslots; s++)
+        if (q->slots[s].state != NST_BQ_FREE && q->slots[s].seq >= first_seq)
+            q->slots[s].users |= (uint64_t)1 << member;
+}
+
+static void drop(nst_bq *q, uint32_t member)
+{
+    const uint64_t bit = (uint64_t)1 << member;
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->state == NST_BQ_FILLING) {
+            item_ctl *it = sitems(q, s);
+            for (uint32_t j = 0; j < sc->count; j++)
+                if (it[j].state == I_TAKEN && it[j].owner == member) {
+                    it[j].state = I_FREE;
+                    if (j < sc->hint) sc->hint = j;
+                    q->requeued++;
+                }
+        }
+        sc->users &= ~bit;
+        sc->lent &= ~bit;
+        maybe_free(q, sc);
+    }
+    q->members[member].active = 0;
+}
+
+void nst_bq_member_drop(nst_bq *q, uint32_t member)
+{
+    q->journal_arg = member;
+    q->journal = J_DROP;
+    drop(q, member);
+    q->journal = J_NONE;
+}
+
+uint64_t nst_bq_freed_below(const nst_bq *q)
+{
+    uint64_t lo = q->prod_slot != NST_BQ_NONE ? q->slots[q->prod_slot].seq : q->prod_seq;
+    for (uint32_t s = 0; s < q->nslots; s++)
+        if (q->slots[s].state != NST_BQ_FREE && q->slots[s].seq < lo) lo = q->slots[s].seq;
+    return lo;
+}
+
+uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch)
+{
+    /* Walk the plan from the start to the first epoch boundary at or after
+     * everything freed so far (free_hi), so no batch of the joiner's first
+     * epoch is gone. Epochs are walked batch by batch: a plan of fixed
+     * epochs (the group's) makes this a short loop. */
+    uint64_t seq = 0, e = 0;
+    for (;;) {
+        if (p->epochs && e >= p->epochs) break;
+        uint64_t n = 0, pos = 0;
+        uint32_t len;
+        while ((len = p->batch_len(p->ctx, e, pos)) > 0) {
+            n++;
+            pos += len;
+        }
+        if (seq >= q->free_hi) break;
+        seq += n;
+        e++;
+        if (n == 0) break;
+    }
+    *epoch = e;
+    return seq;
+}
+
+void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken)
+{
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->state == NST_BQ_FREE) continue;
+        if (sc->lent) { /* stays valid until released: nobody else needs it */
+            sc->state = NST_BQ_READY;
+            sc->users = sc->lent;
+            continue;
+        }
+        slot_free(q, sc);
+    }
+    if (q->prod_slot != NST_BQ_NONE) q->prod_seq = q->slots[q->prod_slot].seq + 1;
+    q->prod_slot = NST_BQ_NONE;
+    q->prod_epoch = epoch;
+    q->prod_pos = position;
+    q->halted = 0;
+    for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++) {
+        nst_bq_member *m = &q->members[i];
+        if (!m->active) continue;
+        m->first_seq = m->next_seq = q->prod_seq;
+        m->epoch = epoch;
+        m->position = position;
+        m->taken = taken;
+    }
+}
+
+void nst_bq_repair(nst_bq *q)
+{
+    uint32_t arg = q->journal_arg;
+    switch (q->journal) {
+    case J_OPEN:
+        if (arg < q->nslots && q->slots[arg].state == NST_BQ_OPENING) {
+            q->slots[arg].state = NST_BQ_FREE; /* never published: open again */
+            q->prod_slot = NST_BQ_NONE;
+        }
+        break;
+    case J_FINAL:
+        if (arg < q->nslots && q->slots[arg].state == NST_BQ_FINALIZING) {
+            /* compaction may have moved bytes: prepare the batch again */
+            nst_bq_slot *sc = &q->slots[arg];
+            item_ctl *it = sitems(q, arg);
+            int32_t *st = nst_bq_status(q, arg);
+            for (uint32_t j = 0; j < sc->count; j++) {
+                it[j].state = I_FREE;
+                st[j] = NST_ITEM_PENDING;
+            }
+            memset(sc->io, 0, sizeof sc->io);
+            sc->error = 0;
+            sc->errmsg[0] = '\0';
+            sc->hint = 0;
+            sc->state = NST_BQ_FILLING;
+        }
+        break;
+    case J_DROP:
+        if (arg < NST_BQ_MEMBERS) drop(q, arg);
+        break;
+    default:
+        break;
+    }
+    q->journal = J_NONE;
+    /* Counters are derived from item states. */
+    for (uint32_t s = 0; s < q->nslots; s++) {
+        nst_bq_slot *sc = &q->slots[s];
+        if (sc->state != NST_BQ_FILLING) continue;
+        item_ctl *it = sitems(q, s);
+        const int32_t *st = nst_bq_status(q, s);
+        uint32_t done = 0, failed = 0, hint = sc->count;
+        for (uint32_t j = 0; j < sc->count; j++) {
+            if (it[j].state == I_DONE) {
+                done++;
+                failed += st[j] < 0;
+            } else if (it[j].state == I_FREE && j < hint) {
+                hint = j;
+            }
+        }
+        sc->done = done;
+        sc->failed = failed;
+        sc->hint = hint;
+        if (done == sc->count) finalize(q, s);
+    }
+}
+
+uint32_t nst_bq_lent_count(const nst_bq *q, uint32_t member)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < q->nslots; s++)
+        n += (q->slots[s].lent >> member) & 1;
+    return n;
+}
+
+uint32_t nst_bq_free_count(const nst_bq *q)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < q->nslots; s++) n += q->slots[s].state == NST_BQ_FREE;
+    return n;
+}

@@ -1,0 +1,225 @@
+/*
+ * engine.h — the batch engine: the one slot lifecycle of nostall, used by
+ * the local ring (batch/ring.c) and by the coordinated group (coord/), which
+ * only place it (process memory or a shared-memory segment) and manage
+ * membership.
+ *
+ * LIFECYCLE of a slot
+ *   FREE -> FILLING (open: the producer cursor's next batch, in any free
+ *   slot) -> its items are taken by workers, one ticket each, and done ->
+ *   READY (finalize: under the skip policy bad items are compacted away) ->
+ *   lent to each member that consumes it, in sequence order -> released by
+ *   each, in any order -> FREE once no member needs it (`users`).
+ *   Members are the consumers: the local ring has one, a coordinated group
+ *   up to NST_BQ_MEMBERS processes; every member gets every batch from its
+ *   first_seq on, so a slot bounds how far the fastest is ahead.
+ *
+ * PLACEMENT  One block: this header, the slot controls, then per slot its
+ *   data (each field's items, dataset indices, item status, item control,
+ *   item messages), 64-byte aligned. Offsets only, no pointers: a process
+ *   maps it anywhere. nst_bq_size() plans it, nst_bq_init() lays it out.
+ *
+ * LOCKING  The engine takes no lock and never waits: the caller holds its
+ *   lock (a mutex, or the group's robust process-shared mutex) around every
+ *   call, and waits where a call says "not now" (NST_BQ_WAIT). Item bytes
+ *   are written without the lock by the ticket's holder and read by members
+ *   only after the slot is READY. Multi-step updates write a journal first,
+ *   so that if a holder dies mid-update the next one repairs it
+ *   (nst_bq_repair; the group's EOWNERDEAD path).
+ *
+ * DETERMINISM  The producer cursor walks (epoch, position) through the plan
+ *   (nst_bq_plan: each batch's planned length), item by item in delivery
+ *   order; what an item holds is a function of (epoch, position) only.
+ *   Compaction keeps order; the drop_last top-up (below) is a function of
+ *   which items are bad. So every member sees the same bytes for any number
+ *   of threads and processes.
+ *
+ * DROP_LAST TOP-UP (NST_BQ_FILL)  A batch short of skipped items is filled,
+ *   by the first member to reach it, with the last items of the batches
+ *   after it in its epoch (only as many as were lost so far in the epoch),
+ *   and the result is recorded in its control (`topped`, the commit point:
+ *   a holder that dies before it leaves nothing to undo, the copy is redone
+ *   by the next). Donors left empty are passed. How many items of the next
+ *   batch were taken is the member's cursor (`taken`), kept in its state.
+ */
+#ifndef NST_BATCH_ENGINE_H
+#define NST_BATCH_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "recipe/recipe.h"
+
+#define NST_BQ_MEMBERS 64
+#define NST_BQ_IO 24        /* per-batch accounting counters (nst_slot_io)   */
+#define NST_BQ_MSG 512      /* each bad item's message (truncated)           */
+#define NST_BQ_ERRMSG 512   /* fail policy: the failing item's message       */
+#define NST_BQ_MAX_SLOTS 1024
+
+/* item status while not finished */
+#define NST_ITEM_PENDING 1
+
+/* Per-batch accounting: where its items came from, and echoing. */
+#define NST_SLOT_IO_FIELDS(X)                                                  \
+    X(storage_bytes) X(storage_reads) X(cache_hits) X(cache_misses)            \
+    X(peer_hits) X(peer_bytes) X(http_transfers) X(http_retries)               \
+    X(fresh) X(echoed) X(uses_1) X(uses_2) X(uses_3) X(uses_4) X(uses_5_8)      \
+    X(uses_9_up) X(dups) X(distance)
+enum {
+#define NST_SLOT_IO_ID_(f) NST_IO_##f,
+    NST_SLOT_IO_FIELDS(NST_SLOT_IO_ID_)
+#undef NST_SLOT_IO_ID_
+    NST_IO_COUNT_
+};
+_Static_assert(NST_IO_COUNT_ <= NST_BQ_IO, "batch accounting must fit a slot's io[]");
+
+enum { NST_BQ_FREE = 0, NST_BQ_OPENING, NST_BQ_FILLING, NST_BQ_FINALIZING, NST_BQ_READY };
+
+/* Flags of the plan. */
+enum { NST_BQ_FAIL = 1, /* on_bad_item=fail: no batch opened after a failing one */
+       NST_BQ_FILL = 2  /* drop_last with skip: top short batches up            */ };
+
+typedef struct nst_bq_slot {
+    uint32_t state, count;      /* count: items planned                       */
+    uint64_t seq, epoch, position;
+    uint32_t hint;              /* every item below is taken or done          */
+    uint32_t done, failed, delivered;
+    uint64_t users;             /* members still to consume and release it    */
+    uint64_t lent;              /* members holding it lent now                */
+    uint32_t topped;            /* NST_BQ_FILL: 0, TOP_FULL or TOP_DROPPED    */
+    uint32_t top_count, skip_after, next_taken; /* what the top-up recorded  */
+    int32_t error;              /* fail policy: first failing item's status   */
+    uint32_t error_item;
+    uint64_t io[NST_BQ_IO];
+    char errmsg[NST_BQ_ERRMSG];
+} nst_bq_slot;
+
+typedef struct nst_bq_member {
+    uint32_t active;
+    uint32_t taken;             /* items of the batch at (epoch, position)
+                                   already delivered (top-up)               */
+    uint64_t first_seq, next_seq;
+    uint64_t epoch, position;   /* the member's cursor: next batch to lend   */
+    uint64_t consumed;          /* batches lent                              */
+} nst_bq_member;
+
+typedef struct nst_bq {
+    /* the plan, fixed at init */
+    uint64_t total_bytes, data_off, slot_bytes;
+    uint32_t nslots, slot_items, nfields, flags;
+    uint64_t field_off[NST_FIELDS_MAX], field_bytes[NST_FIELDS_MAX]; /* per item */
+    uint64_t off_indices, off_status, off_items, off_msgs;
+    uint32_t max_lead;          /* a group's bound on how far the cursor may be
+                                   ahead of the oldest unfreed batch (0: none) */
+    uint32_t pad_;
+    /* mutable (the caller's lock) */
+    uint64_t prod_seq, prod_epoch, prod_pos;
+    uint32_t prod_slot;         /* the open batch's slot, or NST_BQ_NONE     */
+    uint32_t halted;            /* fail policy: open no more batches         */
+    uint64_t free_hi;           /* 1 + the highest sequence number freed     */
+    uint32_t journal, journal_arg;
+    uint64_t requeued;          /* tickets of dropped members taken again    */
+    nst_bq_member members[NST_BQ_MEMBERS];
+    nst_bq_slot slots[];
+} nst_bq;
+
+#define NST_BQ_NONE UINT32_MAX
+
+/* The epoch plan, the caller's: planned items of the batch starting at
+ * `pos` of `epoch` (0: the epoch has no more batches), and the epochs to
+ * deliver (0: unlimited). Identical for every member. */
+typedef struct nst_bq_plan {
+    uint32_t (*batch_len)(void *ctx, uint64_t epoch, uint64_t pos);
+    void *ctx;
+    uint64_t epochs;
+} nst_bq_plan;
+
+/* An item to prepare, as taken by a worker. */
+typedef struct nst_bq_ticket {
+    uint64_t seq, epoch, position; /* position: of the item in its epoch   */
+    uint32_t slot, j, tag;
+} nst_bq_ticket;
+
+/* Statuses of the calls below besides 0 and E_* (also NOSTALL_EPOCH_END,
+ * NOSTALL_DONE). */
+#define NST_BQ_WAIT 100 /* not now: wait for a change, then call again */
+
+/* Bytes of an engine block for this plan (0 on overflow). */
+size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                   uint32_t nfields);
+/* Lay out and initialize `mem` (nst_bq_size bytes, 64-byte aligned, zeroed). */
+nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items,
+                    const nst_field_decl *fields, uint32_t nfields, uint32_t flags);
+
+/* Data of slot s: field f, dataset indices, item status, item messages
+ * (a bad item j's record: its dataset index, 8 bytes, then why, text). */
+uint8_t *nst_bq_field(nst_bq *q, uint32_t s, uint32_t f);
+uint64_t *nst_bq_indices(nst_bq *q, uint32_t s);
+int32_t *nst_bq_status(nst_bq *q, uint32_t s);
+char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j);
+
+/* Producers. Take the next item to prepare, opening the cursor's next batch
+ * in a free slot when needed: 0 with *t; NST_BQ_WAIT (no free slot, nothing
+ * left to take for now); NOSTALL_DONE (every batch of `epochs` opened and
+ * none filling, or halted). With `commit` 0, *t says what would be taken
+ * and nothing is marked (the caller may still decline). */
+int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t,
+                int commit);
+/* The item of t is written (status 0) or bad (status < 0, msg says why),
+ * with io[] added to its batch. Returns 1 if that made the batch READY, 0
+ * otherwise (also when the ticket was reassigned meanwhile: ignored). */
+int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status,
+                const char *msg, const uint64_t *io);
+
+/* A lent batch. */
+typedef struct nst_bq_lend {
+    uint32_t slot, count;       /* count: items to deliver                   */
+    uint64_t seq, epoch, position;
+} nst_bq_lent;
+
+/* Members. Lend `member` its next batch: 0 with *l; NOSTALL_EPOCH_END (once
+ * after each epoch's last batch); NOSTALL_DONE; NST_BQ_WAIT; E_STATE (the
+ * top-up needs a slot and every other slot is lent by this member alone);
+ * or a failing item's status under the fail policy (message in the slot's
+ * errmsg; the caller makes it sticky). Batches with nothing to deliver
+ * (every item skipped, or all given to the batch before) are passed.
+ * `seen` (may be NULL) is called once for every batch this member reaches,
+ * lent or passed, before anything of it may be freed: for its accounting
+ * (io) and its bad items (status, messages). */
+typedef void (*nst_bq_seen_fn)(void *ctx, nst_bq *q, uint32_t slot);
+int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l,
+                nst_bq_seen_fn seen, void *ctx);
+/* `member` is done with batch seq (any order). 1 if a slot became free; 0;
+ * E_INVALID if it does not hold seq lent. */
+int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq);
+
+/* Membership. */
+void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t epoch);
+/* Remove a member (dead or leaving): its taken items go back to the pool,
+ * what it holds or still needs counts as released. Journaled. */
+void nst_bq_member_drop(nst_bq *q, uint32_t member);
+/* Where a member joining now starts: the first batch of the first epoch of
+ * which nothing was freed yet. */
+uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch);
+
+/* The local ring's set_state: every slot not lent is freed, the cursor and
+ * member 0 restart at (epoch, position) with `taken` (sequence numbers keep
+ * growing). Call with no item in flight. */
+void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken);
+
+/* After a holder died mid-update (EOWNERDEAD): finish or undo it. */
+void nst_bq_repair(nst_bq *q);
+
+/* Slots lent by `member`, slots free. */
+uint32_t nst_bq_lent_count(const nst_bq *q, uint32_t member);
+uint32_t nst_bq_free_count(const nst_bq *q);
+/* Every batch below this sequence number is freed. */
+uint64_t nst_bq_freed_below(const nst_bq *q);
+/* A slot is filling (there is work for workers or soon will be). */
+int nst_bq_any_filling(const nst_bq *q);
+
+/* The journal's kinds (q->journal): an update in progress. */
+enum { NST_BQ_J_NONE = 0, NST_BQ_J_OPEN, NST_BQ_J_FINAL, NST_BQ_J_DROP };
+
+#endif

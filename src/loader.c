@@ -1,0 +1,511 @@
+/*
+ * loader.c — the loader: wires the index, the sampler, the item recipe,
+ * the fetch stage, a batch backend and the worker threads together, and
+ * is the public API's front: create, free, stop, join, next, release,
+ * info. The only file that knows every stage. State (set/get) is in
+ * loader_state.c, statistics and the skip table in loader_stats.c, the
+ * worker loop in worker.c.
+ *
+ * DESIGN
+ *   The producer cursor walks the plan (nst_bq_plan: each batch's length in
+ *   each epoch) and hands out one item ticket at a time, in delivery order;
+ *   each item's dataset index and every random choice are pure functions of
+ *   (seed, epoch, position), so the bytes of every batch are the same
+ *   whatever the number of threads and whichever thread did which item.
+ *   Which backend holds the batches -- the local ring or a coordinated
+ *   group's shared segment -- is decided once, here, at create; nothing
+ *   else branches on it.
+ *
+ * THREADS  next/release/set_state: the consumer (release: any thread).
+ *   stop/stats: any thread. Workers: worker.c. Locks: the backend's, then
+ *   the loader's plan_mu and skip_mu (loader_impl.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "batch/ring.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/memlimit.h"
+#include "coord/backend.h"
+#include "echo/adaptive.h"
+#include "echo/batches.h"
+#include "loader_impl.h"
+
+/* ------------------------------------------------------------------------
+ * The plan.
+ * ------------------------------------------------------------------------ */
+
+uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
+{
+    if (ld->echo != NST_ECHO_ITEMS) return nst_sampler_len(&ld->sampler, epoch);
+    pthread_mutex_lock(&ld->plan_mu);
+    uint64_t n = 0;
+    for (int i = 0; i < 4 && !n; i++)
+        if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
+    if (!n) { /* O(shard) for a fractional factor: memoized */
+        n = nst_echo_epoch_len(&ld->esched, epoch);
+        ld->elen_epoch[ld->elen_next] = epoch;
+        ld->elen_val[ld->elen_next] = n;
+        ld->elen_next = (ld->elen_next + 1) % 4;
+    }
+    pthread_mutex_unlock(&ld->plan_mu);
+    return n;
+}
+
+uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos)
+{
+    struct nostall_loader *ld = ctx;
+    uint64_t per = nst_loader_epoch_len(ld, epoch);
+    if (pos >= per) return 0;
+    uint64_t rem = per - pos;
+    if (rem >= ld->batch_size) return ld->batch_size;
+    return ld->drop_last ? 0 : (uint32_t)rem;
+}
+
+static int forked(const struct nostall_loader *ld, const char *fn)
+{
+    if (getpid() != ld->pid)
+        return nst_error(NOSTALL_E_FORK, "%s: loader used in a child process after fork()", fn);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Create / free.
+ * ------------------------------------------------------------------------ */
+
+static int validate(const nostall_config *c, const char *fn)
+{
+    const nst_optval *v = c->v;
+    if (v[NOSTALL_OPT_SCALE_MIN].d > v[NOSTALL_OPT_SCALE_MAX].d)
+        return nst_error(NOSTALL_E_OPTION, "%s: scale_min (%g) must be <= scale_max (%g)", fn,
+                         v[NOSTALL_OPT_SCALE_MIN].d, v[NOSTALL_OPT_SCALE_MAX].d);
+    if (v[NOSTALL_OPT_RATIO_MIN].d > v[NOSTALL_OPT_RATIO_MAX].d)
+        return nst_error(NOSTALL_E_OPTION, "%s: ratio_min (%g) must be <= ratio_max (%g)", fn,
+                         v[NOSTALL_OPT_RATIO_MIN].d, v[NOSTALL_OPT_RATIO_MAX].d);
+    if (v[NOSTALL_OPT_RANK].u >= v[NOSTALL_OPT_WORLD_SIZE].u)
+        return nst_error(NOSTALL_E_OPTION, "%s: rank (%llu) must be < world_size (%llu)", fn,
+                         (unsigned long long)v[NOSTALL_OPT_RANK].u,
+                         (unsigned long long)v[NOSTALL_OPT_WORLD_SIZE].u);
+    if (v[NOSTALL_OPT_CACHE].u == 1 /* none */ && v[NOSTALL_OPT_CACHE_BYTES].u)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
+                         (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
+    if (v[NOSTALL_OPT_CACHE_TRANSCODE].u &&
+        (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
+                         "is no cache: set cache=minio and cache_bytes > 0", fn);
+    if (v[NOSTALL_OPT_COORDINATE].s[0] &&
+        (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
+                         "%g, echo %s)",
+                         fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
+                         v[NOSTALL_OPT_ECHO].u == 1 ? "adaptive" : "fixed");
+    if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
+        v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
+        return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
+                         (unsigned long long)v[NOSTALL_OPT_RESIZE].u,
+                         (unsigned long long)v[NOSTALL_OPT_CROP].u);
+    if (v[NOSTALL_OPT_ECHO].u == 1 && v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
+                         "batches are drawn from that pool",
+                         fn, (unsigned long long)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                         (unsigned long long)v[NOSTALL_OPT_BATCH_SIZE].u);
+    return 0;
+}
+
+/* "1.5 GB" */
+static const char *human_bytes(uint64_t n, char *buf, size_t len)
+{
+    if (n >= 1000000000ULL) snprintf(buf, len, "%.1f GB", (double)n / 1e9);
+    else if (n >= 1000000ULL) snprintf(buf, len, "%.1f MB", (double)n / 1e6);
+    else snprintf(buf, len, "%llu bytes", (unsigned long long)n);
+    return buf;
+}
+
+/* The batches' plan, no larger than an epoch can fill: a slot holds at
+ * most the items one batch can have (batch_size, or an epoch's deliveries
+ * if fewer) and there are at most batches_ahead + 1 slots, or one more than
+ * an epoch has batches (batch echoing: plus its shuffle buffer). What the
+ * slots, the adaptive echo pool and the MinIO cache would take is checked
+ * against the memory this process may use (the cgroup's limit, not only
+ * RAM) before anything is allocated: a plan that cannot fit is refused
+ * with the figures, not found out by the OOM killer. */
+static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t *items_out,
+                       uint32_t *bbuf_out, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    uint64_t per = ld->sampler.per_rank, most = per;
+    if (ld->echo == NST_ECHO_ITEMS) most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
+    uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
+    uint64_t batches = (most + ld->batch_size - 1) / ld->batch_size;
+    uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
+    if (nslots > batches + 1) nslots = batches + 1;
+    if (nslots < 2) nslots = 2;
+    if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
+        bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
+        if (bbuf < 2) bbuf = 2;
+        if (bbuf > batches) bbuf = batches > 0 ? batches : 1;
+        nslots += bbuf;
+    }
+    if (nslots > NST_BQ_MAX_SLOTS)
+        return nst_error(NOSTALL_E_OPTION, "%s: %llu ring slots (batches_ahead + echo buffer) "
+                         "exceed %d", fn, (unsigned long long)nslots, NST_BQ_MAX_SLOTS);
+    size_t ring = nst_bq_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
+    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    if (!ring)
+        return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
+                         fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
+    if (ld->echo == NST_ECHO_ADAPTIVE)
+        echo = (uint64_t)ld->recipe->item_bytes *
+               (v[NOSTALL_OPT_ECHO_BUFFER].u + NST_ADAPTIVE_SLOTS * (uint64_t)ld->batch_size);
+    nst_memlimit m;
+    char a[32], b[32], c[32];
+    if (nst_memlimit_get(&m) == 0) {
+        if (ring > m.available || echo > m.available - (ring < m.available ? ring : 0))
+            return nst_error(NOSTALL_E_NOMEM,
+                             "%s: the batch ring needs %s (%llu slots x %u items x %zu bytes)%s%s, "
+                             "but only %s of memory is available (%s limit %s); lower "
+                             "batch_size, crop or batches_ahead",
+                             fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
+                             ld->recipe->item_bytes, echo ? " plus the adaptive echo pool's " : "",
+                             echo ? human_bytes(echo, b, sizeof b) : "",
+                             human_bytes(m.available, c, sizeof c), m.source,
+                             human_bytes(m.limit, b, sizeof b));
+        if (cache && cache + ring + echo > m.limit)
+            return nst_error(NOSTALL_E_NOMEM,
+                             "%s: cache_bytes %s plus the batch ring's %s exceed the memory this "
+                             "process may use, %s (%s); lower cache_bytes (e.g. '25%%')",
+                             fn, human_bytes(cache, a, sizeof a),
+                             human_bytes(ring + echo, b, sizeof b),
+                             human_bytes(m.limit, c, sizeof c), m.source);
+    }
+    *nslots_out = (uint32_t)nslots;
+    *items_out = items;
+    *bbuf_out = (uint32_t)bbuf;
+    return 0;
+}
+
+/* Epochs and batches as reported by info (with echoing: epoch 0's). */
+static void plan_counts(struct nostall_loader *ld)
+{
+    uint64_t nb = 0, ni = 0;
+    for (uint64_t pos = 0;; pos += ld->batch_size) {
+        uint32_t n = nst_loader_batch_len(ld, 0, pos);
+        if (!n) break;
+        uint32_t u = 1;
+        if (ld->echo == NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
+            nst_echo_batches eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                                   .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
+            u = nst_echo_batch_uses(&eb, 0, pos);
+        }
+        nb += u;
+        ni += (uint64_t)u * n;
+    }
+    ld->batches_per_epoch = nb;
+    ld->items_per_epoch = ni;
+}
+
+/* The backend's sink: a delivered (or passed) batch's accounting and bad
+ * items (backend lock held; the consumer thread). */
+void nst_loader_skip(void *ctx, uint64_t index, int status, const char *msg);
+static void sink_count(void *ctx, const uint64_t *io)
+{
+    struct nostall_loader *ld = ctx;
+    for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], io[i]);
+}
+
+static int make_backend(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_BQ_FAIL : 0) |
+                     (ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP ? NST_BQ_FILL : 0);
+    nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
+    if (v[NOSTALL_OPT_COORDINATE].s[0]) {
+        nst_coord_params cp = {.cfg = &ld->cfg, .source = ld->source,
+                               .dataset_items = nst_index_count(ld->index),
+                               .items_per_epoch = ld->sampler.per_rank, .flags = flags,
+                               .recipe = ld->recipe, .sink = sink};
+        return nst_coord_backend_create(&ld->bq, &cp, fn);
+    }
+    uint32_t nslots = 0, items = 0, bbuf = 0;
+    int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
+    if (rc < 0) return rc;
+    nst_ring_params p = {
+        .nslots = nslots, .slot_items = items, .batch_size = ld->batch_size, .flags = flags,
+        .recipe = ld->recipe, .plan = ld->plan, .sink = sink, .echo = ld->echo,
+        .sched = &ld->esched, .echo_factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
+        .echo_buffer = ld->echo == NST_ECHO_BATCHES ? bbuf : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+        .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u, .seed = v[NOSTALL_OPT_SEED].u};
+    if (ld->echo == NST_ECHO_ITEMS) {
+        /* Entries live from an item's first draw to its last use's finish:
+         * at most the pool plus every ticket of the ring's open batches. */
+        uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)nslots * items;
+        if (cap > UINT32_MAX - 1) return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
+        if ((rc = nst_echo_sched_init(&ld->esched, &ld->sampler, v[NOSTALL_OPT_ECHO_FACTOR].d,
+                                      v[NOSTALL_OPT_SEED].u, (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                                      (uint32_t)cap)) < 0)
+            return rc;
+        p.echo_store = (uint32_t)cap;
+    }
+    if ((rc = nst_ring_create(&ld->bq, &p)) < 0) return rc;
+    ld->estore = nst_ring_estore(ld->bq);
+    ld->adaptive = nst_ring_adaptive(ld->bq);
+    return 0;
+}
+
+static int make_fetch_env(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    int rc;
+    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
+        if (rc < 0) return rc;
+        ld->fenv.reading = calloc(nst_index_count(ld->index), sizeof *ld->fenv.reading);
+        if (!ld->fenv.reading) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    }
+    ld->fenv.cache = ld->cache;
+    ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
+    ld->fenv.throttle = &ld->throttle;
+    ld->fenv.stop = &ld->stop_flag;
+    ld->fenv.max_file_bytes = v[NOSTALL_OPT_MAX_FILE_BYTES].u;
+    ld->fenv.reader = (int)v[NOSTALL_OPT_READER].u;
+    ld->fenv.http_timeout_ms = (uint32_t)v[NOSTALL_OPT_HTTP_TIMEOUT_MS].u;
+    ld->fenv.http_retries = (uint32_t)v[NOSTALL_OPT_HTTP_RETRIES].u;
+    ld->fenv.http_verify_tls = (int)v[NOSTALL_OPT_HTTP_VERIFY_TLS].u;
+    return 0;
+}
+
+/* Index, sampler, recipe and the epoch plan. */
+static int make_source(struct nostall_loader *ld, const char *source, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    int rc;
+    if ((rc = nst_index_build(&ld->index, source)) < 0) return rc;
+    rc = nst_sampler_init(&ld->sampler, nst_index_count(ld->index), v[NOSTALL_OPT_SEED].u,
+                          (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
+                          (int)v[NOSTALL_OPT_SHUFFLE].u, ld->drop_last);
+    if (rc < 0) return rc;
+    if (ld->drop_last && ld->sampler.per_rank < ld->batch_size)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
+                         "%llu items per epoch)",
+                         fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
+    if ((rc = nst_recipe_create(&ld->recipe, &ld->cfg)) < 0) return rc;
+    if (v[NOSTALL_OPT_ECHO].u == 1) {
+        ld->echo = NST_ECHO_ADAPTIVE;
+    } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
+        ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
+        ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
+    }
+    ld->plan = (nst_bq_plan){.batch_len = nst_loader_batch_len, .ctx = ld, .epochs = ld->epochs_limit};
+    return 0;
+}
+
+int nostall_loader_create(nostall_loader **out, const char *source, const nostall_config *cfg)
+{
+    static const char fn[] = "nostall_loader_create";
+    struct nostall_loader *ld = NULL;
+    nostall_config *defaults = NULL;
+    int rc;
+
+    nst_error_clear();
+    if (!out || !source)
+        return nst_error(NOSTALL_E_INVALID, "%s: out and source must not be NULL", fn);
+    *out = NULL;
+    if (!cfg) {
+        if ((rc = nostall_config_create(&defaults)) < 0) return rc;
+        cfg = defaults;
+    }
+    if ((rc = validate(cfg, fn)) < 0) goto fail_early;
+    if (!(ld = calloc(1, sizeof *ld))) {
+        rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+        goto fail_early;
+    }
+    ld->cfg = *cfg;
+    nostall_config_free(defaults);
+    defaults = NULL;
+    ld->pid = getpid();
+    pthread_mutex_init(&ld->plan_mu, NULL);
+    pthread_mutex_init(&ld->skip_mu, NULL);
+    const nst_optval *v = ld->cfg.v;
+    nst_throttle_init(&ld->throttle, v[NOSTALL_OPT_STORAGE_MBPS].d, v[NOSTALL_OPT_STORAGE_LATENCY_MS].d);
+    ld->batch_size = (uint32_t)v[NOSTALL_OPT_BATCH_SIZE].u;
+    ld->on_bad = (int)v[NOSTALL_OPT_ON_BAD_ITEM].u;
+    ld->drop_last = (int)v[NOSTALL_OPT_DROP_LAST].u;
+    ld->epochs_limit = v[NOSTALL_OPT_EPOCHS].u;
+    ld->nthreads = (uint32_t)v[NOSTALL_OPT_THREADS].u;
+    if (ld->nthreads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ld->nthreads = n > 0 ? (uint32_t)n : 1;
+    }
+    if (!(ld->source = strdup(source))) {
+        rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    if ((rc = make_source(ld, source, fn)) < 0) goto fail;
+    if ((rc = make_backend(ld, fn)) < 0 || (rc = make_fetch_env(ld, fn)) < 0) goto fail;
+    plan_counts(ld);
+    if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
+    *out = ld;
+    return 0;
+
+fail:
+    {
+        /* Keep the message: freeing must not overwrite it. */
+        char keep[NST_ERROR_MAX];
+        snprintf(keep, sizeof keep, "%s", nostall_last_error());
+        nostall_loader_free(ld);
+        nst_error_set(rc, keep);
+    }
+    return rc;
+fail_early:
+    nostall_config_free(defaults);
+    return rc;
+}
+
+int nostall_loader_stop(nostall_loader *ld)
+{
+    if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_stop: loader is NULL");
+    atomic_store(&ld->stop_flag, 1);
+    if (ld->bq) ld->bq->ops->stop(ld->bq);
+    return 0;
+}
+
+int nostall_loader_join(nostall_loader *ld)
+{
+    if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_join: loader is NULL");
+    if (getpid() != ld->pid) return nst_error(NOSTALL_E_FORK, "nostall_loader_join: after fork()");
+    nostall_loader_stop(ld);
+    for (uint32_t i = 0; ld->workers && i < ld->nthreads; i++)
+        if (ld->workers[i].started) {
+            pthread_join(ld->workers[i].thread, NULL);
+            ld->workers[i].started = 0;
+        }
+    return 0;
+}
+
+void nostall_loader_free(nostall_loader *ld)
+{
+    if (!ld) return;
+    /* In a forked child the workers do not exist and a mutex may have been
+     * held at fork time: touch nothing (the child's copy is leaked). */
+    if (getpid() != ld->pid) return;
+    nostall_loader_join(ld);
+    if (ld->workers) {
+        for (uint32_t i = 0; i < ld->nthreads; i++) {
+            if (ld->workers[i].rw) ld->recipe->ops->worker_free(ld->workers[i].rw);
+            nst_fetcher_free(ld->workers[i].fetch);
+            free(ld->workers[i].tk);
+        }
+        free(ld->workers);
+    }
+    if (ld->bq) ld->bq->ops->free(ld->bq); /* after the workers: none still calls it */
+    for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
+    free(ld->skips);
+    free(ld->skip_reason);
+    nst_echo_sched_destroy(&ld->esched);
+    nst_recipe_free(ld->recipe);
+    nst_cache_free(ld->cache);
+    free((void *)ld->fenv.reading);
+    nst_index_free(ld->index);
+    nst_throttle_destroy(&ld->throttle);
+    free(ld->source);
+    pthread_mutex_destroy(&ld->plan_mu);
+    pthread_mutex_destroy(&ld->skip_mu);
+    free(ld);
+}
+
+/* ------------------------------------------------------------------------
+ * Consumer.
+ * ------------------------------------------------------------------------ */
+
+/* timeout_ns == 0: wait forever. */
+static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t timeout_ns,
+                      const char *fn)
+{
+    int rc;
+    nst_error_clear();
+    if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
+    if ((rc = forked(ld, fn)) < 0) return rc;
+    uint64_t t_in = nst_now_ns(), deadline = timeout_ns ? t_in + timeout_ns - 1 : 0;
+    if (ld->cons_last_ns) STAT_ADD(ld->consumer_busy_ns, t_in - ld->cons_last_ns);
+    rc = ld->bq->ops->next(ld->bq, out, deadline, fn);
+    uint64_t t_out = nst_now_ns();
+    STAT_ADD(ld->wait_ns, t_out - t_in); /* the data stall: time inside next */
+    if (rc == 0) {
+        STAT_ADD(ld->batches_delivered, 1);
+        STAT_ADD(ld->items_delivered, out->count);
+    }
+    ld->cons_last_ns = rc == 0 ? t_out : 0; /* the step runs between batches */
+    return rc;
+}
+
+int nostall_loader_next(nostall_loader *ld, nostall_batch *out)
+{
+    return next_batch(ld, out, 0, "nostall_loader_next");
+}
+
+int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out, uint32_t timeout_ms)
+{
+    return next_batch(ld, out, (uint64_t)timeout_ms * 1000000 + 1, "nostall_loader_next_timed");
+}
+
+int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
+{
+    static const char fn[] = "nostall_loader_release";
+    int rc;
+    nst_error_clear();
+    if (!ld || !b) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
+    if ((rc = forked(ld, fn)) < 0) return rc;
+    return ld->bq->ops->release(ld->bq, b);
+}
+
+/* ------------------------------------------------------------------------
+ * Introspection.
+ * ------------------------------------------------------------------------ */
+
+int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *out)
+{
+    nostall_loader *ld = (nostall_loader *)cld;
+    nst_error_clear();
+    if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->items = nst_index_count(ld->index);
+    out->classes = nst_index_classes(ld->index);
+    out->files_ignored = nst_index_ignored(ld->index);
+    out->items_per_epoch = ld->items_per_epoch;
+    out->batches_per_epoch = ld->batches_per_epoch;
+    out->threads = ld->nthreads;
+    out->batch_bytes = ld->recipe->fields[ld->recipe->image_field].item_bytes * ld->batch_size;
+    out->slot_items = ld->batch_size;
+    if (ld->bq->ops->memory)
+        ld->bq->ops->memory(ld->bq, &out->ring_memory, &out->ring_bytes, &out->ring_slots,
+                            &out->slot_items);
+    return 0;
+}
+
+int nostall_loader_item(const nostall_loader *ld, uint64_t index, const char **path, int64_t *label)
+{
+    nst_error_clear();
+    if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_item: loader is NULL");
+    if (index >= nst_index_count(ld->index))
+        return nst_error(NOSTALL_E_INVALID, "nostall_loader_item: index %llu >= %llu items",
+                         (unsigned long long)index,
+                         (unsigned long long)nst_index_count(ld->index));
+    if (path) *path = nst_index_path(ld->index, index);
+    if (label) *label = nst_index_label(ld->index, index);
+    return 0;
+}
+
+const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label)
+{
+    if (!ld) return NULL;
+    return nst_index_class_name(ld->index, label);
+}

@@ -1,0 +1,135 @@
+/*
+ * loader_impl.h — the loader's parts, shared by loader.c (the public API:
+ * create, free, next, release, state, introspection, statistics) and
+ * worker.c (the one worker loop: tickets, fetches in flight, the item
+ * recipe and data echoing). Nothing else includes it.
+ *
+ * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
+ *   epoch lengths, asked by the batch backend under its own lock and by
+ *   set_state: taken last, holds nothing else) and `skip_mu` (the table of
+ *   distinct bad items, filled by the backend's sink under its lock and
+ *   read by any thread: taken last too). Everything about batches is the
+ *   backend's (batch/ring.c or coord/). Statistics are per-worker relaxed
+ *   atomics written only by their owner and summed at snapshot, plus the
+ *   consumer's, written by the consumer thread (or the backend's sink).
+ */
+#ifndef NST_LOADER_IMPL_H
+#define NST_LOADER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "batch/batches.h"
+#include "cache/minio.h"
+#include "common/config.h"
+#include "echo/schedule.h"
+#include "recipe/recipe.h"
+#include "source/fetch.h"
+#include "source/index.h"
+#include "source/sampler.h"
+#include "source/throttle.h"
+
+typedef _Atomic uint64_t nst_counter;
+
+/* Single-writer add: only the owning thread writes, any thread may read. */
+#define STAT_ADD(c, d)                                                                    \
+    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + (d), \
+                          memory_order_relaxed)
+#define STAT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+typedef struct worker_stats {
+    nst_counter fetch_items, fetch_bytes, fetch_ns;
+    nst_counter decode_items, decode_pixels, decode_ns;
+    nst_counter augment_items, augment_bytes, augment_ns;
+    nst_counter idle_ns;
+    nst_counter storage_reads, storage_bytes, storage_wait_ns;
+    nst_counter cache_hits, cache_misses;
+    nst_counter transcoded, transcode_ns; /* cache_transcode rewrites (fetch stage) */
+    nst_counter depth;                    /* io_depth in effect (auto: grows)      */
+} worker_stats;
+
+typedef struct worker {
+    _Alignas(64) worker_stats st;
+    struct nostall_loader *ld;
+    pthread_t thread;
+    int started;
+    nst_fetcher *fetch;  /* the fetches in flight, oldest first          */
+    nst_ticket *tk;      /* their tickets, same FIFO order (cap entries)  */
+    uint32_t tk_head, tk_count;
+    /* Tickets kept now (the FIFO's modulus, as in the fetcher) / room for
+     * (io_depth=0: auto grows depth up to cap) / the depth decided, applied
+     * once the FIFO does not wrap (depth_apply). */
+    uint32_t depth, cap, want;
+    /* io_depth=0: the current window of completed items (depth_adapt) */
+    uint64_t win_wait_ns, win_busy_ns;
+    uint32_t win_items, win_full;
+    nst_recipe_worker *rw;
+} worker;
+
+typedef struct skip_entry {
+    uint64_t index;
+    int status;
+    char *msg;
+} skip_entry;
+
+enum { NST_EP_FETCH = 0, NST_EP_DECODE = 1, NST_EP_AUGMENT = 2, NST_EP_BATCH = 3 };
+
+struct nostall_loader {
+    nostall_config cfg;
+    char *source;
+    nst_index *index;
+    nst_sampler sampler;
+    nst_recipe *recipe;
+    pid_t pid;
+    nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
+    nst_throttle throttle; /* emulated storage (off unless configured)    */
+    nst_fetch_env fenv;    /* what every worker's fetcher shares          */
+
+    nst_batches *bq;       /* the batch backend: local ring or a group    */
+    nst_bq_plan plan;      /* the delivery plan the backend walks          */
+
+    /* data echoing (the ring's; NULL/off in a group) */
+    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
+    nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
+    struct nst_estore *estore;
+    struct nst_adaptive *adaptive;
+
+    /* the plan's memo of epoch lengths (plan_mu) */
+    pthread_mutex_t plan_mu;
+    uint64_t elen_epoch[4], elen_val[4];
+    uint32_t elen_next;
+
+    /* Immutable after create. */
+    uint32_t batch_size, nthreads;
+    int on_bad, drop_last;
+    uint64_t epochs_limit; /* 0 = unlimited */
+    uint64_t batches_per_epoch, items_per_epoch;
+
+    /* the skip table: distinct bad items, sorted by index (skip_mu) */
+    pthread_mutex_t skip_mu;
+    skip_entry *skips;
+    uint64_t nskips, skips_cap, skipped_total;
+    char *skip_reason; /* copy handed out by nostall_loader_skipped      */
+    uint64_t fingerprint; /* of the item list and byte options (skip_mu)  */
+
+    atomic_int stop_flag;
+    /* consumer side */
+    uint64_t cons_last_ns; /* when next last returned (consumer thread)  */
+    nst_counter consumer_busy_ns, batches_delivered, items_delivered, wait_ns;
+    nst_counter dlv[NST_IO_COUNT_]; /* accounting of delivered batches      */
+
+    worker *workers;
+};
+
+/* Deliveries in `epoch` (the shard, or with fixed item echoing the sum of
+ * the items' uses); the plan's batch length. plan_mu taken inside. */
+uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
+uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
+
+/* worker.c: start / the thread body. */
+int nst_workers_create(struct nostall_loader *ld, const char *fn);
+void *nst_worker_main(void *arg);
+enum { NST_IO_DEPTH_AUTO_START = 4, NST_IO_DEPTH_AUTO_WINDOW = 16 };
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * worker.c — the one worker loop, for every batch backend.
+ *
+ * A worker keeps up to `depth` item tickets, taken in delivery order from
+ * the backend (batches.h) and only from open batches (so the ring bounds
+ * them and a worker holding tickets never waits for ring space), with
+ * their fetches in flight (source/fetch.c); it completes the oldest, makes
+ * the item with the recipe (recipe/) -- or, with fixed item echoing, from
+ * or into its echo store entry (echo/store.c) -- straight into its place in
+ * the slot, hands it back to the backend, and tops the FIFO up again.
+ *
+ * io_depth=0 (auto): a worker starts with NST_IO_DEPTH_AUTO_START tickets
+ * and, after each window of NST_IO_DEPTH_AUTO_WINDOW completed items in
+ * which its FIFO was full for at least half the items and it waited for
+ * storage more than 1/20 of the time, doubles them, up to its cap. It never
+ * shrinks: the cost of a deeper FIFO is buffers (one item each, only for
+ * the depth reached), and slow storage rarely speeds up.
+ *
+ * Each worker touches its own fetcher, FIFO, recipe scratch and counters;
+ * shared state only through the backend, the echo store and the adaptive
+ * pool, each with its own lock.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch/ring.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "decode/decode.h"
+#include "echo/adaptive.h"
+#include "echo/store.h"
+#include "loader_impl.h"
+
+static void last_error_into(char *msg, size_t n, int rc)
+{
+    const char *detail = nostall_last_error();
+    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
+}
+
+static void add_times(worker *w, const nst_recipe_times *t)
+{
+    STAT_ADD(w->st.decode_ns, t->decode_ns);
+    STAT_ADD(w->st.decode_items, t->decode_items);
+    STAT_ADD(w->st.decode_pixels, t->decode_pixels);
+    STAT_ADD(w->st.augment_ns, t->augment_ns);
+    STAT_ADD(w->st.augment_items, t->augment_items);
+    STAT_ADD(w->st.augment_bytes, t->augment_bytes);
+}
+
+/* The item's fields, copied out of (or into) an echo store entry. */
+static void copy_fields(const nst_recipe *r, uint8_t *const *dst, uint8_t *flat, int to_flat)
+{
+    size_t off = 0;
+    for (uint32_t f = 0; f < r->nfields; f++) {
+        size_t n = r->fields[f].item_bytes;
+        if (to_flat) memcpy(flat + off, dst[f], n);
+        else memcpy(dst[f], flat + off, n);
+        off += n;
+    }
+}
+
+/* One ticket of fixed item echoing. The producing use makes the entry's
+ * data (point fetch: the bytes; decode: the decoded intermediate; augment:
+ * the finished item) and then its own item; the other uses wait for the
+ * entry (always produced by an earlier ticket, so the wait ends) and make
+ * their item from it. */
+static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c,
+                     const nst_fetch_req *r, nst_recipe_times *tm, char *msg, size_t msgn)
+{
+    struct nostall_loader *ld = w->ld;
+    const nst_recipe_ops *ops = ld->recipe->ops;
+    nst_decoded *d = nst_estore_data(ld->estore, t->store);
+    int rc;
+    if (t->produce) {
+        if (r->status < 0) {
+            snprintf(msg, msgn, "%s", r->msg);
+            nst_estore_publish(ld->estore, t->store, r->status, msg);
+            return r->status;
+        }
+        STAT_ADD(w->st.fetch_items, 1);
+        STAT_ADD(w->st.fetch_bytes, r->len);
+        switch (ld->echo_point) {
+        case NST_EP_FETCH:
+            rc = nst_buf_reserve(&d->buf, r->len);
+            if (rc == 0) {
+                memcpy(d->buf.data, r->data, r->len);
+                d->len = r->len;
+            } else {
+                last_error_into(msg, msgn, rc);
+            }
+            nst_estore_publish(ld->estore, t->store, rc, msg);
+            if (rc == 0) rc = ops->make(w->rw, c, r->data, r->len, tm);
+            break;
+        case NST_EP_DECODE:
+            rc = ops->decode(w->rw, c, r->data, r->len, d, tm);
+            if (rc < 0) last_error_into(msg, msgn, rc);
+            nst_estore_publish(ld->estore, t->store, rc, msg);
+            if (rc == 0) rc = ops->transform(w->rw, c, d, tm);
+            break;
+        default: { /* NST_EP_AUGMENT: the first use's item, as it is */
+            nst_item_ctx c0 = *c;
+            c0.copy = 0;
+            rc = ops->make(w->rw, &c0, r->data, r->len, tm);
+            if (rc == 0) rc = nst_buf_reserve(&d->buf, ld->recipe->item_bytes);
+            if (rc == 0) copy_fields(ld->recipe, c->dst, d->buf.data, 1);
+            if (rc < 0) last_error_into(msg, msgn, rc);
+            nst_estore_publish(ld->estore, t->store, rc, msg);
+            return rc;
+        }
+        }
+        if (rc < 0) last_error_into(msg, msgn, rc);
+        return rc;
+    }
+    if ((rc = nst_estore_wait(ld->estore, t->store, msg, msgn)) < 0) return rc;
+    switch (ld->echo_point) {
+    case NST_EP_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
+    case NST_EP_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
+    default: copy_fields(ld->recipe, c->dst, d->buf.data, 0); rc = 0;
+    }
+    if (rc < 0) last_error_into(msg, msgn, rc);
+    return rc;
+}
+
+/* Batch accounting: where one item's bytes came from. */
+static void io_add_fetch(uint64_t *v, const nst_fetch_io *f)
+{
+    v[NST_IO_storage_bytes] += f->storage_bytes;
+    v[NST_IO_storage_reads] += f->storage_read;
+    v[NST_IO_cache_hits] += f->cache_hit;
+    v[NST_IO_cache_misses] += f->cache_miss;
+    v[NST_IO_peer_hits] += f->peer_hit;
+    v[NST_IO_peer_bytes] += f->peer_bytes;
+    v[NST_IO_http_transfers] += f->http_transfers;
+    v[NST_IO_http_retries] += f->http_retries;
+}
+
+/* Called with the oldest item completed, before it is released. */
+static void depth_adapt(worker *w, uint64_t wait_ns, uint64_t busy_ns, int full)
+{
+    if (w->want >= w->cap) return;
+    w->win_wait_ns += wait_ns;
+    w->win_busy_ns += busy_ns;
+    w->win_full += full;
+    if (++w->win_items < NST_IO_DEPTH_AUTO_WINDOW) return;
+    if (2 * w->win_full >= w->win_items && 20 * w->win_wait_ns > w->win_wait_ns + w->win_busy_ns)
+        w->want = 2 * w->want < w->cap ? 2 * w->want : w->cap;
+    w->win_wait_ns = w->win_busy_ns = 0;
+    w->win_items = w->win_full = 0;
+}
+
+/* After a release: grow the ticket FIFO and the fetcher's together (they
+ * hold the same items in the same positions) once their pending entries
+ * do not wrap around the current size, so every position keeps its slot. */
+static void depth_apply(worker *w)
+{
+    if (w->want <= w->depth || w->tk_head + w->tk_count > w->depth) return;
+    if (!nst_fetcher_grow(w->fetch, w->want)) return; /* cannot differ; stay in step */
+    w->depth = w->want;
+    atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
+}
+
+/* Fill the FIFO with tickets. 1 if the backend will never have more. */
+static int take_tickets(worker *w)
+{
+    struct nostall_loader *ld = w->ld;
+    while (w->tk_count < w->depth) {
+        nst_ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+        uint64_t t0 = nst_now_ns();
+        int rc = ld->bq->ops->take(ld->bq, t, w->tk_count ? 0 : 100);
+        if (rc == 0) {
+            w->tk_count++;
+            continue;
+        }
+        if (!w->tk_count) STAT_ADD(w->st.idle_ns, nst_now_ns() - t0);
+        return rc != NOSTALL_TIMEOUT; /* DONE, stopped */
+    }
+    return 0;
+}
+
+/* Start the fetches of tickets [first, count) of the FIFO. */
+static void submit(worker *w, uint32_t first)
+{
+    struct nostall_loader *ld = w->ld;
+    for (uint32_t k = first; k < w->tk_count; k++) {
+        nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+        if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->position);
+        *t->index_dst = t->index;
+        if (t->echo && !t->produce) nst_fetch_submit_none(w->fetch, t->index);
+        else nst_fetch_submit(w->fetch, t->index, nst_index_path(ld->index, t->index));
+    }
+}
+
+/* Make the oldest ticket's item from its completed fetch. */
+static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg, size_t msgn)
+{
+    struct nostall_loader *ld = w->ld;
+    nst_recipe_times tm = {0};
+    nst_item_ctx c = {.epoch = t->epoch, .index = t->index, .copy = t->copy,
+                      .path = nst_index_path(ld->index, t->index),
+                      .label = nst_index_label(ld->index, t->index), .dst = t->dst};
+    int rc;
+    if (t->echo) {
+        rc = echo_item(w, t, &c, r, &tm, msg, msgn);
+    } else if (r->status < 0) {
+        rc = r->status;
+        snprintf(msg, msgn, "%s", r->msg);
+    } else {
+        STAT_ADD(w->st.fetch_items, 1);
+        STAT_ADD(w->st.fetch_bytes, r->len);
+        rc = ld->recipe->ops->make(w->rw, &c, r->data, r->len, &tm);
+        if (rc < 0) last_error_into(msg, msgn, rc);
+    }
+    add_times(w, &tm);
+    return rc;
+}
+
+void *nst_worker_main(void *arg)
+{
+    worker *w = arg;
+    struct nostall_loader *ld = w->ld;
+    nst_batches *bq = ld->bq;
+    char msg[NST_ERROR_MAX - 128];
+    int end = 0;
+
+    while (!atomic_load(&ld->stop_flag)) {
+        uint32_t first = w->tk_count;
+        if (!end) end = take_tickets(w);
+        if (w->tk_count == 0) {
+            if (end) break;
+            continue;
+        }
+        uint64_t t0 = nst_now_ns();
+        submit(w, first);
+        const int full = w->tk_count >= w->depth;
+        nst_fetch_req *r = nst_fetch_next(w->fetch);
+        const uint64_t tb = nst_now_ns();
+        STAT_ADD(w->st.fetch_ns, tb - t0);
+        if (!r) break; /* stopped while waiting */
+        nst_ticket *t = &w->tk[w->tk_head];
+        STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        STAT_ADD(w->st.transcoded, r->io.rewritten);
+        STAT_ADD(w->st.transcode_ns, r->io.rewrite_ns);
+        if (r->io.storage_read) {
+            STAT_ADD(w->st.storage_reads, 1);
+            STAT_ADD(w->st.storage_bytes, r->io.storage_bytes);
+        }
+        STAT_ADD(w->st.cache_hits, r->io.cache_hit);
+        STAT_ADD(w->st.cache_misses, r->io.cache_miss);
+        int rc = 0;
+        msg[0] = '\0';
+        if (!bq->ops->stale(bq, t)) rc = make_item(w, t, r, msg, sizeof msg);
+        if (t->apool != UINT32_MAX) nst_adaptive_put(ld->adaptive, t->apool, t->dst, t->index, rc == 0);
+        io_add_fetch(t->io, &r->io);
+        depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
+        nst_fetch_release(w->fetch);
+        bq->ops->done(bq, t, rc, msg);
+        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_count--;
+        depth_apply(w);
+    }
+    /* Tickets still held are discarded (a reset) or go back to the group
+     * when this member leaves. */
+    return NULL;
+}
+
+/* The fetch stage's rewrite hook with cache_transcode: JPEGs go into the
+ * MinIO cache with restart markers, using the worker's own decoder, which
+ * is idle while its worker fetches. */
+static int rewrite_jpeg(void *ctx, const uint8_t *in, size_t len, nst_buf *out, size_t *out_len)
+{
+    return nst_decode_transcode((nst_decoder *)ctx, in, len, out, out_len);
+}
+
+int nst_workers_create(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    int rc;
+    ld->workers = calloc(ld->nthreads, sizeof *ld->workers);
+    if (!ld->workers) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    for (uint32_t i = 0; i < ld->nthreads; i++) {
+        worker *w = &ld->workers[i];
+        w->ld = ld;
+        if ((rc = ld->recipe->ops->worker_create(ld->recipe, &w->rw)) < 0) return rc;
+        w->depth = w->cap = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
+        if (w->cap == 0) { /* auto */
+            w->depth = NST_IO_DEPTH_AUTO_START;
+            w->cap = NOSTALL_IO_DEPTH_AUTO_MAX;
+        }
+        w->want = w->depth;
+        atomic_store_explicit(&w->st.depth, w->depth, memory_order_relaxed);
+        if ((rc = nst_fetcher_create(&w->fetch, &ld->fenv, w->depth, w->cap)) < 0) return rc;
+        void *dec = ld->recipe->ops->decoder ? ld->recipe->ops->decoder(w->rw) : NULL;
+        if (ld->cache && v[NOSTALL_OPT_CACHE_TRANSCODE].u && dec)
+            nst_fetcher_set_rewrite(w->fetch, rewrite_jpeg, dec);
+        w->tk = calloc(w->cap, sizeof *w->tk);
+        if (!w->tk) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    }
+    for (uint32_t i = 0; i < ld->nthreads; i++) {
+        if (pthread_create(&ld->workers[i].thread, NULL, nst_worker_main, &ld->workers[i]) != 0)
+            return nst_error(NOSTALL_E_THREAD, "%s: cannot start worker thread %u of %u", fn, i,
+                             ld->nthreads);
+        ld->workers[i].started = 1;
+    }
+    return 0;
+}
