@@ -15,8 +15,11 @@ endif()
 set(NOSTALL_MPI_SOURCES ${CMAKE_SOURCE_DIR}/src/mpi/partitioned.c ${CMAKE_SOURCE_DIR}/src/mpi/arena.c)
 
 add_library(nostall_mpi_objs OBJECT ${NOSTALL_MPI_SOURCES})
-set_target_properties(nostall_mpi_objs PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_compile_definitions(nostall_mpi_objs PRIVATE _GNU_SOURCE)
+# Hidden by default: only what nostall_mpi.h marks NOSTALL_MPI_API leaves
+# the library (and the version script says the same).
+set_target_properties(nostall_mpi_objs PROPERTIES POSITION_INDEPENDENT_CODE ON
+                      C_VISIBILITY_PRESET hidden)
+target_compile_definitions(nostall_mpi_objs PRIVATE _GNU_SOURCE NOSTALL_BUILDING_MPI)
 target_include_directories(nostall_mpi_objs PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(nostall_mpi_objs PRIVATE MPI::MPI_C Threads::Threads)
 

@@ -109,7 +109,7 @@ NOSTALL_API const char *nostall_version_string(void);
     X(E_STATE, -14, "call not valid in the loader's current state")            \
     X(E_THREAD, -15, "thread creation failed")                                 \
     X(E_FORK, -16, "handle used in a child process after fork()")              \
-    X(E_PERMISSION, -17, "permission denied")                                 \
+    X(E_PERMISSION, -17, "permission denied")                                  \
     X(E_UNSUPPORTED, -18, "valid data using a feature nostall does not decode")
 
 typedef enum nostall_status {
@@ -129,9 +129,11 @@ NOSTALL_API const char *nostall_last_error(void);
 
 /* ------------------------------------------------------------------------
  * Options.
- * One table defines every option: its name (also the CLI flag, with '-'
+ * One table defines every option: its id, name (also the CLI flag, with '-'
  * for '_', and the Python keyword), type, default, bounds and help.
- * X(ID, "name", TYPE, "default", "min", "max", "help")
+ * X(ID, value, "name", TYPE, "default", "min", "max", "help")
+ * Ids are pinned (explicit values, as zstd pins ZSTD_c_*): options are only
+ * ever appended, with the next value, so a compiled caller's ids stay valid.
  *   INT/UINT/DOUBLE: min/max are inclusive bounds.
  *   ENUM: "min" lists the choices separated by '|'; value is the choice index.
  *   BOOL: "0"/"1" (also "false"/"true", "no"/"yes", "off"/"on").
@@ -145,108 +147,108 @@ NOSTALL_API const char *nostall_last_error(void);
 #define NOSTALL_IO_DEPTH_AUTO_MAX 32
 
 #define NOSTALL_OPTION_TABLE(X)                                                \
-    X(BATCH_SIZE, "batch_size", UINT, "64", "1", "65536",                      \
+    X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536",                   \
       "items per batch")                                                       \
-    X(THREADS, "threads", UINT, "0", "0", "1024",                              \
+    X(THREADS, 1, "threads", UINT, "0", "0", "1024",                           \
       "worker threads; 0 = number of online CPUs")                             \
-    X(BATCHES_AHEAD, "batches_ahead", UINT, "3", "1", "64",                    \
+    X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                 \
       "batches prepared ahead of the consumer (bounds memory)")                \
-    X(SEED, "seed", UINT, "0", "0", "18446744073709551615",                    \
+    X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                 \
       "seed of the item order and of every random augmentation")               \
-    X(EPOCHS, "epochs", UINT, "0", "0", "1000000000",                          \
+    X(EPOCHS, 4, "epochs", UINT, "0", "0", "1000000000",                       \
       "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                  \
-    X(SHUFFLE, "shuffle", BOOL, "1", "0", "1",                                 \
+    X(SHUFFLE, 5, "shuffle", BOOL, "1", "0", "1",                              \
       "new random item order every epoch (0: dataset order)")                  \
-    X(DROP_LAST, "drop_last", BOOL, "0", "0", "1",                             \
+    X(DROP_LAST, 6, "drop_last", BOOL, "0", "0", "1",                          \
       "1: equal disjoint shards cut down to a multiple of world_size and "     \
       "no partial final batch; 0: shards padded by wrapping around and the "   \
       "final batch may be short")                                              \
-    X(RANK, "rank", UINT, "0", "0", "1048575",                                 \
+    X(RANK, 7, "rank", UINT, "0", "0", "1048575",                              \
       "this process's shard (0 .. world_size-1)")                              \
-    X(WORLD_SIZE, "world_size", UINT, "1", "1", "1048576",                     \
+    X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                  \
       "number of shards the dataset is split into")                            \
-    X(MODE, "mode", ENUM, "train", "train|eval", "",                           \
+    X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                        \
       "train: RandomResizedCrop + random flip; eval: resize + center crop")    \
-    X(CROP, "crop", UINT, "224", "1", "8192",                                  \
+    X(CROP, 10, "crop", UINT, "224", "1", "8192",                              \
       "output height and width in pixels")                                     \
-    X(RESIZE, "resize", UINT, "0", "0", "16384",                               \
+    X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                           \
       "eval: shorter side before the center crop; 0 = crop * 8 / 7")           \
-    X(SCALE_MIN, "scale_min", DOUBLE, "0.08", "0.000001", "1",                 \
+    X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",             \
       "RandomResizedCrop: smallest fraction of the image area")                \
-    X(SCALE_MAX, "scale_max", DOUBLE, "1", "0.000001", "1",                    \
+    X(SCALE_MAX, 13, "scale_max", DOUBLE, "1", "0.000001", "1",                \
       "RandomResizedCrop: largest fraction of the image area")                 \
-    X(RATIO_MIN, "ratio_min", DOUBLE, "0.75", "0.01", "100",                   \
+    X(RATIO_MIN, 14, "ratio_min", DOUBLE, "0.75", "0.01", "100",               \
       "RandomResizedCrop: smallest aspect ratio (width / height)")             \
-    X(RATIO_MAX, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100",     \
+    X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100", \
       "RandomResizedCrop: largest aspect ratio (width / height)")              \
-    X(FLIP_PROB, "flip_prob", DOUBLE, "0.5", "0", "1",                         \
+    X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                     \
       "train: probability of a horizontal flip")                               \
-    X(OUTPUT, "output", ENUM, "float", "float|uint8", "",                      \
+    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8", "",                  \
       "float: float32 NCHW normalized by mean/std; uint8: uint8 NHWC RGB")     \
-    X(MEAN, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",             \
-      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")               \
-    X(STD, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",            \
+    X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",         \
+      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")   \
+    X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",        \
       "float output: per-channel standard deviation (RGB)")                    \
-    X(ON_BAD_ITEM, "on_bad_item", ENUM, "skip", "skip|fail", "",               \
+    X(ON_BAD_ITEM, 20, "on_bad_item", ENUM, "skip", "skip|fail", "",           \
       "skip: leave bad items out, count and report them; fail: the next "      \
       "call returns the error naming the file")                                \
-    X(MAX_PIXELS, "max_pixels", UINT, "100000000", "1", "1000000000",          \
+    X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",      \
       "images with more pixels (width * height) are bad items")                \
-    X(MAX_FILE_BYTES, "max_file_bytes", SIZE, "256M", "1", "16G",              \
+    X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",          \
       "files larger than this are bad items")                                  \
-    X(CACHE, "cache", ENUM, "minio", "minio|none", "",                         \
+    X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                     \
       "minio: with cache_bytes > 0, keep encoded items in a fill-once, "       \
       "never-evict cache and read misses without filling the OS page cache; "  \
       "none: no cache, read through the OS page cache")                        \
-    X(CACHE_BYTES, "cache_bytes", SIZE, "0", "0", "16T",                       \
+    X(CACHE_BYTES, 24, "cache_bytes", SIZE, "0", "0", "16T",                   \
       "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "   \
-      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "  \
+      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "   \
       "cache")                                                                 \
-    X(STORAGE_MBPS, "storage_mbps", DOUBLE, "0", "0", "1000000",               \
+    X(STORAGE_MBPS, 25, "storage_mbps", DOUBLE, "0", "0", "1000000",           \
       "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "    \
       "all reads; 0 = off")                                                    \
-    X(STORAGE_LATENCY_MS, "storage_latency_ms", DOUBLE, "0", "0", "60000",     \
+    X(STORAGE_LATENCY_MS, 26, "storage_latency_ms", DOUBLE, "0", "0", "60000", \
       "emulate this latency per storage read, in milliseconds; 0 = off")       \
-    X(IO_DEPTH, "io_depth", UINT, "0", "0", "256",                             \
+    X(IO_DEPTH, 27, "io_depth", UINT, "0", "0", "256",                         \
       "reads or HTTP transfers in flight per worker thread (items fetched "    \
       "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "    \
       "waits for storage; 1 = read each item when its turn comes")             \
-    X(READER, "reader", ENUM, "auto", "auto|pread|io_uring", "",               \
+    X(READER, 28, "reader", ENUM, "auto", "auto|pread|io_uring", "",           \
       "how local files are read: io_uring (many reads in flight from one "     \
       "thread), pread, or auto: io_uring when io_depth is not 1 and the "      \
       "kernel allows it, else pread")                                          \
-    X(HTTP_TIMEOUT_MS, "http_timeout_ms", UINT, "30000", "1", "3600000",       \
+    X(HTTP_TIMEOUT_MS, 29, "http_timeout_ms", UINT, "30000", "1", "3600000",   \
       "http(s) items: one attempt at a transfer fails after this long")        \
-    X(HTTP_RETRIES, "http_retries", UINT, "3", "0", "100",                     \
+    X(HTTP_RETRIES, 30, "http_retries", UINT, "3", "0", "100",                 \
       "http(s) items: retries of transient failures (connection errors, "      \
       "timeouts, 5xx, 429, a body cut short), with exponential backoff")       \
-    X(HTTP_VERIFY_TLS, "http_verify_tls", BOOL, "1", "0", "1",                 \
+    X(HTTP_VERIFY_TLS, 31, "http_verify_tls", BOOL, "1", "0", "1",             \
       "https items: verify the server's certificate and host name")            \
-    X(ECHO, "echo", ENUM, "fixed", "fixed|adaptive", "",                       \
+    X(ECHO, 32, "echo", ENUM, "fixed", "fixed|adaptive", "",                   \
       "data echoing: fixed = every item used echo_factor times; adaptive = "   \
       "repeat pooled items only when the consumer would otherwise wait "       \
       "(at most echo_max uses each)")                                          \
-    X(ECHO_POINT, "echo_point", ENUM, "decode", "fetch|decode|augment|batch",  \
+    X(ECHO_POINT, 33, "echo_point", ENUM, "decode", "fetch|decode|augment|batch", \
       "", "where data is repeated: fetch (encoded bytes, each copy decoded "   \
       "and augmented afresh), decode (decoded image, each copy augmented "     \
       "afresh), augment (identical examples), batch (whole batches)")          \
-    X(ECHO_FACTOR, "echo_factor", DOUBLE, "1", "1", "1000",                    \
+    X(ECHO_FACTOR, 34, "echo_factor", DOUBLE, "1", "1", "1000",                \
       "fixed echoing: uses of each item per epoch (fractional: the extra use " \
       "is drawn per item); 1 = no echoing")                                    \
-    X(ECHO_BUFFER, "echo_buffer", UINT, "64", "1", "1048576",                  \
+    X(ECHO_BUFFER, 35, "echo_buffer", UINT, "64", "1", "1048576",              \
       "echo shuffle pool: items held with their remaining uses and drawn at "  \
       "random, spreading copies apart (larger: fewer duplicates per batch; "   \
       "adaptive: the pool of finished items; echo_point=batch repeats each "   \
       "batch in a row and does not use it)")                                   \
-    X(ECHO_MAX, "echo_max", UINT, "4", "1", "1000",                            \
+    X(ECHO_MAX, 36, "echo_max", UINT, "4", "1", "1000",                        \
       "adaptive echoing: most uses of any item")                               \
-    X(COORDINATE, "coordinate", STRING, "", "", "",                            \
+    X(COORDINATE, 37, "coordinate", STRING, "", "", "",                        \
       "coordinated prep: jobs on this machine with the same group name and "   \
       "the same data options share fetching and preprocessing (each item "     \
       "once for the whole group, every job gets every batch); empty = off")    \
-    X(COORDINATE_LEAD, "coordinate_lead", UINT, "4", "1", "64",                \
+    X(COORDINATE_LEAD, 38, "coordinate_lead", UINT, "4", "1", "64",            \
       "coordinated prep: batches the fastest job may be ahead of the slowest") \
-    X(CACHE_TRANSCODE, "cache_transcode", BOOL, "0", "0", "1",                 \
+    X(CACHE_TRANSCODE, 39, "cache_transcode", BOOL, "0", "0", "1",             \
       "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "    \
       "per MCU (as `nostall transcode` writes them), so that decoding a "      \
       "cached item reads only its crop's part of the file (same pixels; "      \
@@ -254,11 +256,11 @@ NOSTALL_API const char *nostall_last_error(void);
       "it is cached)")
 
 typedef enum nostall_option {
-#define NOSTALL_OPTION_ENUM_(id, name, type, def, lo, hi, help)                \
-    NOSTALL_OPT_##id,
+#define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help)         \
+    NOSTALL_OPT_##id = (value),
     NOSTALL_OPTION_TABLE(NOSTALL_OPTION_ENUM_)
 #undef NOSTALL_OPTION_ENUM_
-    NOSTALL_OPT_COUNT_
+    NOSTALL_OPT_COUNT_ /* one past the last value: the ids are 0 .. COUNT_-1 */
 } nostall_option;
 
 typedef enum nostall_option_type {
@@ -476,7 +478,10 @@ typedef struct nostall_dataset_info {
     uint32_t reserved_;
 } nostall_dataset_info;
 
-NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out);
+/* Fill at most `size` bytes of *out (pass sizeof *out): fields are only ever
+ * appended, so a struct from an older header stays valid. */
+NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_info *out,
+                                    size_t size);
 /* Path (as indexed) and label of item `index`. The path lives as long as the
  * loader. */
 NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index,
@@ -500,7 +505,7 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(batches_delivered, "batches lent to the consumer")                       \
     X(items_delivered, "items lent to the consumer")                           \
     X(fetch_items, "items fetched (from the cache or from storage)")           \
-    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "  \
+    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "   \
       "storage; with cache_transcode, an item's rewritten size)")              \
     X(fetch_busy_ns, "worker time spent fetching (including emulated delays)") \
     X(decode_items, "items decoded")                                           \
@@ -516,13 +521,13 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(threads, "worker threads")                                               \
     X(storage_reads, "items read from storage (cache misses, or all without a cache)") \
     X(storage_bytes_read, "bytes read from storage")                           \
-    X(storage_wait_ns, "worker time spent waiting for fetches in flight "     \
-      "(reads, transfers, emulated storage delays)")                            \
+    X(storage_wait_ns, "worker time spent waiting for fetches in flight "      \
+      "(reads, transfers, emulated storage delays)")                           \
     X(cache_hits, "items served from the MinIO cache")                         \
     X(cache_misses, "items looked up in the cache and not found")              \
     X(cache_bytes, "bytes held by the MinIO cache")                            \
     X(cache_items, "items held by the MinIO cache")                            \
-    X(fresh_items, "delivered items that were the first use of their item "   \
+    X(fresh_items, "delivered items that were the first use of their item "    \
       "in the epoch")                                                          \
     X(echoed_items, "delivered items that were a repeat (data echoing)")       \
     X(echo_uses_1, "items used once in their epoch (counted when the epoch's " \
@@ -532,33 +537,33 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(echo_uses_4, "items used 4 times")                                       \
     X(echo_uses_5_8, "items used 5 to 8 times")                                \
     X(echo_uses_9_up, "items used 9 or more times")                            \
-    X(echo_batch_duplicates, "items delivered in a batch that already held "  \
+    X(echo_batch_duplicates, "items delivered in a batch that already held "   \
       "the same item")                                                         \
-    X(echo_repeat_distance, "sum over repeats of the items delivered since "  \
+    X(echo_repeat_distance, "sum over repeats of the items delivered since "   \
       "the previous use of the same item (mean: / echoed_items)")              \
-    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "  \
+    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "   \
       "augment) — with consumer_busy_ns, estimates R")                         \
-    X(consumer_busy_ns, "consumer time between batches (outside next): the "  \
+    X(consumer_busy_ns, "consumer time between batches (outside next): the "   \
       "training step")                                                         \
-    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")         \
+    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")          \
     X(peer_bytes, "bytes served by a peer cache")                              \
     X(http_transfers, "http(s) transfers completed (each attempt)")            \
-    X(http_retries, "http(s) transfers retried after a transient failure")    \
+    X(http_retries, "http(s) transfers retried after a transient failure")     \
     X(coord_members, "coordinated prep: live members of the group")            \
-    X(coord_items_produced, "coordinated prep: items this job prepared for "  \
+    X(coord_items_produced, "coordinated prep: items this job prepared for "   \
       "the group")                                                             \
     X(coord_batches_produced, "coordinated prep: batches this job finished")   \
-    X(coord_group_items_produced, "coordinated prep: items the whole group "  \
+    X(coord_group_items_produced, "coordinated prep: items the whole group "   \
       "prepared")                                                              \
-    X(coord_members_dropped, "coordinated prep: members found dead and "      \
+    X(coord_members_dropped, "coordinated prep: members found dead and "       \
       "dropped")                                                               \
-    X(coord_items_requeued, "coordinated prep: items of dead or leaving "     \
+    X(coord_items_requeued, "coordinated prep: items of dead or leaving "      \
       "members prepared again by others")                                      \
-    X(cache_transcoded, "items the MinIO cache holds rewritten with restart " \
+    X(cache_transcoded, "items the MinIO cache holds rewritten with restart "  \
       "markers (cache_transcode)")                                             \
-    X(cache_transcode_ns, "worker time spent rewriting items for the cache "  \
-      "(declined attempts included); part of fetch_busy_ns")                  \
-    X(io_depth_max, "fetches in flight per worker now, the largest over the " \
+    X(cache_transcode_ns, "worker time spent rewriting items for the cache "   \
+      "(declined attempts included); part of fetch_busy_ns")                   \
+    X(io_depth_max, "fetches in flight per worker now, the largest over the "  \
       "workers (io_depth, or what io_depth=0 grew to)")
 
 typedef struct nostall_stats {

@@ -8,7 +8,7 @@
  *     nostall_config_set_uint(cfg, NOSTALL_OPT_RANK, rank);
  *     nostall_config_set_uint(cfg, NOSTALL_OPT_WORLD_SIZE, world);
  *     nostall_mpi *pc;
- *     if (nostall_mpi_attach(cfg, MPI_COMM_WORLD, "/data/train", 8ull << 30, &pc) < 0)
+ *     if (nostall_mpi_attach(&pc, cfg, MPI_COMM_WORLD, "/data/train", 8ull << 30) < 0)
  *         fprintf(stderr, "%s\n", nostall_last_error());
  *     nostall_loader_create(&ld, "/data/train", cfg);  // cache=none: this is the cache
  *     ... train ...
@@ -68,12 +68,20 @@
 
 #include "nostall.h"
 
+#if defined(NOSTALL_BUILDING_MPI) && defined(__GNUC__)
+#define NOSTALL_MPI_API __attribute__((visibility("default")))
+#else
+#define NOSTALL_MPI_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct nostall_mpi nostall_mpi;
 
+/* Options of nostall_mpi_attach_opts (copied in; pass its size: fields are
+ * only ever appended). */
 typedef struct nostall_mpi_options {
     uint32_t timeout_ms;        /* one remote request; 0 = default 2000      */
     uint32_t detach_timeout_ms; /* detach waits this long for the other ranks
@@ -92,14 +100,16 @@ typedef struct nostall_mpi_options {
  * On error returns a negative NOSTALL_E_* with nostall_last_error() naming
  * the rank and the cause; every rank fails together where the cause is
  * collective (rank 0 cannot index the dataset). */
-int nostall_mpi_attach(nostall_config *cfg, MPI_Comm comm, const char *source,
-                       uint64_t cache_bytes, nostall_mpi **out);
-int nostall_mpi_attach_opts(nostall_config *cfg, MPI_Comm comm, const char *source,
-                            uint64_t cache_bytes, const nostall_mpi_options *opts,
-                            nostall_mpi **out);
+NOSTALL_MPI_API int nostall_mpi_attach(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm,
+                                       const char *source, uint64_t cache_bytes);
+NOSTALL_MPI_API int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg,
+                                            MPI_Comm comm, const char *source,
+                                            uint64_t cache_bytes,
+                                            const nostall_mpi_options *opts,
+                                            size_t opts_size);
 
 /* The hooks attach installed (for loaders built from another config). */
-int nostall_mpi_peer_cache(nostall_mpi *m, nostall_peer_cache *out);
+NOSTALL_MPI_API int nostall_mpi_peer_cache(nostall_mpi *m, nostall_peer_cache *out);
 
 typedef struct nostall_mpi_stats {
     uint64_t rank, world;
@@ -127,8 +137,10 @@ typedef struct nostall_mpi_stats {
                                  arrived (it was being read right then)      */
 } nostall_mpi_stats;
 
-/* Snapshot (relaxed; any thread). */
-int nostall_mpi_stats_get(const nostall_mpi *m, nostall_mpi_stats *out);
+/* Snapshot (relaxed; any thread) into at most `size` bytes of *out (pass
+ * sizeof *out: counters are only ever appended). */
+NOSTALL_MPI_API int nostall_mpi_stats_get(const nostall_mpi *m, nostall_mpi_stats *out,
+                                          size_t size);
 
 /* Collective over the communicator, bounded: after every loader using the
  * hooks is freed, keeps serving peers until every rank has called detach
@@ -136,7 +148,7 @@ int nostall_mpi_stats_get(const nostall_mpi *m, nostall_mpi_stats *out);
  * thread and frees everything. Returns 0, or NOSTALL_TIMEOUT if some rank
  * never arrived (its state is then left to MPI; prefer exiting without
  * MPI_Finalize's collective if peers are down). NULL is a no-op. */
-int nostall_mpi_detach(nostall_mpi *m);
+NOSTALL_MPI_API int nostall_mpi_detach(nostall_mpi *m);
 
 #ifdef __cplusplus
 }

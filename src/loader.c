@@ -471,11 +471,12 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
  * Introspection.
  * ------------------------------------------------------------------------ */
 
-int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *out)
+int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *res, size_t size)
 {
     nostall_loader *ld = (nostall_loader *)cld;
+    nostall_dataset_info info, *out = &info;
     nst_error_clear();
-    if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_info: NULL argument");
+    if (!ld || !res) return nst_error(NOSTALL_E_INVALID, "nostall_loader_info: NULL argument");
     memset(out, 0, sizeof *out);
     out->items = nst_index_count(ld->index);
     out->classes = nst_index_classes(ld->index);
@@ -488,6 +489,7 @@ int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *out)
     if (ld->bq->ops->memory)
         ld->bq->ops->memory(ld->bq, &out->ring_memory, &out->ring_bytes, &out->ring_slots,
                             &out->slot_items);
+    memcpy(res, out, size < sizeof *out ? size : sizeof *out);
     return 0;
 }
 

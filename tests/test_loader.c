@@ -66,7 +66,7 @@ static void test_epochs_exactly_once(void)
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
     nostall_config_free(cfg);
     if (!ld) return;
-    CHECK_OK(nostall_loader_info(ld, &info));
+    CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
     CHECK_EQ(info.items, 60);
     CHECK_EQ(info.classes, 4);
     CHECK_EQ(info.items_per_epoch, 60);
@@ -914,7 +914,7 @@ static void test_ring_plan(void)
     nostall_dataset_info info;
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
     if (ld) {
-        CHECK_OK(nostall_loader_info(ld, &info));
+        CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
         CHECK_EQ(info.slot_items, 60);
         CHECK_EQ(info.ring_slots, 2);
         CHECK(info.ring_memory != NULL);

@@ -325,7 +325,7 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
         return -1;
     }
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info);
+    nostall_loader_info(ld, &info, sizeof info);
     uint64_t total = info.batches_per_epoch;
     if (max_batches && max_batches < total) total = max_batches;
     nostall_stats st0;
@@ -596,7 +596,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
         return -1;
     }
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info);
+    nostall_loader_info(ld, &info, sizeof info);
     nostall_loader_stop(ld);
     p.v = calloc(info.items ? info.items : 1, sizeof(char *));
     if (!p.v) goto oom;

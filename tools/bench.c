@@ -218,7 +218,7 @@ int cmd_bench(int argc, char **argv)
     }
     double setup_s = tool_now_s() - t_create;
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info);
+    nostall_loader_info(ld, &info, sizeof info);
     recs = calloc(epochs, sizeof *recs);
     if (!recs) {
         fprintf(stderr, "nostall bench: out of memory\n");

@@ -138,7 +138,7 @@ loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
 loader_join = _fn("nostall_loader_join", c_int, c_void_p)
 loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))
 loader_set_state = _fn("nostall_loader_set_state", c_int, c_void_p, POINTER(State))
-loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo))
+loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo), c_size_t)
 loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                   POINTER(c_int64))
 loader_class_name = _fn("nostall_loader_class_name", c_char_p, c_void_p, c_uint64)

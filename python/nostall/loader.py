@@ -923,7 +923,7 @@ class Loader(_Base):
     def info(self) -> dict:
         """Dataset and loader facts (nostall_dataset_info) as a dict."""
         di = _lib.DatasetInfo()
-        _check(self._lib.loader_info(self._handle(), ctypes.byref(di)))
+        _check(self._lib.loader_info(self._handle(), ctypes.byref(di), ctypes.sizeof(di)))
         return {name: getattr(di, name) for name, _ in di._fields_ if not name.endswith("_")}
 
     def echo_summary(self) -> dict:

@@ -87,9 +87,10 @@ def _load():
                           "libnostall.so; or set NOSTALL_MPI_LIBRARY")
     for name, res, args in (
             ("nostall_mpi_attach_opts", c_int,
-             [c_void_p, c_void_p, ctypes.c_char_p, c_uint64, POINTER(_Options), POINTER(c_void_p)]),
+             [POINTER(c_void_p), c_void_p, c_void_p, ctypes.c_char_p, c_uint64, POINTER(_Options),
+              ctypes.c_size_t]),
             ("nostall_mpi_peer_cache", c_int, [c_void_p, POINTER(PeerCache)]),
-            ("nostall_mpi_stats_get", c_int, [c_void_p, POINTER(_Stats)]),
+            ("nostall_mpi_stats_get", c_int, [c_void_p, POINTER(_Stats), ctypes.c_size_t]),
             ("nostall_mpi_detach", c_int, [c_void_p])):
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
@@ -141,8 +142,8 @@ class PartitionedCache:
         _check(_lib.config_create(ctypes.byref(cfg)))
         try:
             _check(self._lib.nostall_mpi_attach_opts(
-                cfg, c_void_p(MPI._handleof(self.comm)), self.source.encode(), self.cache_bytes,
-                ctypes.byref(opts), ctypes.byref(pc)))
+                ctypes.byref(pc), cfg, c_void_p(MPI._handleof(self.comm)), self.source.encode(),
+                self.cache_bytes, ctypes.byref(opts), ctypes.sizeof(opts)))
         finally:
             _lib.config_free(cfg)
         self._pc = pc.value
@@ -160,7 +161,7 @@ class PartitionedCache:
         if not self._pc:
             raise Error(_lib.CODE["E_STATE"], "nostall.mpi: the PartitionedCache is closed")
         s = _Stats()
-        _check(self._lib.nostall_mpi_stats_get(self._pc, ctypes.byref(s)))
+        _check(self._lib.nostall_mpi_stats_get(self._pc, ctypes.byref(s), ctypes.sizeof(s)))
         return {n: getattr(s, n) for n in STAT_NAMES}
 
     def close(self):

@@ -35,11 +35,17 @@ typedef struct opt_desc {
 } opt_desc;
 
 static const opt_desc opts[NOSTALL_OPT_COUNT_] = {
-#define NST_OPT_(id, name, type, def, lo, hi, help)                            \
-    {name, NOSTALL_TYPE_##type, #type, def, lo, hi, help},
+#define NST_OPT_(id, value, name, type, def, lo, hi, help)                     \
+    [value] = {name, NOSTALL_TYPE_##type, #type, def, lo, hi, help},
     NOSTALL_OPTION_TABLE(NST_OPT_)
 #undef NST_OPT_
 };
+/* Pinned ids are dense: as many table rows as ids (a skipped value would
+ * leave a hole, a repeated one a row too few). */
+#define NST_OPT_ONE_(id, value, name, type, def, lo, hi, help) +1
+_Static_assert(0 NOSTALL_OPTION_TABLE(NST_OPT_ONE_) == NOSTALL_OPT_COUNT_,
+               "option ids must be 0 .. count-1, each once");
+#undef NST_OPT_ONE_
 
 static const char *type_label(nostall_option_type t)
 {

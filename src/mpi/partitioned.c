@@ -782,7 +782,7 @@ static void learn_sizes(const char *source, learn_result *res, uint64_t **sizes)
     }
     nostall_loader_stop(ld); /* we only want its index */
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info);
+    nostall_loader_info(ld, &info, sizeof info);
     res->n = info.items;
     *sizes = calloc(info.items ? info.items : 1, sizeof **sizes);
     if (!*sizes) {
@@ -829,16 +829,19 @@ static void free_mpi(nostall_mpi *m)
     free(m);
 }
 
-int nostall_mpi_attach(nostall_config *cfg, MPI_Comm comm, const char *source,
-                       uint64_t cache_bytes, nostall_mpi **out)
+int nostall_mpi_attach(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm, const char *source,
+                       uint64_t cache_bytes)
 {
-    return nostall_mpi_attach_opts(cfg, comm, source, cache_bytes, NULL, out);
+    return nostall_mpi_attach_opts(out, cfg, comm, source, cache_bytes, NULL, 0);
 }
 
-int nostall_mpi_attach_opts(nostall_config *cfg, MPI_Comm comm, const char *source,
-                            uint64_t cache_bytes, const nostall_mpi_options *opts,
-                            nostall_mpi **out)
+int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm,
+                            const char *source, uint64_t cache_bytes,
+                            const nostall_mpi_options *opts_in, size_t opts_size)
 {
+    nostall_mpi_options opts_buf = {0};
+    if (opts_in) memcpy(&opts_buf, opts_in, opts_size < sizeof opts_buf ? opts_size : sizeof opts_buf);
+    const nostall_mpi_options *opts = opts_in ? &opts_buf : NULL;
     static const char fn[] = "nostall_mpi_attach";
     int flag = 0, provided = 0, rc;
     if (!out) return fail(NOSTALL_E_INVALID, "%s: out is NULL", fn);
@@ -999,10 +1002,11 @@ int nostall_mpi_peer_cache(nostall_mpi *m, nostall_peer_cache *out)
     return 0;
 }
 
-int nostall_mpi_stats_get(const nostall_mpi *mc, nostall_mpi_stats *out)
+int nostall_mpi_stats_get(const nostall_mpi *mc, nostall_mpi_stats *res, size_t size)
 {
-    if (!mc || !out) return fail(NOSTALL_E_INVALID, "nostall_mpi_stats_get: NULL argument");
+    if (!mc || !res) return fail(NOSTALL_E_INVALID, "nostall_mpi_stats_get: NULL argument");
     nostall_mpi *m = (nostall_mpi *)mc;
+    nostall_mpi_stats st, *out = &st;
     memset(out, 0, sizeof *out);
     out->rank = (uint64_t)m->rank;
     out->world = (uint64_t)m->world;
@@ -1015,6 +1019,7 @@ int nostall_mpi_stats_get(const nostall_mpi *mc, nostall_mpi_stats *out)
 #undef CNT_GET_
     for (int r = 0; r < m->world; r++) out->peers_down += atomic_load(&m->down[r]) != 0;
     nmpi_arena_usage(m->arena, &out->cache_items, &out->cache_bytes);
+    memcpy(res, out, size < sizeof *out ? size : sizeof *out);
     return 0;
 }
 

@@ -29,18 +29,18 @@ int main(int argc, char **argv)
     nostall_config_create(&cfg);
     nostall_mpi *pc = (nostall_mpi *)&provided;
 
-    CHECK(nostall_mpi_attach(cfg, MPI_COMM_WORLD, data, 1 << 20, NULL) == NOSTALL_E_INVALID);
-    CHECK(nostall_mpi_attach(NULL, MPI_COMM_WORLD, data, 1 << 20, &pc) == NOSTALL_E_INVALID);
+    CHECK(nostall_mpi_attach(NULL, cfg, MPI_COMM_WORLD, data, 1 << 20) == NOSTALL_E_INVALID);
+    CHECK(nostall_mpi_attach(&pc, NULL, MPI_COMM_WORLD, data, 1 << 20) == NOSTALL_E_INVALID);
     CHECK(pc == NULL);
-    CHECK(nostall_mpi_attach(cfg, MPI_COMM_WORLD, NULL, 1 << 20, &pc) == NOSTALL_E_INVALID);
+    CHECK(nostall_mpi_attach(&pc, cfg, MPI_COMM_WORLD, NULL, 1 << 20) == NOSTALL_E_INVALID);
     if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK(nostall_mpi_attach(cfg, MPI_COMM_WORLD, data, 1 << 20, &pc) == NOSTALL_E_INVALID);
+        CHECK(nostall_mpi_attach(&pc, cfg, MPI_COMM_WORLD, data, 1 << 20) == NOSTALL_E_INVALID);
         CHECK(strstr(nostall_last_error(), "MPI_THREAD_MULTIPLE") != NULL);
         CHECK(pc == NULL);
         printf("thread level check: %s\n", nostall_last_error());
     }
     nostall_mpi_stats st;
-    CHECK(nostall_mpi_stats_get(NULL, &st) == NOSTALL_E_INVALID);
+    CHECK(nostall_mpi_stats_get(NULL, &st, sizeof st) == NOSTALL_E_INVALID);
     CHECK(nostall_mpi_detach(NULL) == 0);
     nostall_config_free(cfg);
     MPI_Finalize();

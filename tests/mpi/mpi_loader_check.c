@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     nostall_config_set_uint(cfg, NOSTALL_OPT_EPOCHS, epochs);
 
     nostall_mpi *pc = NULL;
-    if (cache_bytes && nostall_mpi_attach_opts(cfg, MPI_COMM_WORLD, data, cache_bytes, &mo, &pc) < 0) {
+    if (cache_bytes && nostall_mpi_attach_opts(&pc, cfg, MPI_COMM_WORLD, data, cache_bytes, &mo, sizeof mo) < 0) {
         fprintf(stderr, "rank %d: %s\n", rank, nostall_last_error());
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info);
+    nostall_loader_info(ld, &info, sizeof info);
     size_t cap = info.items_per_epoch + 16, nidx = 0;
     uint64_t *idx = malloc(cap * sizeof *idx);
 
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     memset(&m0, 0, sizeof m0);
     memset(&m1, 0, sizeof m1);
     nostall_loader_stats(ld, &s0, sizeof s0);
-    if (pc) nostall_mpi_stats_get(pc, &m0);
+    if (pc) nostall_mpi_stats_get(pc, &m0, sizeof m0);
     uint64_t csum = 0, epoch = 0, items = 0, batches = 0;
     double t0 = now_s();
     int rc, failed = 0;
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
         if (rc == NOSTALL_EPOCH_END) {
             double t1 = now_s();
             nostall_loader_stats(ld, &s1, sizeof s1);
-            if (pc) nostall_mpi_stats_get(pc, &m1);
+            if (pc) nostall_mpi_stats_get(pc, &m1, sizeof m1);
             fprintf(out,
                     "{\"rank\":%d,\"world\":%d,\"epoch\":%" PRIu64 ",\"seconds\":%.6f,"
                     "\"items\":%" PRIu64 ",\"storage_reads\":%" PRIu64 ",\"peer_hits\":%" PRIu64
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
     nostall_mpi_stats ms;
     memset(&ms, 0, sizeof ms);
     if (pc) {
-        nostall_mpi_stats_get(pc, &ms);
+        nostall_mpi_stats_get(pc, &ms, sizeof ms);
         drc = nostall_mpi_detach(pc);
         if (drc != 0) fprintf(stderr, "rank %d: %s\n", rank, nostall_last_error());
     }

@@ -47,7 +47,7 @@ int tool_mpi_attach(nostall_config *cfg, const char *source, const char *cache_b
     MPI_Comm_size(MPI_COMM_WORLD, &t->world);
     if (nostall_config_set_uint(cfg, NOSTALL_OPT_RANK, (uint64_t)t->rank) < 0 ||
         nostall_config_set_uint(cfg, NOSTALL_OPT_WORLD_SIZE, (uint64_t)t->world) < 0 ||
-        nostall_mpi_attach(cfg, MPI_COMM_WORLD, source, bytes, &t->pc) < 0) {
+        nostall_mpi_attach(&t->pc, cfg, MPI_COMM_WORLD, source, bytes) < 0) {
         fprintf(stderr, "nostall bench: rank %d: %s\n", t->rank, nostall_last_error());
         return 1;
     }
@@ -58,7 +58,7 @@ void tool_mpi_report(void *handle, FILE *f, int json)
 {
     tool_mpi *t = handle;
     nostall_mpi_stats s;
-    if (!t || !t->pc || nostall_mpi_stats_get(t->pc, &s) < 0) return;
+    if (!t || !t->pc || nostall_mpi_stats_get(t->pc, &s, sizeof s) < 0) return;
     double lat_ms = s.remote_hits ? s.remote_ns * 1e-6 / (double)s.remote_hits : 0.0;
     if (json) {
         fprintf(f,

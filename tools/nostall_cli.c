@@ -1,5 +1,5 @@
 /*
- * nostall.c — the `nostall` command-line tool: dispatches to subcommands.
+ * nostall_cli.c — the `nostall` command-line tool: dispatches to subcommands.
  * Uses only the public header (plus libjpeg/libpng in gen.c for encoding).
  */
 #include <stdio.h>
