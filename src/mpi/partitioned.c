@@ -829,6 +829,41 @@ static void free_mpi(nostall_mpi *m)
     free(m);
 }
 
+/* The plan: item i to rank i % W if it has room (caps: every rank's
+ * cache_bytes, used up here), else the next with room, else nobody. Same
+ * inputs on every rank -> same plan. */
+static void plan_owners(nostall_mpi *m, uint64_t *caps)
+{
+    uint64_t open = 0;
+    for (int r = 0; r < m->world; r++) open += caps[r] > 0;
+    for (uint64_t i = 0; i < m->n; i++) {
+        uint64_t s = m->size[i];
+        m->owner[i] = -1;
+        if (s == 0 || open == 0) {
+            m->unowned_items++;
+            continue;
+        }
+        int p = (int)(i % (uint64_t)m->world);
+        for (int k = 0; k < m->world; k++) {
+            int r = (p + k) % m->world;
+            if (caps[r] >= s) {
+                caps[r] -= s;
+                if (caps[r] == 0) open--;
+                m->owner[i] = r;
+                break;
+            }
+        }
+        if (m->owner[i] < 0) {
+            m->unowned_items++;
+            continue;
+        }
+        if (m->owner[i] == m->rank) {
+            m->owned_items++;
+            m->owned_bytes += s;
+        }
+    }
+}
+
 int nostall_mpi_attach(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm, const char *source,
                        uint64_t cache_bytes)
 {
@@ -932,36 +967,7 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
                     r, lerr ? "this rank has" : "another rank has", items);
     }
 
-    /* The plan: item i to rank i % W if it has room, else the next with
-     * room, else nobody. Same inputs on every rank -> same plan. */
-    uint64_t open = 0;
-    for (int r = 0; r < m->world; r++) open += caps[r] > 0;
-    for (uint64_t i = 0; i < m->n; i++) {
-        uint64_t s = m->size[i];
-        m->owner[i] = -1;
-        if (s == 0 || open == 0) {
-            m->unowned_items++;
-            continue;
-        }
-        int p = (int)(i % (uint64_t)m->world);
-        for (int k = 0; k < m->world; k++) {
-            int r = (p + k) % m->world;
-            if (caps[r] >= s) {
-                caps[r] -= s;
-                if (caps[r] == 0) open--;
-                m->owner[i] = r;
-                break;
-            }
-        }
-        if (m->owner[i] < 0) {
-            m->unowned_items++;
-            continue;
-        }
-        if (m->owner[i] == m->rank) {
-            m->owned_items++;
-            m->owned_bytes += s;
-        }
-    }
+    plan_owners(m, caps);
     free(caps);
     lerr = nmpi_arena_create(&m->arena, m->owned_bytes, m->n) < 0;
     gerr = 0;
