@@ -329,7 +329,9 @@ typedef struct nostall_loader nostall_loader;
 /* Build the dataset index and start the worker threads.
  * `source` is a directory (ImageFolder: one sub-folder per class, classes
  * sorted by name get labels 0..K-1, files sorted, .jpg/.jpeg/.png matched
- * case-insensitively, other files counted in `files_ignored`) or a regular
+ * case-insensitively; every entry so named is an item, one that cannot be
+ * read a bad item with its reason; other files, hidden files and files
+ * outside class folders counted in `files_ignored`) or a regular
  * file listing one `path<TAB>label` per line (relative paths are relative to
  * the list's folder; empty lines and lines starting with '#' are skipped; a
  * path may be an http:// or https:// URL, fetched with libcurl — other
@@ -462,7 +464,9 @@ NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state
 typedef struct nostall_dataset_info {
     uint64_t items;            /* items in the dataset index               */
     uint64_t classes;          /* distinct classes (ImageFolder) or max label + 1 */
-    uint64_t files_ignored;    /* ImageFolder files without an image extension */
+    uint64_t files_ignored;    /* ImageFolder files not named like an image,
+                                  hidden, or outside class folders
+                                  (nostall_loader_ignored names them)     */
     uint64_t items_per_epoch;  /* items this rank delivers per epoch (before skips) */
     uint64_t batches_per_epoch;
     uint32_t threads;          /* worker threads actually started          */
@@ -486,6 +490,9 @@ NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_in
  * loader. */
 NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index,
                                     const char **path, int64_t *label);
+/* Path of ignored file i (files_ignored): the first ones found, up to 64;
+ * NULL past those. The path lives as long as the loader. */
+NOSTALL_API const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i);
 /* Name of class `label` (ImageFolder sub-folder), or NULL for file lists. */
 NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label);
 

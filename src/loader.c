@@ -506,6 +506,11 @@ int nostall_loader_item(const nostall_loader *ld, uint64_t index, const char **p
     return 0;
 }
 
+const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i)
+{
+    return ld ? nst_index_ignored_path(ld->index, i) : NULL;
+}
+
 const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label)
 {
     if (!ld) return NULL;

@@ -142,6 +142,7 @@ loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo), 
 loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                   POINTER(c_int64))
 loader_class_name = _fn("nostall_loader_class_name", c_char_p, c_void_p, c_uint64)
+loader_ignored = _fn("nostall_loader_ignored", c_char_p, c_void_p, c_uint64)
 loader_stats = _fn("nostall_loader_stats", c_int, c_void_p, c_void_p, c_size_t)
 stats_count = _fn("nostall_stats_count", c_int)
 stats_name = _fn("nostall_stats_name", c_char_p, c_int)

@@ -495,9 +495,11 @@ class Loader(_Base):
         if self._info["files_ignored"]:
             # Nothing silently lost: torchvision's ImageFolder would also
             # have loaded .bmp, .gif, .webp, .tif and friends.
+            names = self.ignored()
+            shown = ", ".join(names[:3]) + (", ..." if self._info["files_ignored"] > 3 else "")
             warnings.warn("nostall: %d file(s) in %s ignored: not named .jpg, .jpeg or .png "
-                          "(the formats nostall decodes)" % (self._info["files_ignored"],
-                                                            self.source),
+                          "(the formats nostall decodes), hidden, or outside class folders: %s"
+                          % (self._info["files_ignored"], self.source, shown),
                           RuntimeWarning, stacklevel=3)
 
     def _source_path(self, source):
@@ -991,6 +993,17 @@ class Loader(_Base):
             out.append({"index": si.index, "path": _lib._s(si.path),
                         "status": _lib.STATUS.get(si.status, si.status),
                         "reason": _lib._s(si.reason)})
+        return out
+
+    def ignored(self) -> list:
+        """Paths of the files an ImageFolder left out (files_ignored): the
+        first ones found, up to 64."""
+        out = []
+        for i in range(min(self._info["files_ignored"], 64)):
+            p = self._lib.loader_ignored(self._handle(), i)
+            if p is None:
+                break
+            out.append(_lib._s(p))
         return out
 
     def item(self, index: int) -> tuple:

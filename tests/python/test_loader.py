@@ -195,6 +195,16 @@ def test_other_extensions_warned(tmp_path):
         ld = nostall.Loader(d, batch_size=2, crop=16, threads=1)
     with ld:
         assert ld.info()["files_ignored"] == 2 and ld.info()["items"] == 4
+        assert sorted(os.path.basename(p) for p in ld.ignored()) == ["README.txt", "a.webp"]
+    # the warning names them, and a dangling link named .jpg is a bad item, not ignored
+    os.symlink(str(tmp_path / "nowhere"), str(tmp_path / "mixed" / "class_000" / "gone.jpg"))
+    with pytest.warns(RuntimeWarning, match=r"README.txt|a.webp"):
+        ld = nostall.Loader(d, batch_size=2, crop=16, threads=1)
+    with ld:
+        assert ld.info()["files_ignored"] == 2 and ld.info()["items"] == 5
+        list(ld)
+        (bad,) = ld.skipped()
+        assert bad["path"].endswith("gone.jpg") and "missing" in bad["reason"]
 
 
 def test_zero_copy_and_copy(data):
