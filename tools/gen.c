@@ -93,7 +93,7 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
-        fprintf(stderr, "gen: %s must be an integer in %ld..%ld (got '%s')\n", flag, lo, hi, s);
+        tool_line(stderr, "gen: %s must be an integer in %ld..%ld (got '%s')", flag, lo, hi, s);
         return -1;
     }
     *out = (long)v;
@@ -116,7 +116,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
         const char *a = argv[i];
         if (no_more_flags || a[0] != '-' || a[1] == '\0') {
             if (o->out_dir) {
-                fprintf(stderr, "gen: unexpected extra argument '%s' (one OUT_DIR expected)\n", a);
+                tool_line(stderr, "gen: unexpected extra argument '%s' (one OUT_DIR expected)", a);
                 return -1;
             }
             o->out_dir = a;
@@ -142,7 +142,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
         }
         if (strcmp(name, "--quiet") == 0 || strcmp(name, "--force") == 0) {
             if (val) {
-                fprintf(stderr, "gen: %s takes no value\n", name);
+                tool_line(stderr, "gen: %s takes no value", name);
                 return -1;
             }
             if (name[2] == 'q') o->quiet = 1;
@@ -155,12 +155,12 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             if (strcmp(name, valued[k]) == 0) known = 1;
         if (!known) {
-            fprintf(stderr, "gen: unknown option '%s' (see nostall gen --help)\n", a);
+            tool_line(stderr, "gen: unknown option '%s' (see nostall gen --help)", a);
             return -1;
         }
         if (!val) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "gen: %s needs a value\n", name);
+                tool_line(stderr, "gen: %s needs a value", name);
                 return -1;
             }
             val = argv[++i];
@@ -180,7 +180,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
             if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE) {
-                fprintf(stderr, "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')\n", val);
+                tool_line(stderr, "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')", val);
                 return -1;
             }
             o->seed = (uint64_t)v;
@@ -189,7 +189,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             errno = 0;
             double v = strtod(val, &end);
             if (*val == '\0' || *end != '\0' || errno == ERANGE || !(v >= 0.0 && v <= 0.5)) {
-                fprintf(stderr, "gen: --size-jitter must be a number in 0..0.5 (got '%s')\n", val);
+                tool_line(stderr, "gen: --size-jitter must be a number in 0..0.5 (got '%s')", val);
                 return -1;
             }
             o->jitter = v;
@@ -197,7 +197,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             if (strcmp(val, "jpeg") == 0 || strcmp(val, "jpg") == 0) o->format = FMT_JPEG;
             else if (strcmp(val, "png") == 0) o->format = FMT_PNG;
             else {
-                fprintf(stderr, "gen: --format must be jpeg or png (got '%s')\n", val);
+                tool_line(stderr, "gen: --format must be jpeg or png (got '%s')", val);
                 return -1;
             }
         }
@@ -670,7 +670,7 @@ static long long write_image(const char *path, const canvas *cv, const gen_opts 
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
-        fprintf(stderr, "gen: cannot create '%s': %s\n", tmp, strerror(errno));
+        tool_line(stderr, "gen: cannot create '%s': %s", tmp, strerror(errno));
         return -1;
     }
     err[0] = '\0';
@@ -696,7 +696,7 @@ static long long write_image(const char *path, const canvas *cv, const gen_opts 
     }
     if (rc != 0) {
         unlink(tmp);
-        fprintf(stderr, "gen: cannot write '%s': %s\n", path, err[0] ? err : "write error");
+        tool_line(stderr, "gen: cannot write '%s': %s", path, err[0] ? err : "write error");
         return -1;
     }
     return size;
@@ -749,25 +749,25 @@ int cmd_gen(int argc, char **argv)
     struct stat st;
     if (stat(o.out_dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "gen: '%s' exists and is not a directory\n", o.out_dir);
+            tool_line(stderr, "gen: '%s' exists and is not a directory", o.out_dir);
             return 2;
         }
         int ne = tool_dir_nonempty(o.out_dir);
         if (ne < 0) {
-            fprintf(stderr, "gen: cannot read '%s': %s\n", o.out_dir, strerror(errno));
+            tool_line(stderr, "gen: cannot read '%s': %s", o.out_dir, strerror(errno));
             return 1;
         }
         if (ne && !o.force) {
-            fprintf(stderr, "gen: '%s' exists and is not empty (use --force to write into it)\n", o.out_dir);
+            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)", o.out_dir);
             return 2;
         }
         if (ne)
-            fprintf(stderr, "gen: warning: '%s' is not empty: files with the names gen writes "
-                            "are replaced, any others stay and remain part of the dataset\n",
+            tool_line(stderr, "gen: warning: '%s' is not empty: files with the names gen writes "
+                            "are replaced, any others stay and remain part of the dataset",
                     o.out_dir);
     }
     if (tool_mkdir_p(o.out_dir) != 0) {
-        fprintf(stderr, "gen: cannot create '%s': %s\n", o.out_dir, strerror(errno));
+        tool_line(stderr, "gen: cannot create '%s': %s", o.out_dir, strerror(errno));
         return 1;
     }
 
@@ -778,12 +778,12 @@ int cmd_gen(int argc, char **argv)
     for (long c = 0; c < o.classes; c++) {
         int n = snprintf(path, sizeof path, "%s/class_%0*ld", o.out_dir, cdig, c);
         if (n < 0 || (size_t)n >= sizeof path) {
-            fprintf(stderr, "gen: path too long under '%s'\n", o.out_dir);
+            tool_line(stderr, "gen: path too long under '%s'", o.out_dir);
             return 1;
         }
         if (mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
             if (errno == EEXIST) errno = ENOTDIR;
-            fprintf(stderr, "gen: cannot create '%s': %s\n", path, strerror(errno));
+            tool_line(stderr, "gen: cannot create '%s': %s", path, strerror(errno));
             return 1;
         }
     }
@@ -832,7 +832,7 @@ int cmd_gen(int argc, char **argv)
         int n = snprintf(path, sizeof path, "%s/class_%0*ld/img_%0*ld.%s", o.out_dir, cdig, i % o.classes, idig, i,
                          ext);
         if (n < 0 || (size_t)n >= sizeof path) { /* cannot happen: OUT_DIR length is bounded */
-            fprintf(stderr, "gen: path too long under '%s'\n", o.out_dir);
+            tool_line(stderr, "gen: path too long under '%s'", o.out_dir);
             status = 1;
             break;
         }
@@ -861,7 +861,7 @@ int cmd_gen(int argc, char **argv)
     if (status != 0) return status;
 
     double el = tool_now_s() - t0;
-    fprintf(stderr, "gen: wrote %ld images in %ld classes to %s (%.1f MB, mean %.1f KB) in %.1f s\n", done,
+    tool_line(stderr, "gen: wrote %ld images in %ld classes to %s (%.1f MB, mean %.1f KB) in %.1f s", done,
             o.classes, o.out_dir, (double)total / 1e6, done ? (double)total / (double)done / 1e3 : 0.0, el);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nostall_mpi.h"
+#include "util.h"
 
 typedef struct tool_mpi {
     nostall_mpi *pc;
@@ -30,7 +31,7 @@ int tool_mpi_attach(nostall_config *cfg, const char *source, const char *cache_b
     nostall_config *tmp = NULL;
     if (nostall_config_create(&tmp) < 0 || nostall_config_set(tmp, "cache_bytes", cache_bytes) < 0 ||
         nostall_config_get_uint(tmp, NOSTALL_OPT_CACHE_BYTES, &bytes) < 0) {
-        fprintf(stderr, "nostall bench: --partitioned-cache: %s\n", nostall_last_error());
+        tool_line(stderr, "nostall bench: --partitioned-cache: %s", nostall_last_error());
         nostall_config_free(tmp);
         return 1;
     }
@@ -48,7 +49,7 @@ int tool_mpi_attach(nostall_config *cfg, const char *source, const char *cache_b
     if (nostall_config_set_uint(cfg, NOSTALL_OPT_RANK, (uint64_t)t->rank) < 0 ||
         nostall_config_set_uint(cfg, NOSTALL_OPT_WORLD_SIZE, (uint64_t)t->world) < 0 ||
         nostall_mpi_attach(&t->pc, cfg, MPI_COMM_WORLD, source, bytes) < 0) {
-        fprintf(stderr, "nostall bench: rank %d: %s\n", t->rank, nostall_last_error());
+        tool_line(stderr, "nostall bench: rank %d: %s", t->rank, nostall_last_error());
         return 1;
     }
     return 0;
@@ -103,7 +104,7 @@ void tool_mpi_end(void *handle, int status)
     int gone = 0;
     if (t->pc) {
         if (nostall_mpi_detach(t->pc) != 0) {
-            fprintf(stderr, "nostall bench: rank %d: %s\n", t->rank, nostall_last_error());
+            tool_line(stderr, "nostall bench: rank %d: %s", t->rank, nostall_last_error());
             gone = 1;
         }
     }
