@@ -25,7 +25,8 @@
  *              are dropped, as libjpeg drops them: same pixels), a wrong
  *              restart number, a missing restart marker, a junk marker in
  *              its place and a DRI segment without restart markers in the
- *              data are E_CORRUPT (with libjpeg-turbo's decoder too).
+ *              data are E_CORRUPT (with libjpeg-turbo's decoder too); so
+ *              is FF FF 00 in the data (libjpeg-turbo mixes two readings).
  *   fuzz       mutated files (byte flips, runs of 0xFF, cuts), full and
  *              region decodes: no crash (ASan in `make test`), the same
  *              answer twice, and whenever both decoders succeed, the same
@@ -314,6 +315,22 @@ static void damage(nst_decoder *own, nst_decoder *lj)
 
     /* cut inside the scan */
     expect_status(own, buf, sos + (len - sos) * 2 / 3, NOSTALL_E_TRUNCATED, "cut.jpg");
+
+    /* a data byte 0xFF written FF FF 00 (a fill byte before the stuffed
+     * zero: not allowed; libjpeg-turbo reads it one way in its slow path
+     * and another in its fast path, and mixes the two) */
+    {
+        size_t at = mid;
+        while (at + 1 < len && !(buf[at] == 0xFF && buf[at + 1] == 0x00)) at++;
+        CHECK(at + 1 < len);
+        uint8_t *ff = malloc(len + 1);
+        memcpy(ff, buf, at + 1);
+        ff[at + 1] = 0xFF;
+        memcpy(ff + at + 2, buf + at + 1, len - at - 1);
+        expect_status(own, ff, len + 1, NOSTALL_E_CORRUPT, "fill-ff-00.jpg");
+        CHECK(strstr(nostall_last_error(), "fill bytes before a stuffed zero") != NULL);
+        free(ff);
+    }
     free(bad);
     free(buf);
 

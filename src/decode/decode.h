@@ -55,6 +55,10 @@
  * the window's rows are Huffman-decoded (jpeg_rst.c), so damage above the
  * window goes unseen as well, and a truncated file decodes when the
  * window's intervals are complete. Pixels are identical to the normal path.
+ *
+ * Fuzzed (tests/fuzz/): fuzz_jpeg (every path above, both builds of our
+ * Huffman decoder), fuzz_jpeg_diff (our Huffman decoder against
+ * libjpeg-turbo's), fuzz_jpeg_transcode (the rewrite), fuzz_png.
  */
 #ifndef NST_DECODE_DECODE_H
 #define NST_DECODE_DECODE_H

@@ -195,6 +195,8 @@ static void error_exit(j_common_ptr cinfo)
  *                          refined that were never started, wrong pixels.
  *   JWRN_TOO_MUCH_DATA     an application bug (too many scanlines read);
  *                          cannot happen here, fatal to be safe.
+ *   NST_JWRN_FILL_IN_DATA  our Huffman decoder's: FF FF 00 in entropy data
+ *                          (jpeg_impl.h).
  *   JWRN_EXTRANEOUS_DATA   only before an RSTn marker: the entropy decoder
  *                          finished a restart interval without consuming
  *                          all of it, i.e. it lost sync on damaged data.
@@ -268,6 +270,11 @@ static void emit_message(j_common_ptr cinfo, int msg_level)
         }
     }
 }
+
+/* Texts of the NST_JWRN_* codes (jpeg_impl.h), in their order. */
+static const char *const nst_messages[] = {
+    "Corrupt JPEG data: 0xFF fill bytes before a stuffed zero in entropy-coded data",
+    NULL};
 
 static void output_message(j_common_ptr cinfo)
 {
@@ -353,6 +360,9 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
     j->err.pub.error_exit = error_exit;
     j->err.pub.emit_message = emit_message;
     j->err.pub.output_message = output_message;
+    j->err.pub.addon_message_table = nst_messages;
+    j->err.pub.first_addon_message = NST_JWRN_FIRST;
+    j->err.pub.last_addon_message = NST_JWRN_LAST;
     /* Working-memory cap. The largest legitimate need is the whole-image
      * coefficient buffer of a multi-scan (progressive) file: 2 bytes per
      * sample (64 int16 per 8x8 block), at most 4 full-resolution

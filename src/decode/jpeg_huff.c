@@ -40,7 +40,9 @@
  * lets pass, extraneous bytes before a marker other than RSTn, is always
  * followed here by JWRN_MUST_RESYNC, as in libjpeg). An invalid code is
  * always reported, where libjpeg-turbo's fast path turns it into 0
- * silently; fewer than NST_HUFF_RST_SLACK bytes before a restart marker
+ * silently, and so are 0xFF fill bytes before a stuffed zero (FF FF 00),
+ * which libjpeg-turbo decodes to coefficients of two readings mixed
+ * (NST_JWRN_FILL_IN_DATA, see unstuff_more; found by fuzz_jpeg_diff); fewer than NST_HUFF_RST_SLACK bytes before a restart marker
  * are dropped, as libjpeg does. If a warning were let through, the rest
  * of the restart interval (or scan) decodes as zeros (libjpeg's
  * "insufficient data" behaviour).
@@ -109,6 +111,9 @@ uint64_t nst_jpeg_huff_scans(const nst_jpeg_huff *h)
  * complete, the pixels are right); more is reported as damage, as libjpeg
  * reports it. */
 #define NST_HUFF_RST_SLACK 8
+/* h->marker for a segment that ends at 0xFF fill bytes followed by 0x00
+ * (FF FF 00): not a marker, not a data byte either (see unstuff_more). */
+#define NST_HUFF_FILL_00 0x100
 /* Built tables kept per decoder: a scan uses at most 8 (4 DC + 4 AC). */
 #define NST_HUFF_CACHE 8
 
@@ -335,8 +340,13 @@ static const huff_table *get_table(nst_jpeg_huff *h, const JHUFF_TBL *src, int i
 /* ---- the segment buffer -------------------------------------------------- */
 
 /* Unstuff about NST_HUFF_CHUNK more bytes of the current segment into
- * h->seg, or up to its end: a marker (0xFF then neither 0x00 nor 0xFF) or
- * the end of the data. At the end, NST_HUFF_PAD zero bytes follow the data
+ * h->seg, or up to its end: a marker (0xFF then neither 0x00 nor 0xFF),
+ * 0xFF fill bytes before 0x00 (FF FF 00, which the standard does not
+ * allow inside entropy-coded data: libjpeg-turbo reads it as one 0xFF
+ * data byte in its slow path and as a marker in its fast path, and mixes
+ * the two MCUs' coefficients; here it ends the data: a block that needs
+ * bits beyond it is damaged, NST_JWRN_FILL_IN_DATA) or the end of the
+ * data. At the end, NST_HUFF_PAD zero bytes follow the data
  * (libjpeg too feeds zeros past the end; a read of them is reported). The
  * buffer was sized at attach for the whole remaining input plus padding,
  * and unstuffing only shrinks, so nothing here can overflow. */
@@ -368,13 +378,13 @@ static void unstuff_more(nst_jpeg_huff *h)
             raw = ff;
             break;
         }
-        if (*q == 0) {
+        if (*q == 0 && q == ff + 1) {
             out[len++] = 0xFF;
             raw = q + 1;
             continue;
         }
         h->seg_done = 1;
-        h->marker = *q;
+        h->marker = *q ? *q : NST_HUFF_FILL_00;
         h->marker_at = ff;
         h->after_marker = q + 1;
         raw = ff;
@@ -615,6 +625,12 @@ static void restart(j_decompress_ptr ci, nst_jpeg_huff *h)
     while (!h->seg_done) unstuff_more(h);
     const uint64_t used = (consumed_bits(h, &h->br) + 7) / 8;
     const int want = 0xD0 + (int)h->next_rst;
+    if (h->marker == NST_HUFF_FILL_00) {
+        /* FF FF 00 in the interval: its data ends there */
+        WARNMS(ci, NST_JWRN_FILL_IN_DATA);
+        h->dead = 1;
+        return;
+    }
     if (!h->dead && used + NST_HUFF_RST_SLACK <= h->seg_len) {
         /* the decoder finished the interval well before its end: it lost
          * sync (a few bytes are dropped, as libjpeg does). jpeg.c lets this
@@ -690,7 +706,8 @@ HOT boolean decode_mcu_body(j_decompress_ptr ci, JBLOCKROW *MCU_data)
         h->br = b;
         if (h->seg_done && consumed_bits(h, &b) > (uint64_t)h->seg_len * 8u && !h->dead) {
             /* the scan needed bits past its data (zeros were read) */
-            if (h->marker) WARNMS(ci, JWRN_HIT_MARKER);
+            if (h->marker == NST_HUFF_FILL_00) WARNMS(ci, NST_JWRN_FILL_IN_DATA);
+            else if (h->marker) WARNMS(ci, JWRN_HIT_MARKER);
             else WARNMS(ci, JWRN_JPEG_EOF);
             ci->entropy->insufficient_data = TRUE;
         }

@@ -27,6 +27,18 @@ typedef struct nst_jpeg_err {
     char warn_msg[JMSG_LENGTH_MAX];
 } nst_jpeg_err;
 
+/* nostall's own libjpeg warning codes, in jpeg.c's addon message table
+ * (emitted by jpeg_huff.c; jpeg.c's warning policy fails the item). */
+enum {
+    NST_JWRN_FIRST = 1000,
+    /* 0xFF fill bytes before 0x00 inside entropy-coded data (FF FF 00):
+     * invalid; libjpeg-turbo's slow path reads one 0xFF data byte, its
+     * fast path a marker, and it then decodes the MCU again leaving some
+     * of the first attempt's coefficients in the block */
+    NST_JWRN_FILL_IN_DATA = 1000,
+    NST_JWRN_LAST = 1000
+};
+
 /* jpeg_transcode.c's compressor and output buffer (opaque to jpeg.c). */
 typedef struct nst_jpeg_enc nst_jpeg_enc;
 void nst_jpeg_enc_free(nst_jpeg_enc *e);

@@ -20,6 +20,7 @@
 #ifndef NOSTALL_FUZZ_DECODE_H
 #define NOSTALL_FUZZ_DECODE_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +112,83 @@ static inline int fuzz_same_image(const nst_image *a, const nst_image *b)
         if (memcmp(a->data + y * a->stride, b->data + y * b->stride, (size_t)a->width * 3) != 0)
             return 0;
     return 1;
+}
+
+/* The pixels [*lo, *hi) of an axis of n scaled pixels that region decode
+ * promises for the source interval [a, a + len) resampled to `out`
+ * samples at scale 1/den: jpeg.c's axis_range() (the window mapped,
+ * rounded outwards, widened by the resampling filter's support plus 2,
+ * clamped, at least 16 pixels). Pixels of a region beyond these may
+ * differ between paths (an edge the restart-marker fast path cut is an
+ * image edge to fancy upsampling). */
+static inline void fuzz_axis(double a, double len, unsigned den, uint32_t out, uint32_t n,
+                             uint32_t *lo, uint32_t *hi)
+{
+    const double s = 1.0 / den;
+    double support = out ? len * s / out : 1.0;
+    if (support < 1.0) support = 1.0;
+    const double margin = ceil(support) + 2.0;
+    double l = floor(a * s) - margin, h = ceil((a + len) * s) + margin;
+    if (l < 0.0) l = 0.0;
+    if (l > (double)n - 1.0) l = (double)n - 1.0;
+    if (h > (double)n) h = (double)n;
+    if (h < l + 1.0) h = l + 1.0;
+    if (h - l < 16.0) {
+        h = l + 16.0 < (double)n ? l + 16.0 : (double)n;
+        l = h - 16.0 > 0.0 ? h - 16.0 : 0.0;
+    }
+    *lo = (uint32_t)l;
+    *hi = (uint32_t)h;
+}
+
+/* Two regions of the same image at the same scale, decoded for window roi
+ * and output size out (the restart-marker fast path may return another
+ * window than the normal path: rows and columns of whole restart
+ * intervals), agree on every pixel region decode promises (fuzz_axis)
+ * that both hold. */
+static inline int fuzz_same_overlap(const nst_image *a, const nst_image *b,
+                                    const nst_window *roi, uint32_t out)
+{
+    if (a->scale_den != b->scale_den || a->full_width != b->full_width ||
+        a->full_height != b->full_height || a->src_width != b->src_width ||
+        a->src_height != b->src_height)
+        return 0;
+    uint32_t px0, px1, py0, py1;
+    fuzz_axis(roi->x, roi->w, a->scale_den, out, a->full_width, &px0, &px1);
+    fuzz_axis(roi->y, roi->h, a->scale_den, out, a->full_height, &py0, &py1);
+    uint32_t x0 = a->x0 > b->x0 ? a->x0 : b->x0, y0 = a->y0 > b->y0 ? a->y0 : b->y0;
+    const uint32_t ax1 = a->x0 + a->width, bx1 = b->x0 + b->width;
+    const uint32_t ay1 = a->y0 + a->height, by1 = b->y0 + b->height;
+    uint32_t x1 = ax1 < bx1 ? ax1 : bx1, y1 = ay1 < by1 ? ay1 : by1;
+    if (x0 < px0) x0 = px0;
+    if (y0 < py0) y0 = py0;
+    if (x1 > px1) x1 = px1;
+    if (y1 > py1) y1 = py1;
+    if (x0 >= x1 || y0 >= y1) return 0;
+    for (uint32_t y = y0; y < y1; y++)
+        if (memcmp(a->data + (size_t)(y - a->y0) * a->stride + (size_t)(x0 - a->x0) * 3,
+                   b->data + (size_t)(y - b->y0) * b->stride + (size_t)(x0 - b->x0) * 3,
+                   (size_t)(x1 - x0) * 3) != 0)
+            return 0;
+    return 1;
+}
+
+/* A region decode covers the window asked for (mapped to its scale and
+ * clamped to the image): what the resampler reads. */
+static inline void fuzz_check_covers(const nst_image *im, const nst_window *roi, const char *what)
+{
+    const double s = 1.0 / im->scale_den;
+    double x0 = roi->x * s, y0 = roi->y * s, x1 = (roi->x + roi->w) * s, y1 = (roi->y + roi->h) * s;
+    if (x0 < 0) x0 = 0;
+    if (y0 < 0) y0 = 0;
+    if (x1 > im->full_width) x1 = im->full_width;
+    if (y1 > im->full_height) y1 = im->full_height;
+    if (x0 >= x1 || y0 >= y1) return; /* the window is off the image */
+    FUZZ_CHECK(im->x0 <= x0 && im->y0 <= y0 && im->x0 + im->width >= x1 &&
+                   im->y0 + im->height >= y1,
+               "%s: region %ux%u at (%u,%u) of %ux%u misses the window [%.1f,%.1f)x[%.1f,%.1f)",
+               what, im->width, im->height, im->x0, im->y0, im->full_width, im->full_height, x0,
+               x1, y0, y1);
 }
 
 /* FNV-1a of the input: picks the regions an input is decoded with, so the

@@ -12,10 +12,12 @@
  *     with the same dimensions;
  *   - the two builds of our Huffman decoder give the same status and the
  *     same pixels, full and region;
+ *   - a region decode covers the window asked for;
  *   - where the normal path decodes a region, the restart-marker fast path
- *     does too, with the same pixels (it reads a subset of the same data;
- *     it may succeed where the normal path fails, on damage outside the
- *     region's restart intervals).
+ *     does too, with the same pixels where the two overlap (it reads a
+ *     subset of the same data and may return another window, of whole
+ *     restart intervals; it may succeed where the normal path fails, on
+ *     damage outside the region's restart intervals).
  */
 #include "fuzz_decode.h"
 
@@ -68,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_check_status(rn, "region decode without restart path");
         if (rr == 0) {
             fuzz_check_image(&r, "region decode");
+            fuzz_check_covers(&r, &roi, "region decode");
             FUZZ_CHECK(r.src_width == info.width && r.src_height == info.height,
                        "region decode: source size");
             FUZZ_CHECK(fuzz_same_image(&r, &p), "region 1/%u: BMI2 and plain builds differ",
@@ -75,9 +78,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (rn == 0) {
             fuzz_check_image(&n, "region decode without restart path");
+            fuzz_check_covers(&n, &roi, "region decode without restart path");
             FUZZ_CHECK(rr == 0, "region 1/%u: the normal path decodes, the restart path %d",
                        den, rr);
-            FUZZ_CHECK(fuzz_same_image(&r, &n),
+            FUZZ_CHECK(fuzz_same_overlap(&r, &n, &roi, out),
                        "region 1/%u: restart path and normal path differ", den);
         }
     }
