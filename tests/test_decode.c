@@ -1094,7 +1094,8 @@ static void test_clean_state(void)
     name[k] = "DHT hidden behind junk";
     f[k] = hide_segments(f[0], n[0], 0xC4, &n[k]), k++;
     name[k] = "tables 2 and 3";
-    f[k] = malloc(n[1]), n[k] = n[1], memcpy(f[k], f[1], n[1]), shift_qtables(f[k], n[k], 2, 1), k++;
+    f[k] = malloc(n[1]), n[k] = n[1], memcpy(f[k], f[1], n[1]);
+    shift_qtables(f[k], n[k], 2, 1), k++;
     name[k] = "needs table 2, junk";
     {
         size_t m;

@@ -15,15 +15,19 @@
  * back to libjpeg when the next DQT or DHT (or its standard Huffman
  * tables) asks its permanent pool for one (alloc_small()), so the pool
  * does not grow with the number of files and nothing is allocated per
- * file. The result for a file is the one a fresh decoder gives. Errors come back through a custom
- * error manager that longjmps to the call that started the work; libjpeg
- * never prints and never exits. Warnings are sorted into truncation,
- * corruption (both fatal for the item) and benign ones (see
- * warning_status()). Untrusted input is bounded three ways: dimensions are
- * checked against max_pixels right after jpeg_read_header(), before any
- * pixel buffer is sized; libjpeg's own working memory (the whole-image
- * coefficient buffer of progressive files) is capped by max_memory_to_use;
- * and a progress monitor stops files with an absurd number of scans.
+ * file. The result for a file is the one a fresh decoder gives.
+ *
+ * Errors come back through a custom error manager that longjmps to the
+ * call that started the work; libjpeg never prints and never exits.
+ * Warnings are sorted into truncation, corruption (both fatal for the
+ * item) and benign ones (see warning_status()); errors about valid files
+ * using what libjpeg-turbo does not decode (12-bit, lossless) are
+ * E_UNSUPPORTED (unsupported()). Untrusted input is bounded three ways:
+ * dimensions are checked against max_pixels right after
+ * jpeg_read_header(), before any pixel buffer is sized; libjpeg's own
+ * working memory (the whole-image coefficient buffer of progressive files)
+ * is capped by max_memory_to_use; and a progress monitor stops files with
+ * an absurd number of scans.
  *
  * Huffman decoding: for single-scan files, jpeg_huff.c's decoder takes
  * the place of libjpeg's right after jpeg_start_decompress() (see there).
@@ -103,8 +107,8 @@ static int unsupported(j_common_ptr cinfo)
 {
     const struct jpeg_error_mgr *err = cinfo->err;
     switch (err->msg_code) {
-    case JERR_BAD_PRECISION: /* 12 is valid for DCT processes, 2..16 lossless */
-        return err->msg_parm.i[0] == 12 || err->msg_parm.i[0] == 16;
+    case JERR_BAD_PRECISION: /* DCT processes have 8 or 12 (other values: damage) */
+        return err->msg_parm.i[0] == 12;
     case JERR_SOF_UNSUPPORTED: /* SOF3, 5-7, 11, 13-15; 0xC8 (JPG) is reserved */
         return err->msg_parm.i[0] != 0xC8;
     case JERR_FRACT_SAMPLE_NOTIMPL:

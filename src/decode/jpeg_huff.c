@@ -42,8 +42,9 @@
  * always reported, where libjpeg-turbo's fast path turns it into 0
  * silently, and so are 0xFF fill bytes before a stuffed zero (FF FF 00),
  * which libjpeg-turbo decodes to coefficients of two readings mixed
- * (NST_JWRN_FILL_IN_DATA, see unstuff_more; found by fuzz_jpeg_diff); fewer than NST_HUFF_RST_SLACK bytes before a restart marker
- * are dropped, as libjpeg does. If a warning were let through, the rest
+ * (NST_JWRN_FILL_IN_DATA, see unstuff_more; found by fuzz_jpeg_diff);
+ * fewer than NST_HUFF_RST_SLACK bytes before a restart marker are
+ * dropped, as libjpeg does. If a warning were let through, the rest
  * of the restart interval (or scan) decodes as zeros (libjpeg's
  * "insufficient data" behaviour).
  *

@@ -66,8 +66,8 @@ typedef struct jspec {
 static uint8_t *jpeg(const jspec *s, size_t *n)
 {
     uint8_t *px = pixels(s->w, s->h, s->comps);
-    test_jpeg_opts o = {s->w, s->h, s->comps, s->in, s->jcs, s->quality, s->progressive,
-                        s->restart_rows, 0};
+    test_jpeg_opts o = {s->w,       s->h,           s->comps,        s->in, s->jcs,
+                        s->quality, s->progressive, s->restart_rows, 0};
     uint8_t *j = test_jpeg_encode_ex(px, &o, &s->l, n);
     free(px);
     return j;
@@ -126,7 +126,15 @@ static void jpeg_seeds(void)
     static const jpeg_scan_info two_scans[2] = {{1, {0}, 0, 63, 0, 0}, {2, {1, 2}, 0, 63, 0, 0}};
     const jspec specs[] = {
         {"baseline-420.jpg", 48, 32, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 0, {0}},
-        {"baseline-444-q100.jpg", 24, 16, 3, JCS_RGB, JCS_UNKNOWN, 100, 0, 0,
+        {"baseline-444-q100.jpg",
+         24,
+         16,
+         3,
+         JCS_RGB,
+         JCS_UNKNOWN,
+         100,
+         0,
+         0,
          {.luma_h = 1, .luma_v = 1}},
         {"baseline-422.jpg", 40, 24, 3, JCS_RGB, JCS_UNKNOWN, 75, 0, 0, {.luma_h = 2, .luma_v = 1}},
         {"baseline-440.jpg", 24, 40, 3, JCS_RGB, JCS_UNKNOWN, 75, 0, 0, {.luma_h = 1, .luma_v = 2}},
@@ -143,23 +151,54 @@ static void jpeg_seeds(void)
         {"progressive.jpg", 40, 32, 3, JCS_RGB, JCS_UNKNOWN, 85, 1, 0, {0}},
         {"progressive-gray.jpg", 24, 24, 1, JCS_GRAYSCALE, JCS_UNKNOWN, 85, 1, 0, {0}},
         {"arith.jpg", 32, 24, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 0, {.arith = 1}},
-        {"arith-progressive-rst.jpg", 32, 24, 3, JCS_RGB, JCS_UNKNOWN, 85, 1, 0,
+        {"arith-progressive-rst.jpg",
+         32,
+         24,
+         3,
+         JCS_RGB,
+         JCS_UNKNOWN,
+         85,
+         1,
+         0,
          {.arith = 1, .restart_mcus = 2}},
-        {"multiscan-sequential.jpg", 32, 24, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 0,
+        {"multiscan-sequential.jpg",
+         32,
+         24,
+         3,
+         JCS_RGB,
+         JCS_UNKNOWN,
+         85,
+         0,
+         0,
          {.scans = two_scans, .nscans = 2, .luma_h = 1, .luma_v = 1}},
         {"rst-every-mcu.jpg", 48, 32, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 0, {.restart_mcus = 1}},
-        {"rst-every-3.jpg", 96, 32, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 0,
+        {"rst-every-3.jpg",
+         96,
+         32,
+         3,
+         JCS_RGB,
+         JCS_UNKNOWN,
+         85,
+         0,
+         0,
          {.restart_mcus = 3, .luma_h = 1, .luma_v = 1}},
         {"rst-every-row.jpg", 48, 48, 3, JCS_RGB, JCS_UNKNOWN, 85, 0, 1, {0}},
-        {"rst-gray-optimized.jpg", 40, 40, 1, JCS_GRAYSCALE, JCS_UNKNOWN, 95, 0, 0,
+        {"rst-gray-optimized.jpg",
+         40,
+         40,
+         1,
+         JCS_GRAYSCALE,
+         JCS_UNKNOWN,
+         95,
+         0,
+         0,
          {.restart_mcus = 2, .optimize = 1}},
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         size_t n;
         uint8_t *j = jpeg(&specs[i], &n);
         put("jpeg", specs[i].name, j, n);
-        if (specs[i].l.restart_mcus || specs[i].restart_rows)
-            put("jpeg_diff", specs[i].name, j, n);
+        if (specs[i].l.restart_mcus || specs[i].restart_rows) put("jpeg_diff", specs[i].name, j, n);
         if (!specs[i].l.restart_mcus && !specs[i].restart_rows && !specs[i].l.arith)
             put("jpeg_transcode", specs[i].name, j, n);
         free(j);
@@ -190,10 +229,9 @@ static void jpeg_seeds(void)
         memset(ins, 0x3C, sizeof ins);
         t = splice(r, n, m3, ins, (size_t)junk, &m);
         t[m3 + (size_t)junk + 1] = 0xE3;
-        put("jpeg", junk ? "finding-junk-marker-after-bytes.jpg" : "finding-junk-marker.jpg", t,
-            m);
-        put("jpeg_diff",
-            junk ? "finding-junk-marker-after-bytes.jpg" : "finding-junk-marker.jpg", t, m);
+        put("jpeg", junk ? "finding-junk-marker-after-bytes.jpg" : "finding-junk-marker.jpg", t, m);
+        put("jpeg_diff", junk ? "finding-junk-marker-after-bytes.jpg" : "finding-junk-marker.jpg",
+            t, m);
         free(t);
     }
     {
@@ -237,7 +275,8 @@ typedef struct pngbuf {
 
 static void be32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
+    p[3] = (uint8_t)v;
 }
 
 static void chunk(pngbuf *b, const char *type, const uint8_t *d, uint32_t n)
@@ -275,13 +314,12 @@ static void png_finish(pngbuf *b, const uint8_t *raw, size_t n)
 /* Raw (filtered) data for a w x h image with `bits` bits per pixel, Adam7
  * passes when interlaced: filter bytes cycle through the five filters,
  * the rest is pseudo-random (masked by `mask`). */
-static uint8_t *raw_image(uint32_t w, uint32_t h, int bits, int interlace, uint8_t mask,
-                          size_t *n)
+static uint8_t *raw_image(uint32_t w, uint32_t h, int bits, int interlace, uint8_t mask, size_t *n)
 {
     static const int adam7[7][4] = {{0, 0, 8, 8}, {0, 4, 8, 8}, {4, 0, 8, 4}, {0, 2, 4, 4},
                                     {2, 0, 4, 2}, {0, 1, 2, 2}, {1, 0, 2, 1}};
     static const int whole[1][4] = {{0, 0, 1, 1}};
-    const int (*pass)[4] = interlace ? adam7 : whole;
+    const int(*pass)[4] = interlace ? adam7 : whole;
     const int passes = interlace ? 7 : 1;
     size_t cap = 0;
     for (int p = 0; p < passes; p++) {
@@ -306,15 +344,15 @@ static uint8_t *raw_image(uint32_t w, uint32_t h, int bits, int interlace, uint8
     return r;
 }
 
-static void png_plain(const char *name, uint32_t w, uint32_t h, int depth, int color,
-                      int interlace)
+static void png_plain(const char *name, uint32_t w, uint32_t h, int depth, int color, int interlace)
 {
     static const int chans[7] = {1, 0, 3, 1, 2, 0, 4};
     pngbuf *b = malloc(sizeof *b);
     png_start(b, w, h, depth, color, interlace);
     if (color == 3) {
         uint8_t pal[3 * 16];
-        for (int i = 0; i < 16; i++) pal[3 * i] = (uint8_t)(i * 16), pal[3 * i + 1] = 7, pal[3 * i + 2] = (uint8_t)(255 - i);
+        for (int i = 0; i < 16; i++)
+            pal[3 * i] = (uint8_t)(i * 16), pal[3 * i + 1] = 7, pal[3 * i + 2] = (uint8_t)(255 - i);
         const int npal = depth == 1 ? 2 : depth == 2 ? 4 : 16;
         chunk(b, "PLTE", pal, (uint32_t)(3 * npal));
         static const uint8_t trns[2] = {0, 128};

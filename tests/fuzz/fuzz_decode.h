@@ -51,9 +51,9 @@ static void fuzz_fail(const char *file, int line, const char *fmt, ...)
     abort();
 }
 
-#define FUZZ_CHECK(cond, ...)                                                  \
-    do {                                                                       \
-        if (!(cond)) fuzz_fail(__FILE__, __LINE__, __VA_ARGS__);               \
+#define FUZZ_CHECK(cond, ...)                                                                      \
+    do {                                                                                           \
+        if (!(cond)) fuzz_fail(__FILE__, __LINE__, __VA_ARGS__);                                   \
     } while (0)
 
 static inline nst_decoder *fuzz_decoder(void)
@@ -71,9 +71,9 @@ static inline nst_decoder *fuzz_decoder(void)
 static inline void fuzz_check_status(int rc, const char *what)
 {
     if (rc == 0) return;
-    FUZZ_CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED ||
-                   rc == NOSTALL_E_NOT_IMAGE || rc == NOSTALL_E_TOO_MANY_PIXELS ||
-                   rc == NOSTALL_E_UNSUPPORTED || rc == NOSTALL_E_EMPTY,
+    FUZZ_CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED || rc == NOSTALL_E_NOT_IMAGE ||
+                   rc == NOSTALL_E_TOO_MANY_PIXELS || rc == NOSTALL_E_UNSUPPORTED ||
+                   rc == NOSTALL_E_EMPTY,
                "%s: status %d (%s)", what, rc, nostall_status_name(rc));
     FUZZ_CHECK(strstr(nostall_last_error(), FUZZ_PATH) != NULL,
                "%s: message does not name the item: %s", what, nostall_last_error());
@@ -89,8 +89,8 @@ static inline void fuzz_check_image(const nst_image *im, const char *what)
                "%s: scale %u/%u", what, im->scale_num, im->scale_den);
     FUZZ_CHECK((uint64_t)im->x0 + im->width <= im->full_width &&
                    (uint64_t)im->y0 + im->height <= im->full_height,
-               "%s: %ux%u at (%u,%u) outside %ux%u", what, im->width, im->height, im->x0,
-               im->y0, im->full_width, im->full_height);
+               "%s: %ux%u at (%u,%u) outside %ux%u", what, im->width, im->height, im->x0, im->y0,
+               im->full_width, im->full_height);
     FUZZ_CHECK((uint64_t)im->src_width * im->src_height <= FUZZ_MAX_PIXELS,
                "%s: over the pixel limit", what);
     unsigned sum = 0;
@@ -146,8 +146,8 @@ static inline void fuzz_axis(double a, double len, unsigned den, uint32_t out, u
  * window than the normal path: rows and columns of whole restart
  * intervals), agree on every pixel region decode promises (fuzz_axis)
  * that both hold. */
-static inline int fuzz_same_overlap(const nst_image *a, const nst_image *b,
-                                    const nst_window *roi, uint32_t out)
+static inline int fuzz_same_overlap(const nst_image *a, const nst_image *b, const nst_window *roi,
+                                    uint32_t out)
 {
     if (a->scale_den != b->scale_den || a->full_width != b->full_width ||
         a->full_height != b->full_height || a->src_width != b->src_width ||
@@ -184,11 +184,10 @@ static inline void fuzz_check_covers(const nst_image *im, const nst_window *roi,
     if (x1 > im->full_width) x1 = im->full_width;
     if (y1 > im->full_height) y1 = im->full_height;
     if (x0 >= x1 || y0 >= y1) return; /* the window is off the image */
-    FUZZ_CHECK(im->x0 <= x0 && im->y0 <= y0 && im->x0 + im->width >= x1 &&
-                   im->y0 + im->height >= y1,
+    FUZZ_CHECK(im->x0 <= x0 && im->y0 <= y0 && im->x0 + im->width >= x1 && im->y0 + im->height >= y1,
                "%s: region %ux%u at (%u,%u) of %ux%u misses the window [%.1f,%.1f)x[%.1f,%.1f)",
-               what, im->width, im->height, im->x0, im->y0, im->full_width, im->full_height, x0,
-               x1, y0, y1);
+               what, im->width, im->height, im->x0, im->y0, im->full_width, im->full_height, x0, x1,
+               y0, y1);
 }
 
 /* FNV-1a of the input: picks the regions an input is decoded with, so the
@@ -203,8 +202,8 @@ static inline uint64_t fuzz_hash(const uint8_t *p, size_t n)
 /* A region of a w x h image (from the bits of h) and a square output size
  * for which jpeg.c's choose_den() picks DCT scale 1/den, where the region
  * is at least den pixels on its shorter side. */
-static inline void fuzz_region(uint64_t h, uint32_t w, uint32_t ht, unsigned den,
-                               nst_window *roi, uint32_t *out)
+static inline void fuzz_region(uint64_t h, uint32_t w, uint32_t ht, unsigned den, nst_window *roi,
+                               uint32_t *out)
 {
     const double fw = 0.05 + 0.95 * (double)(h & 0xFFFF) / 65535.0;
     const double fh = 0.05 + 0.95 * (double)(h >> 16 & 0xFFFF) / 65535.0;

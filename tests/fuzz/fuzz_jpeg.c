@@ -73,14 +73,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_check_covers(&r, &roi, "region decode");
             FUZZ_CHECK(r.src_width == info.width && r.src_height == info.height,
                        "region decode: source size");
-            FUZZ_CHECK(fuzz_same_image(&r, &p), "region 1/%u: BMI2 and plain builds differ",
-                       den);
+            FUZZ_CHECK(fuzz_same_image(&r, &p), "region 1/%u: BMI2 and plain builds differ", den);
         }
         if (rn == 0) {
             fuzz_check_image(&n, "region decode without restart path");
             fuzz_check_covers(&n, &roi, "region decode without restart path");
-            FUZZ_CHECK(rr == 0, "region 1/%u: the normal path decodes, the restart path %d",
-                       den, rr);
+            FUZZ_CHECK(rr == 0, "region 1/%u: the normal path decodes, the restart path %d", den,
+                       rr);
             FUZZ_CHECK(fuzz_same_overlap(&r, &n, &roi, out),
                        "region 1/%u: restart path and normal path differ", den);
         }

@@ -76,14 +76,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* strict */
     const int so = nst_jpeg_coefficients(own, data, size, 0, &own_c, &own_n, &own_code, own_msg,
                                          sizeof own_msg);
-    const int sl = nst_jpeg_coefficients(lj, data, size, 0, &lj_c, &lj_n, &lj_code, lj_msg,
-                                         sizeof lj_msg);
+    const int sl =
+        nst_jpeg_coefficients(lj, data, size, 0, &lj_c, &lj_n, &lj_code, lj_msg, sizeof lj_msg);
     check_refusal(so, sl, own_code, own_msg, "coefficients");
 
     /* lenient: rule 1 */
     if (so == 0) {
-        const int ll = nst_jpeg_coefficients(lj, data, size, 1, &lj_c, &lj_n, &lj_code, lj_msg,
-                                             sizeof lj_msg);
+        const int ll =
+            nst_jpeg_coefficients(lj, data, size, 1, &lj_c, &lj_n, &lj_code, lj_msg, sizeof lj_msg);
         FUZZ_CHECK(ll == 0 || ll == NOSTALL_E_CORRUPT || ll == NOSTALL_E_TRUNCATED,
                    "libjpeg-turbo's lenient read: %d (%s)", ll, lj_msg);
         FUZZ_CHECK(lj_n == own_n, "coefficients: ours %zu, libjpeg-turbo's %zu", own_n, lj_n);

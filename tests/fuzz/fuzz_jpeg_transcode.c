@@ -62,7 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int r1 = nst_decode(orig, data, size, FUZZ_PATH, &roi, o, o, &a);
         fuzz_check_status(r1, "region of the original");
         if (r1 == 0)
-            FUZZ_CHECK(fuzz_same_overlap(&a, &b, &roi, o), "region 1/%u: the rewrite's pixels differ", den);
+            FUZZ_CHECK(fuzz_same_overlap(&a, &b, &roi, o),
+                       "region 1/%u: the rewrite's pixels differ", den);
     }
     return 0;
 }
