@@ -258,9 +258,20 @@ static void test_list(const char *tmp)
         const char *text;
         const char *line;
     } bad[] = {
-        {"a.jpg\t1\nno_tab_here\n", ":2:"},
+        {"a.jpg\t1\nno_tab_here\n", ":2:"},  /* a label on some lines only */
+        {"no_tab\na.jpg\t1\n", ":2:"},
+        {"a.jpg\t0.5\nb.jpg\t1,2\n", ":2:"}, /* floats and lists do not mix */
+        {"a.jpg\t1,\n", ":1:"},
+        {"a.jpg\t1,,2\n", ":1:"},
+        {"a.jpg\t1, 2\n", ":1:"},
+        {"a.jpg\t1,-2\n", ":1:"},
+        {"a.jpg\t1,4294967296\n", ":1:"},
+        {"a.jpg\tinf\n", ":1:"},
+        {"a.jpg\tnan\n", ":1:"},
+        {"a.jpg\t1e999\n", ":1:"},
+        {"a.jpg\t.\n", ":1:"},
+        {"a.jpg\t--1\n", ":1:"},
         {"# c\n\na.jpg\tone\n", ":3:"},
-        {"a.jpg\t-1\n", ":1:"},
         {"a.jpg\t1\nb.jpg\t\n", ":2:"},
         {"a.jpg\t1\nb.jpg\t4611686018427387904\n", ":2:"},  /* 2^62 */
         {"a.jpg\t99999999999999999999999\n", ":1:"},        /* overflow */
@@ -272,7 +283,6 @@ static void test_list(const char *tmp)
         {"a.jpg\t+1\n", ":1:"},
         {"a.jpg\t1 \n", ":1:"},
         {"a.jpg\t0x10\n", ":1:"},
-        {"a.jpg\t1e3\n", ":1:"},
         {"a.jpg\t1\n\t5\n", ":2:"},                          /* empty path */
         {"a.jpg\t 1\n", ":1:"},
         {"a.jpg\t1x\n", ":1:"},
@@ -304,7 +314,46 @@ static void test_list(const char *tmp)
     CHECK(strstr(nostall_last_error(), "'18446744073709551616' is out of range") != NULL);
     write_file(dir, "bad.txt", "a.jpg\t12a\n");
     CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
-    CHECK(strstr(nostall_last_error(), "'12a' is not a decimal integer") != NULL);
+    CHECK(strstr(nostall_last_error(), "'12a' is malformed") != NULL);
+
+    /* Label kinds: none, int (negative too), float, multi. */
+    write_file(dir, "k.txt", "a.jpg\nb.jpg\n");
+    snprintf(list, sizeof list, "%s/k.txt", dir);
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        CHECK_EQ(nst_index_label_kind(ix), NST_LABEL_NONE);
+        CHECK_EQ(nst_index_count(ix), 2);
+        CHECK_EQ(nst_index_classes(ix), 0);
+        nst_index_free(ix);
+    }
+    write_file(dir, "k.txt", "a.jpg\t-1\nb.jpg\t4\n");
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        CHECK_EQ(nst_index_label_kind(ix), NST_LABEL_INT);
+        CHECK_EQ(nst_index_label(ix, 0), -1);
+        CHECK_EQ(nst_index_classes(ix), 5);
+        nst_index_free(ix);
+    }
+    write_file(dir, "k.txt", "a.jpg\t0.25\nb.jpg\t3\nc.jpg\t-1e3\n");
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        CHECK_EQ(nst_index_label_kind(ix), NST_LABEL_FLOAT);
+        CHECK(nst_index_label_float(ix, 0) == 0.25 && nst_index_label_float(ix, 1) == 3.0 &&
+              nst_index_label_float(ix, 2) == -1000.0);
+        nst_index_free(ix);
+    }
+    write_file(dir, "k.txt", "a.jpg\t3,1,7\nb.jpg\t2\n");
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        const uint32_t *l;
+        CHECK_EQ(nst_index_label_kind(ix), NST_LABEL_MULTI);
+        CHECK_EQ(nst_index_labels(ix, 0, &l), 3);
+        CHECK(l[0] == 3 && l[1] == 1 && l[2] == 7);
+        CHECK_EQ(nst_index_labels(ix, 1, &l), 1);
+        CHECK(l[0] == 2);
+        CHECK_EQ(nst_index_classes(ix), 8);
+        nst_index_free(ix);
+    }
 
     /* A list with only comments and blank lines is empty. */
     write_file(dir, "empty.txt", "# nothing\n\n\r\n");

@@ -33,6 +33,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +63,13 @@ typedef struct nst_strtab {
 
 struct nst_index {
     nst_strtab items;
-    int64_t *labels;  /* parallel to items.offs */
+    int64_t *labels;  /* parallel to items.offs: an int label, a float
+                         label's bits, or (offset << 20 | count) into multi */
     size_t lcap;      /* capacity of labels     */
+    int label_kind;   /* NST_LABEL_*                                     */
+    uint8_t *lkind;   /* while building a list: each line's kind         */
+    uint32_t *multi;  /* NST_LABEL_MULTI: every item's labels, back to back */
+    size_t nmulti, mcap;
     nst_strtab classes;
     uint64_t nclasses;
     uint64_t ignored;
@@ -152,6 +159,130 @@ static int index_add(nst_index *ix, const char *a, size_t alen, const char *b,
         strtab_add3(&ix->items, a, alen, b, blen, c, clen))
         return -1;
     ix->labels[ix->items.count - 1] = label;
+    return 0;
+}
+
+static int parse_label(const char *s, int64_t *out);
+
+/* A list line's label column: nothing, an integer, a float, or several
+ * integers separated by commas or spaces (multi-label). Returns the kind
+ * (NST_LABEL_*) with the value (INT: *v; FLOAT: *f; MULTI: the labels
+ * appended to ix->multi, *v = offset << 20 | count), or -1 malformed, -2 out
+ * of range. */
+static int parse_label_column(nst_index *ix, const char *s, int64_t *v, double *f)
+{
+    if (!s) return NST_LABEL_NONE;
+    int64_t x;
+    int rc = parse_label(s, &x);
+    if (rc == 0) {
+        *v = x;
+        return NST_LABEL_INT;
+    }
+    if (rc == -2) return -2;
+    if (s[0] == '-' && (rc = parse_label(s + 1, &x)) == 0) { /* a negative integer */
+        *v = -x;
+        return NST_LABEL_INT;
+    }
+    if (s[0] == '-' && rc == -2) return -2; /* an integer, out of range: not a float */
+    if (strchr(s, ',')) { /* several integers */
+        size_t start = ix->nmulti, count = 0;
+        char tok[32];
+        for (const char *p = s;; p++) {
+            size_t n = strcspn(p, ",");
+            if (n >= sizeof tok) return -2;
+            memcpy(tok, p, n);
+            tok[n] = '\0';
+            if ((rc = parse_label(tok, &x)) < 0) return rc;
+            if ((uint64_t)x > UINT32_MAX || count >= (1u << 20) - 1) return -2;
+            if (grow((void **)&ix->multi, &ix->mcap, ix->nmulti + 1, sizeof *ix->multi)) return -3;
+            ix->multi[ix->nmulti++] = (uint32_t)x;
+            count++;
+            p += n;
+            if (!*p) break;
+        }
+        if (start >= ((size_t)1 << 43)) return -2;
+        *v = (int64_t)(start << 20 | count);
+        return NST_LABEL_MULTI;
+    }
+    /* A float, strictly: -?digits[.digits][(e|E)[+-]digits], or with
+     * digits only after the point (no hex, no '+', no spaces, no inf/nan). */
+    const char *p = s + (*s == '-');
+    size_t ip = strspn(p, "0123456789"), fp = 0;
+    p += ip;
+    if (*p == '.') fp = strspn(++p, "0123456789"), p += fp;
+    if (ip + fp == 0) return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        size_t ep = strspn(p, "0123456789");
+        if (!ep) return -1;
+        p += ep;
+    }
+    if (*p) return -1;
+    errno = 0;
+    double d = strtod(s, NULL);
+    if (errno == ERANGE || !isfinite(d)) return -2;
+    *f = d;
+    return NST_LABEL_FLOAT;
+}
+
+/* The list's kind from its lines' kinds: all without a label, or all with
+ * one; integers mix with floats (FLOAT) or with several labels (MULTI).
+ * Converts the stored values to the final kind. -1: a mix that does not
+ * go together (message set). */
+static int settle_labels(nst_index *ix, const char *mlist, const unsigned long long *first,
+                         unsigned long long first_not_multi)
+{
+    int has[NST_LABEL_MULTI + 1] = {0};
+    for (size_t i = 0; i < ix->items.count; i++) has[ix->lkind[i]] = 1;
+    int labeled = has[NST_LABEL_INT] || has[NST_LABEL_FLOAT] || has[NST_LABEL_MULTI];
+    if (has[NST_LABEL_NONE] && labeled) {
+        unsigned long long a = first[NST_LABEL_NONE], b = ULLONG_MAX;
+        for (int k = NST_LABEL_INT; k <= NST_LABEL_MULTI; k++)
+            if (has[k] && first[k] < b) b = first[k];
+        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: a line without a label, but line "
+                         "%llu has one (a list labels every line or none)", mlist,
+                         a > b ? a : b, a > b ? b : a);
+    }
+    if (has[NST_LABEL_FLOAT] && has[NST_LABEL_MULTI]) {
+        unsigned long long a = first[NST_LABEL_FLOAT], b = first[NST_LABEL_MULTI];
+        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: float labels (line %llu) and lines "
+                         "with several labels (line %llu) do not mix", mlist, a > b ? a : b, a, b);
+    }
+    ix->label_kind = !labeled ? NST_LABEL_NONE : has[NST_LABEL_MULTI] ? NST_LABEL_MULTI
+                     : has[NST_LABEL_FLOAT] ? NST_LABEL_FLOAT : NST_LABEL_INT;
+    if (ix->label_kind == NST_LABEL_MULTI && first_not_multi) {
+        unsigned long long a = first_not_multi, b = first[NST_LABEL_MULTI];
+        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: line %llu's label is not in [0, 2^32), "
+                         "as labels of a multi-label list (line %llu) must be", mlist,
+                         a > b ? a : b, a, b);
+    }
+    uint64_t maxl = 0;
+    int any = 0;
+    for (size_t i = 0; i < ix->items.count; i++) {
+        int64_t *v = &ix->labels[i];
+        if (ix->label_kind == NST_LABEL_FLOAT && ix->lkind[i] == NST_LABEL_INT) {
+            double d = (double)*v;
+            memcpy(v, &d, sizeof d);
+        } else if (ix->label_kind == NST_LABEL_MULTI && ix->lkind[i] == NST_LABEL_INT) {
+            if (*v < 0 || *v > UINT32_MAX ||
+                grow((void **)&ix->multi, &ix->mcap, ix->nmulti + 1, sizeof *ix->multi))
+                return nst_error(NOSTALL_E_DATASET, "index: %s: label %lld of item %zu does not "
+                                 "fit a multi-label list", mlist, (long long)*v, i);
+            ix->multi[ix->nmulti] = (uint32_t)*v;
+            *v = (int64_t)(ix->nmulti++ << 20 | 1);
+        }
+        if (ix->label_kind == NST_LABEL_INT && *v >= 0 && (uint64_t)*v + 1 > maxl) maxl = (uint64_t)*v + 1;
+        if (ix->label_kind == NST_LABEL_MULTI) {
+            const uint32_t *m;
+            uint32_t n = nst_index_labels(ix, i, &m);
+            for (uint32_t k = 0; k < n; k++)
+                if ((uint64_t)m[k] + 1 > maxl) maxl = (uint64_t)m[k] + 1;
+        }
+        any = 1;
+    }
+    (void)any;
+    ix->nclasses = maxl;
     return 0;
 }
 
@@ -609,8 +740,9 @@ static int build_list(nst_index *ix, const char *list)
     int rc = NOSTALL_OK;
     char *line = NULL;
     size_t lcap = 0;
-    unsigned long long lineno = 0;
-    int64_t maxlabel = -1;
+    unsigned long long lineno = 0, first_line[NST_LABEL_MULTI + 1] = {0, 0, 0, 0};
+    unsigned long long first_not_multi = 0; /* an int line that cannot join a multi list */
+    size_t lkcap = 0;
 
     /* Directory prefix for relative paths, with its trailing '/'. */
     const char *slash = strrchr(list, '/');
@@ -645,26 +777,39 @@ static int build_list(nst_index *ix, const char *list)
         if (len && line[len - 1] == '\r') line[--len] = '\0';
         if (len == 0 || line[0] == '#') continue;
         char *tab = strrchr(line, '\t');
-        if (strlen(line) != len || !tab || tab == line) {
+        if (strlen(line) != len || tab == line) {
             rc = nst_error(NOSTALL_E_DATASET,
-                           "index: %s:%llu: expected 'path<TAB>label', got "
-                           "'%.200s'",
+                           "index: %s:%llu: expected 'path', 'path<TAB>label' or "
+                           "'path<TAB>label,label,...', got '%.200s'",
                            mlist, lineno, line);
             goto err;
         }
-        int64_t label;
-        int lrc = parse_label(tab + 1, &label);
-        if (lrc < 0) {
-            rc = nst_error(NOSTALL_E_DATASET,
-                           "index: %s:%llu: label '%.100s' %s (expected "
-                           "'path<TAB>label', the label a decimal integer in "
-                           "[0, 2^62))",
-                           mlist, lineno, tab + 1,
-                           lrc == -2 ? "is out of range" : "is not a decimal integer");
+        int64_t label = 0;
+        double flabel = 0;
+        int kind = parse_label_column(ix, tab ? tab + 1 : NULL, &label, &flabel);
+        if (kind == -3) {
+            rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory", mlist, lineno);
             goto err;
         }
-        *tab = '\0';
-        size_t plen = (size_t)(tab - line);
+        if (kind < 0) {
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "index: %s:%llu: label '%.100s' %s (expected an integer in "
+                           "(-2^62, 2^62), a finite float, or integers separated by commas)",
+                           mlist, lineno, tab + 1,
+                           kind == -2 ? "is out of range" : "is malformed");
+            goto err;
+        }
+        if (kind == NST_LABEL_FLOAT) memcpy(&label, &flabel, sizeof label);
+        if (grow((void **)&ix->lkind, &lkcap, ix->items.count + 1, 1)) {
+            rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory", mlist, lineno);
+            goto err;
+        }
+        ix->lkind[ix->items.count] = (uint8_t)kind;
+        if (!first_line[kind]) first_line[kind] = lineno;
+        if (kind == NST_LABEL_INT && (label < 0 || label > UINT32_MAX) && !first_not_multi)
+            first_not_multi = lineno;
+        if (tab) *tab = '\0';
+        size_t plen = tab ? (size_t)(tab - line) : len;
         /* A URL: "scheme://" at the start, the scheme a letter followed by
          * letters, digits, '+', '-' or '.'. Only http(s) can be fetched. */
         const char *sep = strstr(line, "://");
@@ -687,7 +832,6 @@ static int build_list(nst_index *ix, const char *list)
                            mlist, lineno);
             goto err;
         }
-        if (label > maxlabel) maxlabel = label;
     }
     if (ix->items.count == 0) {
         rc = nst_error(NOSTALL_E_DATASET,
@@ -696,9 +840,10 @@ static int build_list(nst_index *ix, const char *list)
                        mlist);
         goto err;
     }
-    ix->nclasses = (uint64_t)(maxlabel + 1);
-    rc = NOSTALL_OK;
+    rc = settle_labels(ix, mlist, first_line, first_not_multi) < 0 ? NOSTALL_E_DATASET : NOSTALL_OK;
 err:
+    free(ix->lkind);
+    ix->lkind = NULL;
     free(line);
     fclose(f);
     return rc;
@@ -738,6 +883,7 @@ int nst_index_build(nst_index **out, const char *source)
     if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));
     if (S_ISDIR(st.st_mode)) {
         rc = build_folder(ix, source);
+        ix->label_kind = NST_LABEL_INT;
     } else if (S_ISREG(st.st_mode)) {
         rc = build_list(ix, source);
     } else {
@@ -762,6 +908,7 @@ void nst_index_free(nst_index *ix)
     strtab_free(&ix->classes);
     strtab_free(&ix->ignored_paths);
     free(ix->labels);
+    free(ix->multi);
     free(ix);
 }
 
@@ -771,6 +918,29 @@ const char *nst_index_path(const nst_index *ix, uint64_t i)
 {
     if (!ix || i >= ix->items.count) return NULL;
     return strtab_get(&ix->items, (size_t)i);
+}
+
+int nst_index_label_kind(const nst_index *ix) { return ix ? ix->label_kind : NST_LABEL_NONE; }
+
+double nst_index_label_float(const nst_index *ix, uint64_t i)
+{
+    if (ix->label_kind == NST_LABEL_FLOAT) {
+        double d;
+        memcpy(&d, &ix->labels[i], sizeof d);
+        return d;
+    }
+    return (double)ix->labels[i];
+}
+
+uint32_t nst_index_labels(const nst_index *ix, uint64_t i, const uint32_t **labels)
+{
+    if (ix->label_kind != NST_LABEL_MULTI) {
+        *labels = NULL;
+        return 0;
+    }
+    uint64_t v = (uint64_t)ix->labels[i];
+    *labels = ix->multi + (v >> 20);
+    return (uint32_t)(v & ((1u << 20) - 1));
 }
 
 int64_t nst_index_label(const nst_index *ix, uint64_t i)

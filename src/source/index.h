@@ -30,9 +30,14 @@
  *     ancestors is a symlink loop and fails the build (E_DATASET); nesting
  *     is limited to 64 levels below the class folder; a directory that
  *     cannot be read fails the build (its contents are unknown).
- *   - a regular file: a list, one `path<TAB>label` per line; label a decimal
- *     integer in [0, 2^62) (anything else, 2^64 included, fails the build
- *     naming the line). Relative paths are relative to the list file's
+ *   - a regular file: a list, one `path`, `path<TAB>label` or
+ *     `path<TAB>label,label,...` per line. The label column is an integer
+ *     in (-2^62, 2^62), a finite float, or several integers in [0, 2^32)
+ *     separated by commas or spaces (multi-label); the list's kind
+ *     (nst_index_label_kind) follows from its lines: none, int, float (ints
+ *     and floats), multi (ints and lists); a list mixing lines with and
+ *     without a label, or floats with lists, fails the build, and so does a
+ *     malformed or out-of-range label (2^64 included), naming the line. Relative paths are relative to the list file's
  *     directory. Empty lines and lines starting with '#' are skipped; a
  *     trailing '\r' is removed. Any other malformed line fails the build with
  *     E_DATASET naming the list file and line number. Paths are stored
@@ -60,8 +65,18 @@ void nst_index_free(nst_index *ix);
 
 uint64_t nst_index_count(const nst_index *ix);
 const char *nst_index_path(const nst_index *ix, uint64_t i);
+
+/* Labels: one kind for the whole index (ImageFolder: INT). */
+enum { NST_LABEL_NONE = 0, NST_LABEL_INT = 1, NST_LABEL_FLOAT = 2, NST_LABEL_MULTI = 3 };
+int nst_index_label_kind(const nst_index *ix);
+/* INT: the label (NONE: 0). */
 int64_t nst_index_label(const nst_index *ix, uint64_t i);
-/* ImageFolder: number of class folders; list: max label + 1. */
+/* FLOAT: the label (INT: as a double). */
+double nst_index_label_float(const nst_index *ix, uint64_t i);
+/* MULTI: the item's labels (*labels valid as long as the index). */
+uint32_t nst_index_labels(const nst_index *ix, uint64_t i, const uint32_t **labels);
+/* ImageFolder: number of class folders; list: max label + 1 (INT, MULTI),
+ * 0 (NONE, FLOAT). */
 uint64_t nst_index_classes(const nst_index *ix);
 /* ImageFolder: class folder name of `label`; list: NULL. */
 const char *nst_index_class_name(const nst_index *ix, uint64_t label);

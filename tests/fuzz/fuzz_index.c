@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -70,17 +71,85 @@ static int open_fds(void)
 
 typedef struct ref_item {
     char *path;
-    int64_t label;
+    int kind;           /* NST_LABEL_* of the line */
+    int64_t label;      /* INT */
+    double flabel;      /* FLOAT */
+    uint32_t multi[64]; /* MULTI (the fuzzer's lines are short) */
+    uint32_t nmulti;
 } ref_item;
 
 static int alpha(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+static int digits(const uint8_t *p, size_t n, uint64_t lim, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        if (v > (lim - 1 - (uint64_t)(p[i] - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* A label column by the rules of index.h: its kind, or -1. */
+static int ref_label(const uint8_t *p, size_t n, ref_item *it)
+{
+    uint64_t v;
+    if (n == 0) return -1;
+    if (digits(p, n, 1ULL << 62, &v)) {
+        it->label = (int64_t)v;
+        return NST_LABEL_INT;
+    }
+    if (n > 1 && p[0] == '-' && digits(p + 1, n - 1, 1ULL << 62, &v)) {
+        it->label = -(int64_t)v;
+        return NST_LABEL_INT;
+    }
+    size_t all = p[0] == '-';
+    while (all < n && p[all] >= '0' && p[all] <= '9') all++;
+    if (all == n && n > (size_t)(p[0] == '-')) return -1; /* an integer out of range */
+    if (memchr(p, ',', n)) {
+        size_t start = 0;
+        it->nmulti = 0;
+        for (size_t i = 0; i <= n; i++) {
+            if (i < n && p[i] != ',') continue;
+            if (!digits(p + start, i - start, 1ULL << 62, &v) || v > UINT32_MAX) return -1;
+            if (it->nmulti == 64) return -1;
+            it->multi[it->nmulti++] = (uint32_t)v;
+            start = i + 1;
+        }
+        return NST_LABEL_MULTI;
+    }
+    size_t i = p[0] == '-', ip = 0, fp = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9') i++, ip++;
+    if (i < n && p[i] == '.')
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) fp++;
+    if (ip + fp == 0) return -1;
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        size_t ep = 0;
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++, ep++;
+        if (!ep) return -1;
+    }
+    if (i != n) return -1;
+    char buf[512];
+    if (n >= sizeof buf) return -1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    errno = 0;
+    it->flabel = strtod(buf, NULL);
+    if (errno == ERANGE || !isfinite(it->flabel)) return -1;
+    return NST_LABEL_FLOAT;
+}
 
 /* The list rules of index.h. Returns 0 with the items, or the number of
  * the first bad line (> 0), or -1 when there is no item. */
 static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_item **items,
                           size_t *count)
 {
-    long long lineno = 0;
+    long long lineno = 0, first[4] = {0, 0, 0, 0}, not_multi = 0;
     *items = NULL;
     *count = 0;
     for (size_t pos = 0; pos < n;) {
@@ -94,13 +163,13 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
         size_t tab = len;
         for (size_t i = 0; i < len; i++)
             if (line[i] == '\t') tab = i;
-        if (tab == len || tab == 0 || tab + 1 == len) return lineno;
-        uint64_t v = 0;
-        for (size_t i = tab + 1; i < len; i++) {
-            if (line[i] < '0' || line[i] > '9') return lineno;
-            if (v > ((1ULL << 62) - 1 - (uint64_t)(line[i] - '0')) / 10) return lineno;
-            v = v * 10 + (uint64_t)(line[i] - '0');
-        }
+        if (tab == 0) return lineno;
+        ref_item it = {0};
+        it.kind = tab == len ? NST_LABEL_NONE : ref_label(line + tab + 1, len - tab - 1, &it);
+        if (it.kind < 0) return lineno;
+        if (!first[it.kind]) first[it.kind] = lineno;
+        if (it.kind == NST_LABEL_INT && (it.label < 0 || it.label > (int64_t)UINT32_MAX) && !not_multi)
+            not_multi = lineno;
         /* a URL: "scheme://" at the start; only http(s) */
         int is_url = 0;
         if (alpha(line[0])) {
@@ -123,11 +192,23 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
         memcpy(p, prefix, plen);
         memcpy(p + plen, line, tab);
         p[plen + tab] = '\0';
+        it.path = p;
         *items = realloc(*items, (*count + 1) * sizeof **items);
         if (!*items) abort();
-        (*items)[(*count)++] = (ref_item){p, (int64_t)v};
+        (*items)[(*count)++] = it;
     }
-    return *count ? 0 : -1;
+    if (!*count) return -1;
+    long long labeled = 0;
+    for (int k = NST_LABEL_INT; k <= NST_LABEL_MULTI; k++)
+        if (first[k] && (!labeled || first[k] < labeled)) labeled = first[k];
+    if (first[NST_LABEL_NONE] && labeled)
+        return first[NST_LABEL_NONE] > labeled ? first[NST_LABEL_NONE] : labeled;
+    if (first[NST_LABEL_FLOAT] && first[NST_LABEL_MULTI])
+        return first[NST_LABEL_FLOAT] > first[NST_LABEL_MULTI] ? first[NST_LABEL_FLOAT]
+                                                               : first[NST_LABEL_MULTI];
+    if (first[NST_LABEL_MULTI] && not_multi)
+        return not_multi > first[NST_LABEL_MULTI] ? not_multi : first[NST_LABEL_MULTI];
+    return 0;
 }
 
 static void fuzz_list(const uint8_t *d, size_t n)
@@ -149,16 +230,36 @@ static void fuzz_list(const uint8_t *d, size_t n)
     if (ref == 0) {
         if (rc < 0) FAIL("list refused, the reference accepts %zu items", nwant);
         if (nst_index_count(ix) != nwant) FAIL("%llu items, want %zu", (unsigned long long)nst_index_count(ix), nwant);
-        int64_t maxl = -1;
+        int kind = NST_LABEL_NONE;
+        for (size_t i = 0; i < nwant; i++)
+            if (want[i].kind > kind) kind = want[i].kind; /* INT < FLOAT, INT < MULTI */
+        if (nst_index_label_kind(ix) != kind) FAIL("label kind %d, want %d", nst_index_label_kind(ix), kind);
+        uint64_t classes = 0;
         for (size_t i = 0; i < nwant; i++) {
             if (strcmp(nst_index_path(ix, i), want[i].path) != 0)
                 FAIL("item %zu: '%s', want '%s'", i, nst_index_path(ix, i), want[i].path);
-            if (nst_index_label(ix, i) != want[i].label)
-                FAIL("item %zu: label %lld, want %lld", i, (long long)nst_index_label(ix, i),
-                     (long long)want[i].label);
-            if (want[i].label > maxl) maxl = want[i].label;
+            if (kind == NST_LABEL_INT) {
+                if (nst_index_label(ix, i) != want[i].label)
+                    FAIL("item %zu: label %lld, want %lld", i, (long long)nst_index_label(ix, i),
+                         (long long)want[i].label);
+                if (want[i].label >= 0 && (uint64_t)want[i].label + 1 > classes)
+                    classes = (uint64_t)want[i].label + 1;
+            } else if (kind == NST_LABEL_FLOAT) {
+                double w = want[i].kind == NST_LABEL_INT ? (double)want[i].label : want[i].flabel;
+                if (nst_index_label_float(ix, i) != w) FAIL("item %zu: float label", i);
+            } else if (kind == NST_LABEL_MULTI) {
+                const uint32_t *l;
+                uint32_t nl = nst_index_labels(ix, i, &l);
+                uint32_t wn = want[i].kind == NST_LABEL_INT ? 1 : want[i].nmulti;
+                if (nl != wn) FAIL("item %zu: %u labels, want %u", i, nl, wn);
+                for (uint32_t k = 0; k < nl; k++) {
+                    uint32_t w = want[i].kind == NST_LABEL_INT ? (uint32_t)want[i].label : want[i].multi[k];
+                    if (l[k] != w) FAIL("item %zu: label %u", i, k);
+                    if ((uint64_t)w + 1 > classes) classes = (uint64_t)w + 1;
+                }
+            }
         }
-        if (nst_index_classes(ix) != (uint64_t)(maxl + 1)) FAIL("classes");
+        if (nst_index_classes(ix) != classes) FAIL("classes");
         if (nst_index_ignored(ix) != 0 || nst_index_class_name(ix, 0) != NULL) FAIL("list extras");
     } else {
         if (rc != NOSTALL_E_DATASET) FAIL("status %d, want E_DATASET (reference: %lld)", rc, ref);
