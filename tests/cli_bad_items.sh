@@ -124,7 +124,7 @@ for w in "${want[@]}"; do
 done
 grep -q "1 file ignored: not named .jpg, .jpeg or .png" "$TMP/odd.txt" || fail "summary: ignored: $(cat "$TMP/odd.txt")"
 
-printf 'no-tab-here\n' > "$TMP/badlist.txt"
+printf 'a.jpg\t1\nno-label-here\n' > "$TMP/badlist.txt"
 if "$CLI" bench "$TMP/badlist.txt" 2> "$TMP/err"; then fail "malformed list accepted"; fi
-grep -q "badlist.txt:1" "$TMP/err" || fail "malformed list message: $(cat "$TMP/err")"
+grep -q "badlist.txt:2" "$TMP/err" || fail "malformed list message: $(cat "$TMP/err")"
 echo "PASS"
