@@ -649,6 +649,104 @@ NOSTALL_API void nostall_checksum_batch(uint64_t *state, const nostall_batch *b)
 /* The field named `name` of a lent batch, or NULL. */
 NOSTALL_API const nostall_field *nostall_batch_field(const nostall_batch *b, const char *name);
 
+/* ------------------------------------------------------------------------
+ * Lossless JPEG rewrite with restart markers: the one rewriter behind
+ * `nostall transcode`, the MinIO cache's cache_transcode and the stall
+ * analyzer's restart-marker what-if.
+ *
+ * The DCT coefficients are read (entropy decoding only, by the same Huffman
+ * decoder and with the same damage policy as a decode) and written back as
+ * a baseline sequential JPEG with a restart marker every N MCUs (or MCU
+ * rows): the same quantization tables, sampling and coefficients, so every
+ * decoder gives exactly the pixels of the original, and nostall's region
+ * decode then entropy-decodes only the intervals a crop covers.
+ * Policy, one for every caller:
+ *   - tables: libjpeg's standard Huffman tables (one pass over the
+ *     coefficients), or optimized ones (a second, statistics pass) where the
+ *     standard ones would grow the file by more than an eighth, and for
+ *     progressive sources;
+ *   - markers: APPn and COM segments (EXIF, ICC, XMP, comments) copied
+ *     unless NOSTALL_TRANSCODE_DROP_METADATA; JFIF written by libjpeg;
+ *   - kept as it is (*dst_len = 0, res->kept says why), never rewritten
+ *     with other pixels: anything but an 8-bit Huffman-coded grayscale or
+ *     YCbCr JPEG libjpeg can decode, a file that already has the restart
+ *     interval asked for, more than max_pixels, progressive scans that leave
+ *     coefficients incomplete (decoders smooth those; a baseline copy would
+ *     not be), coefficients baseline coding cannot hold, and a rewrite
+ *     larger than nostall_transcode_bound(src_len) or dst_cap;
+ *   - damaged (what a decode would report as such): an error.
+ * ------------------------------------------------------------------------ */
+/* Why a JPEG was kept as it is. X(NAME, value, message); values pinned. */
+#define NOSTALL_TRANSCODE_KEPT_TABLE(X)                                        \
+    X(REWRITTEN, 0, "rewritten")                                               \
+    X(UNSUPPORTED, 1, "not an 8-bit Huffman-coded grayscale or YCbCr JPEG "    \
+      "that libjpeg decodes")                                                  \
+    X(HAS_RESTARTS, 2, "it already has restart markers at the interval asked " \
+      "for")                                                                   \
+    X(TOO_MANY_PIXELS, 3, "more pixels than max_pixels")                       \
+    X(INCOMPLETE_SCANS, 4, "progressive scans leave coefficients incomplete, " \
+      "which decoders smooth; a baseline copy would not be")                   \
+    X(COEF_RANGE, 5, "coefficients outside what baseline Huffman coding "      \
+      "holds")                                                                 \
+    X(TOO_LARGE, 6, "the rewrite would be larger than allowed (the "           \
+      "original's size plus an eighth and 4 KiB, or dst_cap)")
+
+typedef enum nostall_transcode_kept {
+#define NOSTALL_TRANSCODE_KEPT_ENUM_(name, value, msg) NOSTALL_TRANSCODE_##name = (value),
+    NOSTALL_TRANSCODE_KEPT_TABLE(NOSTALL_TRANSCODE_KEPT_ENUM_)
+#undef NOSTALL_TRANSCODE_KEPT_ENUM_
+} nostall_transcode_kept;
+
+/* Images with more pixels are kept by default: reading the coefficients
+ * holds the whole image's (3 bytes per pixel for 4:2:0, 6 for 4:4:4). */
+#define NOSTALL_TRANSCODE_MAX_PIXELS (1u << 25)
+/* options.flags */
+#define NOSTALL_TRANSCODE_DROP_METADATA 1u /* APPn and COM segments left out */
+
+/* Options (copied in; pass their size: fields are only ever appended).
+ * All zero: the defaults. */
+typedef struct nostall_transcode_options {
+    uint32_t restart_mcus; /* a marker every N MCUs, 1..65535 (0: 1), lowered
+                              per image to the largest divisor of its MCUs per
+                              row, so intervals tile the rows                */
+    uint32_t restart_rows; /* > 0: a marker every N MCU rows instead, 1..65535
+                              (fewer when N rows exceed 65535 MCUs); not with
+                              restart_mcus                                   */
+    uint64_t max_pixels;   /* 0: NOSTALL_TRANSCODE_MAX_PIXELS                */
+    uint32_t flags;        /* NOSTALL_TRANSCODE_DROP_METADATA                */
+    uint32_t reserved_;
+} nostall_transcode_options;
+
+/* What happened (copied out; pass its size). */
+typedef struct nostall_transcode_result {
+    int kept;                  /* NOSTALL_TRANSCODE_REWRITTEN or why kept   */
+    int status;                /* 0, or the error returned                  */
+    uint32_t width, height;    /* of the image (0 before its header is read) */
+    uint32_t restart_interval; /* MCUs per restart interval written (0: kept) */
+    uint32_t optimized;        /* 1: optimized Huffman tables, 0: standard  */
+    char message[200];         /* why kept, or the damage found ("" if
+                                  rewritten)                                */
+} nostall_transcode_result;
+
+/* The most a rewrite of src_len bytes may take: src_len + src_len / 8 +
+ * 4096 (SIZE_MAX when that overflows). Give dst this many bytes. */
+NOSTALL_API size_t nostall_transcode_bound(size_t src_len);
+/* Static text of a nostall_transcode_kept value ("unknown" for others). */
+NOSTALL_API const char *nostall_transcode_kept_text(int kept);
+/* Rewrite the JPEG src[0..src_len) into dst[0..dst_cap) (the caller's
+ * memory; nothing is allocated for the output). Returns 0 with *dst_len the
+ * rewrite's length, or 0 with *dst_len = 0 when the file is kept as it is
+ * (see above; res->kept and res->message say why); or an error: E_CORRUPT or
+ * E_TRUNCATED for damaged data (nostall_last_error() and res->message have
+ * libjpeg's words), E_NOT_IMAGE when src does not start as a JPEG does (FF
+ * D8 FF), E_INVALID for bad arguments or options, E_NOMEM. `opts` and `res`
+ * may be NULL. Any thread; calls are independent (each has its own libjpeg
+ * state). */
+NOSTALL_API int nostall_transcode_jpeg(void *dst, size_t dst_cap, size_t *dst_len,
+                                       const void *src, size_t src_len,
+                                       const nostall_transcode_options *opts, size_t opts_size,
+                                       nostall_transcode_result *res, size_t res_size);
+
 #ifdef __cplusplus
 }
 #endif

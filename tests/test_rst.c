@@ -43,6 +43,7 @@
  *              asan`), the same result twice, and when the normal path
  *              succeeds the fast path does too, with the same pixels.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,16 +547,13 @@ static void transcoded_declined(nst_decoder *fast, nst_decoder *slow)
     const nst_window groi = {40, 30, 30, 20}; /* below the first MCU row */
 
     /* Headers: not 8-bit Huffman grayscale or YCbCr, or already restart
-     * marked (the rewrite itself, too). */
+     * marked every MCU (the rewrite itself). */
     size_t len;
     uint8_t *jpg = encode(97, 61, SUB_CMYK, 0, 0, &len);
     check_declined(fast, jpg, len, "CMYK");
     free(jpg);
     jpg = flat(97, 61, 3, JCS_RGB, 90, &len);
     check_declined(fast, jpg, len, "RGB");
-    free(jpg);
-    jpg = encode(97, 61, SUB_420, 1, 0, &len);
-    check_declined(fast, jpg, len, "a restart every MCU row");
     free(jpg);
     check_declined(fast, ref.data, gtlen, "a rewrite");
     const size_t sof = find_marker(good, glen, 0xC0); /* FF C0, length, precision */
@@ -870,6 +868,256 @@ static void transcoded_optimized(nst_decoder *fast, nst_decoder *slow)
     free(jpg);
 }
 
+/* A file with a restart marker every MCU row (as some cameras write):
+ * rewritten with one every MCU, the same pixels. */
+static void transcoded_row_restarts(nst_decoder *fast, nst_decoder *slow)
+{
+    size_t len, tlen = 0;
+    uint8_t *jpg = encode(97, 61, SUB_420, 1, 0, &len);
+    nst_buf out = {0};
+    CHECK_EQ(nst_decode_transcode(fast, jpg, len, &out, &tlen), 1);
+    check_rewrite(out.data, tlen, 97, 61, SUB_420);
+    CHECK_EQ(full_rows_differ(fast, out.data, tlen, slow, jpg, len), 0);
+    nst_buf_free(&out);
+    free(jpg);
+}
+
+/* ---- the public entry: nostall_transcode_jpeg() ---------------------------- */
+
+/* The restart interval (DRI) of a JPEG's header, 0 if none. */
+static unsigned dri_of(const uint8_t *p, size_t n)
+{
+    const size_t dri = find_marker(p, n, 0xDD);
+    return dri ? (unsigned)p[dri + 4] << 8 | p[dri + 5] : 0;
+}
+
+/* The public rewrite with `o` (NULL: defaults) into a fresh buffer of
+ * nostall_transcode_bound(len) bytes (or `cap` when not 0). */
+static int public_rewrite(const uint8_t *jpg, size_t len, const nostall_transcode_options *o,
+                          size_t cap, uint8_t **out, size_t *out_len, nostall_transcode_result *res)
+{
+    if (!cap) cap = nostall_transcode_bound(len);
+    *out = malloc(cap);
+    return nostall_transcode_jpeg(*out, cap, out_len, jpg, len, o, sizeof *o, res, sizeof *res);
+}
+
+/* The cache's placement and the public entry are one rewriter: the same
+ * bytes (the public one keeps APPn/COM segments, which these files do not
+ * have beyond JFIF, written by libjpeg either way). */
+static void public_same_as_cache(nst_decoder *fast)
+{
+    static const int subs[] = {SUB_420, SUB_444, SUB_GRAY};
+    nst_buf cache = {0};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        for (int progressive = 0; progressive <= 1; progressive++) {
+            size_t len, clen = 0, plen = 0;
+            uint8_t *jpg = encode(333, 517, subs[i], 0, progressive, &len), *pub;
+            nostall_transcode_result res;
+            CHECK_EQ(nst_decode_transcode(fast, jpg, len, &cache, &clen), 1);
+            CHECK_OK(public_rewrite(jpg, len, NULL, 0, &pub, &plen, &res));
+            CHECK(plen == clen && memcmp(pub, cache.data, clen) == 0);
+            CHECK(res.kept == NOSTALL_TRANSCODE_REWRITTEN && res.status == 0 &&
+                  res.restart_interval == 1 && res.width == 333 && res.height == 517 &&
+                  res.message[0] == '\0');
+            CHECK_EQ(res.optimized, (uint32_t)progressive);
+            free(pub);
+            free(jpg);
+        }
+    nst_buf_free(&cache);
+}
+
+/* APPn and COM segments: copied by default, left out with
+ * NOSTALL_TRANSCODE_DROP_METADATA; the pixels are the same either way. */
+static void public_metadata(nst_decoder *fast, nst_decoder *slow)
+{
+    size_t len;
+    uint8_t *plain = encode(200, 150, SUB_420, 0, 0, &len);
+    static const uint8_t app1[] = {0xFF, 0xE1, 0, 16, 'E', 'x', 'i', 'f', 0, 0,
+                                   'M', 'M', 0, 42, 0, 0, 0, 8};
+    static const uint8_t com[] = {0xFF, 0xFE, 0, 9, 'n', 'o', 's', 't', 'a', 'l', 'l'};
+    const size_t app0 = find_marker(plain, len, 0xE0), at = app0 + 2 + (plain[app0 + 2] << 8 | plain[app0 + 3]);
+    CHECK(app0 != 0);
+    const size_t n = len + sizeof app1 + sizeof com;
+    uint8_t *jpg = malloc(n);
+    memcpy(jpg, plain, at);
+    memcpy(jpg + at, app1, sizeof app1);
+    memcpy(jpg + at + sizeof app1, com, sizeof com);
+    memcpy(jpg + at + sizeof app1 + sizeof com, plain + at, len - at);
+    uint8_t *kept_md, *dropped;
+    size_t klen = 0, dlen = 0;
+    nostall_transcode_result res;
+    CHECK_OK(public_rewrite(jpg, n, NULL, 0, &kept_md, &klen, &res));
+    const nostall_transcode_options drop = {.flags = NOSTALL_TRANSCODE_DROP_METADATA};
+    CHECK_OK(public_rewrite(jpg, n, &drop, 0, &dropped, &dlen, &res));
+    CHECK(klen > 0 && dlen > 0);
+    CHECK(memmem(kept_md, klen, app1, sizeof app1) != NULL);
+    CHECK(memmem(kept_md, klen, com, sizeof com) != NULL);
+    CHECK(memmem(dropped, dlen, app1 + 4, 4) == NULL && memmem(dropped, dlen, com + 4, 7) == NULL);
+    CHECK_EQ(klen, dlen + sizeof app1 + sizeof com);
+    /* one JFIF segment, not two */
+    CHECK(memmem(kept_md + 20, klen - 20, "JFIF", 5) == NULL);
+    CHECK_EQ(full_rows_differ(fast, kept_md, klen, slow, jpg, n), 0);
+    CHECK_EQ(full_rows_differ(fast, dropped, dlen, slow, jpg, n), 0);
+    free(kept_md);
+    free(dropped);
+    free(jpg);
+    free(plain);
+}
+
+/* restart_mcus lowered to a divisor of the MCUs per row; restart_rows in
+ * whole rows; every interval gives the original's pixels, and regions of
+ * the rewrite take the fast path. */
+static void public_intervals(nst_decoder *fast, nst_decoder *slow)
+{
+    static const struct {
+        int sub, w;
+        uint32_t mcus, rows, want; /* 333 / 16 -> 21 MCUs per row; 97 / 8 -> 13 */
+    } cases[] = {{SUB_420, 333, 2, 0, 1},  {SUB_420, 333, 3, 0, 3},   {SUB_420, 333, 6, 0, 3},
+                 {SUB_420, 333, 8, 0, 7},  {SUB_420, 333, 64, 0, 21}, {SUB_420, 333, 0, 1, 21},
+                 {SUB_420, 333, 0, 2, 42}, {SUB_GRAY, 97, 5, 0, 1},   {SUB_GRAY, 97, 0, 3, 39}};
+    nst_rng rng;
+    nst_rng_seed(&rng, 5);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int w = cases[i].w, h = 300;
+        size_t len, tlen = 0;
+        uint8_t *jpg = encode(w, h, cases[i].sub, 0, 0, &len), *out;
+        const nostall_transcode_options o = {.restart_mcus = cases[i].mcus,
+                                             .restart_rows = cases[i].rows};
+        nostall_transcode_result res;
+        CHECK_OK(public_rewrite(jpg, len, &o, 0, &out, &tlen, &res));
+        CHECK_EQ(res.restart_interval, cases[i].want);
+        CHECK_EQ(dri_of(out, tlen), cases[i].want);
+        CHECK_EQ(full_rows_differ(fast, out, tlen, slow, jpg, len), 0);
+        const uint64_t h0 = nst_jpeg_rst_hits(fast);
+        long diffs = 0;
+        for (int it = 0; it < 20; it++) {
+            nst_window roi;
+            uint32_t ow, oh;
+            random_roi(&rng, w, h, &roi, &ow, &oh);
+            nst_image a, b;
+            CHECK_OK(nst_decode(fast, out, tlen, "rewrite", &roi, ow, oh, &a));
+            CHECK_OK(nst_decode(slow, jpg, len, "original", &roi, ow, oh, &b));
+            long ov, d = compare(&a, &b, &ov);
+            diffs += d != 0;
+        }
+        CHECK_EQ(diffs, 0);
+        CHECK(nst_jpeg_rst_hits(fast) > h0);
+        /* asked again for the interval it has: kept */
+        uint8_t *again;
+        size_t alen = 1;
+        CHECK_OK(public_rewrite(out, tlen, &o, 0, &again, &alen, &res));
+        CHECK(alen == 0 && res.kept == NOSTALL_TRANSCODE_HAS_RESTARTS);
+        free(again);
+        free(out);
+        free(jpg);
+    }
+}
+
+/* Kept as it is: status 0, *dst_len 0, the reason and a message. */
+static void check_kept(const uint8_t *jpg, size_t len, const nostall_transcode_options *o,
+                       size_t cap, int why, const char *what)
+{
+    uint8_t *out;
+    size_t tlen = 1;
+    nostall_transcode_result res;
+    const int rc = public_rewrite(jpg, len, o, cap, &out, &tlen, &res);
+    if (rc != 0 || tlen != 0 || res.kept != why)
+        fprintf(stderr, "  %s: rc %d, %zu bytes, kept %d (%s), want kept %d\n", what, rc, tlen,
+                res.kept, res.message, why);
+    CHECK(rc == 0 && tlen == 0 && res.kept == why && res.status == 0);
+    CHECK(res.message[0] != '\0' && res.restart_interval == 0);
+    free(out);
+}
+
+static void public_kept(void)
+{
+    size_t len, glen;
+    uint8_t *good = encode(97, 61, SUB_420, 0, 0, &glen);
+    uint8_t *jpg = encode(97, 61, SUB_CMYK, 0, 0, &len);
+    check_kept(jpg, len, NULL, 0, NOSTALL_TRANSCODE_UNSUPPORTED, "CMYK");
+    free(jpg);
+    jpg = flat(97, 61, 3, JCS_RGB, 90, &len);
+    check_kept(jpg, len, NULL, 0, NOSTALL_TRANSCODE_UNSUPPORTED, "RGB");
+    free(jpg);
+    const nostall_transcode_options small = {.max_pixels = 1000};
+    check_kept(good, glen, &small, 0, NOSTALL_TRANSCODE_TOO_MANY_PIXELS, "max_pixels 1000");
+    check_kept(good, glen, NULL, 100, NOSTALL_TRANSCODE_TOO_LARGE, "a 100-byte buffer");
+    check_kept(good, glen, NULL, 0 + 1, NOSTALL_TRANSCODE_TOO_LARGE, "a 1-byte buffer");
+    jpg = flat(4096, 64, 1, JCS_GRAYSCALE, 50, &len);
+    check_kept(jpg, len, NULL, 0, NOSTALL_TRANSCODE_TOO_LARGE, "flat 4096x64");
+    free(jpg);
+    static const jpeg_scan_info dc_only[] = {{1, {0, 0, 0, 0}, 0, 0, 0, 0}};
+    jpg = encode_scans(64, 48, 1, dc_only, 1, &len);
+    uint8_t *out;
+    size_t tlen;
+    nostall_transcode_result res;
+    CHECK_OK(public_rewrite(jpg, len, NULL, 0, &out, &tlen, &res));
+    CHECK(tlen == 0 && res.kept == NOSTALL_TRANSCODE_INCOMPLETE_SCANS);
+    CHECK(strcmp(res.message, "progressive scans leave coefficients incomplete, which decoders "
+                              "smooth; a baseline copy would not be") == 0);
+    free(out);
+    free(jpg);
+    const size_t sof = find_marker(good, glen, 0xC0);
+    jpg = malloc(glen);
+    memcpy(jpg, good, glen);
+    jpg[sof + 4] = 12;
+    check_kept(jpg, glen, NULL, 0, NOSTALL_TRANSCODE_UNSUPPORTED, "12-bit");
+    free(jpg);
+    CHECK(strcmp(nostall_transcode_kept_text(NOSTALL_TRANSCODE_TOO_LARGE),
+                 nostall_transcode_kept_text(99)) != 0);
+    CHECK(strcmp(nostall_transcode_kept_text(99), "unknown") == 0);
+    free(good);
+}
+
+/* Damage and bad arguments are errors, with a message. */
+static void public_errors(void)
+{
+    size_t len;
+    uint8_t *jpg = encode(333, 517, SUB_420, 0, 0, &len), *out = malloc(nostall_transcode_bound(len));
+    size_t tlen = 1;
+    nostall_transcode_result res;
+    const size_t cap = nostall_transcode_bound(len);
+    int rc = nostall_transcode_jpeg(out, cap, &tlen, jpg, len / 2, NULL, 0, &res, sizeof res);
+    CHECK(rc == NOSTALL_E_TRUNCATED || rc == NOSTALL_E_CORRUPT);
+    CHECK(res.status == rc && tlen == 0 && res.message[0]);
+    CHECK(strstr(nostall_last_error(), "nostall_transcode_jpeg: ") == nostall_last_error());
+    CHECK_RC(nostall_transcode_jpeg(out, cap, &tlen, "GIF89a....", 10, NULL, 0, NULL, 0),
+             NOSTALL_E_NOT_IMAGE);
+    const nostall_transcode_options both = {.restart_mcus = 1, .restart_rows = 1};
+    const nostall_transcode_options big = {.restart_mcus = 70000};
+    const nostall_transcode_options flags = {.flags = 2};
+    CHECK_RC(nostall_transcode_jpeg(out, cap, &tlen, jpg, len, &both, sizeof both, NULL, 0),
+             NOSTALL_E_INVALID);
+    CHECK(strstr(nostall_last_error(), "exclude") != NULL);
+    CHECK_RC(nostall_transcode_jpeg(out, cap, &tlen, jpg, len, &big, sizeof big, NULL, 0),
+             NOSTALL_E_INVALID);
+    CHECK_RC(nostall_transcode_jpeg(out, cap, &tlen, jpg, len, &flags, sizeof flags, NULL, 0),
+             NOSTALL_E_INVALID);
+    CHECK_RC(nostall_transcode_jpeg(out, cap, NULL, jpg, len, NULL, 0, NULL, 0), NOSTALL_E_INVALID);
+    CHECK_RC(nostall_transcode_jpeg(NULL, cap, &tlen, jpg, len, NULL, 0, NULL, 0), NOSTALL_E_INVALID);
+    /* sizes: an older caller's shorter option and result structs */
+    const nostall_transcode_options three = {.restart_mcus = 3, .max_pixels = 1};
+    memset(&res, 0x5A, sizeof res);
+    CHECK_OK(nostall_transcode_jpeg(out, cap, &tlen, jpg, len, &three, sizeof three.restart_mcus,
+                                    &res, offsetof(nostall_transcode_result, message)));
+    CHECK(tlen > 0 && res.restart_interval == 3 && res.kept == 0);
+    CHECK((unsigned char)res.message[0] == 0x5A);
+    CHECK_EQ(nostall_transcode_bound(0), (size_t)4096);
+    CHECK_EQ(nostall_transcode_bound(800), (size_t)800 + 100 + 4096);
+    CHECK_EQ(nostall_transcode_bound(SIZE_MAX - 10), SIZE_MAX);
+    free(out);
+    free(jpg);
+}
+
+static void public_entry(nst_decoder *fast, nst_decoder *slow)
+{
+    public_same_as_cache(fast);
+    public_metadata(fast, slow);
+    public_intervals(fast, slow);
+    public_kept();
+    public_errors();
+}
+
 static void transcoded(nst_decoder *fast, nst_decoder *slow)
 {
     transcoded_exact(fast, slow);
@@ -879,6 +1127,8 @@ static void transcoded(nst_decoder *fast, nst_decoder *slow)
     transcoded_dc_bounds(fast);
     transcoded_incomplete_scans(fast, slow);
     transcoded_damaged(fast, slow);
+    transcoded_row_restarts(fast, slow);
+    public_entry(fast, slow);
 }
 
 static void fuzz(nst_decoder *fast, nst_decoder *slow)

@@ -117,14 +117,16 @@ int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
                const nst_window *roi, uint32_t out_w, uint32_t out_h,
                nst_image *out);
 
-/* Rewrite a JPEG losslessly with a restart marker after every MCU, into
- * `out` (grow-only; *out_len bytes), for the MinIO cache (cache_transcode):
- * decodes of the result take the restart-marker fast path above, with the
- * same pixels as the original. 1: rewritten; 0: declined (not an 8-bit
- * Huffman grayscale or YCbCr JPEG, restart markers already there, over
- * max_pixels or 33.5 Mpixel, a progressive file libjpeg would smooth,
- * damaged, or the rewrite more than len / 8 + 4 KiB larger): keep the
- * original. Never an error (jpeg_transcode.c). */
+/* The MinIO cache's placement of the lossless restart-marker rewrite
+ * (cache_transcode; the rewrite itself, its policy and the public entry
+ * nostall_transcode_jpeg(): nostall.h, jpeg_transcode.c): a restart marker
+ * every MCU, no APPn/COM segments, images up to the decoder's max_pixels
+ * (and NOSTALL_TRANSCODE_MAX_PIXELS), using this decoder's libjpeg state.
+ * Writes into `out` (grow-only, reserved at nostall_transcode_bound(len));
+ * returns 1 with *out_len bytes of it, or 0: keep the original (not a JPEG,
+ * kept by the policy, damaged -- the normal decode then reports the damage
+ * --, or no memory). Never an error in the thread's slot unless `out`
+ * cannot grow. */
 int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf *out,
                          size_t *out_len);
 
