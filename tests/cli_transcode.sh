@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# `nostall transcode`: every JPEG rewritten losslessly with restart markers
+# `nostall transcode` (the library's nostall_transcode_jpeg() over a tree):
+# every JPEG rewritten losslessly with restart markers
 # (by default one every MCU; --restart-mcus N, --restart-rows N) (the
 # loader gives the same checksum on both trees, train and eval, float
 # and uint8: the same coefficients give the same pixels, and the
 # restart-marker fast path of region decode gives the normal path's pixels);
 # other files copied byte for byte; a damaged JPEG reported by name and copied
-# unchanged; any --threads writes the same tree; usage errors exit 2.
+# unchanged, and so is one the rewrite keeps (an incomplete progressive
+# file, CMYK, a tree already transcoded), with the reason; EXIF and comments
+# kept; any --threads writes the same tree; usage errors exit 2.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/src" --images 30 --classes 3 --width 300 --height 240 --size-jitter 0.3 --quality 92 --quiet
@@ -124,6 +127,36 @@ grep -q "partial.jpg.*damaged" "$TMP/err" && fail "incomplete progressive file c
 grep -q "1 JPEGs kept as they are" "$TMP/out" || fail "kept file not counted: $(cat "$TMP/out")"
 cmp -s "$TMP/bad/c/partial.jpg" "$TMP/bad.out/c/partial.jpg" || fail "kept file not copied unchanged"
 cmp -s "$TMP/bad/c/good.jpg" "$TMP/bad.out/c/good.jpg" && fail "good file not transcoded"
+
+# EXIF and comment segments are kept; a CMYK JPEG is kept as it is, said
+# why (the rewrite is the library's: only 8-bit grayscale and YCbCr); a
+# transcoded tree transcodes to itself, every JPEG kept (its markers are
+# already there)
+mkdir -p "$TMP/meta/c"
+/usr/bin/python3 - "$TMP/meta/c" "$f" <<'PYEOF'
+import sys
+from PIL import Image
+img = Image.open(sys.argv[2]).convert("RGB")
+exif = Image.Exif()
+exif[0x010F] = "nostall-test-camera"  # Make
+img.save(sys.argv[1] + "/exif.jpg", quality=90, exif=exif.tobytes(), comment=b"nostall-comment")
+img.convert("CMYK").save(sys.argv[1] + "/cmyk.jpg", quality=90)
+PYEOF
+"$CLI" transcode "$TMP/meta" "$TMP/meta.out" --quiet > "$TMP/out" 2> "$TMP/err" || fail "metadata tree"
+grep -q "s: 1 JPEGs transcoded" "$TMP/out" || fail "exif.jpg not transcoded: $(cat "$TMP/out")"
+grep -q "cmyk.jpg: kept as it is (not an 8-bit Huffman-coded grayscale or YCbCr" "$TMP/err" \
+    || fail "CMYK file not reported as kept: $(cat "$TMP/err")"
+cmp -s "$TMP/meta/c/cmyk.jpg" "$TMP/meta.out/c/cmyk.jpg" || fail "CMYK file not copied unchanged"
+grep -q "nostall-test-camera" "$TMP/meta.out/c/exif.jpg" || fail "EXIF segment lost"
+grep -q "nostall-comment" "$TMP/meta.out/c/exif.jpg" || fail "comment segment lost"
+"$CLI" bench "$TMP/meta" "${common[@]}" --output uint8 > "$TMP/a.json"
+"$CLI" bench "$TMP/meta.out" "${common[@]}" --output uint8 > "$TMP/b.json"
+[ "$(json "$TMP/a.json" 'j["checksum"]')" = "$(json "$TMP/b.json" 'j["checksum"]')" ] || fail "checksum with metadata"
+"$CLI" transcode "$TMP/dst" "$TMP/again" --quiet > "$TMP/out" 2> "$TMP/err" || fail "transcode of a transcoded tree"
+grep -q "s: 0 JPEGs transcoded" "$TMP/out" && grep -q " 30 JPEGs kept as they are" "$TMP/out" \
+    || fail "a transcoded tree should be kept as it is: $(cat "$TMP/out")"
+[ "$(grep -c "already has a restart marker every 1 MCU" "$TMP/err")" = 30 ] || fail "reason not given: $(head -3 "$TMP/err")"
+diff -r "$TMP/dst" "$TMP/again" > /dev/null || fail "a transcoded tree was changed"
 
 # usage errors: exit 2 with a message
 set +e

@@ -454,7 +454,7 @@ static void sample_signals(int on)
 static void transcode_sample(const paths *p, const nostall_config *warm, int show, an_meas *m)
 {
     const char *tmp = getenv("TMPDIR");
-    char dir[4096], path[4200], msg[256];
+    char dir[4096], path[4200];
     uint8_t *buf = NULL;
     size_t cap = 0;
     unsigned char *enc = NULL;
@@ -484,8 +484,17 @@ static void transcode_sample(const paths *p, const nostall_config *warm, int sho
         for (size_t i = off; i < p->n && made < AN_RST_SAMPLE; i += step) {
             long long len = tool_read_file(p->v[i], &buf, &cap, 64u << 20);
             if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) continue; /* not a JPEG */
-            unsigned long elen = 0;
-            if (tool_transcode_jpeg(buf, (size_t)len, 0, 1, &enc, &elen, msg, sizeof msg) != 0) continue;
+            size_t elen = 0;
+            const size_t bound = nostall_transcode_bound((size_t)len);
+            free(enc);
+            enc = malloc(bound);
+            if (!enc || nostall_transcode_jpeg(enc, bound, &elen, buf, (size_t)len, NULL, 0, NULL,
+                                               0) != 0)
+                continue; /* damaged: a bad item either way */
+            if (elen == 0) { /* kept as it is: so it stays after `nostall transcode` */
+                memcpy(enc, buf, (size_t)len);
+                elen = (size_t)len;
+            }
             char *full = realpath(p->v[i], NULL);
             if (full && strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
                 free(full);
@@ -544,6 +553,7 @@ done:
     if (lo) fclose(lo);
     if (lr) fclose(lr);
     free(buf);
+    free(enc);
     nostall_config_free(c);
     for (size_t i = 0; i < made; i++) {
         snprintf(path, sizeof path, "%s/%06zu.jpg", dir, i);

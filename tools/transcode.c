@@ -9,27 +9,21 @@
  * restart marker resets the decoder state, so the library's region decode
  * (src/decode/jpeg_rst.c) can start at the marker just above the crop and
  * never touch the rows above it; with a marker every N MCUs, N dividing
- * the MCUs per row, it also skips the MCUs left and right of the crop.
+ * the MCUs per row, it also skips the MCUs left and right of it.
  * Measured numbers: docs/performance.md.
  *
- * What: SRC is walked recursively (sorted, symbolic links followed, at most
- * 64 levels) and mirrored into DST. A file is a JPEG by its magic bytes
- * (FF D8 FF), not its name. Each JPEG is read as DCT coefficients
- * (jpeg_read_coefficients) and written back from the same coefficients
- * (jpeg_write_coefficients): the same quantization tables and sampling, so
- * every decoder gives exactly the same pixels. The copy is sequential
- * (progressive input becomes baseline), Huffman tables are optimized
- * (usually a smaller file than the camera's or PIL's default tables; the
- * markers add 2 bytes per interval), and it has a DRI of N MCUs (lowered
- * to the largest divisor of the MCUs per row not above N, so that the
- * intervals tile each row) or of N MCU rows (--restart-rows).
- * APPn (EXIF, ICC, XMP, ...) and COM markers are copied; JFIF and Adobe
- * markers are rewritten by libjpeg. Other files are copied byte for byte.
- *
- * Damage: a JPEG that libjpeg cannot read, or reads with any warning
- * (corrupt or truncated data), is reported by path and copied unchanged,
- * so the loader sees it exactly as before; the run goes on. I/O errors are
- * reported by path too, the run goes on, and the exit status is 1.
+ * What: the rewrite is the library's, nostall_transcode_jpeg() (nostall.h:
+ * the same coefficients, so the same pixels; its one policy for tables,
+ * markers and what it keeps as it is, shared with the MinIO cache's
+ * cache_transcode and the analyzer's what-if). This file is the tree walk:
+ * SRC is walked recursively (sorted, symbolic links followed, at most 64
+ * levels) and mirrored into DST. A file is a JPEG by its magic bytes
+ * (FF D8 FF), not its name. APPn and COM segments are kept. Other files
+ * are copied byte for byte; a JPEG the rewrite keeps as it is (with the
+ * reason) is copied unchanged, and so is a damaged one (reported by path
+ * with libjpeg's words), so the loader sees it exactly as before; the run
+ * goes on. I/O errors are reported by path too, the run goes on, and the
+ * exit status is 1.
  *
  * Files are written to NAME.tmp and renamed into place, so an interrupted
  * run never leaves a truncated file under a final name. Sizes in the
@@ -37,9 +31,9 @@
  *
  * Threads: the walk (directories created in order) runs on the calling
  * thread and hands files to --threads workers (default: the online CPUs)
- * through a bounded queue; each worker has its own file buffer, and the
- * counters, messages and progress line are guarded by one mutex. Every file
- * is transcoded the same way whatever the thread count.
+ * through a bounded queue; each worker has its own file and output
+ * buffers, and the counters, messages and progress line are guarded by one
+ * mutex. Every file is rewritten the same way whatever the thread count.
  */
 #include "commands.h"
 #include "util.h"
@@ -57,8 +51,6 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <jpeglib.h>
 
 #define MAX_DEPTH 64
 #define MAX_THREADS 256
@@ -93,6 +85,8 @@ typedef struct {
 typedef struct {
     uint8_t *buf; /* file contents, grown as needed */
     size_t cap;
+    uint8_t *out; /* the rewrite, grown as needed   */
+    size_t out_cap;
 } tc_buf;
 
 static void usage(FILE *f)
@@ -101,12 +95,15 @@ static void usage(FILE *f)
             "usage: nostall transcode SRC DST [options]\n"
             "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
             "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
-            "as a baseline JPEG with a restart marker every N MCUs (or MCU rows) and\n"
-            "optimized Huffman tables. nostall's region decode then skips the MCUs\n"
-            "above (and with --restart-mcus beside) a crop without decoding them.\n"
-            "Other files are copied as they are; a damaged JPEG is reported and copied\n"
-            "unchanged, and so is one a baseline copy would decode differently (a\n"
-            "progressive file whose scans leave coefficients incomplete).\n"
+            "as a baseline JPEG with a restart marker every N MCUs (or MCU rows): standard\n"
+            "Huffman tables, or optimized ones where those would grow the file by more\n"
+            "than an eighth; EXIF, ICC and other segments kept. nostall's region decode\n"
+            "then skips the MCUs above (and with --restart-mcus beside) a crop without\n"
+            "decoding them. Other files are copied as they are; a damaged JPEG is\n"
+            "reported and copied unchanged, and so is one the rewrite keeps as it is\n"
+            "(said why: not 8-bit grayscale or YCbCr, the restart markers asked for\n"
+            "already there, over 33.5 Mpixel, a progressive file whose scans leave\n"
+            "coefficients incomplete, or a rewrite more than an eighth larger).\n"
             "\n"
             "options (--flag VALUE or --flag=VALUE):\n"
             "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
@@ -203,133 +200,7 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The lossless transcode                                                    */
-
-typedef struct {
-    struct jpeg_error_mgr pub;
-    jmp_buf jb;
-    int warnings;
-    char msg[JMSG_LENGTH_MAX];
-} tc_err;
-
-static void tc_error_exit(j_common_ptr cinfo)
-{
-    tc_err *e = (tc_err *)cinfo->err;
-    e->pub.format_message(cinfo, e->msg);
-    longjmp(e->jb, 1);
-}
-
-/* Warnings (level -1) mean damaged or truncated data: remember the first. */
-static void tc_emit(j_common_ptr cinfo, int level)
-{
-    tc_err *e = (tc_err *)cinfo->err;
-    if (level >= 0) return;
-    if (e->warnings++ == 0) e->pub.format_message(cinfo, e->msg);
-}
-
-static int is_marker(const jpeg_saved_marker_ptr m, int code, const char *id, unsigned idlen)
-{
-    return m->marker == code && m->data_length >= idlen && memcmp(m->data, id, idlen) == 0;
-}
-
-/* See util.h. */
-int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
-                        unsigned long *out_len, char *msg, size_t msglen)
-{
-    struct jpeg_decompress_struct src;
-    struct jpeg_compress_struct dst;
-    tc_err err;
-    memset(&src, 0, sizeof src);
-    memset(&dst, 0, sizeof dst);
-    memset(&err, 0, sizeof err);
-    *out = NULL;
-    *out_len = 0;
-    src.err = jpeg_std_error(&err.pub);
-    dst.err = &err.pub;
-    err.pub.error_exit = tc_error_exit;
-    err.pub.emit_message = tc_emit;
-    volatile int have_src = 0, have_dst = 0; /* changed after setjmp, read after longjmp */
-    if (setjmp(err.jb)) {
-        snprintf(msg, msglen, "%s", err.msg);
-        if (have_dst) jpeg_destroy_compress(&dst);
-        if (have_src) jpeg_destroy_decompress(&src);
-        free(*out);
-        *out = NULL;
-        return -1;
-    }
-    if ((unsigned long long)len > ULONG_MAX) {
-        snprintf(msg, msglen, "file too large");
-        return -1;
-    }
-    jpeg_create_decompress(&src);
-    have_src = 1;
-    jpeg_mem_src(&src, in, (unsigned long)len);
-    jpeg_save_markers(&src, JPEG_COM, 0xFFFF);
-    for (int m = 0; m < 16; m++) jpeg_save_markers(&src, JPEG_APP0 + m, 0xFFFF);
-    jpeg_read_header(&src, TRUE);
-    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&src);
-    if (err.warnings) {
-        snprintf(msg, msglen, "%s", err.msg);
-        jpeg_destroy_decompress(&src);
-        return -1;
-    }
-    /* A progressive file whose scans leave coefficients unsent or
-     * unrefined is decoded with block smoothing; a baseline copy would
-     * not be, so its pixels would differ. */
-    for (int c = 0; src.progressive_mode && c < src.num_components; c++)
-        for (int k = 0; k < DCTSIZE2; k++)
-            if (!src.coef_bits || src.coef_bits[c][k] != 0) {
-                snprintf(msg, msglen, "progressive scans leave coefficients incomplete, which "
-                                      "decoders smooth; a baseline copy would not be");
-                jpeg_destroy_decompress(&src);
-                return 1;
-            }
-
-    jpeg_create_compress(&dst);
-    have_dst = 1;
-    jpeg_mem_dest(&dst, out, out_len);
-    jpeg_copy_critical_parameters(&src, &dst);
-    dst.optimize_coding = TRUE;
-    /* The restart interval must be whole MCU rows, or divide one, for the
-     * decoder's fast path; libjpeg caps it at 65535 MCUs, so keep rows *
-     * MCUs-per-row below that (an 8188-MCU-wide image still gets one row). */
-    long mcus = dst.num_components == 1
-                    ? ((long)src.image_width + 7) / 8
-                    : ((long)src.image_width + 8L * src.max_h_samp_factor - 1) /
-                          (8L * src.max_h_samp_factor);
-    if (mcus < 1) mcus = 1;
-    if (rows > 0) {
-        dst.restart_in_rows = (long)rows * mcus <= 65535 ? rows : (int)(65535 / mcus);
-    } else {
-        long k = per < 1 ? 1 : per;
-        while (mcus % k != 0) k--;
-        dst.restart_interval = (unsigned)k;
-    }
-    jpeg_write_coefficients(&dst, coefs);
-    for (jpeg_saved_marker_ptr m = src.marker_list; m; m = m->next) {
-        if (dst.write_JFIF_header && is_marker(m, JPEG_APP0, "JFIF\0", 5)) continue;
-        if (dst.write_Adobe_marker && is_marker(m, JPEG_APP0 + 14, "Adobe", 5)) continue;
-        jpeg_write_marker(&dst, m->marker, m->data, m->data_length);
-    }
-    jpeg_finish_compress(&dst);
-    jpeg_destroy_compress(&dst);
-    have_dst = 0;
-    (void)jpeg_finish_decompress(&src);
-    jpeg_destroy_decompress(&src);
-    if (err.warnings) { /* damage found after the coefficients (e.g. at EOI) */
-        snprintf(msg, msglen, "%s", err.msg);
-        free(*out);
-        *out = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Files                                                                     */
-
-
-
 
 /* Write data to path via path.tmp + rename. 0 or -1 (errno set). */
 static int write_file(const char *path, const void *data, size_t len)
@@ -365,15 +236,40 @@ static void progress(tc_state *s, int final)
     fflush(stderr);
 }
 
+/* One message line (fmt ends with a newline), escaped for the terminal:
+ * file names may hold any byte. */
 static void report(tc_state *s, const char *fmt, const char *path, const char *why)
 {
+    char line[8192];
     if (s->progress) fprintf(stderr, "\r\033[K");
-    fprintf(stderr, fmt, path, why);
+    snprintf(line, sizeof line, fmt, path, why);
+    line[strcspn(line, "\n")] = '\0'; /* the format's own newline */
+    tool_line(stderr, "%s", line);
+}
+
+/* The rewrite of b->buf[0..len) into b->out: 0 with *out_len (0: kept
+ * as it is) or a status; res says what happened. */
+static int rewrite(const tc_opts *o, tc_buf *b, size_t len, size_t *out_len,
+                   nostall_transcode_result *res)
+{
+    const size_t bound = nostall_transcode_bound(len);
+    if (bound > b->out_cap) {
+        uint8_t *p = bound == SIZE_MAX ? NULL : realloc(b->out, bound);
+        if (!p) {
+            snprintf(res->message, sizeof res->message, "out of memory");
+            return NOSTALL_E_NOMEM;
+        }
+        b->out = p;
+        b->out_cap = bound;
+    }
+    const nostall_transcode_options opts = {.restart_mcus = (uint32_t)o->mcus,
+                                            .restart_rows = (uint32_t)o->rows};
+    return nostall_transcode_jpeg(b->out, b->out_cap, out_len, b->buf, len, &opts, sizeof opts,
+                                  res, sizeof *res);
 }
 
 static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
 {
-    const tc_opts *o = s->o;
     errno = 0;
     long long len = tool_read_file(from, &b->buf, &b->cap, SIZE_MAX - 1);
     if (len < 0) {
@@ -386,29 +282,32 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
     }
     const uint8_t *data = b->buf;
     size_t out_len = (size_t)len;
-    unsigned char *enc = NULL;
     int jpeg = len >= 3 && b->buf[0] == 0xFF && b->buf[1] == 0xD8 && b->buf[2] == 0xFF;
-    int damaged = 0, kept = 0;
-    char msg[JMSG_LENGTH_MAX + 128];
+    int damaged = 0, kept = 0, failed = 0;
+    nostall_transcode_result res;
+    memset(&res, 0, sizeof res);
     if (jpeg) {
-        unsigned long elen = 0;
-        const int trc = tool_transcode_jpeg(b->buf, (size_t)len, (int)o->rows, (int)o->mcus, &enc,
-                                            &elen, msg, sizeof msg);
-        if (trc == 0) {
-            data = enc;
-            out_len = elen;
+        size_t n = 0;
+        const int rc = rewrite(s->o, b, (size_t)len, &n, &res);
+        if (rc == 0 && n > 0) {
+            data = b->out;
+            out_len = n;
         } else {
-            damaged = trc < 0;
-            kept = trc > 0;
+            damaged = rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED;
+            failed = rc < 0 && !damaged;
+            kept = rc == 0;
             jpeg = 0;
         }
     }
     errno = 0;
     int wrc = write_file(to, data, out_len), we = errno;
-    free(enc);
     pthread_mutex_lock(&s->mu);
-    if (damaged) report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, msg);
-    if (kept) report(s, "transcode: %s: kept as it is (%s)\n", from, msg);
+    if (damaged) report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, res.message);
+    if (kept) report(s, "transcode: %s: kept as it is (%s)\n", from, res.message);
+    if (failed) {
+        report(s, "transcode: cannot rewrite '%s': %s (copied unchanged)\n", from, res.message);
+        s->errors++;
+    }
     if (wrc != 0) {
         report(s, "transcode: cannot write '%s': %s\n", to, strerror(we));
         s->errors++;
@@ -434,7 +333,7 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
 static void *worker_main(void *arg)
 {
     tc_state *s = arg;
-    tc_buf b = {NULL, 0};
+    tc_buf b = {NULL, 0, NULL, 0};
     tc_job job; /* 8 KB: a thread's stack holds it */
     for (;;) {
         pthread_mutex_lock(&s->mu);
@@ -451,6 +350,7 @@ static void *worker_main(void *arg)
         do_file(s, &b, job.from, job.to);
     }
     free(b.buf);
+    free(b.out);
     return NULL;
 }
 
@@ -600,7 +500,7 @@ int cmd_transcode(int argc, char **argv)
             s.queue = NULL;
         }
     }
-    tc_buf own = {NULL, 0};
+    tc_buf own = {NULL, 0, NULL, 0};
     walk(&s, &own, o.src, o.dst, 0);
     pthread_mutex_lock(&s.mu);
     s.closed = 1;
@@ -609,6 +509,7 @@ int cmd_transcode(int argc, char **argv)
     for (long i = 0; i < started; i++) pthread_join(tids[i], NULL);
     free(s.queue);
     free(own.buf);
+    free(own.out);
     pthread_cond_destroy(&s.not_empty);
     pthread_cond_destroy(&s.not_full);
     pthread_mutex_destroy(&s.mu);
@@ -616,7 +517,8 @@ int cmd_transcode(int argc, char **argv)
     double t = tool_now_s() - s.t0;
     printf("transcode: %ld files in %.1f s: %ld JPEGs transcoded (%.1f MB -> %.1f MB, "
            "restart every %ld MCU%s%s), %ld other files copied, %ld damaged JPEGs copied "
-           "unchanged, %ld JPEGs kept as they are (not rewritable without changing pixels); "
+           "unchanged, %ld JPEGs kept as they are (nothing to gain, or not rewritable with the same "
+           "pixels); "
            "%.1f MB -> %.1f MB in all%s\n",
            s.files, t, s.jpegs, (double)s.jpeg_in / 1e6, (double)s.jpeg_out / 1e6,
            o.rows ? o.rows : o.mcus, o.rows ? " row" : "",

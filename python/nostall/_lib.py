@@ -152,6 +152,27 @@ loader_skipped = _fn("nostall_loader_skipped", c_int, c_void_p, c_uint64, POINTE
 checksum_update = _fn("nostall_checksum_update", None, POINTER(c_uint64), c_void_p, c_size_t)
 checksum_batch = _fn("nostall_checksum_batch", None, POINTER(c_uint64), POINTER(Batch))
 
+# --- the restart-marker rewrite (nostall.h), for transcode.py --------------
+
+
+class TranscodeOptions(ctypes.Structure):
+    _fields_ = [("restart_mcus", c_uint32), ("restart_rows", c_uint32), ("max_pixels", c_uint64),
+                ("flags", c_uint32), ("reserved_", c_uint32)]
+
+
+class TranscodeResult(ctypes.Structure):
+    _fields_ = [("kept", c_int), ("status", c_int), ("width", c_uint32), ("height", c_uint32),
+                ("restart_interval", c_uint32), ("optimized", c_uint32),
+                ("message", ctypes.c_char * 200)]
+
+
+TRANSCODE_DROP_METADATA = 1
+transcode_bound = _fn("nostall_transcode_bound", c_size_t, c_size_t)
+transcode_kept_text = _fn("nostall_transcode_kept_text", c_char_p, c_int)
+transcode_jpeg = _fn("nostall_transcode_jpeg", c_int, c_void_p, c_size_t, POINTER(c_size_t),
+                     c_char_p, c_size_t, POINTER(TranscodeOptions), c_size_t,
+                     POINTER(TranscodeResult), c_size_t)
+
 
 def _s(b):
     return b.decode("utf-8", "surrogateescape") if b is not None else None

@@ -120,3 +120,44 @@ def test_analyze_with_the_option(mixed, cli):
                         batch_size=8, crop=32, threads=2, cache_bytes="256M",
                         cache_transcode=True)
     assert r["measurements"]["items_per_epoch"] > 0
+
+
+def _library_rewrite(data, **fields):
+    """The public rewriter (nostall_transcode_jpeg) on bytes: (status, bytes
+    or None when kept, result)."""
+    import ctypes
+    from nostall import _lib
+    opts = _lib.TranscodeOptions(**fields)
+    res = _lib.TranscodeResult()
+    cap = _lib.transcode_bound(len(data))
+    buf, n = ctypes.create_string_buffer(cap), ctypes.c_size_t()
+    rc = _lib.transcode_jpeg(buf, cap, ctypes.byref(n), data, len(data), ctypes.byref(opts),
+                             ctypes.sizeof(opts), ctypes.byref(res), ctypes.sizeof(res))
+    return rc, (buf.raw[:n.value] if rc == 0 and n.value else None), res
+
+
+def test_cache_holds_the_public_rewriters_bytes(mixed):
+    """One rewriter: what the cache holds is, item for item, what
+    nostall_transcode_jpeg() writes with the cache's options (a marker every
+    MCU, no metadata), and exactly the items it rewrites are counted."""
+    from nostall import _lib
+    data, eligible = mixed
+    want_bytes, rewritten, statuses = 0, 0, set()
+    for root, _, files in os.walk(data):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                b = f.read()
+            out = None
+            if b[:3] == b"\xff\xd8\xff":
+                rc, out, res = _library_rewrite(b, restart_mcus=1,
+                                                flags=_lib.TRANSCODE_DROP_METADATA)
+                statuses.add(_lib.STATUS[rc] if rc else
+                             _lib._s(_lib.transcode_kept_text(res.kept)) if out is None else "ok")
+            want_bytes += len(out) if out is not None else len(b)
+            rewritten += out is not None
+    assert rewritten == eligible
+    # rewritten, kept (CMYK) and damaged (truncated, corrupt) were all seen
+    assert {"ok", "E_TRUNCATED", "E_CORRUPT"} <= statuses and len(statuses) >= 4, statuses
+    _, _, st = run(data, epochs=1, threads=2, cache_transcode=True)
+    assert st["cache_transcoded"] == rewritten
+    assert st["cache_bytes"] == want_bytes
