@@ -152,7 +152,8 @@ loader_skipped = _fn("nostall_loader_skipped", c_int, c_void_p, c_uint64, POINTE
 checksum_update = _fn("nostall_checksum_update", None, POINTER(c_uint64), c_void_p, c_size_t)
 checksum_batch = _fn("nostall_checksum_batch", None, POINTER(c_uint64), POINTER(Batch))
 
-# --- the restart-marker rewrite (nostall.h), for transcode.py --------------
+# --- the restart-marker rewrite (nostall.h) and the stall analyzer
+# (nostall_analyze.h), for transcode.py and analyze.py ---------------------
 
 
 class TranscodeOptions(ctypes.Structure):
@@ -172,6 +173,29 @@ transcode_kept_text = _fn("nostall_transcode_kept_text", c_char_p, c_int)
 transcode_jpeg = _fn("nostall_transcode_jpeg", c_int, c_void_p, c_size_t, POINTER(c_size_t),
                      c_char_p, c_size_t, POINTER(TranscodeOptions), c_size_t,
                      POINTER(TranscodeResult), c_size_t)
+
+analyze_meas_count = _fn("nostall_analyze_meas_count", c_int)
+analyze_meas_name = _fn("nostall_analyze_meas_name", c_char_p, c_int)
+# nostall_analyze_meas: every measurement a double, in table order (read
+# from the library, as the stats counters are).
+AnalyzeMeas = type("AnalyzeMeas", (ctypes.Structure,), {"_fields_": [
+    (analyze_meas_name(_i).decode(), c_double) for _i in range(analyze_meas_count())]})
+
+
+class AnalyzeMeasureOptions(ctypes.Structure):
+    _fields_ = [("max_batches", c_uint64), ("keep_cached", c_int), ("ctx", c_void_p),
+                ("message", c_void_p), ("progress", c_void_p)]
+
+
+ANALYZE_TEXT, ANALYZE_JSON, ANALYZE_HTML = 0, 1, 2
+analyze_measure = _fn("nostall_analyze_measure", c_int, POINTER(AnalyzeMeas), c_size_t, c_char_p,
+                      c_void_p, POINTER(AnalyzeMeasureOptions), c_size_t)
+analyze_create = _fn("nostall_analyze_create", c_int, POINTER(c_void_p), POINTER(AnalyzeMeas),
+                     c_size_t)
+analyze_free = _fn("nostall_analyze_free", None, c_void_p)
+analyze_predict = _fn("nostall_analyze_predict", c_int, c_void_p, c_char_p, c_void_p, c_size_t)
+analyze_report = _fn("nostall_analyze_report", c_int, c_void_p, c_int, c_char_p, c_void_p,
+                     c_size_t, POINTER(c_size_t))
 
 
 def _s(b):

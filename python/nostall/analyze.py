@@ -17,23 +17,26 @@
   files from the page cache with posix_fadvise(DONTNEED) (adds fetching; no
   root needed).
 
-The runs' figures are then handed to `nostall analyze DATA --runs FILE
---json`, which measures storage, memory and the dataset itself and applies
-the what-if model -- the model lives in one place, the CLI (C). The result
-is that command's JSON as a dict (see docs/analyzer.md), plus `.text`.
+Everything else is the library's (nostall_analyze.h, through ctypes, as the
+`nostall analyze` command uses it): nostall_analyze_measure() measures the
+dataset, storage, memory, the CPU share, the prep rate (the loader without a
+step) and the restart-marker what-if; the what-if model, its
+recommendations and the reports (JSON, text, HTML) are made from the
+measurements in C -- the model lives in one place. The result is the JSON
+report as a dict (see docs/analyzer.md), plus `.text`.
 
 During normal training the same counters come from Loader.stats();
 stall_summary(loader) condenses them.
 """
 
+import ctypes
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 import time
 
-from .loader import Loader, _option_text
+from . import _lib
+from .loader import _PY_OPTIONS, Loader, _check, _encode, _option_text
 
 __all__ = ["analyze", "stall_summary", "Analysis"]
 
@@ -41,24 +44,6 @@ __all__ = ["analyze", "stall_summary", "Analysis"]
 class Analysis(dict):
     """The analyzer's JSON as a dict; .text is the terminal report."""
     text = ""
-
-
-def _find_cli(cli):
-    if cli:
-        return cli
-    env = os.environ.get("NOSTALL_CLI")
-    if env:
-        return env
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    for here in (os.path.join(pkg, "_bin", "nostall"),  # an installed package's own
-                 os.path.join(pkg, "..", "..", "build", "nostall")):  # the repository's
-        if os.path.exists(here):
-            return os.path.abspath(here)
-    found = shutil.which("nostall")
-    if not found:
-        raise FileNotFoundError("nostall.analyze: the nostall program was not found "
-                                "(pass cli=PATH or set $NOSTALL_CLI)")
-    return found
 
 
 def _read_all(paths):
@@ -118,6 +103,49 @@ def _tty_progress(label, done, total):
     sys.stderr.flush()
 
 
+def _measure(source_path, options, max_batches):
+    """nostall_analyze_measure(): what needs no step, with the job's options."""
+    cfg = ctypes.c_void_p()
+    _check(_lib.config_create(ctypes.byref(cfg)))
+    try:
+        for name, value in options.items():
+            if name not in _PY_OPTIONS:  # Loader keywords that are not C options
+                _check(_lib.config_set(cfg, name.encode(), _encode(_option_text(name, value))))
+        m = _lib.AnalyzeMeas()
+        o = _lib.AnalyzeMeasureOptions(max_batches=max_batches or 0, keep_cached=0)
+        _check(_lib.analyze_measure(ctypes.byref(m), ctypes.sizeof(m), _encode(source_path), cfg,
+                                    ctypes.byref(o), ctypes.sizeof(o)))
+    finally:
+        _lib.config_free(cfg)
+    return m
+
+
+def _report(a, fmt, data):
+    n = ctypes.c_size_t()
+    _check(_lib.analyze_report(a, fmt, data, None, 0, ctypes.byref(n)))
+    buf = ctypes.create_string_buffer(n.value + 1)
+    _check(_lib.analyze_report(a, fmt, data, buf, len(buf), ctypes.byref(n)))
+    return buf.raw[:n.value].decode("utf-8", "replace")
+
+
+def _model(m, data, predict, report):
+    """The model, the predictions asked for and the reports: an Analysis."""
+    a = ctypes.c_void_p()
+    _check(_lib.analyze_create(ctypes.byref(a), ctypes.byref(m), ctypes.sizeof(m)))
+    try:
+        for spec in predict:
+            _check(_lib.analyze_predict(a, _encode(spec), None, 0))
+        name = _encode(data)
+        result = Analysis(json.loads(_report(a, _lib.ANALYZE_JSON, name)))
+        result.text = _report(a, _lib.ANALYZE_TEXT, name)
+        if report:
+            with open(report, "w", encoding="utf-8") as f:
+                f.write(_report(a, _lib.ANALYZE_HTML, name))
+    finally:
+        _lib.analyze_free(a)
+    return result
+
+
 def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cli=None,
             progress=None, **loader_options):
     """Measure and model the data stall of `train_step` fed by a nostall
@@ -128,10 +156,12 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
     predict:     extra configurations to predict, e.g. ["threads=8,cache_fraction=0.5"].
     progress:    None (a line on stderr when it is a terminal), False, or a
                  callable(label, done, total).
-    Returns an Analysis (dict of the CLI's JSON, with .text).
+    cli:         ignored (the analysis is the library's; kept so that existing
+                 calls work).
+    Returns an Analysis (dict of the JSON report, with .text, the terminal
+    report). A bad `predict` raises nostall.InvalidError (a ValueError).
     """
     import sys
-    cli = _find_cli(cli)
     if progress is None:
         progress = _tty_progress if sys.stderr.isatty() else None
     user_opts = {k: v for k, v in loader_options.items() if v is not None}
@@ -148,7 +178,7 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
         images, labels = next(iter(probe))
         source_path = probe.source if isinstance(source, (str, bytes, os.PathLike)) else None
     if source_path is None:
-        # a Python list of (path, label): the CLI needs a list file
+        # a Python list of (path, label): the library takes a list file
         fd, list_file = tempfile.mkstemp(prefix="nostall-analyze-", suffix=".tsv")
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
             for p, label in source:
@@ -181,7 +211,6 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
         _drop(paths)
 
         runs = {
-            "items_per_epoch": info["items_per_epoch"], "batch_size": int(probe.config["batch_size"]),
             "step_s": syn_s / nb, "step_cpu_s": syn_cpu / nb,
             "syn_seconds": syn_s, "syn_batches": nb,
             "warm_seconds": warm["seconds"], "warm_items": warm["items"],
@@ -198,30 +227,11 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
             "cold_storage_wait_ns": cold["stats"]["storage_wait_ns"],
             "cold_fetch_ns": cold["stats"]["fetch_busy_ns"],
         }
-        with tempfile.TemporaryDirectory(prefix="nostall-analyze-") as tmp:
-            runs_file = os.path.join(tmp, "runs.json")
-            with open(runs_file, "w") as f:
-                json.dump(runs, f)
-            args = [cli, "analyze", source_path, "--runs", runs_file, "--quiet"]
-            for k, v in user_opts.items():
-                args += ["--" + k.replace("_", "-"), _option_text(k, v)]
-            for p in predict:
-                args += ["--predict", p]
-            if report:
-                args += ["--report", os.fspath(report)]
-            out = subprocess.run(args + ["--json"], capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError("nostall.analyze: %s failed: %s" % (" ".join(args),
-                                                                      out.stderr.strip()))
-            result = Analysis(json.loads(out.stdout))
-            # the readable report, from the same measurements (no new runs)
-            mfile = os.path.join(tmp, "result.json")
-            with open(mfile, "w") as f:
-                f.write(out.stdout)
-            text = subprocess.run([cli, "analyze", "--measurements", mfile] +
-                                  [a for p in predict for a in ("--predict", p)],
-                                  capture_output=True, text=True)
-            result.text = text.stdout.replace(mfile, os.fsdecode(source_path))
+        # the dataset, the machine, the prep rate, the restart-marker sample
+        m = _measure(source_path, user_opts, max_batches)
+        for k, v in runs.items():
+            setattr(m, k, float(v))
+        result = _model(m, os.fsdecode(source_path), predict, report)
     finally:
         if list_file:
             os.unlink(list_file)

@@ -4,7 +4,9 @@ Run: NOSTALL_LIBRARY=build/libnostall.so NOSTALL_CLI=build/nostall \
      /usr/bin/python3 -m pytest -q tests/python/test_analyze.py
 """
 
+import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -80,6 +82,33 @@ def test_list_source_and_bad_option(data, cli):
     assert r["measurements"]["items_per_epoch"] == 16
     with pytest.raises(nostall.OptionError, match="threads"):
         nostall.analyze(Step(0), data, cli=cli, progress=False, threads=-1)
+
+
+def test_one_model_no_program(data, cli, tmp_path, monkeypatch):
+    """No program is run (cli= is ignored, none on PATH): the library
+    measures and models. The CLI's model of the same measurements gives the
+    same predictions and recommendations, and the same text report."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NOSTALL_CLI", raising=False)
+    r = nostall.analyze(Step(0.002), data, cli="/nonexistent/nostall", progress=False,
+                        predict=["threads=1,cache_fraction=0.5"], **OPTS)
+    m = r["measurements"]
+    assert m["prep_items"] == 40 and m["mem_bw"] > 0 and m["cores"] >= 1
+    assert m["rst_sample_items"] == 40 and m["rst_cpu_ratio"] > 0  # every JPEG, as it is or rewritten
+    mfile = tmp_path / "m.json"
+    mfile.write_text(json.dumps(r))
+    out = subprocess.run([cli, "analyze", "--measurements", str(mfile), "--json",
+                          "--predict", "threads=1,cache_fraction=0.5"],
+                         check=True, capture_output=True, text=True).stdout
+    c = json.loads(out)
+    for k in ("model", "bound", "recommendations", "whatif", "predictions", "rates", "measured"):
+        assert c[k] == r[k], k
+    text = subprocess.run([cli, "analyze", "--measurements", str(mfile), "--predict",
+                           "threads=1,cache_fraction=0.5"], check=True, capture_output=True,
+                          text=True).stdout
+    assert text.replace(str(mfile), data) == r.text
+    with pytest.raises(ValueError, match="bogus"):
+        nostall.analyze(Step(0), data, progress=False, predict=["bogus=1"], **OPTS)
 
 
 def test_stall_summary_during_training(data):

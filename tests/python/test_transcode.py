@@ -119,3 +119,11 @@ def test_kept_and_damaged_files_are_copied_and_reported(data, tmp_path):
     assert again["jpegs"] == 0 and again["kept"] == 3 and again["damaged"] == 1
     assert "already has a restart marker every 1 MCU" in "\n".join(again["messages"])
 
+
+def test_the_package_runs_no_program():
+    """The binding calls the library: no subprocess anywhere in the package."""
+    pkg = os.path.dirname(nostall.__file__)
+    for name in sorted(os.listdir(pkg)):
+        if name.endswith(".py"):
+            with open(os.path.join(pkg, name), encoding="utf-8") as f:
+                assert "subprocess" not in f.read(), name

@@ -1,0 +1,161 @@
+/*
+ * analyze_impl.h — private to src/analyze: the stall analyzer's model types
+ * (a configuration to predict, a prediction, the rates behind it), the
+ * analysis object behind nostall_analysis, and the text escaping its
+ * reports use. The public side is include/nostall_analyze.h.
+ *
+ *   model.c      the what-if model: nst_an_predict() and its scenarios
+ *   recommend.c  the what-if rows and the four recommendations
+ *   report.c     the terminal and JSON reports
+ *   report_html.c  the HTML report with SVG charts
+ *   escape.c     untrusted text (file names) for terminals, JSON, HTML
+ *   meas.c       the measurements' table, reading them from JSON
+ *   measure.c    the measurements that need no training step
+ *   analysis.c   the public handle: create, predict, copy-outs, reports
+ *
+ * Nothing here keeps global state; an analysis is used by one thread at a
+ * time.
+ */
+#ifndef NST_ANALYZE_IMPL_H
+#define NST_ANALYZE_IMPL_H
+
+#include <stdio.h>
+
+#include "nostall_analyze.h"
+
+/* A configuration to predict. Start from nst_an_scenario_current(). */
+typedef struct nst_an_scenario {
+    double threads;       /* worker threads                                  */
+    double io_depth;      /* reads in flight per worker                      */
+    double cores;         /* CPUs of the machine                             */
+    double cache_frac;    /* MinIO cache, fraction of the dataset's bytes    */
+    int minio;            /* 1: MinIO cache (misses bypass the page cache)   */
+    double emu_mbps;      /* emulated storage MB/s (0: off)                  */
+    double emu_latency_ms;
+    double bw_scale;      /* multiplies every storage bandwidth (what-if)    */
+    double step_s;        /* training step per batch                         */
+    double echo_factor;
+    int echo_point;       /* 0 fetch, 1 decode, 2 augment, 3 batch           */
+    int cold;             /* 1: first epoch after dropping the page cache    */
+    /* Partitioned cache over MPI (libnostall_mpi): `nodes` ranks each cache
+     * cache_frac of the dataset, disjointly; items a peer holds come over
+     * the network. nodes <= 1: off. */
+    double nodes;
+    double net_mbps;      /* network bandwidth per rank, MB/s                */
+    double net_latency_ms;/* one remote request                              */
+    /* Restart-marker what-if: CPU per item multiplied by this (1: the files
+     * as they are; m->rst_cpu_ratio: after `nostall transcode`). */
+    double cpu_scale;
+    /* cache_transcode=1: the items the MinIO cache holds (cache_frac) are
+     * decoded from the rewritten form, CPU x m->rst_cpu_ratio, in every
+     * epoch after the fill; the rest as they are. */
+    int cache_transcode;
+} nst_an_scenario;
+
+typedef struct nst_an_pred {
+    double epoch_s;       /* predicted epoch time (steady state, or cold)    */
+    double compute_s;     /* the steps alone                                 */
+    double prep_stall_s;  /* waiting caused by preprocessing (CPU)           */
+    double fetch_stall_s; /* waiting caused by storage                       */
+    double nofetch_s;     /* the epoch if fetching cost nothing              */
+    double prep_s;        /* upstream CPU time / effective cores             */
+    double fetch_s;       /* storage bound (device or per-worker latency)    */
+    double eff_cores;
+    double delivered;     /* items per epoch (echo included)                 */
+    const char *bound;    /* "compute", "prep", "fetch"                      */
+} nst_an_pred;
+
+/* The rates behind the stalls, in items per second. */
+typedef struct nst_an_rates {
+    double cpu_item_s;   /* CPU seconds of preprocessing per item (one core)     */
+    double per_core;     /* items/s one core prepares                            */
+    double prep;         /* items/s the configured threads prepare               */
+    double fetch;        /* items/s storage delivers (cold, configured storage)  */
+    double accel;        /* items/s the training step consumes                   */
+    double item_bytes;   /* mean bytes of a dataset file                         */
+} nst_an_rates;
+
+typedef struct nst_an_row {
+    char group[16];  /* "cache", "cores", "storage", "echo", "partitioned",
+                        "combined", "predict" */
+    char label[96];
+    double x;        /* the varied value (for the curves) */
+    nst_an_scenario s;
+    nst_an_pred p;
+} nst_an_row;
+
+typedef struct nst_an_reco {
+    char what[16];   /* "cores", "cache", "echo", "transcode" */
+    double value;    /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
+    int needed;      /* 0: the stall it targets is already under the threshold */
+    double epoch_before_s, epoch_after_s;
+    char text[512];
+} nst_an_reco;
+
+#define NST_AN_MAX_PREDICT 32
+
+struct nostall_analysis {
+    nostall_analyze_meas m;
+    nst_an_pred cold_run, warm_run; /* the model of the runs that were measured */
+    nst_an_scenario cur;
+    nst_an_pred now;       /* steady state of the configuration as given */
+    const char *bound;     /* classification of `now` */
+    nst_an_row rows[96];
+    int nrows;
+    nst_an_reco reco[4];
+    int nreco;
+    nst_an_row predict[NST_AN_MAX_PREDICT]; /* nostall_analyze_predict() */
+    int npredict;
+};
+
+#define NST_AN_STALL_OK 0.05 /* stall fraction considered negligible */
+/* A transcode is recommended only when it cuts CPU per item below this (the
+ * sample runs are short: a few % is noise). */
+#define NST_AN_RST_USEFUL 0.90
+
+/* model.c */
+nst_an_scenario nst_an_scenario_current(const nostall_analyze_meas *m);
+void nst_an_rates_get(const nostall_analyze_meas *m, nst_an_rates *r);
+void nst_an_predict(const nostall_analyze_meas *m, const nst_an_scenario *s, nst_an_pred *p);
+/* Bytes this rank reads in an epoch: what a cache fraction is a fraction of. */
+double nst_an_shard_bytes(const nostall_analyze_meas *m);
+/* Applies "key=value,key=value" (see nostall_analyze_predict) to *s.
+ * Returns 0, or -1 with a message naming the bad key in err. */
+int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, const char *spec,
+                          char *err, size_t errlen);
+
+/* recommend.c: everything of `a` but its --predict rows, from a->m. */
+void nst_an_analyze(struct nostall_analysis *a);
+
+/* report.c, report_html.c */
+void nst_an_report_text(FILE *f, const struct nostall_analysis *a, const char *data);
+void nst_an_report_json(FILE *f, const struct nostall_analysis *a, const char *data);
+void nst_an_report_html(FILE *f, const struct nostall_analysis *a, const char *data);
+/* The measured epoch figures, scaled from the (possibly capped) runs. */
+typedef struct nst_an_measured {
+    double syn, warm, cold, prep_stall, fetch_stall, stall_frac;
+    const char *bound;
+} nst_an_measured;
+void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o);
+const char *nst_an_bound_words(const char *bound);
+
+/* escape.c: untrusted text (file names, and messages that name them).
+ * nst_an_text: for terminals and text reports: valid UTF-8 as it is,
+ *   except '\' as "\\"; \n \t \r as such; other C0 controls and DEL as
+ *   "\xHH"; C1 controls, U+2028..U+202E and U+2066..U+2069 as "\uHHHH";
+ *   each byte not part of valid UTF-8 as "\xHH".
+ * nst_an_line: printf, then nst_an_text, then a newline.
+ * nst_an_text_buf: nst_an_text into buf (cap >= 1), cut at a character.
+ * nst_an_json_string: a strict JSON string literal; bytes that are not
+ *   UTF-8 become U+FFFD; returns 1 when one was replaced.
+ * nst_an_json_member: "key": "..." and, when a byte was replaced,
+ *   "key_hex": every byte as two hex digits.
+ * nst_an_html_text: & < > " ' as entities, the rest as nst_an_text. */
+void nst_an_text(FILE *f, const char *s);
+void nst_an_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nst_an_text_buf(char *buf, size_t cap, const char *s);
+int nst_an_json_string(FILE *f, const char *s);
+void nst_an_json_member(FILE *f, const char *key, const char *s);
+void nst_an_html_text(FILE *f, const char *s);
+
+#endif
