@@ -29,15 +29,27 @@
  *              over that limit: rewritten with optimized tables (libjpeg's
  *              bytes), same pixels. Declined,
  *              leaving the error message alone and the decoder working:
- *              CMYK, RGB, 12-bit, arithmetic, restart-marked (the rewrite
- *              itself too), truncated, not JPEG, over max_pixels, a flat
- *              image the markers would triple. DC values a restart-marked
+ *              CMYK, RGB, 12-bit, arithmetic, a restart every MCU already
+ *              (the rewrite itself), truncated, not JPEG, over max_pixels,
+ *              a flat image the markers would triple (a file with a restart
+ *              every MCU row is rewritten, same pixels). DC values a restart-marked
  *              baseline file cannot hold (+1024 declined, -1024 kept);
  *              progressive files with coefficients never sent or refined
  *              (libjpeg smooths them; a complete custom script is
  *              rewritten, same pixels); and 300 damaged files: no crash,
  *              the same answer twice, and a rewrite only when the damaged
  *              file's region decode succeeds with the rewrite's pixels.
+ *   public     nostall_transcode_jpeg(), the same rewriter: the cache's
+ *              bytes (metadata-free files); APPn/COM segments kept (or
+ *              dropped with the flag), one JFIF; restart_mcus lowered to a
+ *              divisor of the MCUs per row, restart_rows in whole rows (DRI
+ *              and result agree), the original's pixels and the fast path
+ *              every time, the interval asked for kept the second time;
+ *              kept files (CMYK, RGB, 12-bit, over max_pixels, a buffer too
+ *              small, markers that would triple a file, an incomplete
+ *              progressive file) are status 0 with no bytes and the reason;
+ *              damage is E_TRUNCATED/E_CORRUPT, bad options E_INVALID; a
+ *              caller's shorter option and result structs.
  *   fuzz       1000 mutated restart-marked files (byte flips, marker
  *              damage, truncation): no crash (run under ASan by `make
  *              asan`), the same result twice, and when the normal path
