@@ -140,6 +140,7 @@ NOSTALL_API const char *nostall_last_error(void);
  *   DOUBLE3: three comma-separated doubles, each within [min, max].
  *   SIZE: a byte count; accepts K/M/G/T suffixes (powers of 1024).
  *   STRING: up to NOSTALL_STRING_MAX - 1 characters of [A-Za-z0-9._-].
+ *   PATH: up to NOSTALL_PATH_MAX - 1 bytes, any but NUL (a file or folder).
  * Values out of bounds are rejected with E_OPTION and a message naming the
  * option and its bounds; nothing is clamped silently.
  * ------------------------------------------------------------------------ */
@@ -253,7 +254,50 @@ NOSTALL_API const char *nostall_last_error(void);
       "per MCU (as `nostall transcode` writes them), so that decoding a "      \
       "cached item reads only its crop's part of the file (same pixels; "      \
       "less CPU per item in every later epoch, extra CPU once per item when "  \
-      "it is cached)")
+      "it is cached)")                                                         \
+    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes", "",  \
+      "what an item becomes (the item recipe): classify = an image and its "   \
+      "label; detect = an image with its boxes (COCO annotations); tokens = "  \
+      "a window of a token file; bytes = the item's bytes as fetched")         \
+    X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",      \
+      "crop: train RandomResizedCrop / eval resize + center crop; resize: the " \
+      "whole image to out_height x out_width (fit); full: every image at its " \
+      "own size, each item in a place of full_max_pixels (with its shape)")    \
+    X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                   \
+      "output height in pixels (image_mode resize, detect); 0 = crop")         \
+    X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                     \
+      "output width in pixels (image_mode resize, detect); 0 = crop")          \
+    X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                      \
+      "image_mode resize: stretch to the size, or keep the aspect and pad "    \
+      "(letterbox, centred, zeros before normalization)")                      \
+    X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                \
+      "image field layout; auto = NCHW for float outputs, NHWC for uint8")     \
+    X(MAX_BOXES, 46, "max_boxes", UINT, "100", "1", "65536",                   \
+      "detect: boxes per item; items with more are truncated and counted")     \
+    X(BOX_CROP, 47, "box_crop", ENUM, "iou", "iou|rrc|none", "",               \
+      "detect, train: SSD's random IoU crop (torchvision RandomIoUCrop), a "   \
+      "box-aware RandomResizedCrop, or none (resize only)")                    \
+    X(IMAGE_ROOT, 48, "image_root", PATH, "", "", "",                          \
+      "detect: the folder COCO file_names are relative to; empty = the "       \
+      "annotation file's folder")                                              \
+    X(CONTEXT_LENGTH, 49, "context_length", UINT, "1024", "1", "16777216",     \
+      "tokens: tokens per window (each item holds context_length + 1)")        \
+    X(TOKEN_DTYPE, 50, "token_dtype", ENUM, "auto", "auto|uint16|uint32", "",  \
+      "tokens: element type of the token file; auto = from a .npy header, "    \
+      "else uint16 (nanoGPT's .bin)")                                          \
+    X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",             \
+      "tokens: a window at a random offset drawn from (seed, epoch, item), or " \
+      "non-overlapping chunks in a permuted order")                            \
+    X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                             \
+      "tokens: also a targets field (the window shifted by one)")              \
+    X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                          \
+      "a shared library with a user op (nostall_op.h) run on every item by "   \
+      "the worker threads; empty = none")                                      \
+    X(OP_ARGS, 54, "op_args", PATH, "", "", "",                                \
+      "text handed to the user op's create")                                   \
+    X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000", \
+      "image_mode full: the largest image (width x height) an item's place "   \
+      "holds; larger ones are bad items")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help)         \
@@ -270,14 +314,25 @@ typedef enum nostall_option_type {
     NOSTALL_TYPE_ENUM = 3,
     NOSTALL_TYPE_DOUBLE3 = 4,
     NOSTALL_TYPE_SIZE = 5,
-    NOSTALL_TYPE_STRING = 6
+    NOSTALL_TYPE_STRING = 6,
+    NOSTALL_TYPE_PATH = 7
 } nostall_option_type;
 
 #define NOSTALL_STRING_MAX 64
+#define NOSTALL_PATH_MAX 4096
 
 /* Values of the ENUM options, in the order of their choices. */
 enum { NOSTALL_MODE_TRAIN = 0, NOSTALL_MODE_EVAL = 1 };
-enum { NOSTALL_OUTPUT_FLOAT = 0, NOSTALL_OUTPUT_UINT8 = 1 };
+enum { NOSTALL_OUTPUT_FLOAT = 0, NOSTALL_OUTPUT_UINT8 = 1, NOSTALL_OUTPUT_FLOAT16 = 2,
+       NOSTALL_OUTPUT_BFLOAT16 = 3 };
+enum { NOSTALL_TASK_CLASSIFY = 0, NOSTALL_TASK_DETECT = 1, NOSTALL_TASK_TOKENS = 2,
+       NOSTALL_TASK_BYTES = 3 };
+enum { NOSTALL_IMAGE_CROP = 0, NOSTALL_IMAGE_RESIZE = 1, NOSTALL_IMAGE_FULL = 2 };
+enum { NOSTALL_FIT_STRETCH = 0, NOSTALL_FIT_PAD = 1 };
+enum { NOSTALL_LAYOUT_AUTO = 0, NOSTALL_LAYOUT_OPT_NCHW = 1, NOSTALL_LAYOUT_OPT_NHWC = 2 };
+enum { NOSTALL_BOX_CROP_IOU = 0, NOSTALL_BOX_CROP_RRC = 1, NOSTALL_BOX_CROP_NONE = 2 };
+enum { NOSTALL_TOKEN_AUTO = 0, NOSTALL_TOKEN_UINT16 = 1, NOSTALL_TOKEN_UINT32 = 2 };
+enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 
 typedef struct nostall_option_info {
@@ -359,15 +414,26 @@ typedef enum nostall_layout { NOSTALL_LAYOUT_NCHW = 0, NOSTALL_LAYOUT_NHWC = 1 }
 /* One named field of a batch (an item recipe declares its fields at create:
  * classification has "image" and "label"). data holds `count` items, each
  * item_bytes long, the batch dimension first: the field is a dense array
- * of shape [count, shape[0], ..., shape[ndim - 1]]. */
+ * of shape [count, shape[0], ..., shape[ndim - 1]].
+ *
+ * A ragged field (shape_field >= 0: raw bytes, full-size images, a
+ * detection's boxes) has per item a room of item_bytes (shape is the
+ * room's) and an actual shape: the values of field `shape_field` (INT64,
+ * shape [k]) for that item, whose product of elements are packed from the
+ * start of the item's room -- item i's bytes of such a field start at
+ * data + i * item_bytes (an arena with fixed offsets). E.g. task=bytes:
+ * "data" uint8 [max bytes] with "length" int64 [1]; boxes float32
+ * [max_boxes, 4] with "box_count"... as [k] = [count, 4]. */
 #define NOSTALL_FIELD_DIMS 4
 typedef struct nostall_field {
     const char *name;
     nostall_dtype dtype;
     uint32_t ndim;                       /* dimensions of one item; 0: scalar */
-    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item                       */
+    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item (ragged: its room)    */
     size_t item_bytes;
     void *data;
+    int32_t shape_field;                 /* ragged: the field with each item's
+                                            actual shape; -1: dense          */
 } nostall_field;
 
 typedef struct nostall_batch {

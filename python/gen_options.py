@@ -18,7 +18,8 @@ sys.path.insert(0, HERE)
 from nostall import _lib  # noqa: E402  (after the path is set)
 
 TYPES = {"uint": "int", "double": "float", "bool": "bool", "enum": "str",
-         "double3": "Sequence[float] | float", "size": "int | str", "string": "str"}
+         "double3": "Sequence[float] | float", "size": "int | str", "string": "str",
+         "path": "str"}
 PYTHON_ONLY = [("copy", "bool", "False"), ("pin_memory", "bool", "False"),
                ("device", '"str | None"', "None"), ("normalize_on_device", "bool", "False"),
                ("peer_cache", None, "None")]

@@ -229,7 +229,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
     if (v[NOSTALL_OPT_COORDINATE].s[0]) {
         nst_coord_params cp = {.cfg = &ld->cfg, .source = ld->source,
-                               .dataset_items = nst_index_count(ld->index),
+                               .dataset_items = ld->recipe->items,
                                .items_per_epoch = ld->sampler.per_rank, .flags = flags,
                                .recipe = ld->recipe, .sink = sink};
         return nst_coord_backend_create(&ld->bq, &cp, fn);
@@ -265,9 +265,9 @@ static int make_fetch_env(struct nostall_loader *ld, const char *fn)
     const nst_optval *v = ld->cfg.v;
     int rc;
     if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
-        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, nst_index_count(ld->index));
+        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, ld->recipe->keys);
         if (rc < 0) return rc;
-        ld->fenv.reading = calloc(nst_index_count(ld->index), sizeof *ld->fenv.reading);
+        ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
         if (!ld->fenv.reading) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     }
     ld->fenv.cache = ld->cache;
@@ -287,8 +287,8 @@ static int make_source(struct nostall_loader *ld, const char *source, const char
 {
     const nst_optval *v = ld->cfg.v;
     int rc;
-    if ((rc = nst_index_build(&ld->index, source)) < 0) return rc;
-    rc = nst_sampler_init(&ld->sampler, nst_index_count(ld->index), v[NOSTALL_OPT_SEED].u,
+    if ((rc = nst_recipe_create(&ld->recipe, &ld->cfg, source)) < 0) return rc;
+    rc = nst_sampler_init(&ld->sampler, ld->recipe->items, v[NOSTALL_OPT_SEED].u,
                           (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
                           (int)v[NOSTALL_OPT_SHUFFLE].u, ld->drop_last);
     if (rc < 0) return rc;
@@ -297,7 +297,6 @@ static int make_source(struct nostall_loader *ld, const char *source, const char
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
                          "%llu items per epoch)",
                          fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
-    if ((rc = nst_recipe_create(&ld->recipe, &ld->cfg)) < 0) return rc;
     if (v[NOSTALL_OPT_ECHO].u == 1) {
         ld->echo = NST_ECHO_ADAPTIVE;
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
@@ -414,7 +413,6 @@ void nostall_loader_free(nostall_loader *ld)
     nst_recipe_free(ld->recipe);
     nst_cache_free(ld->cache);
     free((void *)ld->fenv.reading);
-    nst_index_free(ld->index);
     nst_throttle_destroy(&ld->throttle);
     free(ld->source);
     pthread_mutex_destroy(&ld->plan_mu);
@@ -478,9 +476,9 @@ int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *res, si
     nst_error_clear();
     if (!ld || !res) return nst_error(NOSTALL_E_INVALID, "nostall_loader_info: NULL argument");
     memset(out, 0, sizeof *out);
-    out->items = nst_index_count(ld->index);
-    out->classes = nst_index_classes(ld->index);
-    out->files_ignored = nst_index_ignored(ld->index);
+    out->items = ld->recipe->items;
+    out->classes = nst_index_classes(ld->recipe->index);
+    out->files_ignored = nst_index_ignored(ld->recipe->index);
     out->items_per_epoch = ld->items_per_epoch;
     out->batches_per_epoch = ld->batches_per_epoch;
     out->threads = ld->nthreads;
@@ -497,22 +495,25 @@ int nostall_loader_item(const nostall_loader *ld, uint64_t index, const char **p
 {
     nst_error_clear();
     if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_item: loader is NULL");
-    if (index >= nst_index_count(ld->index))
+    const nst_index *ix = ld->recipe->index;
+    if (index >= ld->recipe->items)
         return nst_error(NOSTALL_E_INVALID, "nostall_loader_item: index %llu >= %llu items",
-                         (unsigned long long)index,
-                         (unsigned long long)nst_index_count(ld->index));
-    if (path) *path = nst_index_path(ld->index, index);
-    if (label) *label = nst_index_label(ld->index, index);
+                         (unsigned long long)index, (unsigned long long)ld->recipe->items);
+    if (path) *path = nst_recipe_path(ld->recipe, index);
+    if (label)
+        *label = nst_index_label_kind(ix) == NST_LABEL_INT && index < nst_index_count(ix)
+                     ? nst_index_label(ix, index)
+                     : 0;
     return 0;
 }
 
 const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i)
 {
-    return ld ? nst_index_ignored_path(ld->index, i) : NULL;
+    return ld ? nst_index_ignored_path(ld->recipe->index, i) : NULL;
 }
 
 const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label)
 {
     if (!ld) return NULL;
-    return nst_index_class_name(ld->index, label);
+    return nst_index_class_name(ld->recipe->index, label);
 }

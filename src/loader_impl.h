@@ -78,7 +78,6 @@ enum { NST_EP_FETCH = 0, NST_EP_DECODE = 1, NST_EP_AUGMENT = 2, NST_EP_BATCH = 3
 struct nostall_loader {
     nostall_config cfg;
     char *source;
-    nst_index *index;
     nst_sampler sampler;
     nst_recipe *recipe;
     pid_t pid;

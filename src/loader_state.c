@@ -36,19 +36,29 @@ static const char *const state_options[] = {
 static uint64_t fingerprint(struct nostall_loader *ld)
 {
     if (ld->fingerprint) return ld->fingerprint;
-    uint64_t h = 0x6e6f7374616c6cULL, n = nst_index_count(ld->index);
-    char val[256];
-    nostall_checksum_update(&h, &n, sizeof n);
-    for (uint64_t i = 0; i < n; i++) {
-        const char *path = nst_index_path(ld->index, i);
-        int64_t label = nst_index_label(ld->index, i);
-        nostall_checksum_update(&h, path, strlen(path) + 1);
-        nostall_checksum_update(&h, &label, sizeof label);
-    }
+    uint64_t h = ld->recipe->fingerprint;
+    char val[NOSTALL_PATH_MAX];
     for (size_t i = 0; i < sizeof state_options / sizeof *state_options; i++) {
         nostall_config_get(&ld->cfg, state_options[i], val, sizeof val);
         nostall_checksum_update(&h, state_options[i], strlen(state_options[i]) + 1);
         nostall_checksum_update(&h, val, strlen(val) + 1);
+    }
+    /* Options added with the item recipes (task and later) count where
+     * they differ from their defaults, so a state saved before them still
+     * loads into the same loader. */
+    nostall_config *def = NULL;
+    if (nostall_config_create(&def) == 0) {
+        char dval[NOSTALL_PATH_MAX];
+        for (int id = NOSTALL_OPT_TASK; id < NOSTALL_OPT_COUNT_; id++) {
+            nostall_option_info info;
+            nostall_option_info_get(id, &info);
+            nostall_config_get(&ld->cfg, info.name, val, sizeof val);
+            nostall_config_get(def, info.name, dval, sizeof dval);
+            if (strcmp(val, dval) == 0) continue;
+            nostall_checksum_update(&h, info.name, strlen(info.name) + 1);
+            nostall_checksum_update(&h, val, strlen(val) + 1);
+        }
+        nostall_config_free(def);
     }
     if (ld->echo == NST_ECHO_BATCHES) /* each batch's repeats are drawn by position */
         nostall_checksum_update(&h, &ld->batch_size, sizeof ld->batch_size);
@@ -76,7 +86,7 @@ int nostall_loader_get_state(const nostall_loader *cld, nostall_state *out)
     out->taken = taken;
     out->version = NOSTALL_STATE_VERSION;
     out->seed = ld->cfg.v[NOSTALL_OPT_SEED].u;
-    out->items = nst_index_count(ld->index);
+    out->items = ld->recipe->items;
     out->rank = ld->sampler.rank;
     out->world_size = ld->sampler.world;
     pthread_mutex_lock(&ld->skip_mu);
@@ -90,7 +100,7 @@ int nostall_loader_get_state(const nostall_loader *cld, nostall_state *out)
 /* What a state with version != 0 belongs to must be this loader's. */
 static int state_check(struct nostall_loader *ld, const nostall_state *st, const char *fn)
 {
-    uint64_t seed = ld->cfg.v[NOSTALL_OPT_SEED].u, n = nst_index_count(ld->index), fp;
+    uint64_t seed = ld->cfg.v[NOSTALL_OPT_SEED].u, n = ld->recipe->items, fp;
     if (st->version > NOSTALL_STATE_VERSION)
         return nst_error(NOSTALL_E_STATE, "%s: state version %u is newer than this library's (%u)",
                          fn, st->version, NOSTALL_STATE_VERSION);

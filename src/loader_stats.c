@@ -163,7 +163,7 @@ int nostall_loader_skipped(const nostall_loader *cld, uint64_t i, nostall_skip_i
         free(ld->skip_reason);
         ld->skip_reason = strdup(e->msg ? e->msg : nostall_strerror(e->status));
         out->index = e->index;
-        out->path = nst_index_path(ld->index, e->index);
+        out->path = nst_recipe_path(ld->recipe, e->index);
         out->status = e->status;
         out->reason = ld->skip_reason ? ld->skip_reason : nostall_strerror(e->status);
     }

@@ -187,7 +187,11 @@ static void submit(worker *w, uint32_t first)
         if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->position);
         *t->index_dst = t->index;
         if (t->echo && !t->produce) nst_fetch_submit_none(w->fetch, t->index);
-        else nst_fetch_submit(w->fetch, t->index, nst_index_path(ld->index, t->index));
+        else {
+            nst_item_loc loc;
+            nst_recipe_locate(ld->recipe, t->epoch, t->index, &loc);
+            nst_fetch_submit(w->fetch, loc.key, loc.path);
+        }
     }
 }
 
@@ -197,8 +201,7 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
     nst_item_ctx c = {.epoch = t->epoch, .index = t->index, .copy = t->copy,
-                      .path = nst_index_path(ld->index, t->index),
-                      .label = nst_index_label(ld->index, t->index), .dst = t->dst};
+                      .path = nst_recipe_path(ld->recipe, t->index), .dst = t->dst};
     int rc;
     if (t->echo) {
         rc = echo_item(w, t, &c, r, &tm, msg, msgn);

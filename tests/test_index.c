@@ -261,7 +261,8 @@ static void test_list(const char *tmp)
         {"a.jpg\t1\nno_tab_here\n", ":2:"},  /* a label on some lines only */
         {"no_tab\na.jpg\t1\n", ":2:"},
         {"a.jpg\t0.5\nb.jpg\t1,2\n", ":2:"}, /* floats and lists do not mix */
-        {"a.jpg\t1,\n", ":1:"},
+        {"a.jpg\t,,\n", ":1:"},
+        {"a.jpg\t1,,\n", ":1:"},
         {"a.jpg\t1,,2\n", ":1:"},
         {"a.jpg\t1, 2\n", ":1:"},
         {"a.jpg\t1,-2\n", ":1:"},
@@ -352,6 +353,20 @@ static void test_list(const char *tmp)
         CHECK_EQ(nst_index_labels(ix, 1, &l), 1);
         CHECK(l[0] == 2);
         CHECK_EQ(nst_index_classes(ix), 8);
+        nst_index_free(ix);
+    }
+    /* "4," is one label of a multi-label list, "," none, "1,2," two. */
+    write_file(dir, "k.txt", "a.jpg\t4,\nb.jpg\t,\nc.jpg\t1,2,\n");
+    CHECK_OK(nst_index_build(&ix, list));
+    if (ix) {
+        const uint32_t *l;
+        CHECK_EQ(nst_index_label_kind(ix), NST_LABEL_MULTI);
+        CHECK_EQ(nst_index_labels(ix, 0, &l), 1);
+        CHECK(l[0] == 4);
+        CHECK_EQ(nst_index_labels(ix, 1, &l), 0);
+        CHECK_EQ(nst_index_labels(ix, 2, &l), 2);
+        CHECK(l[0] == 1 && l[1] == 2);
+        CHECK_EQ(nst_index_classes(ix), 5);
         nst_index_free(ix);
     }
 

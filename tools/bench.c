@@ -76,8 +76,8 @@ static void bench_usage(FILE *f)
             fprintf(f, "  %-18s %s (one of %s; default %s)\n", flag, info.help, info.min, def);
         else if (info.type == NOSTALL_TYPE_BOOL)
             fprintf(f, "  %-18s %s (0|1; default %s)\n", flag, info.help, def);
-        else if (info.type == NOSTALL_TYPE_STRING)
-            fprintf(f, "  %-18s %s (string; default '%s')\n", flag, info.help, def);
+        else if (info.type == NOSTALL_TYPE_STRING || info.type == NOSTALL_TYPE_PATH)
+            fprintf(f, "  %-18s %s (%s; default '%s')\n", flag, info.help, info.type_name, def);
         else
             fprintf(f, "  %-18s %s (%s in [%s, %s]; default %s)\n", flag, info.help,
                     info.type_name, info.min, info.max, def);

@@ -71,7 +71,8 @@ FIELD_DIMS = 4
 
 class Field(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_int), ("ndim", c_uint32),
-                ("shape", c_uint64 * FIELD_DIMS), ("item_bytes", c_size_t), ("data", c_void_p)]
+                ("shape", c_uint64 * FIELD_DIMS), ("item_bytes", c_size_t), ("data", c_void_p),
+                ("shape_field", ctypes.c_int32)]
 
 
 class Batch(ctypes.Structure):

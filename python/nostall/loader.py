@@ -37,6 +37,8 @@ Design
 import copy as _copymod
 import ctypes
 import difflib
+import math
+import numbers
 import os
 import sys
 import threading
@@ -280,6 +282,53 @@ def _view(addr, shape, typestr, owner=None):
     return np.asarray(_Interface(addr, shape, typestr, owner))
 
 
+def _map_tensors(obj, fn):
+    """fn applied to every tensor of a batch (a tensor, tuple, list or dict)."""
+    if isinstance(obj, tuple):
+        return tuple(_map_tensors(o, fn) for o in obj)
+    if isinstance(obj, list):
+        return [_map_tensors(o, fn) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _map_tensors(o, fn) for k, o in obj.items()}
+    return fn(obj)
+
+
+def _each_tensor(obj, fn):
+    _map_tensors(obj, lambda t: fn(t) or t)
+
+
+def _list_line(entry):
+    """One line of a list file for a Python list entry: a path, (path,),
+    (path, int), (path, float) or (path, [int, ...]) (multi-label)."""
+    if isinstance(entry, (str, bytes, os.PathLike)):
+        entry = (entry,)
+    path, label = entry[0], entry[1] if len(entry) > 1 else None
+    if len(entry) > 2:
+        raise ValueError("nostall.Loader: a list entry is path or (path, label), not %r"
+                         % (entry,))
+    p = os.path.abspath(os.fsdecode(path))
+    if "\t" in p or "\n" in p:
+        raise ValueError("nostall.Loader: path with a tab or newline: %r" % p)
+    if label is None:
+        return p + "\n"
+    if hasattr(label, "tolist"):  # numpy / torch scalars and vectors
+        label = label.tolist()
+    if isinstance(label, bool) or isinstance(label, numbers.Integral):
+        text = "%d" % int(label)
+    elif isinstance(label, numbers.Real):
+        if not math.isfinite(label):
+            raise ValueError("nostall.Loader: label of %s is not finite: %r" % (p, label))
+        text = repr(float(label))
+    elif isinstance(label, (list, tuple, set, frozenset)):
+        ints = sorted(int(x) for x in label) if isinstance(label, (set, frozenset)) else \
+            [int(x) for x in label]
+        text = ",".join("%d" % x for x in ints) + ("," if len(ints) < 2 else "")
+    else:
+        raise TypeError("nostall.Loader: label of %s must be an int, a float or a list of "
+                        "ints, not %s" % (p, type(label).__name__))
+    return "%s\t%s\n" % (p, text)
+
+
 def _cuda_register(addr, nbytes):
     torch = _TORCH
     rc = torch.cuda.cudart().cudaHostRegister(addr, nbytes, 0)
@@ -418,6 +467,22 @@ class Loader(_Base):
                  coordinate: "str | None" = None,
                  coordinate_lead: "int | None" = None,
                  cache_transcode: "bool | None" = None,
+                 task: "str | None" = None,
+                 image_mode: "str | None" = None,
+                 out_height: "int | None" = None,
+                 out_width: "int | None" = None,
+                 fit: "str | None" = None,
+                 layout: "str | None" = None,
+                 max_boxes: "int | None" = None,
+                 box_crop: "str | None" = None,
+                 image_root: "str | None" = None,
+                 context_length: "int | None" = None,
+                 token_dtype: "str | None" = None,
+                 windows: "str | None" = None,
+                 targets: "bool | None" = None,
+                 op_library: "str | None" = None,
+                 op_args: "str | None" = None,
+                 full_max_pixels: "int | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -478,6 +543,7 @@ class Loader(_Base):
             for name in _lib.OPTIONS:
                 _check(_lib.config_get(cfg, name.encode(), buf, len(buf)))
                 self.config[name] = _lib._s(buf.value)
+            self._task = self.config["task"]
             if peer_cache is not None:
                 _check(_lib.config_set_peer_cache(cfg, ctypes.byref(peer_cache.hooks)))
             self.source, tmp_list = self._source_path(source)
@@ -511,11 +577,8 @@ class Loader(_Base):
         fd, tmp = tempfile.mkstemp(prefix="nostall-", suffix=".tsv")
         try:
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                for p, label in source:
-                    p = os.path.abspath(os.fsdecode(p))
-                    if "\t" in p or "\n" in p:
-                        raise ValueError("nostall.Loader: path with a tab or newline: %r" % p)
-                    f.write("%s\t%d\n" % (p, int(label)))
+                for entry in source:
+                    f.write(_list_line(entry))
         except BaseException:
             os.unlink(tmp)
             raise
@@ -728,38 +791,37 @@ class Loader(_Base):
         if cur is _END:
             return None
         self._ahead = self._next_to_device(block=False)  # the next copy starts now if ready
-        dev, lab, event = cur
+        dev, event = cur
         stream = torch.cuda.current_stream(self._device)
         stream.wait_event(event)
-        dev.record_stream(stream)  # allocated on the side stream, used on this one
-        lab.record_stream(stream)
-        return dev, lab
+        _each_tensor(dev, lambda t: t.record_stream(stream))  # made on the side stream
+        return dev
 
     def _next_to_device(self, block):
         got = self._next_host(block)
         if got is None or got is _END:
             return got
-        images, labels = got
         torch = self._as_torch
         with torch.cuda.stream(self._stream):
-            dev = images.to(self._device, non_blocking=True)
-            lab = labels.to(self._device, non_blocking=True)
+            dev = _map_tensors(got, lambda t: t.to(self._device, non_blocking=True))
             if self._normalize_on_device:  # uint8 NHWC -> float32 NCHW, as the library would
-                dev = dev.permute(0, 3, 1, 2).float().mul_(self._scale).add_(self._bias)
+                img = dev[0] if isinstance(dev, tuple) else dev
+                img = img.permute(0, 3, 1, 2).float().mul_(self._scale).add_(self._bias)
+                dev = (img,) + dev[1:] if isinstance(dev, tuple) else img
             event = torch.cuda.Event()
             event.record(self._stream)
-        # The host tensor (and so its ring slot) lives until the copy is done.
-        self._host_pending.append((event, images, labels))
-        return dev, lab, event
+        # The host tensors (and so their ring slot) live until the copy is done.
+        self._host_pending.append((event, got))
+        return dev, event
 
     def _reap(self, wait):
         """Drop host tensors whose copies completed (all of them if wait)."""
         keep = []
-        for event, images, labels in self._host_pending:
+        for event, host in self._host_pending:
             if wait:
                 event.synchronize()
             elif not event.query():
-                keep.append((event, images, labels))
+                keep.append((event, host))
         self._host_pending = keep
 
     def _keep_zero_copy(self):
@@ -773,23 +835,32 @@ class Loader(_Base):
     _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest
 
     def _wrap(self, b):
-        """The lent batch's fields, in declaration order (classification:
-        images, labels), as arrays: large fields view the ring slot under a
-        lease (or are copied, see _keep_zero_copy), small ones are copied."""
+        """The lent batch as arrays: large fields view the ring slot under a
+        lease (or are copied, see _keep_zero_copy), small ones are copied.
+        Classification: (image, label), or the image alone for a list
+        without labels. Other tasks: a dict by field name, a ragged field
+        (raw bytes, boxes, full-size images) as a list of per-item arrays."""
         n = b.count
         zero_copy = self._keep_zero_copy()
         lease = _Lease(self._core, b) if zero_copy else None
-        arrays, dtypes = [], []
         large = min(self._COPY_BELOW, max(b.fields[i].item_bytes for i in range(b.nfields)))
+        dense = {}
         for i in range(b.nfields):
             f = b.fields[i]
-            shape = (n,) + tuple(f.shape[:f.ndim])
-            typestr = _lib.TYPESTR[f.dtype]
-            if lease is not None and f.item_bytes >= large:  # the largest field is a view
-                arrays.append(_view(f.data, shape, typestr, lease))
-            else:
-                arrays.append(_view(f.data, shape, typestr).copy())
-            dtypes.append(f.dtype)
+            if f.shape_field < 0:
+                dense[i] = self._field_array(f, (n,) + tuple(f.shape[:f.ndim]),
+                                             lease if f.item_bytes >= large else None)
+        named = {}
+        for i in range(b.nfields):
+            f = b.fields[i]
+            if f.shape_field < 0:
+                named[f.name.decode()] = dense[i]
+                continue
+            shapes = dense[f.shape_field].reshape(n, -1)
+            owner = lease if f.item_bytes >= large else None
+            named[f.name.decode()] = [self._field_array(f, tuple(int(d) for d in shapes[k]),
+                                                        owner, f.data + k * f.item_bytes)
+                                      for k in range(n)]
         self._last_indices = _view(b.indices, (n,), "<u8").copy()
         if lease is None:
             self._last_address = None
@@ -797,14 +868,23 @@ class Loader(_Base):
         else:
             self._last_address = b.images
         del lease  # held by the views now (or released, if none views the slot)
+        if self._task == "classify":
+            if "label" in named:
+                return named["image"], named["label"]
+            return named["image"]
+        return named
+
+    def _field_array(self, f, shape, owner, addr=None):
+        """One field (or one item of a ragged one) as a tensor (or array):
+        a view of the slot when `owner` holds its lease, else a copy."""
+        a = _view(f.data if addr is None else addr, shape, _lib.TYPESTR[f.dtype], owner)
+        if owner is None:
+            a = a.copy()
         torch = self._as_torch
         if torch is None:
-            return tuple(arrays)
-        out = []
-        for a, dt in zip(arrays, dtypes):
-            t = torch.from_numpy(a)
-            out.append(t.view(torch.bfloat16) if dt == _lib.DTYPE_BFLOAT16 else t)
-        return tuple(out)
+            return a
+        t = torch.from_numpy(a)
+        return t.view(torch.bfloat16) if f.dtype == _lib.DTYPE_BFLOAT16 else t
 
     @property
     def last_indices(self):

@@ -82,12 +82,6 @@ struct nst_batches {
     const nst_batches_ops *ops;
 };
 
-/* Fill *out with the lent batch in slot `slot` of q: the recipe's fields
- * (names from r, data in q; `fields` is the caller's array of r->nfields,
- * valid while lent), dataset indices, and the classification members. */
-void nst_batch_describe(nostall_batch *out, nst_bq *q, uint32_t slot, const nst_recipe *r,
-                        nostall_field *fields, uint32_t count, uint64_t epoch,
-                        uint64_t position, uint64_t seq);
 
 /* Point a ticket's destinations at its item's place in slot data. */
 void nst_ticket_place(nst_ticket *t, nst_bq *q, uint32_t nfields);

@@ -198,9 +198,10 @@ static void r_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
 static void describe(ring *r, nostall_batch *out, uint32_t slot, uint32_t count, uint64_t epoch,
                      uint64_t position, uint64_t seq)
 {
-    nst_batch_describe(out, r->q, slot, r->p.recipe,
-                       r->fields + (size_t)slot * r->p.recipe->nfields, count, epoch, position,
-                       seq);
+    uint8_t *data[NST_FIELDS_MAX];
+    for (uint32_t f = 0; f < r->p.recipe->nfields; f++) data[f] = nst_bq_field(r->q, slot, f);
+    nst_recipe_describe(out, r->p.recipe, r->fields + (size_t)slot * r->p.recipe->nfields, data,
+                       nst_bq_indices(r->q, slot), count, epoch, position, seq);
 }
 
 /* Batch echoing: the next delivery from the shuffle buffer, refilled with

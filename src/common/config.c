@@ -46,6 +46,10 @@ static const opt_desc opts[NOSTALL_OPT_COUNT_] = {
 _Static_assert(0 NOSTALL_OPTION_TABLE(NST_OPT_ONE_) == NOSTALL_OPT_COUNT_,
                "option ids must be 0 .. count-1, each once");
 #undef NST_OPT_ONE_
+#define NST_OPT_PATH_(id, value, name, type, def, lo, hi, help) +(NOSTALL_TYPE_##type == NOSTALL_TYPE_PATH)
+_Static_assert(0 NOSTALL_OPTION_TABLE(NST_OPT_PATH_) <= NST_PATH_OPTIONS,
+               "NST_PATH_OPTIONS (common/config.h) must hold every PATH option");
+#undef NST_OPT_PATH_
 
 static const char *type_label(nostall_option_type t)
 {
@@ -57,6 +61,7 @@ static const char *type_label(nostall_option_type t)
     case NOSTALL_TYPE_DOUBLE3: return "double3";
     case NOSTALL_TYPE_SIZE: return "size";
     case NOSTALL_TYPE_STRING: return "string";
+    case NOSTALL_TYPE_PATH: return "path";
     }
     return "?";
 }
@@ -198,6 +203,19 @@ static void enum_name(const char *choices, uint64_t idx, char *buf, size_t len)
 }
 
 /* Parse and bound-check `text` for option `id` into *v. */
+/* Where PATH option `id` keeps its text: the PATH options before it. */
+static uint64_t path_slot(int id)
+{
+    uint64_t k = 0;
+    for (int i = 0; i < id; i++) k += opts[i].type == NOSTALL_TYPE_PATH;
+    return k;
+}
+
+const char *nst_config_path(const nostall_config *cfg, nostall_option id)
+{
+    return cfg->paths[cfg->v[id].u];
+}
+
 static int parse_value(int id, const char *text, nst_optval *v)
 {
     const opt_desc *d = &opts[id];
@@ -266,6 +284,12 @@ static int parse_value(int id, const char *text, nst_optval *v)
         memcpy(v->d3, x, sizeof x);
         return 0;
     }
+    case NOSTALL_TYPE_PATH: /* the text itself is kept by the caller */
+        if (strlen(text) >= NOSTALL_PATH_MAX)
+            return nst_error(NOSTALL_E_OPTION, "option '%s': a path of %zu bytes is longer than %d",
+                             d->name, strlen(text), NOSTALL_PATH_MAX - 1);
+        v->u = path_slot(id);
+        return 0;
     case NOSTALL_TYPE_STRING: {
         size_t n = strlen(text);
         if (n >= NOSTALL_STRING_MAX)
@@ -328,6 +352,7 @@ int nostall_config_set(nostall_config *cfg, const char *name, const char *value)
     int rc = parse_value(id, value, &v);
     if (rc < 0) return rc;
     cfg->v[id] = v;
+    if (opts[id].type == NOSTALL_TYPE_PATH) snprintf(cfg->paths[v.u], NOSTALL_PATH_MAX, "%s", value);
     return 0;
 }
 
@@ -361,6 +386,9 @@ int nostall_config_get(const nostall_config *cfg, const char *name, char *buf, s
     case NOSTALL_TYPE_STRING:
         n = snprintf(buf, buflen, "%s", v->s);
         break;
+    case NOSTALL_TYPE_PATH:
+        n = snprintf(buf, buflen, "%s", cfg->paths[v->u]);
+        break;
     }
     if (n < 0 || (size_t)n >= buflen)
         return nst_error(NOSTALL_E_INVALID, "nostall_config_get: buffer too small for '%s'", name);
@@ -373,7 +401,8 @@ static int check_id(int id, int want_double, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: no option %d", fn, id);
     nostall_option_type t = opts[id].type;
     int is_double = t == NOSTALL_TYPE_DOUBLE;
-    if (t == NOSTALL_TYPE_DOUBLE3 || t == NOSTALL_TYPE_STRING || is_double != want_double)
+    if (t == NOSTALL_TYPE_DOUBLE3 || t == NOSTALL_TYPE_STRING || t == NOSTALL_TYPE_PATH ||
+        is_double != want_double)
         return nst_error(NOSTALL_E_OPTION, "%s: option '%s' is of type %s", fn, opts[id].name,
                          type_label(t));
     return 0;

@@ -12,16 +12,23 @@
 #include "nostall.h"
 
 typedef union nst_optval {
-    uint64_t u;
+    uint64_t u;        /* PATH: its slot in nostall_config.paths           */
     double d;
     double d3[3];
     char s[NOSTALL_STRING_MAX];
 } nst_optval;
 
+/* PATH options keep their text here (a config is copied by value). */
+#define NST_PATH_OPTIONS 4
+
 struct nostall_config {
     nst_optval v[NOSTALL_OPT_COUNT_];
+    char paths[NST_PATH_OPTIONS][NOSTALL_PATH_MAX];
     nostall_peer_cache peer; /* all NULL: none */
     int has_peer;
 };
+
+/* The text of a PATH option ("" when unset). */
+const char *nst_config_path(const struct nostall_config *cfg, nostall_option id);
 
 #endif

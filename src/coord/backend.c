@@ -88,32 +88,8 @@ static int c_next(nst_batches *b, nostall_batch *out, uint64_t deadline, const c
         c->epoch++;
         c->position = 0;
     } else if (rc == 0) {
-        nostall_field *f = c->fields + (size_t)gb.slot * c->recipe->nfields;
-        for (uint32_t i = 0; i < c->recipe->nfields; i++) {
-            const nst_field_decl *d = &c->recipe->fields[i];
-            f[i] = (nostall_field){.name = d->name, .dtype = d->dtype, .ndim = d->ndim,
-                                   .item_bytes = d->item_bytes};
-            memcpy(f[i].shape, d->shape, sizeof d->shape);
-        }
-        f[0].data = gb.images;
-        if (c->recipe->nfields > 1) f[1].data = gb.labels;
-        const nst_field_decl *img = &c->recipe->fields[c->recipe->image_field];
-        memset(out, 0, sizeof *out);
-        out->images = gb.images;
-        out->labels = gb.labels;
-        out->indices = gb.indices;
-        out->count = gb.count;
-        out->dtype = img->dtype;
-        out->layout = img->shape[0] == 3 ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC;
-        out->channels = 3;
-        out->height = (uint32_t)(img->shape[0] == 3 ? img->shape[1] : img->shape[0]);
-        out->width = (uint32_t)(img->shape[0] == 3 ? img->shape[2] : img->shape[1]);
-        out->item_bytes = img->item_bytes;
-        out->epoch = gb.epoch;
-        out->position = gb.position;
-        out->sequence = gb.seq;
-        out->nfields = c->recipe->nfields;
-        out->fields = f;
+        nst_recipe_describe(out, c->recipe, c->fields + (size_t)gb.slot * c->recipe->nfields,
+                           gb.data, gb.indices, gb.count, gb.epoch, gb.position, gb.seq);
         c->epoch = gb.epoch;
         c->position = gb.position + gb.len;
     } else if (rc < 0 && rc != NOSTALL_E_STOPPED) {

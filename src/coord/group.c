@@ -143,8 +143,9 @@ int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms)
             b->slot = l.slot;
             b->count = l.count;
             b->len = sc->count;
-            b->images = nst_bq_field(q, l.slot, 0);
-            b->labels = q->nfields > 1 ? (int64_t *)nst_bq_field(q, l.slot, 1) : NULL;
+            for (uint32_t f = 0; f < q->nfields; f++) b->data[f] = nst_bq_field(q, l.slot, f);
+            b->images = b->data[0];
+            b->labels = q->nfields > 1 ? (int64_t *)(void *)b->data[1] : NULL;
             b->indices = nst_bq_indices(q, l.slot);
             b->item_status = nst_bq_status(q, l.slot);
             b->item_msgs = nst_bq_msg(q, l.slot, 0) + sizeof(uint64_t);

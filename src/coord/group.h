@@ -101,8 +101,9 @@ typedef struct nst_group_batch {
     uint32_t slot;
     uint32_t count;       /* items after compaction of bad items           */
     uint32_t len;         /* items the batch was planned with              */
-    uint8_t *images;      /* count * item_bytes                            */
-    int64_t *labels;
+    uint8_t *data[NST_FIELDS_MAX]; /* each field (count items)             */
+    uint8_t *images;      /* data[0]                                       */
+    int64_t *labels;      /* data[1] (the tests' plain items)               */
     uint64_t *indices;
     const int32_t *item_status; /* len entries by original index j (before
                                    compaction): 0 or E_*                    */

@@ -194,29 +194,8 @@ int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint6
         eslot *s = &a->slot[i];
         if (s->state != EB_READY) continue;
         s->state = EB_LENT;
-        for (uint32_t f = 0; f < r->nfields; f++) {
-            const nst_field_decl *d = &r->fields[f];
-            s->fields[f] = (nostall_field){.name = d->name, .dtype = d->dtype, .ndim = d->ndim,
-                                           .item_bytes = d->item_bytes, .data = s->field[f]};
-            memcpy(s->fields[f].shape, d->shape, sizeof d->shape);
-        }
-        const nst_field_decl *img = &r->fields[r->image_field];
-        memset(out, 0, sizeof *out);
-        out->images = s->field[r->image_field];
-        out->labels = r->label_field < r->nfields ? (int64_t *)s->field[r->label_field] : NULL;
-        out->indices = s->indices;
-        out->count = a->p.batch_size;
-        out->dtype = img->dtype;
-        out->layout = img->shape[0] == 3 ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC;
-        out->channels = 3;
-        out->height = (uint32_t)(img->shape[0] == 3 ? img->shape[1] : img->shape[0]);
-        out->width = (uint32_t)(img->shape[0] == 3 ? img->shape[2] : img->shape[1]);
-        out->item_bytes = img->item_bytes;
-        out->epoch = epoch;
-        out->position = position;
-        out->sequence = NST_ADAPTIVE_SEQ | (uint64_t)i;
-        out->nfields = r->nfields;
-        out->fields = s->fields;
+        nst_recipe_describe(out, r, s->fields, s->field, s->indices, a->p.batch_size, epoch,
+                           position, NST_ADAPTIVE_SEQ | (uint64_t)i);
         got = 1;
     }
     pthread_cond_signal(&a->cv); /* a slot is taken (or none ready): assemble */

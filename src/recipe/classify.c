@@ -1,11 +1,14 @@
 /*
  * classify.c — the image classification recipe: a JPEG/PNG, cropped
  * (RandomResizedCrop + flip in train mode, resize + center crop in eval),
- * as float32 NCHW normalized by mean/std or uint8 NHWC, plus its int64
- * label.
+ * as float32 NCHW normalized by mean/std or uint8 NHWC, plus its label.
  *
- * Fields: "image" [3, crop, crop] float32 or [crop, crop, 3] uint8, and
- * "label" int64 (scalar).
+ * Items: the files of an ImageFolder or a list (source/index.h), one item
+ * per file. Fields: "image" [3, crop, crop] float32 or [crop, crop, 3]
+ * uint8, and "label" by the index's label kind: int64 (ImageFolder, integer
+ * lists), float32 (float lists), float32 [classes] multi-hot (multi-label
+ * lists: 1 for each label of the item), or no label field (lists of paths
+ * alone).
  * Random draws (train): the stream hash(seed, epoch, item,
  * NST_RNG_AUGMENT_COPY(copy)) gives the crop in torchvision's order
  * (scale, log-ratio, then top/left), then the flip.
@@ -36,8 +39,12 @@ typedef struct classify {
     uint32_t crop, resize;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     int float_out;
+    int label_kind; /* NST_LABEL_* */
     float lut[NST_NORM_LUT_SIZE];
 } classify;
+
+/* Multi-hot labels: at most this many classes (a float per class per item). */
+#define NST_MULTI_MAX_CLASSES (1u << 20)
 
 struct nst_recipe_worker {
     const classify *r;
@@ -61,6 +68,33 @@ static void plan(const classify *r, const nst_item_ctx *c, uint32_t width, uint3
     *flip = nst_rng_double(&rng) < r->flip_prob;
 }
 
+/* The item's label field, by the index's kind. */
+static void write_label(const classify *r, const nst_item_ctx *c)
+{
+    const nst_index *ix = r->base.index;
+    switch (r->label_kind) {
+    case NST_LABEL_INT: {
+        int64_t l = nst_index_label(ix, c->index);
+        memcpy(c->dst[1], &l, sizeof l);
+        break;
+    }
+    case NST_LABEL_FLOAT: {
+        float f = (float)nst_index_label_float(ix, c->index);
+        memcpy(c->dst[1], &f, sizeof f);
+        break;
+    }
+    case NST_LABEL_MULTI: {
+        const uint32_t *m;
+        uint32_t k = nst_index_labels(ix, c->index, &m);
+        float *hot = (float *)(void *)c->dst[1], one = 1.0f;
+        memset(hot, 0, r->base.fields[1].item_bytes);
+        for (uint32_t i = 0; i < k; i++) memcpy(&hot[m[i]], &one, sizeof one);
+        break;
+    }
+    default: break;
+    }
+}
+
 /* Resample `win` of a decoded image into the item's image field, and write
  * its label. */
 static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image *img,
@@ -77,7 +111,7 @@ static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image 
     int rc = nst_augment(w->aug, img, win, flip, &out);
     t->augment_ns += nst_now_ns() - t0;
     if (rc < 0) return rc;
-    memcpy(c->dst[1], &c->label, sizeof c->label);
+    write_label(r, c);
     t->augment_items++;
     t->augment_bytes += r->base.fields[0].item_bytes;
     return 0;
@@ -184,7 +218,62 @@ static const nst_recipe_ops classify_ops = {
     .free = recipe_free,
 };
 
-int nst_classify_create(nst_recipe **out, const nostall_config *cfg)
+/* The image field: NCHW float32 or NHWC uint8. */
+static int declare_image(classify *r, const nst_optval *v)
+{
+    nst_field_decl *img = &r->base.fields[0];
+    uint64_t layout = v[NOSTALL_OPT_LAYOUT].u;
+    if (v[NOSTALL_OPT_IMAGE_MODE].u != NOSTALL_IMAGE_CROP)
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "image_mode=%s: not built into this nostall yet (image_mode=crop is)",
+                         v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_RESIZE ? "resize" : "full");
+    if ((layout == NOSTALL_LAYOUT_OPT_NHWC && r->float_out) ||
+        (layout == NOSTALL_LAYOUT_OPT_NCHW && !r->float_out))
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "layout=%s with output=%s: not built into this nostall yet (float is "
+                         "NCHW, uint8 NHWC)",
+                         layout == NOSTALL_LAYOUT_OPT_NHWC ? "nhwc" : "nchw",
+                         r->float_out ? "float" : "uint8");
+    snprintf(img->name, sizeof img->name, "image");
+    img->ndim = 3;
+    img->shape_field = -1;
+    if (r->float_out) {
+        img->dtype = NOSTALL_DTYPE_FLOAT32;
+        img->shape[0] = 3, img->shape[1] = img->shape[2] = r->crop;
+    } else {
+        img->dtype = NOSTALL_DTYPE_UINT8;
+        img->shape[0] = img->shape[1] = r->crop, img->shape[2] = 3;
+    }
+    return nst_field_finish(img);
+}
+
+/* The label field, by the index's label kind (none: no field). */
+static int declare_label(classify *r, const char *source)
+{
+    nst_field_decl *label = &r->base.fields[1];
+    r->label_kind = nst_index_label_kind(r->base.index);
+    r->base.label_field = UINT32_MAX;
+    r->base.nfields = 1;
+    if (r->label_kind == NST_LABEL_NONE) return 0;
+    snprintf(label->name, sizeof label->name, "label");
+    label->shape_field = -1;
+    label->dtype = r->label_kind == NST_LABEL_INT ? NOSTALL_DTYPE_INT64 : NOSTALL_DTYPE_FLOAT32;
+    if (r->label_kind == NST_LABEL_MULTI) {
+        uint64_t k = nst_index_classes(r->base.index);
+        if (k > NST_MULTI_MAX_CLASSES)
+            return nst_error(NOSTALL_E_DATASET,
+                             "%s: multi-label list names label %llu: a multi-hot label has "
+                             "at most %u classes",
+                             source, (unsigned long long)(k - 1), NST_MULTI_MAX_CLASSES);
+        label->ndim = 1;
+        label->shape[0] = k ? k : 1;
+    }
+    r->base.label_field = 1;
+    r->base.nfields = 2;
+    return nst_field_finish(label);
+}
+
+int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
     const nst_optval *v = cfg->v;
     classify *r = calloc(1, sizeof *r);
@@ -192,6 +281,8 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg)
     *out = NULL;
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &classify_ops;
+    if ((rc = nst_index_build(&r->base.index, source)) < 0) goto fail;
+    nst_recipe_items_from_index(&r->base);
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->max_pixels = v[NOSTALL_OPT_MAX_PIXELS].u;
     r->train = v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_TRAIN;
@@ -206,28 +297,13 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg)
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
     r->float_out = v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_FLOAT;
     nst_norm_lut(r->lut, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
-
-    nst_field_decl *img = &r->base.fields[0], *label = &r->base.fields[1];
-    snprintf(img->name, sizeof img->name, "image");
-    img->ndim = 3;
-    if (r->float_out) {
-        img->dtype = NOSTALL_DTYPE_FLOAT32;
-        img->shape[0] = 3, img->shape[1] = img->shape[2] = r->crop;
-    } else {
-        img->dtype = NOSTALL_DTYPE_UINT8;
-        img->shape[0] = img->shape[1] = r->crop, img->shape[2] = 3;
-    }
-    snprintf(label->name, sizeof label->name, "label");
-    label->dtype = NOSTALL_DTYPE_INT64;
-    label->ndim = 0;
-    if ((rc = nst_field_finish(img)) < 0 || (rc = nst_field_finish(label)) < 0) {
-        free(r);
-        return rc;
-    }
-    r->base.nfields = 2;
-    r->base.item_bytes = img->item_bytes + label->item_bytes;
+    if ((rc = declare_image(r, v)) < 0 || (rc = declare_label(r, source)) < 0) goto fail;
+    r->base.item_bytes = 0;
+    for (uint32_t f = 0; f < r->base.nfields; f++) r->base.item_bytes += r->base.fields[f].item_bytes;
     r->base.image_field = 0;
-    r->base.label_field = 1;
     *out = &r->base;
     return 0;
+fail:
+    nst_recipe_free(&r->base);
+    return rc;
 }

@@ -7,16 +7,68 @@
 #include "common/error.h"
 #include "recipe/recipe.h"
 
-int nst_classify_create(nst_recipe **out, const nostall_config *cfg);
+int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
-int nst_recipe_create(nst_recipe **out, const nostall_config *cfg)
+int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
-    return nst_classify_create(out, cfg);
+    const nst_optval *v = cfg->v;
+    *out = NULL;
+    switch (v[NOSTALL_OPT_TASK].u) {
+    case NOSTALL_TASK_CLASSIFY: return nst_classify_create(out, cfg, source);
+    default:
+        return nst_error(NOSTALL_E_UNSUPPORTED, "task=%s: not built into this nostall yet",
+                         v[NOSTALL_OPT_TASK].u == NOSTALL_TASK_DETECT   ? "detect"
+                         : v[NOSTALL_OPT_TASK].u == NOSTALL_TASK_TOKENS ? "tokens"
+                                                                        : "bytes");
+    }
 }
 
 void nst_recipe_free(nst_recipe *r)
 {
-    if (r) r->ops->free(r);
+    if (!r) return;
+    nst_index *ix = r->index;
+    r->ops->free(r);
+    nst_index_free(ix);
+}
+
+void nst_recipe_locate(const nst_recipe *r, uint64_t epoch, uint64_t index, nst_item_loc *out)
+{
+    if (r->ops->locate) {
+        r->ops->locate(r, epoch, index, out);
+        return;
+    }
+    *out = (nst_item_loc){.path = nst_index_path(r->index, index), .key = index};
+}
+
+const char *nst_recipe_path(const nst_recipe *r, uint64_t index)
+{
+    const char *p = nst_index_path(r->index, index);
+    if (!p) p = nst_index_path(r->index, 0);
+    return p ? p : "";
+}
+
+uint64_t nst_index_fingerprint(const nst_index *ix)
+{
+    uint64_t h = 0x6e6f7374616c6cULL, n = nst_index_count(ix);
+    nostall_checksum_update(&h, &n, sizeof n);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = nst_index_path(ix, i);
+        int64_t label = nst_index_label(ix, i);
+        nostall_checksum_update(&h, path, strlen(path) + 1);
+        nostall_checksum_update(&h, &label, sizeof label);
+        if (nst_index_label_kind(ix) == NST_LABEL_MULTI) {
+            const uint32_t *m;
+            uint32_t k = nst_index_labels(ix, i, &m);
+            nostall_checksum_update(&h, m, k * sizeof *m);
+        }
+    }
+    return h ? h : 1;
+}
+
+void nst_recipe_items_from_index(nst_recipe *r)
+{
+    r->items = r->keys = nst_index_count(r->index);
+    r->fingerprint = nst_index_fingerprint(r->index);
 }
 
 size_t nst_dtype_size(nostall_dtype dtype)
@@ -44,4 +96,45 @@ int nst_field_finish(nst_field_decl *d)
             return nst_error(NOSTALL_E_INVALID, "recipe: field '%s' is too large", d->name);
     d->item_bytes = n;
     return 0;
+}
+
+void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field *fields,
+                        uint8_t *const *data, uint64_t *indices, uint32_t count,
+                        uint64_t epoch, uint64_t position, uint64_t seq)
+{
+    for (uint32_t f = 0; f < r->nfields; f++) {
+        const nst_field_decl *d = &r->fields[f];
+        fields[f].name = d->name;
+        fields[f].dtype = d->dtype;
+        fields[f].ndim = d->ndim;
+        memcpy(fields[f].shape, d->shape, sizeof fields[f].shape);
+        fields[f].item_bytes = d->item_bytes;
+        fields[f].data = data[f];
+        fields[f].shape_field = d->shape_field;
+    }
+    const nst_field_decl *img = &r->fields[r->image_field];
+    memset(out, 0, sizeof *out);
+    out->images = fields[r->image_field].data;
+    /* labels: the int64 scalar label, when the recipe has one */
+    out->labels = r->label_field < r->nfields && r->fields[r->label_field].ndim == 0 &&
+                          r->fields[r->label_field].dtype == NOSTALL_DTYPE_INT64
+                      ? fields[r->label_field].data
+                      : NULL;
+    out->indices = indices;
+    out->count = count;
+    out->dtype = img->dtype;
+    if (img->ndim == 3 && img->shape[0] == 3) { /* C, H, W */
+        out->layout = NOSTALL_LAYOUT_NCHW;
+        out->channels = 3, out->height = (uint32_t)img->shape[1], out->width = (uint32_t)img->shape[2];
+    } else if (img->ndim == 3) { /* H, W, C */
+        out->layout = NOSTALL_LAYOUT_NHWC;
+        out->height = (uint32_t)img->shape[0], out->width = (uint32_t)img->shape[1];
+        out->channels = (uint32_t)img->shape[2];
+    }
+    out->item_bytes = img->item_bytes;
+    out->epoch = epoch;
+    out->position = position;
+    out->sequence = seq;
+    out->nfields = r->nfields;
+    out->fields = fields;
 }

@@ -1,6 +1,11 @@
 /*
  * recipe.h — item recipes: what one dataset item becomes in a batch.
  *
+ * A recipe owns its items' source -- the index of files and labels it
+ * builds from the loader's source (a folder, a list, COCO annotations, a
+ * token file) -- and says where each item's bytes are (locate: a file, or a
+ * byte range of one, and the key the caches keep them under).
+ *
  * A recipe declares at create the fields each item produces -- name, dtype
  * and shape (or a maximum) -- so the ring is planned and preallocated from
  * the declaration ("declare in setup, fill in run", as DALI operators and
@@ -34,6 +39,7 @@
 #include "common/buf.h"
 #include "common/config.h"
 #include "nostall.h"
+#include "source/index.h"
 
 #define NST_FIELDS_MAX 8
 #define NST_FIELD_NAME_MAX 24
@@ -44,8 +50,11 @@ typedef struct nst_field_decl {
     char name[NST_FIELD_NAME_MAX];
     nostall_dtype dtype;
     uint32_t ndim;                       /* of one item (0: a scalar) */
-    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item               */
+    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item (ragged: the room) */
     size_t item_bytes;
+    int32_t shape_field; /* ragged: the INT64 field holding each item's
+                            actual shape (its values, the elements packed
+                            from the start of the item's place); -1: none */
 } nst_field_decl;
 
 /* An intermediate (echo_point=decode): bytes in `buf`, described by
@@ -62,7 +71,6 @@ typedef struct nst_item_ctx {
                               seed, the use number and the purpose      */
     uint32_t copy;         /* which use of the item in its epoch (echo)  */
     const char *path;      /* for messages                               */
-    int64_t label;
     uint8_t *const *dst;   /* per declared field: this item's bytes      */
 } nst_item_ctx;
 
@@ -75,8 +83,18 @@ typedef struct nst_recipe_times {
 typedef struct nst_recipe nst_recipe;
 typedef struct nst_recipe_worker nst_recipe_worker;
 
+/* Where an item's bytes are: bytes [offset, offset + length) of `path`
+ * (length 0: the whole file), kept by the caches under `key`. */
+typedef struct nst_item_loc {
+    const char *path;
+    uint64_t offset, length, key;
+} nst_item_loc;
+
 typedef struct nst_recipe_ops {
     const char *name;
+    /* Where the bytes of `index` are in `epoch`; NULL: the index's file,
+     * whole, under key = index. */
+    void (*locate)(const nst_recipe *r, uint64_t epoch, uint64_t index, nst_item_loc *out);
     int (*worker_create)(const nst_recipe *r, nst_recipe_worker **out);
     void (*worker_free)(nst_recipe_worker *w);
     int (*make)(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
@@ -93,6 +111,11 @@ typedef struct nst_recipe_ops {
 
 struct nst_recipe {
     const nst_recipe_ops *ops;
+    nst_index *index;      /* the items' files and labels (owned)         */
+    uint64_t items;        /* dataset items (what the sampler permutes)   */
+    uint64_t keys;         /* cache keys: locate's keys are below this    */
+    uint64_t fingerprint;  /* of what defines the items: their paths and
+                              labels, annotations, a token file's size   */
     uint32_t nfields;
     nst_field_decl fields[NST_FIELDS_MAX];
     size_t item_bytes;     /* the sum over the fields                     */
@@ -100,9 +123,28 @@ struct nst_recipe {
     uint32_t label_field;  /* ... .labels (UINT32_MAX: none)              */
 };
 
-/* The recipe that `cfg` describes (today: classification). */
-int nst_recipe_create(nst_recipe **out, const nostall_config *cfg);
+/* The recipe that `cfg` describes (its task), with its items read from
+ * `source`. */
+int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 void nst_recipe_free(nst_recipe *r);
+
+/* Where item `index` is in `epoch` (ops->locate, or its whole file). */
+void nst_recipe_locate(const nst_recipe *r, uint64_t epoch, uint64_t index, nst_item_loc *out);
+/* The path messages name for item `index`. */
+const char *nst_recipe_path(const nst_recipe *r, uint64_t index);
+/* The fingerprint of an index: every path and raw label (never 0). */
+uint64_t nst_index_fingerprint(const nst_index *ix);
+/* Set items, keys and fingerprint of a recipe whose items are its index's
+ * files (one item per file, key = index). */
+void nst_recipe_items_from_index(nst_recipe *r);
+
+/* A lent batch as the public struct: its fields (names and shapes from r,
+ * data[f] each field's first item; `fields` is the caller's array of
+ * r->nfields, valid while lent), the dataset indices, and the
+ * classification members (images, labels: the int64 scalar label). */
+void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field *fields,
+                         uint8_t *const *data, uint64_t *indices, uint32_t count,
+                         uint64_t epoch, uint64_t position, uint64_t seq);
 
 /* Bytes of one element of `dtype` (0 if unknown). */
 size_t nst_dtype_size(nostall_dtype dtype);

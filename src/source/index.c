@@ -76,6 +76,7 @@ struct nst_index {
     nst_strtab ignored_paths; /* the first NST_INDEX_IGNORED_KEEP, in walk order */
     uint64_t dirs_walked, dirs_shared;
     int is_list;
+    unsigned flags;   /* NST_INDEX_*                                     */
 };
 
 static void strtab_free(nst_strtab *t)
@@ -184,10 +185,10 @@ static int parse_label_column(nst_index *ix, const char *s, int64_t *v, double *
         return NST_LABEL_INT;
     }
     if (s[0] == '-' && rc == -2) return -2; /* an integer, out of range: not a float */
-    if (strchr(s, ',')) { /* several integers */
+    if (strchr(s, ',')) { /* several integers; "3," one; "," none */
         size_t start = ix->nmulti, count = 0;
         char tok[32];
-        for (const char *p = s;; p++) {
+        for (const char *p = s; strcmp(s, ",") != 0; p++) {
             size_t n = strcspn(p, ",");
             if (n >= sizeof tok) return -2;
             memcpy(tok, p, n);
@@ -198,7 +199,7 @@ static int parse_label_column(nst_index *ix, const char *s, int64_t *v, double *
             ix->multi[ix->nmulti++] = (uint32_t)x;
             count++;
             p += n;
-            if (!*p) break;
+            if (!*p || (p[0] == ',' && !p[1])) break;
         }
         if (start >= ((size_t)1 << 43)) return -2;
         *v = (int64_t)(start << 20 | count);
@@ -474,10 +475,12 @@ static int read_level(nst_walk *w, DIR *d, nst_level *lv)
         if (name[0] == '.') {
             if (is_dir_at(dirfd(d), de)) continue; /* hidden dirs: not walked */
             kind = ENT_IGNORED;
-        } else if (is_image_name(name)) {
+        } else if (!(ix->flags & NST_INDEX_ANY_NAME) && is_image_name(name)) {
             kind = ENT_ITEM;
         } else if (is_dir_at(dirfd(d), de)) {
             kind = ENT_DIR;
+        } else if (ix->flags & NST_INDEX_ANY_NAME) {
+            kind = ENT_ITEM;
         } else {
             kind = ENT_IGNORED;
         }
@@ -683,6 +686,14 @@ static int build_folder(nst_index *ix, const char *root)
         if ((rc = walk_dir(w, cfd, 0)) < 0) goto err;
     }
 
+    if (ix->items.count == 0 && (ix->flags & NST_INDEX_ANY_NAME)) {
+        rc = nst_error(NOSTALL_E_DATASET,
+                       "index: %s: no files found (%llu class folders, %llu hidden or "
+                       "outside class folders; expected %s/CLASS/NAME)",
+                       NST_MSG_PATH(root), (unsigned long long)ix->nclasses,
+                       (unsigned long long)ix->ignored, NST_MSG_PATH(root));
+        goto err;
+    }
     if (ix->items.count == 0) {
         rc = nst_error(NOSTALL_E_DATASET,
                        "index: %s: no images found (%llu class folders, %llu "
@@ -864,6 +875,11 @@ static void shrink(nst_index *ix)
 
 int nst_index_build(nst_index **out, const char *source)
 {
+    return nst_index_build_flags(out, source, 0);
+}
+
+int nst_index_build_flags(nst_index **out, const char *source, unsigned flags)
+{
     int rc;
     nst_index *ix = NULL;
     if (!out) return nst_error(NOSTALL_E_INVALID, "index: no output given");
@@ -881,6 +897,7 @@ int nst_index_build(nst_index **out, const char *source)
     }
     ix = calloc(1, sizeof *ix);
     if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));
+    ix->flags = flags;
     if (S_ISDIR(st.st_mode)) {
         rc = build_folder(ix, source);
         ix->label_kind = NST_LABEL_INT;
@@ -899,6 +916,28 @@ int nst_index_build(nst_index **out, const char *source)
 err:
     nst_index_free(ix);
     return rc;
+}
+
+int nst_index_from_paths(nst_index **out, const char *const *paths, const int64_t *labels,
+                         uint64_t n)
+{
+    nst_index *ix = calloc(1, sizeof *ix);
+    *out = NULL;
+    if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: out of memory");
+    ix->is_list = 1;
+    ix->label_kind = labels ? NST_LABEL_INT : NST_LABEL_NONE;
+    for (uint64_t i = 0; i < n; i++) {
+        if (index_add(ix, paths[i], strlen(paths[i]), "", 0, "", 0, labels ? labels[i] : 0))
+            goto nomem;
+        if (labels && labels[i] >= 0 && (uint64_t)labels[i] + 1 > ix->nclasses)
+            ix->nclasses = (uint64_t)labels[i] + 1;
+    }
+    shrink(ix);
+    *out = ix;
+    return 0;
+nomem:
+    nst_index_free(ix);
+    return nst_error(NOSTALL_E_NOMEM, "index: out of memory");
 }
 
 void nst_index_free(nst_index *ix)

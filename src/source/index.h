@@ -33,7 +33,8 @@
  *   - a regular file: a list, one `path`, `path<TAB>label` or
  *     `path<TAB>label,label,...` per line. The label column is an integer
  *     in (-2^62, 2^62), a finite float, or several integers in [0, 2^32)
- *     separated by commas or spaces (multi-label); the list's kind
+ *     separated by commas (multi-label; "3," is the one label 3 and ","
+ *     none, in a multi-label list); the list's kind
  *     (nst_index_label_kind) follows from its lines: none, int, float (ints
  *     and floats), multi (ints and lists); a list mixing lines with and
  *     without a label, or floats with lists, fails the build, and so does a
@@ -61,6 +62,16 @@
 typedef struct nst_index nst_index;
 
 int nst_index_build(nst_index **out, const char *source);
+/* NST_INDEX_ANY_NAME: in a folder, every entry that is not a directory is
+ * an item, whatever its name (task=bytes: a DatasetFolder of any files);
+ * directories are walked. Lists are unchanged. */
+enum { NST_INDEX_ANY_NAME = 1 };
+int nst_index_build_flags(nst_index **out, const char *source, unsigned flags);
+/* An index of `n` given paths (copied), with INT labels or none (labels
+ * NULL): what a recipe with its own source (COCO annotations, a token
+ * file) hands the loader. */
+int nst_index_from_paths(nst_index **out, const char *const *paths, const int64_t *labels,
+                         uint64_t n);
 void nst_index_free(nst_index *ix);
 
 uint64_t nst_index_count(const nst_index *ix);

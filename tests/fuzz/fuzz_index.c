@@ -112,6 +112,8 @@ static int ref_label(const uint8_t *p, size_t n, ref_item *it)
     if (memchr(p, ',', n)) {
         size_t start = 0;
         it->nmulti = 0;
+        if (n == 1) return NST_LABEL_MULTI;          /* ",": no label      */
+        if (p[n - 1] == ',') n--;                    /* "3,": one label    */
         for (size_t i = 0; i <= n; i++) {
             if (i < n && p[i] != ',') continue;
             if (!digits(p + start, i - start, 1ULL << 62, &v) || v > UINT32_MAX) return -1;
