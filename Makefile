@@ -23,7 +23,7 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
 # numpy, torch, torchvision, PIL and pytest).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
-                  liburing-dev libcurl4-openssl-dev
+                  liburing-dev libcurl4-openssl-dev libjansson-dev
 # clang for `make clang` and `make fuzz` (libFuzzer and the sanitizer
 # runtimes are in libclang-rt-14-dev).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev

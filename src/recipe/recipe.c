@@ -8,6 +8,9 @@
 #include "recipe/recipe.h"
 
 int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
 int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
@@ -15,12 +18,12 @@ int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *s
     *out = NULL;
     switch (v[NOSTALL_OPT_TASK].u) {
     case NOSTALL_TASK_CLASSIFY: return nst_classify_create(out, cfg, source);
-    default:
-        return nst_error(NOSTALL_E_UNSUPPORTED, "task=%s: not built into this nostall yet",
-                         v[NOSTALL_OPT_TASK].u == NOSTALL_TASK_DETECT   ? "detect"
-                         : v[NOSTALL_OPT_TASK].u == NOSTALL_TASK_TOKENS ? "tokens"
-                                                                        : "bytes");
+    case NOSTALL_TASK_DETECT: return nst_detect_create(out, cfg, source);
+    case NOSTALL_TASK_TOKENS: return nst_tokens_create(out, cfg, source);
+    case NOSTALL_TASK_BYTES: return nst_bytes_create(out, cfg, source);
     }
+    return nst_error(NOSTALL_E_OPTION, "task: unknown value %llu",
+                     (unsigned long long)v[NOSTALL_OPT_TASK].u);
 }
 
 void nst_recipe_free(nst_recipe *r)

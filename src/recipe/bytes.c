@@ -1,0 +1,13 @@
+/*
+ * bytes.c — the task=bytes item recipe (being built: see docs/design.md, "Item
+ * recipes"). Until it lands, creating a loader with task=bytes says so.
+ */
+#include "common/error.h"
+#include "recipe/recipe.h"
+
+int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source)
+{
+    (void)cfg;
+    *out = NULL;
+    return nst_error(NOSTALL_E_UNSUPPORTED, "task=bytes: %s: not built into this nostall yet", source);
+}
