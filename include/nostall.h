@@ -545,7 +545,19 @@ typedef struct nostall_dataset_info {
     size_t ring_bytes;
     uint32_t slot_items;       /* items a slot holds: batch_size, or the
                                   most an epoch can deliver if fewer      */
-    uint32_t reserved_;
+    uint32_t task;             /* NOSTALL_TASK_*                           */
+    /* What the recipe found in the source and repaired, counted once at
+     * create (annotations: detect). Nothing is dropped silently. */
+    uint64_t items_truncated;  /* items with more parts than their field
+                                  holds (detect: boxes over max_boxes)    */
+    uint64_t parts_dropped;    /* parts left out (detect: degenerate boxes) */
+    uint64_t parts_clipped;    /* parts cut to fit (detect: boxes reaching
+                                  outside their image)                    */
+    uint64_t parts_unmatched;  /* parts naming no item (detect: annotations
+                                  of an image id not in `images`)          */
+    uint64_t items_missing;    /* items named by the source whose file does
+                                  not exist (detect: checked at create;
+                                  left out of the index)                  */
 } nostall_dataset_info;
 
 /* Fill at most `size` bytes of *out (pass sizeof *out): fields are only ever

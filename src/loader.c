@@ -477,6 +477,12 @@ int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *res, si
     if (!ld || !res) return nst_error(NOSTALL_E_INVALID, "nostall_loader_info: NULL argument");
     memset(out, 0, sizeof *out);
     out->items = ld->recipe->items;
+    out->task = (uint32_t)ld->cfg.v[NOSTALL_OPT_TASK].u;
+    out->items_truncated = ld->recipe->items_truncated;
+    out->parts_dropped = ld->recipe->parts_dropped;
+    out->parts_clipped = ld->recipe->parts_clipped;
+    out->parts_unmatched = ld->recipe->parts_unmatched;
+    out->items_missing = ld->recipe->items_missing;
     out->classes = nst_index_classes(ld->recipe->index);
     out->files_ignored = nst_index_ignored(ld->recipe->index);
     out->items_per_epoch = ld->items_per_epoch;

@@ -103,7 +103,9 @@ class DatasetInfo(ctypes.Structure):
                 ("items_per_epoch", c_uint64), ("batches_per_epoch", c_uint64),
                 ("threads", c_uint32), ("ring_slots", c_uint32), ("batch_bytes", c_size_t),
                 ("ring_memory", c_void_p), ("ring_bytes", c_size_t), ("slot_items", c_uint32),
-                ("reserved_", c_uint32)]
+                ("task", c_uint32), ("items_truncated", c_uint64), ("parts_dropped", c_uint64),
+                ("parts_clipped", c_uint64), ("parts_unmatched", c_uint64),
+                ("items_missing", c_uint64)]
 
 
 class SkipInfo(ctypes.Structure):

@@ -116,6 +116,8 @@ struct nst_recipe {
     uint64_t keys;         /* cache keys: locate's keys are below this    */
     uint64_t fingerprint;  /* of what defines the items: their paths and
                               labels, annotations, a token file's size   */
+    /* Found at create and repaired (nostall_dataset_info's counts). */
+    uint64_t items_truncated, parts_dropped, parts_clipped, parts_unmatched, items_missing;
     uint32_t nfields;
     nst_field_decl fields[NST_FIELDS_MAX];
     size_t item_bytes;     /* the sum over the fields                     */
