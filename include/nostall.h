@@ -184,8 +184,10 @@ NOSTALL_API const char *nostall_last_error(void);
       "RandomResizedCrop: largest aspect ratio (width / height)")              \
     X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                     \
       "train: probability of a horizontal flip")                               \
-    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8", "",                  \
-      "float: float32 NCHW normalized by mean/std; uint8: uint8 NHWC RGB")     \
+    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "", \
+      "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "  \
+      "float16, bfloat16: normalized like float, in half precision (layout "  \
+      "says NCHW or NHWC)")                                                    \
     X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",         \
       "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")   \
     X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",        \

@@ -39,12 +39,9 @@ typedef struct classify {
     uint32_t crop, resize;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     int float_out;
-    int label_kind; /* NST_LABEL_* */
     float lut[NST_NORM_LUT_SIZE];
 } classify;
 
-/* Multi-hot labels: at most this many classes (a float per class per item). */
-#define NST_MULTI_MAX_CLASSES (1u << 20)
 
 struct nst_recipe_worker {
     const classify *r;
@@ -68,33 +65,6 @@ static void plan(const classify *r, const nst_item_ctx *c, uint32_t width, uint3
     *flip = nst_rng_double(&rng) < r->flip_prob;
 }
 
-/* The item's label field, by the index's kind. */
-static void write_label(const classify *r, const nst_item_ctx *c)
-{
-    const nst_index *ix = r->base.index;
-    switch (r->label_kind) {
-    case NST_LABEL_INT: {
-        int64_t l = nst_index_label(ix, c->index);
-        memcpy(c->dst[1], &l, sizeof l);
-        break;
-    }
-    case NST_LABEL_FLOAT: {
-        float f = (float)nst_index_label_float(ix, c->index);
-        memcpy(c->dst[1], &f, sizeof f);
-        break;
-    }
-    case NST_LABEL_MULTI: {
-        const uint32_t *m;
-        uint32_t k = nst_index_labels(ix, c->index, &m);
-        float *hot = (float *)(void *)c->dst[1], one = 1.0f;
-        memset(hot, 0, r->base.fields[1].item_bytes);
-        for (uint32_t i = 0; i < k; i++) memcpy(&hot[m[i]], &one, sizeof one);
-        break;
-    }
-    default: break;
-    }
-}
-
 /* Resample `win` of a decoded image into the item's image field, and write
  * its label. */
 static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image *img,
@@ -111,7 +81,7 @@ static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image 
     int rc = nst_augment(w->aug, img, win, flip, &out);
     t->augment_ns += nst_now_ns() - t0;
     if (rc < 0) return rc;
-    write_label(r, c);
+    nst_label_write(&r->base, c);
     t->augment_items++;
     t->augment_bytes += r->base.fields[0].item_bytes;
     return 0;
@@ -223,6 +193,11 @@ static int declare_image(classify *r, const nst_optval *v)
 {
     nst_field_decl *img = &r->base.fields[0];
     uint64_t layout = v[NOSTALL_OPT_LAYOUT].u;
+    if (v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_FLOAT16 ||
+        v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_BFLOAT16)
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "output=%s: not built into this nostall yet (float and uint8 are)",
+                         v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_FLOAT16 ? "float16" : "bfloat16");
     if (v[NOSTALL_OPT_IMAGE_MODE].u != NOSTALL_IMAGE_CROP)
         return nst_error(NOSTALL_E_UNSUPPORTED,
                          "image_mode=%s: not built into this nostall yet (image_mode=crop is)",
@@ -245,32 +220,6 @@ static int declare_image(classify *r, const nst_optval *v)
         img->shape[0] = img->shape[1] = r->crop, img->shape[2] = 3;
     }
     return nst_field_finish(img);
-}
-
-/* The label field, by the index's label kind (none: no field). */
-static int declare_label(classify *r, const char *source)
-{
-    nst_field_decl *label = &r->base.fields[1];
-    r->label_kind = nst_index_label_kind(r->base.index);
-    r->base.label_field = UINT32_MAX;
-    r->base.nfields = 1;
-    if (r->label_kind == NST_LABEL_NONE) return 0;
-    snprintf(label->name, sizeof label->name, "label");
-    label->shape_field = -1;
-    label->dtype = r->label_kind == NST_LABEL_INT ? NOSTALL_DTYPE_INT64 : NOSTALL_DTYPE_FLOAT32;
-    if (r->label_kind == NST_LABEL_MULTI) {
-        uint64_t k = nst_index_classes(r->base.index);
-        if (k > NST_MULTI_MAX_CLASSES)
-            return nst_error(NOSTALL_E_DATASET,
-                             "%s: multi-label list names label %llu: a multi-hot label has "
-                             "at most %u classes",
-                             source, (unsigned long long)(k - 1), NST_MULTI_MAX_CLASSES);
-        label->ndim = 1;
-        label->shape[0] = k ? k : 1;
-    }
-    r->base.label_field = 1;
-    r->base.nfields = 2;
-    return nst_field_finish(label);
 }
 
 int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source)
@@ -297,7 +246,9 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
     r->float_out = v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_FLOAT;
     nst_norm_lut(r->lut, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
-    if ((rc = declare_image(r, v)) < 0 || (rc = declare_label(r, source)) < 0) goto fail;
+    r->base.nfields = 1;
+    if ((rc = declare_image(r, v)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0)
+        goto fail;
     r->base.item_bytes = 0;
     for (uint32_t f = 0; f < r->base.nfields; f++) r->base.item_bytes += r->base.fields[f].item_bytes;
     r->base.image_field = 0;

@@ -2,6 +2,7 @@
  * recipe.c — choosing a recipe from the configuration, and what every
  * recipe shares: element sizes and field sizes (see recipe.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -140,4 +141,63 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
     out->sequence = seq;
     out->nfields = r->nfields;
     out->fields = fields;
+}
+
+/* Multi-hot labels: at most this many classes (a float per class per item). */
+#define NST_MULTI_MAX_CLASSES (1u << 20)
+
+int nst_label_declare(nst_recipe *r, const char *source)
+{
+    int kind = nst_index_label_kind(r->index);
+    r->label_field = UINT32_MAX;
+    if (kind == NST_LABEL_NONE) return 0;
+    if (r->nfields >= NST_FIELDS_MAX)
+        return nst_error(NOSTALL_E_INVALID, "recipe: too many fields for a label");
+    nst_field_decl *label = &r->fields[r->nfields];
+    memset(label, 0, sizeof *label);
+    snprintf(label->name, sizeof label->name, "label");
+    label->shape_field = -1;
+    label->dtype = kind == NST_LABEL_INT ? NOSTALL_DTYPE_INT64 : NOSTALL_DTYPE_FLOAT32;
+    if (kind == NST_LABEL_MULTI) {
+        uint64_t k = nst_index_classes(r->index);
+        if (k > NST_MULTI_MAX_CLASSES)
+            return nst_error(NOSTALL_E_DATASET,
+                             "%s: multi-label list names label %llu: a multi-hot label has "
+                             "at most %u classes",
+                             source, (unsigned long long)(k - 1), NST_MULTI_MAX_CLASSES);
+        label->ndim = 1;
+        label->shape[0] = k ? k : 1;
+    }
+    int rc = nst_field_finish(label);
+    if (rc < 0) return rc;
+    r->label_field = r->nfields++;
+    return 0;
+}
+
+void nst_label_write(const nst_recipe *r, const nst_item_ctx *c)
+{
+    if (r->label_field == UINT32_MAX) return;
+    const nst_index *ix = r->index;
+    uint8_t *dst = c->dst[r->label_field];
+    switch (nst_index_label_kind(ix)) {
+    case NST_LABEL_INT: {
+        int64_t l = nst_index_label(ix, c->index);
+        memcpy(dst, &l, sizeof l);
+        break;
+    }
+    case NST_LABEL_FLOAT: {
+        float f = (float)nst_index_label_float(ix, c->index);
+        memcpy(dst, &f, sizeof f);
+        break;
+    }
+    case NST_LABEL_MULTI: {
+        const uint32_t *m;
+        uint32_t k = nst_index_labels(ix, c->index, &m);
+        const float one = 1.0f;
+        memset(dst, 0, r->fields[r->label_field].item_bytes);
+        for (uint32_t i = 0; i < k; i++) memcpy(dst + (size_t)m[i] * sizeof one, &one, sizeof one);
+        break;
+    }
+    default: break;
+    }
 }

@@ -148,6 +148,13 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
                          uint8_t *const *data, uint64_t *indices, uint32_t count,
                          uint64_t epoch, uint64_t position, uint64_t seq);
 
+/* Labels from the recipe's index, for recipes with one per item: declare
+ * the "label" field as the next field (r->nfields) by the index's kind --
+ * int64 scalar, float32 scalar, float32 [classes] multi-hot, or none
+ * (label_field = UINT32_MAX) -- and write an item's. */
+int nst_label_declare(nst_recipe *r, const char *source);
+void nst_label_write(const nst_recipe *r, const nst_item_ctx *c);
+
 /* Bytes of one element of `dtype` (0 if unknown). */
 size_t nst_dtype_size(nostall_dtype dtype);
 
