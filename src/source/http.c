@@ -1,8 +1,13 @@
 /*
- * http.c — the HTTP(S) source on libcurl's multi interface (see http.h).
+ * http.c — the HTTP(S) source on libcurl's multi interface (see http.h):
+ * whole files (200) and byte ranges (Range requests, 206).
  *
  * One nst_http owns a multi handle and a fixed pool of max_inflight slots,
- * each with an easy handle configured once at create. A slot is FREE,
+ * each with an easy handle configured once at create; a submit sets the URL
+ * and the Range (or clears it). A range's answer is judged when its headers
+ * end (on_header): a 200 that is not exactly the range, a Content-Range that
+ * does not start at the offset, or one saying the file ends early stops the
+ * transfer there, before any body. A slot is FREE,
  * ACTIVE (its easy handle is in the multi handle), PARKED (waiting for its
  * retry time, not in the multi handle) or DONE (finished for good, waiting
  * to be reported by nst_http_wait, oldest first). Callbacks run inside
@@ -44,6 +49,11 @@ typedef struct slot {
     uint64_t tag;
     size_t len;                /* body bytes received in this attempt */
     int64_t clen;              /* Content-Length of the current response, -1 unknown */
+    uint64_t offset, length;   /* the range asked; length 0: the whole file */
+    char range[48];            /* CURLOPT_RANGE's "A-B" while length > 0 */
+    int64_t cr_start, cr_end, cr_total; /* Content-Range of the current
+                                           response: bytes S-E/T, -1 unknown
+                                           (or "*")                      */
     long code;                 /* status of the current response's header block */
     int hdr_done;              /* the current header block ended */
     int fail_status;           /* set by a callback: final failure (no retry) */
@@ -91,10 +101,128 @@ static void set_reason(slot *s, const char *fmt, ...)
 
 /* ---- callbacks (inside curl_multi_perform) ------------------------------ */
 
+/* Size the buffer for the range once (nothing received yet in this
+ * attempt); 0 if it cannot be. */
+static int reserve_range(slot *s)
+{
+    if (s->len == 0 && s->length > s->buf->cap && nst_buf_reserve(s->buf, (size_t)s->length) < 0) {
+        s->fail_status = NOSTALL_E_NOMEM;
+        set_reason(s, "cannot allocate %llu bytes for the range", (unsigned long long)s->length);
+        return 0;
+    }
+    return 1;
+}
+
 static int starts_with_ci(const char *b, size_t n, const char *lit)
 {
     size_t l = strlen(lit);
     return n >= l && strncasecmp(b, lit, l) == 0;
+}
+
+/* A decimal number of at most 18 digits at b[*i..n), -1 if none. */
+static int64_t parse_u63(const char *b, size_t n, size_t *i)
+{
+    int64_t v = 0;
+    int d = 0;
+    for (; *i < n && b[*i] >= '0' && b[*i] <= '9'; (*i)++, d++) {
+        if (d == 18) return -1;
+        v = v * 10 + (b[*i] - '0');
+    }
+    return d ? v : -1;
+}
+
+/* "bytes S-E/T" or "bytes * /T" (T may be "*"); fields left -1 when absent
+ * or malformed. */
+static void parse_content_range(slot *s, const char *b, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (b[i] == ' ' || b[i] == '\t')) i++;
+    if (n - i < 6 || strncasecmp(b + i, "bytes ", 6) != 0) return;
+    i += 6;
+    while (i < n && b[i] == ' ') i++;
+    int64_t st = -1, en = -1;
+    if (i < n && b[i] == '*') {
+        i++;
+    } else {
+        st = parse_u63(b, n, &i);
+        if (st < 0 || i >= n || b[i] != '-') return;
+        i++;
+        en = parse_u63(b, n, &i);
+        if (en < st) return;
+    }
+    if (i >= n || b[i] != '/') return;
+    i++;
+    s->cr_start = st;
+    s->cr_end = en;
+    s->cr_total = parse_u63(b, n, &i); /* "*": -1 */
+}
+
+/* "bytes A-B" of the slot's range, for messages. */
+#define RANGE_ASKED(s) (unsigned long long)(s)->offset, \
+                       (unsigned long long)((s)->offset + (s)->length - 1)
+
+/* The headers of a response to a Range request ended: is it the range?
+ * 0 (with fail_status and the reason set) stops the transfer now. Other
+ * statuses than 200/206 are judged when the transfer ends. */
+static int range_headers_ok(slot *s)
+{
+    const uint64_t last = s->offset + s->length - 1;
+    if (s->code == 200) {
+        /* The whole file, which is only the range if it starts at 0 and
+         * is exactly as long. Anything else may be huge: do not download. */
+        if (s->offset == 0 && s->clen >= 0 && (uint64_t)s->clen == s->length)
+            return reserve_range(s);
+        s->fail_status = NOSTALL_E_IO;
+        if (s->clen >= 0)
+            set_reason(s, "bytes %llu-%llu asked: the server does not support range requests "
+                       "(HTTP 200 with all %lld bytes instead of 206)", RANGE_ASKED(s),
+                       (long long)s->clen);
+        else
+            set_reason(s, "bytes %llu-%llu asked: the server does not support range requests "
+                       "(HTTP 200 of unknown length instead of 206)", RANGE_ASKED(s));
+        return 0;
+    }
+    if (s->code != 206) return 1;
+    if (s->cr_start < 0) {
+        s->fail_status = NOSTALL_E_IO;
+        set_reason(s, "bytes %llu-%llu asked: HTTP 206 without a usable Content-Range "
+                   "(multipart or malformed)", RANGE_ASKED(s));
+        return 0;
+    }
+    if ((uint64_t)s->cr_start != s->offset) {
+        s->fail_status = NOSTALL_E_IO;
+        set_reason(s, "bytes %llu-%llu asked: the server sends bytes %lld-%lld (Content-Range "
+                   "does not start at the offset)", RANGE_ASKED(s), (long long)s->cr_start,
+                   (long long)s->cr_end);
+        return 0;
+    }
+    if ((uint64_t)s->cr_end > last) {
+        s->fail_status = NOSTALL_E_IO;
+        set_reason(s, "bytes %llu-%llu asked: the server sends bytes %lld-%lld, more than asked",
+                   RANGE_ASKED(s), (long long)s->cr_start, (long long)s->cr_end);
+        return 0;
+    }
+    if ((uint64_t)s->cr_end < last) {
+        /* A server ends the range at the end of the file. */
+        if (s->cr_total >= 0 && s->cr_end + 1 == s->cr_total) {
+            s->fail_status = NOSTALL_E_TRUNCATED;
+            set_reason(s, "bytes %llu-%llu asked, the file has %lld", RANGE_ASKED(s),
+                       (long long)s->cr_total);
+        } else {
+            s->fail_status = NOSTALL_E_IO;
+            set_reason(s, "bytes %llu-%llu asked: the server sends only bytes %lld-%lld",
+                       RANGE_ASKED(s), (long long)s->cr_start, (long long)s->cr_end);
+        }
+        return 0;
+    }
+    if (s->clen >= 0 && (uint64_t)s->clen > s->length) {
+        s->fail_status = NOSTALL_E_IO;
+        set_reason(s, "bytes %llu-%llu asked: HTTP 206 with Content-Length %lld, more than "
+                   "the %llu bytes asked", RANGE_ASKED(s), (long long)s->clen,
+                   (unsigned long long)s->length);
+        return 0;
+    }
+    return reserve_range(s);
 }
 
 static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
@@ -113,10 +241,15 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
             code = code * 10 + (b[i] - '0');
         s->code = code;
         s->clen = -1;
+        s->cr_start = s->cr_end = s->cr_total = -1;
         s->hdr_done = 0;
         return n;
     }
     if (s->hdr_done) return n; /* trailers */
+    if (starts_with_ci(b, n, "content-range:")) {
+        parse_content_range(s, b + 14, n - 14);
+        return n;
+    }
     if (starts_with_ci(b, n, "content-length:")) {
         size_t i = 15;
         int64_t v = 0;
@@ -132,6 +265,7 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
     }
     if ((n == 2 && b[0] == '\r' && b[1] == '\n') || (n == 1 && b[0] == '\n')) {
         s->hdr_done = 1;
+        if (s->length) return range_headers_ok(s) ? n : 0;
         if (s->code != 200 || s->clen < 0) return n;
         if (o->max_bytes && (uint64_t)s->clen > o->max_bytes) {
             s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
@@ -155,12 +289,32 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
     return n;
 }
 
+/* The body of a response to a Range request: a 206 (or a 200 accepted as
+ * the range) goes into the buffer sized at the end of the headers, never
+ * past the range. */
+static size_t on_range_body(slot *s, const char *ptr, size_t n)
+{
+    size_t need;
+    if (s->code != 200 && s->code != 206) return n; /* an error page */
+    if (nst_add_overflow(s->len, n, &need) || (uint64_t)need > s->length) {
+        s->fail_status = NOSTALL_E_IO;
+        set_reason(s, "bytes %llu-%llu asked: the server sends more than the %llu bytes asked",
+                   RANGE_ASKED(s), (unsigned long long)s->length);
+        return 0;
+    }
+    if (need > s->buf->cap && !reserve_range(s)) return 0; /* not sized: cannot happen */
+    memcpy(s->buf->data + s->len, ptr, n);
+    s->len = need;
+    return n;
+}
+
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     slot *s = ud;
     size_t n = size * nmemb, need;
     nst_http_opts *o = &s->h->o;
 
+    if (s->length) return on_range_body(s, ptr, n);
     if (s->code != 200) return n; /* an error page: not the item */
     if (nst_add_overflow(s->len, n, &need) ||
         (o->max_bytes && (uint64_t)need > o->max_bytes)) {
@@ -305,6 +459,22 @@ static void attempt_ended(nst_http *h, slot *s, CURLcode rc)
 
     if (s->fail_status) {
         status = s->fail_status; /* reason set by the callback */
+    } else if (rc == CURLE_OK && s->length && (code == 200 || code == 206)) {
+        if (s->len == s->length) {
+            finish(h, s, 0);
+            return;
+        }
+        transient = 1; /* on_range_body never takes more than the range */
+        set_reason(s, "body cut short: got %zu of the %llu bytes asked (bytes %llu-%llu)",
+                   s->len, (unsigned long long)s->length, RANGE_ASKED(s));
+    } else if (rc == CURLE_OK && s->length && code == 416) {
+        status = NOSTALL_E_TRUNCATED;
+        if (s->cr_total >= 0)
+            set_reason(s, "bytes %llu-%llu asked, the file has %lld (HTTP 416)", RANGE_ASKED(s),
+                       (long long)s->cr_total);
+        else
+            set_reason(s, "bytes %llu-%llu asked: past the end of the file (HTTP 416 Range Not "
+                       "Satisfiable)", RANGE_ASKED(s));
     } else if (rc == CURLE_OK) {
         if (code == 200) {
             if (s->len > 0) {
@@ -492,9 +662,27 @@ void nst_http_free(nst_http *h)
 
 int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag)
 {
+    return nst_http_submit_range(h, url, 0, 0, buf, tag);
+}
+
+int nst_http_submit_range(nst_http *h, const char *url, uint64_t offset, uint64_t length,
+                          nst_buf *buf, uint64_t tag)
+{
     if (!h || !url || !buf) return nst_error(NOSTALL_E_INVALID, "http: submit: missing argument");
     if (!nst_http_is_url(url))
         return nst_error(NOSTALL_E_INVALID, "http: %.300s: not an http:// or https:// URL", url);
+    if (length == 0 && offset != 0)
+        return nst_error(NOSTALL_E_INVALID, "http: %.300s: offset %llu with length 0 (the whole "
+                         "file)", url, (unsigned long long)offset);
+    if (length && (offset > (uint64_t)INT64_MAX || length > (uint64_t)INT64_MAX - offset))
+        return nst_error(NOSTALL_E_INVALID, "http: %.300s: range of %llu bytes at offset %llu "
+                         "ends past 2^63", url, (unsigned long long)length,
+                         (unsigned long long)offset);
+    if (length && h->o.max_bytes && length > h->o.max_bytes)
+        return nst_error(NOSTALL_E_FILE_TOO_LARGE, "http: %.300s: bytes %llu-%llu asked: %llu "
+                         "bytes is over the limit of %llu bytes", url, (unsigned long long)offset,
+                         (unsigned long long)(offset + length - 1), (unsigned long long)length,
+                         (unsigned long long)h->o.max_bytes);
     if (h->inflight >= h->o.max_inflight)
         return nst_error(NOSTALL_E_STATE, "http: %.300s: %u transfers already in flight",
                          url, h->inflight);
@@ -512,6 +700,13 @@ int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag)
     }
     memcpy(s->url, url, ul);
     CURLcode cc = curl_easy_setopt(s->easy, CURLOPT_URL, s->url);
+    /* The easy handle is reused: a whole-file transfer clears the Range. */
+    s->offset = offset;
+    s->length = length;
+    if (length)
+        snprintf(s->range, sizeof s->range, "%llu-%llu", (unsigned long long)offset,
+                 (unsigned long long)(offset + length - 1));
+    if (cc == CURLE_OK) cc = curl_easy_setopt(s->easy, CURLOPT_RANGE, length ? s->range : NULL);
     if (cc != CURLE_OK)
         return nst_error(cc == CURLE_OUT_OF_MEMORY ? NOSTALL_E_NOMEM : NOSTALL_E_INVALID,
                          "http: %.300s: %s", url, curl_easy_strerror(cc));

@@ -1,6 +1,6 @@
 /*
- * http.h — the HTTP(S) source: many whole-item transfers in flight from one
- * thread, on a libcurl multi handle.
+ * http.h — the HTTP(S) source: many transfers (whole items, or byte ranges
+ * of them) in flight from one thread, on a libcurl multi handle.
  *
  * What it does. A worker submits up to max_inflight URLs, each with its own
  * destination buffer, then calls nst_http_wait() to drive the transfers and
@@ -23,6 +23,24 @@
  *     capped at 2 s, without blocking: the transfer is parked and re-added
  *     to the multi handle when its time comes while the others proceed.
  *     After the last retry the failure is reported as E_IO.
+ *   Byte ranges (nst_http_submit_range, length > 0) send "Range: bytes=A-B"
+ *   (B = offset + length - 1):
+ *   - HTTP 206 whose Content-Range starts at offset and ends at B, with
+ *     exactly length body bytes: success. Fewer bytes: "body cut short",
+ *     retried as above. A Content-Range starting elsewhere or ending past B,
+ *     a Content-Length over length, a 206 without Content-Range (multipart),
+ *     or a body growing past length: E_IO, not retried. A Content-Range
+ *     ending before B at the end of the file (S-E/T with E + 1 = T):
+ *     E_TRUNCATED "bytes A-B asked, the file has T".
+ *   - HTTP 200 (the server ignored Range): E_IO "the server does not
+ *     support range requests", stopped as soon as its headers arrive (the
+ *     body may be huge) — unless offset is 0 and its Content-Length is
+ *     length: that is the range, taken as a 206 would be.
+ *   - HTTP 416: E_TRUNCATED, naming the range (and the file's size when the
+ *     server sends it), not retried.
+ *   - length > max_bytes: E_FILE_TOO_LARGE from submit (the limit applies
+ *     to the range, not the file).
+ *   Other statuses as for whole files.
  *   Every failure message names the URL and the reason (HTTP status, curl's
  *   error, "body cut short: got X of Y bytes", "timed out after N ms") and
  *   the number of attempts.
@@ -90,6 +108,12 @@ void nst_http_free(nst_http *h);
  * E_STATE if max_inflight transfers are already in flight; E_INVALID if url
  * is not http:// or https://. The URL is copied. */
 int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag);
+/* The same for bytes [offset, offset + length) (length 0: the whole file,
+ * offset must then be 0; see the top of this file). Also E_INVALID for an
+ * offset with length 0 or a range ending past 2^63, E_FILE_TOO_LARGE for
+ * length > max_bytes. The body is exactly length bytes when reported done. */
+int nst_http_submit_range(nst_http *h, const char *url, uint64_t offset, uint64_t length,
+                          nst_buf *buf, uint64_t tag);
 /* Drive transfers and wait up to timeout_ms (0 = just poll) for one to
  * finish (success or final failure after retries). 1: *done filled (on
  * failure the thread-local error is set to done->msg too); 0: none finished
