@@ -2,15 +2,19 @@
  * fetch.c — a worker's fetch stage with reads in flight (see fetch.h).
  *
  * The pending fetches are a FIFO of `depth` requests, completed oldest
- * first. Local files: opened and checked (nst_open_item) at submit, then
- * either read at once (pread) or submitted to the worker's io_uring, whose
- * completions are reaped while waiting for the oldest (short reads are
- * resubmitted for the rest). URLs: handed to the worker's libcurl multi
- * handle (source/http.c). Emulated storage: each local read is scheduled on
- * the emulated device at submit (nst_throttle_schedule), each transfer when
- * it completes (its size known only then), and its completion is held back
- * until that time, so delays of requests in flight overlap as they would on
- * a real device with a queue.
+ * first. Local files: opened and checked (nst_open_item, or nst_open_range
+ * for a byte range) at submit, then either read at once (pread) or
+ * submitted to the worker's io_uring, whose completions are reaped while
+ * waiting for the oldest (short reads are resubmitted for the rest, at
+ * offset + what was read). URLs: handed to the worker's libcurl multi
+ * handle (source/http.c), ranges as Range requests. A request's `index` is
+ * its key for the caches and env->reading, whatever it reads; a range
+ * drops only its own pages from the page cache. Emulated storage: each
+ * local read is scheduled on the emulated device at submit
+ * (nst_throttle_schedule: the bytes read, the range's length for a range),
+ * each transfer when it completes (its size known only then), and its
+ * completion is held back until that time, so delays of requests in flight
+ * overlap as they would on a real device with a queue.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -118,9 +122,12 @@ int nst_fetcher_grow(nst_fetcher *f, uint32_t depth)
  * pages when nostall caches, offer it to the caches. */
 static void finish_read(nst_fetcher *f, nst_fetch_req *r)
 {
-    int rc = nst_read_check(r->path, r->have, f->env->max_file_bytes);
+    int rc = r->length ? nst_range_got(r->path, r->offset, (size_t)r->length, r->have)
+                       : nst_read_check(r->path, r->have, f->env->max_file_bytes);
     if (r->fd >= 0) {
-        if (rc == 0 && drop_cache(f)) posix_fadvise(r->fd, 0, 0, POSIX_FADV_DONTNEED);
+        /* (0, 0): the whole file; a range: only its pages. */
+        if (rc == 0 && drop_cache(f))
+            posix_fadvise(r->fd, (off_t)r->offset, (off_t)r->length, POSIX_FADV_DONTNEED);
         close(r->fd);
         r->fd = -1;
     }
@@ -158,12 +165,14 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
     r->state = REQ_DONE;
 }
 
-/* Read the whole (open, checked) file now with pread: the plain reader, and
- * io_uring's fallbacks. */
+/* Read the whole (open, checked) file or range now with pread, from its
+ * start: the plain reader, and io_uring's fallbacks. */
 static void read_now(nst_fetcher *f, nst_fetch_req *r)
 {
     size_t len;
-    int rc = nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
+    int rc = r->length
+                 ? nst_read_fd_range(r->fd, r->path, r->offset, r->size, &r->buf, &len)
+                 : nst_read_fd(r->fd, r->path, r->size, f->env->max_file_bytes, &r->buf, &len);
     if (rc < 0) {
         close(r->fd);
         r->fd = -1;
@@ -181,8 +190,12 @@ static void uring_submit_read(nst_fetcher *f, nst_fetch_req *r)
         read_now(f, r);
         return;
     }
-    io_uring_prep_read(sqe, r->fd, r->buf.data + r->have, (unsigned)(r->size - r->have),
-                       (uint64_t)r->have);
+    /* One read asks for at most 1 GiB (its length is 32 bits; Linux reads
+     * under 2 GiB at a time anyway): the rest is a short read's resubmit. */
+    size_t n = r->size - r->have;
+    if (n > ((size_t)1 << 30)) n = (size_t)1 << 30;
+    io_uring_prep_read(sqe, r->fd, r->buf.data + r->have, (unsigned)n,
+                       r->offset + (uint64_t)r->have);
     io_uring_sqe_set_data(sqe, r);
     io_uring_submit(&f->ring);
     f->uring_inflight++;
@@ -214,8 +227,9 @@ static void uring_reap(nst_fetcher *f, int wait)
         return;
     }
     if (res < 0) {
-        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %zu: %s",
-                           NST_MSG_PATH(r->path), r->have, strerror(-res));
+        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %llu: %s",
+                           NST_MSG_PATH(r->path), (unsigned long long)(r->offset + r->have),
+                           strerror(-res));
         close(r->fd);
         r->fd = -1;
         req_fail(f, r, st);
@@ -232,7 +246,9 @@ static void uring_reap(nst_fetcher *f, int wait)
 static void submit_local(nst_fetcher *f, nst_fetch_req *r)
 {
     const nst_fetch_env *env = f->env;
-    int rc = nst_open_item(r->path, env->max_file_bytes, &r->fd, &r->size);
+    int rc = r->length ? nst_open_range(r->path, r->offset, r->length, env->max_file_bytes,
+                                        &r->fd, &r->size)
+                       : nst_open_item(r->path, env->max_file_bytes, &r->fd, &r->size);
     if (rc < 0) {
         req_fail(f, r, rc);
         return;
@@ -276,7 +292,8 @@ static void submit_http(nst_fetcher *f, nst_fetch_req *r)
             return;
         }
     }
-    if ((rc = nst_http_submit(f->http, r->path, &r->buf, (uint64_t)(uintptr_t)r)) < 0) {
+    if ((rc = nst_http_submit_range(f->http, r->path, r->offset, r->length, &r->buf,
+                                    (uint64_t)(uintptr_t)r)) < 0) {
         req_fail(f, r, rc);
         return;
     }
@@ -365,6 +382,7 @@ static nst_fetch_req *push(nst_fetcher *f, uint64_t index, const char *path)
     f->count++;
     r->index = index;
     r->path = path;
+    r->offset = r->length = 0;
     r->data = NULL;
     r->len = r->size = r->have = 0;
     r->status = 0;
@@ -382,8 +400,28 @@ void nst_fetch_submit_none(nst_fetcher *f, uint64_t index) { push(f, index, "");
 
 void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path)
 {
+    nst_fetch_submit_range(f, index, path, 0, 0);
+}
+
+void nst_fetch_submit_range(nst_fetcher *f, uint64_t index, const char *path, uint64_t offset,
+                            uint64_t length)
+{
     const nst_fetch_env *env = f->env;
     nst_fetch_req *r = push(f, index, path);
+    r->offset = offset;
+    r->length = length;
+    /* A bad range or key fails before any cache or storage sees it (a key
+     * past the caches' items would index env->reading out of bounds). */
+    const char *src = nst_http_is_url(path) ? "http" : "read";
+    int rc = nst_range_check(src, path, offset, length, env->max_file_bytes);
+    if (rc == 0 && env->keys && index >= env->keys)
+        rc = nst_error(NOSTALL_E_INVALID, "%s: %s: key %llu is not below the %llu keys", src,
+                       NST_MSG_PATH(path), (unsigned long long)index,
+                       (unsigned long long)env->keys);
+    if (rc < 0) {
+        req_fail(f, r, rc);
+        return;
+    }
     if (env->cache) {
         const uint8_t *data;
         size_t len;

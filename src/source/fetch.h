@@ -1,7 +1,7 @@
 /*
  * fetch.h — the fetch stage of one worker thread: get an item's encoded
- * bytes from the MinIO cache, a peer cache, local storage or HTTP, with up
- * to `depth` fetches in flight.
+ * bytes (a whole file, or a byte range of one) from the MinIO cache, a peer
+ * cache, local storage or HTTP, with up to `depth` fetches in flight.
  *
  * A worker submits the items it will decode next (in its order) and then
  * completes them oldest first. Meanwhile the others are in flight: io_uring
@@ -17,6 +17,14 @@
  * read from storage is offered to the MinIO cache and the peer cache (after
  * the optional rewrite hook, when the MinIO cache would keep it), and, when
  * either cache exists, dropped from the OS page cache.
+ *
+ * Keys and ranges. A fetch names a key (the caches' item number, the index
+ * into env->reading) apart from what it reads: a whole file, or bytes
+ * [offset, offset + length) of one (token windows of a corpus file, members
+ * of tar shards: a ranged pread, an HTTP Range request). Caches are looked up
+ * and filled by key only, so the caller must give a key the same range
+ * every time; two ranges of one file are two keys. The size limit
+ * (max_file_bytes) applies to what is read: the range, not its file.
  *
  * Threads: one fetcher per worker, used only by that thread. It touches the
  * shared MinIO cache (thread-safe), the shared throttle (its own lock) and
@@ -47,6 +55,9 @@ typedef struct nst_fetch_env {
     nst_throttle *throttle;
     const atomic_int *stop;
     uint64_t max_file_bytes;
+    uint64_t keys;                   /* keys are < keys (the cache's item
+                                        count); a larger one fails with
+                                        E_INVALID. 0: not checked      */
     int reader;                      /* NST_READER_* */
     uint32_t http_timeout_ms, http_retries;
     int http_verify_tls;
@@ -75,8 +86,9 @@ typedef int (*nst_fetch_rewrite_fn)(void *ctx, const uint8_t *in, size_t len, ns
  * item's bytes (valid until nst_fetch_release), or a negative status with
  * msg naming the item. */
 typedef struct nst_fetch_req {
-    uint64_t index;
+    uint64_t index;          /* the key (cache item) */
     const char *path;
+    uint64_t offset, length; /* the range read; length 0: the whole file */
     const uint8_t *data;
     size_t len;
     int status;
@@ -115,8 +127,28 @@ const char *nst_fetcher_reader(const nst_fetcher *f);
 /* Fetches submitted and not yet released; room = depth - pending. */
 uint32_t nst_fetch_pending(const nst_fetcher *f);
 uint32_t nst_fetch_room(const nst_fetcher *f);
-/* Start fetching item `index` at `path` (needs room). Never fails: errors
- * are reported by nst_fetch_next for this item. */
+/* Start fetching bytes [offset, offset + length) of `path` (length 0: the
+ * whole file, offset must be 0), cached and looked up under `key` (the
+ * MinIO cache, env->reading[], the peer cache hooks; key < the cache's item
+ * count). Needs room. Never fails: errors are reported by nst_fetch_next
+ * for this fetch, each naming the path (or URL) and the range:
+ *   E_INVALID        offset without length, a range ending past 2^63, a
+ *                    key >= env->keys
+ *   E_FILE_TOO_LARGE length > max_file_bytes (whatever the file's size)
+ *   E_TRUNCATED      the file ends before the range does ("read: PATH:
+ *                    bytes 100-199 asked, the file has 150"); HTTP 416, or
+ *                    a 206 whose Content-Range says the file ends early
+ *   E_IO             HTTP: the server ignored Range (a 200, aborted at its
+ *                    headers, unless offset is 0 and its Content-Length is
+ *                    length), a Content-Range not starting at offset, a body
+ *                    longer than length; a body shorter than length is
+ *                    retried like one cut short
+ * and the whole-file errors of nst_read_file / nst_http_wait otherwise. A
+ * cache hit returns the cached bytes as they are. Emulated storage schedules
+ * the bytes read (length). */
+void nst_fetch_submit_range(nst_fetcher *f, uint64_t key, const char *path, uint64_t offset,
+                            uint64_t length);
+/* The whole file: nst_fetch_submit_range(f, index, path, 0, 0). */
 void nst_fetch_submit(nst_fetcher *f, uint64_t index, const char *path);
 /* Queue an entry that fetches nothing (an echoed use whose data is held
  * elsewhere), keeping the FIFO in ticket order; it completes at once with
