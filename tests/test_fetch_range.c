@@ -539,6 +539,27 @@ static void local_throttle(int reader)
     env_free(&v);
 }
 
+/* The reader's own entry point (no fetcher): what nst_fetch_submit_range's
+ * pread path is built from. */
+static void reader_direct(void)
+{
+    nst_buf b = {0};
+    size_t len = 99;
+    char want[160];
+    CHECK_OK(nst_read_range(g_corpus, 300000, 5000, 5000, NST_READ_DROP_CACHE, &b, &len));
+    CHECK(len == 5000 && bytes_ok(b.data, len, 300000));
+    CHECK_OK(nst_read_range(g_corpus, 0, 0, 1u << 30, 0, &b, &len));
+    CHECK(len == N_CORPUS && bytes_ok(b.data, len, 0));
+    CHECK_RC(nst_read_range(g_corpus, 0, 5001, 5000, 0, &b, &len), NOSTALL_E_FILE_TOO_LARGE);
+    CHECK_EQ(len, 0);
+    CHECK_RC(nst_read_range(g_corpus, N_CORPUS - 1, 2, 5000, 0, &b, &len), NOSTALL_E_TRUNCATED);
+    snprintf(want, sizeof want, "read: %s: bytes %zu-%zu asked, the file has %zu", g_corpus,
+             N_CORPUS - 1, N_CORPUS, N_CORPUS);
+    CHECK(has(nostall_last_error(), want));
+    CHECK_RC(nst_read_range(g_corpus, 1, 0, 5000, 0, &b, &len), NOSTALL_E_INVALID);
+    nst_buf_free(&b);
+}
+
 static void local_all(int reader, const char *name)
 {
     static const uint32_t depths[] = {1, 8};
@@ -966,6 +987,7 @@ int main(void)
     nst_fetcher_free(f);
     env_free(&v);
 
+    reader_direct();
     local_all(NST_READER_PREAD, "pread");
     if (g_have_uring) local_all(NST_READER_URING, "io_uring");
 
@@ -983,5 +1005,10 @@ int main(void)
     free(g_got.data);
     free(g_data);
     if (g_big[0]) unlink(g_big);
+    if (!check_failures_) { /* kept for a look when something failed */
+        char cmd[4400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    }
     TEST_EXIT();
 }
