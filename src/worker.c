@@ -190,7 +190,7 @@ static void submit(worker *w, uint32_t first)
         else {
             nst_item_loc loc;
             nst_recipe_locate(ld->recipe, t->epoch, t->index, &loc);
-            nst_fetch_submit(w->fetch, loc.key, loc.path);
+            nst_fetch_submit_range(w->fetch, loc.key, loc.path, loc.offset, loc.length);
         }
     }
 }
