@@ -1,13 +1,676 @@
 /*
- * tokens.c — the task=tokens item recipe (being built: see docs/design.md, "Item
- * recipes"). Until it lands, creating a loader with task=tokens says so.
+ * tokens.c — the task=tokens recipe: windows of a flat token file, for
+ * language modelling (nanoGPT's train.bin, or a .npy).
+ *
+ * SOURCE  One local file: raw little-endian tokens (token_dtype uint16, the
+ *   default, or uint32), or a .npy (recognised by its magic bytes, whatever
+ *   its name) whose header gives the element type: '<u2', '<u4', '<i4' or
+ *   '<i8', 1-D, C or Fortran order (the same for 1-D). A raw file whose size
+ *   is not a whole number of tokens, a .npy whose data is not exactly its
+ *   shape, a file of fewer than context_length + 1 tokens, other .npy
+ *   element types and http(s) URLs are refused at create (E_DATASET or
+ *   E_UNSUPPORTED, naming the file, its size and what was expected).
+ *
+ * ITEMS  N tokens, L = context_length. An item is a window of L + 1 tokens,
+ *   and an epoch has (N - 1) / L of them (one pass over the corpus: as many
+ *   windows as fit end to end with stride L). Window starts:
+ *     windows=random  item i of epoch e starts at
+ *                     below(N - L) of the stream hash4(seed, e, i,
+ *                     NST_TOKENS_RNG_WINDOW) (rng.h), uniform over
+ *                     [0, N - L - 1]; the echo copy is not an input, so an
+ *                     echoed window is the same window;
+ *     windows=chunks  item i starts at i * L: chunks of L + 1 tokens with
+ *                     stride L (each overlaps the next by one token, as
+ *                     nanoGPT's x and y do, so every token but the first is
+ *                     a target exactly once per epoch), delivered in the
+ *                     sampler's permuted order.
+ *   Fields: targets=1 "tokens" int64 [L] (the window's first L) and
+ *   "targets" int64 [L] (its last L: the window shifted by one); targets=0
+ *   "tokens" int64 [L + 1]. No label.
+ *
+ * READS AND CACHE KEYS  Without a cache (cache_bytes 0 and no peer cache),
+ *   an item reads exactly its window's (L + 1) x size bytes. The caches
+ *   keep bytes by key, and a key must always mean the same bytes, so with a
+ *   cache: chunks mode keys each chunk (item i = key i: the window itself);
+ *   random mode, whose windows overlap anywhere, reads and keys *units*:
+ *   unit u holds the windows starting in [u C, (u + 1) C) and is tokens
+ *   [u C, min(u C + C + L, N)), with C = 64 (L + 1) (smaller if a unit would
+ *   exceed max_file_bytes). Its first read of a unit costs C + L tokens for
+ *   one window; once the corpus is cached (about (1 + 1/64) x its bytes of
+ *   cache) no window reads storage again. A cache smaller than that keeps
+ *   the units that came first, and a window of an uncached unit still
+ *   reads the whole unit (about 65 windows' worth): in random mode, cache
+ *   the whole corpus or nothing (docs/tokens.md has the figures).
+ *
+ * STAGES  make: pick the window out of the fetched bytes and widen it to
+ *   int64. decode: the window's raw tokens (the echo store's intermediate at
+ *   echo_point=decode); transform: widen them. There is no augmentation, so
+ *   every echo point repeats the same window.
+ *
+ * Workers call the stages concurrently, each with its own (empty) worker
+ * struct; the recipe is read-only after create.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/rng.h"
 #include "recipe/recipe.h"
+#include "source/http.h"
+#include "source/reader.h"
+
+/* The purpose of the window-start stream (apart from rng.h's purposes). */
+#define NST_TOKENS_RNG_WINDOW 0x746f6b656e73ULL /* "tokens" */
+/* Random mode with a cache: windows per cache unit (of starts). */
+#define NST_TOKENS_UNIT_WINDOWS 64
+
+/* ---- .npy header ----------------------------------------------------------
+ * The format (numpy's lib/format.py, NEP 1): "\x93NUMPY", major and minor
+ * version bytes, the header's length (2 bytes little-endian in 1.x, 4 in
+ * 2.x and 3.x), then the header: a Python dict literal with exactly the keys
+ * 'descr', 'fortran_order' and 'shape' (ASCII; UTF-8 in 3.x), padded with
+ * spaces and a newline. The data follows. */
+
+#define NST_NPY_HEADER_MAX (1u << 20) /* numpy's reader refuses > 10000 */
+#define NST_NPY_DIMS_MAX 64
+
+enum { NST_TOK_U16 = 0, NST_TOK_U32 = 1, NST_TOK_I32 = 2, NST_TOK_I64 = 3 };
+static const char *const tok_names[] = {"uint16", "uint32", "int32", "int64"};
+static const uint32_t tok_sizes[] = {2, 4, 4, 8};
+
+typedef struct nst_npy {
+    uint64_t data_offset; /* bytes before the first element */
+    uint64_t count;       /* elements (the 1-D shape)       */
+    int kind;             /* NST_TOK_*                       */
+    int major, minor;
+} nst_npy;
+
+/* The parser's cursor over the header text. */
+typedef struct npy_cur {
+    const char *p, *end;
+} npy_cur;
+
+static void npy_ws(npy_cur *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static int npy_eat(npy_cur *c, char ch)
+{
+    npy_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A quoted string (' or ", no escapes: numpy writes none in these values)
+ * into out (NUL-terminated; too long: 0). */
+static int npy_string(npy_cur *c, char *out, size_t n)
+{
+    npy_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"')) return 0;
+    char q = *c->p++;
+    size_t k = 0;
+    while (c->p < c->end && *c->p != q) {
+        if (*c->p == '\\' || k + 1 >= n) return 0;
+        out[k++] = *c->p++;
+    }
+    if (c->p >= c->end) return 0;
+    c->p++;
+    out[k] = '\0';
+    return 1;
+}
+
+/* A non-negative integer below 2^63 (a Python 2 'L' suffix allowed). */
+static int npy_uint(npy_cur *c, uint64_t *v)
+{
+    npy_ws(c);
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
+    uint64_t x = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        uint64_t d = (uint64_t)(*c->p++ - '0');
+        if (x > (((uint64_t)1 << 63) - 1 - d) / 10) return 0;
+        x = x * 10 + d;
+    }
+    if (c->p < c->end && (*c->p == 'L' || *c->p == 'l')) c->p++;
+    *v = x;
+    return 1;
+}
+
+static int npy_word(npy_cur *c, const char *w)
+{
+    size_t n = strlen(w);
+    npy_ws(c);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+
+/* Parse a .npy header from the first `len` bytes of a file. Returns 0 with
+ * *out filled; 1 if `len` is too short and *need says how many bytes the
+ * header takes (read that many and call again); -1 with the reason in why
+ * if the header is malformed or describes what is not accepted. Reads only
+ * buf[0, len). Exposed (not static) for tests/fuzz/fuzz_npy.c. */
+int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
+                  size_t whyn);
+int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
+                  size_t whyn)
+{
+    static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+    memset(out, 0, sizeof *out);
+    *need = 0;
+    if (len < 8) {
+        if (memcmp(buf, magic, len < sizeof magic ? len : sizeof magic) != 0) goto not_npy;
+        *need = 12;
+        return 1;
+    }
+    if (memcmp(buf, magic, sizeof magic) != 0) goto not_npy;
+    out->major = buf[6], out->minor = buf[7];
+    uint64_t prefix, hlen;
+    if (out->major == 1) {
+        prefix = 10;
+    } else if (out->major == 2 || out->major == 3) {
+        prefix = 12;
+    } else {
+        snprintf(why, whyn, ".npy format version %d.%d (1.0, 2.0 and 3.0 are read)", out->major,
+                 out->minor);
+        return -1;
+    }
+    if (len < prefix) {
+        *need = prefix;
+        return 1;
+    }
+    hlen = prefix == 10 ? (uint64_t)buf[8] | (uint64_t)buf[9] << 8
+                        : (uint64_t)buf[8] | (uint64_t)buf[9] << 8 | (uint64_t)buf[10] << 16 |
+                              (uint64_t)buf[11] << 24;
+    if (hlen > NST_NPY_HEADER_MAX) {
+        snprintf(why, whyn, ".npy header of %llu bytes (at most %u are read)",
+                 (unsigned long long)hlen, NST_NPY_HEADER_MAX);
+        return -1;
+    }
+    out->data_offset = prefix + hlen;
+    if (len < out->data_offset) {
+        *need = out->data_offset;
+        return 1;
+    }
+    npy_cur c = {(const char *)buf + prefix, (const char *)buf + prefix + hlen};
+    char key[32], descr[32];
+    uint64_t dims[NST_NPY_DIMS_MAX];
+    int ndim = -1, have_descr = 0, have_order = 0, fortran = 0;
+    if (!npy_eat(&c, '{')) {
+        snprintf(why, whyn, ".npy header is not a dict (no '{')");
+        return -1;
+    }
+    while (!npy_eat(&c, '}')) {
+        if (!npy_string(&c, key, sizeof key) || !npy_eat(&c, ':')) {
+            snprintf(why, whyn, ".npy header: malformed key at byte %llu of the header",
+                     (unsigned long long)(c.p - (const char *)buf - prefix));
+            return -1;
+        }
+        if (!strcmp(key, "descr") && !have_descr) {
+            if (!npy_string(&c, descr, sizeof descr)) {
+                snprintf(why, whyn, ".npy header: 'descr' is not a type string such as '<u2'");
+                return -1;
+            }
+            have_descr = 1;
+        } else if (!strcmp(key, "fortran_order") && !have_order) {
+            if (npy_word(&c, "True"))
+                fortran = 1;
+            else if (!npy_word(&c, "False")) {
+                snprintf(why, whyn, ".npy header: 'fortran_order' is not True or False");
+                return -1;
+            }
+            have_order = 1;
+        } else if (!strcmp(key, "shape") && ndim < 0) {
+            if (!npy_eat(&c, '(')) {
+                snprintf(why, whyn, ".npy header: 'shape' is not a tuple");
+                return -1;
+            }
+            ndim = 0;
+            while (!npy_eat(&c, ')')) {
+                if (ndim == NST_NPY_DIMS_MAX || !npy_uint(&c, &dims[ndim])) {
+                    snprintf(why, whyn, ".npy header: 'shape' is not a tuple of sizes");
+                    return -1;
+                }
+                ndim++;
+                if (!npy_eat(&c, ',')) {
+                    if (npy_eat(&c, ')')) break;
+                    snprintf(why, whyn, ".npy header: 'shape' is not a tuple of sizes");
+                    return -1;
+                }
+            }
+        } else {
+            snprintf(why, whyn,
+                     ".npy header: unexpected or repeated key '%s' (the keys are 'descr', "
+                     "'fortran_order' and 'shape', once each)",
+                     key);
+            return -1;
+        }
+        if (!npy_eat(&c, ',')) {
+            if (npy_eat(&c, '}')) break;
+            snprintf(why, whyn, ".npy header: expected ',' or '}' at byte %llu of the header",
+                     (unsigned long long)(c.p - (const char *)buf - prefix));
+            return -1;
+        }
+    }
+    npy_ws(&c);
+    while (c.p < c.end && *c.p == '\0') c.p++; /* some writers pad with NULs */
+    if (c.p != c.end) {
+        snprintf(why, whyn, ".npy header: bytes after the dict");
+        return -1;
+    }
+    if (!have_descr || !have_order || ndim < 0) {
+        snprintf(why, whyn, ".npy header lacks '%s'",
+                 !have_descr   ? "descr"
+                 : !have_order ? "fortran_order"
+                               : "shape");
+        return -1;
+    }
+    (void)fortran; /* a 1-D array is laid out the same either way */
+    static const char *const descrs[] = {"<u2", "<u4", "<i4", "<i8"};
+    out->kind = -1;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(descr, descrs[k])) out->kind = k;
+    if (out->kind < 0) {
+        snprintf(why, whyn,
+                 ".npy of dtype '%s' (token files are '<u2', '<u4', '<i4' or '<i8': "
+                 "little-endian 16/32-bit unsigned, 32/64-bit signed)",
+                 descr);
+        return -1;
+    }
+    if (ndim != 1) {
+        snprintf(why, whyn, ".npy of %d dimensions (a token file is 1-D)", ndim);
+        return -1;
+    }
+    out->count = dims[0];
+    return 0;
+not_npy:
+    snprintf(why, whyn, "not a .npy file (no \\x93NUMPY magic)");
+    return -1;
+}
+
+/* ---- the recipe ---------------------------------------------------------- */
+
+typedef struct tokens {
+    nst_recipe base;
+    uint64_t seed;
+    uint64_t ntok;        /* N: tokens in the file                       */
+    uint64_t data_offset; /* bytes before token 0 (a .npy header)        */
+    uint64_t file_bytes;  /* the file's size at create                   */
+    uint64_t L;           /* context_length                              */
+    uint64_t unit;        /* C: window starts per cache unit (random)    */
+    uint32_t tsize;       /* bytes per token                             */
+    int kind;             /* NST_TOK_*                                   */
+    int chunks, targets;
+    int unit_reads; /* random mode with a cache: read whole units  */
+} tokens;
+
+struct nst_recipe_worker {
+    const tokens *r;
+};
+
+/* The first token of item `index`'s window in `epoch`. */
+static uint64_t window_start(const tokens *r, uint64_t epoch, uint64_t index)
+{
+    if (r->chunks) return index * r->L;
+    nst_rng rng;
+    nst_rng_seed(&rng, nst_hash4(r->seed, epoch, index, NST_TOKENS_RNG_WINDOW));
+    return nst_rng_below(&rng, r->ntok - r->L);
+}
+
+/* What is read for a window starting at token s: tokens [*first, *first +
+ * *n), cached under *key. */
+static void read_range(const tokens *r, uint64_t s, uint64_t index, uint64_t *first, uint64_t *n,
+                       uint64_t *key)
+{
+    if (r->chunks) {
+        *first = s, *n = r->L + 1, *key = index;
+        return;
+    }
+    uint64_t u = s / r->unit;
+    *key = u;
+    if (!r->unit_reads) {
+        *first = s, *n = r->L + 1;
+        return;
+    }
+    *first = u * r->unit;
+    uint64_t end = *first + r->unit + r->L;
+    *n = (end < r->ntok ? end : r->ntok) - *first;
+}
+
+static void locate(const nst_recipe *base, uint64_t epoch, uint64_t index, nst_item_loc *out)
+{
+    const tokens *r = (const tokens *)base;
+    uint64_t first, n, key;
+    read_range(r, window_start(r, epoch, index), index, &first, &n, &key);
+    *out = (nst_item_loc){.path = nst_index_path(base->index, 0),
+                          .offset = r->data_offset + first * r->tsize,
+                          .length = n * r->tsize,
+                          .key = key};
+}
+
+/* The window's raw tokens in the fetched bytes: the range locate asked
+ * for, or (a fetch stage that reads whole files) the whole file. */
+static int window_bytes(const tokens *r, const nst_item_ctx *c, const uint8_t *data, size_t len,
+                        const uint8_t **out)
+{
+    uint64_t s = window_start(r, c->epoch, c->index), first, n, key;
+    read_range(r, s, c->index, &first, &n, &key);
+    if (data && len == n * r->tsize) {
+        *out = data + (s - first) * r->tsize;
+        return 0;
+    }
+    if (data && len == r->file_bytes) {
+        *out = data + r->data_offset + s * r->tsize;
+        return 0;
+    }
+    return nst_error(NOSTALL_E_TRUNCATED,
+                     "tokens: %s: %zu bytes fetched for the window at token %llu, expected "
+                     "%llu (did the file change since the loader was created?)",
+                     NST_MSG_PATH(c->path), len, (unsigned long long)s,
+                     (unsigned long long)(n * r->tsize));
+}
+
+/* n little-endian tokens at src (any alignment) as int64. */
+static void widen(int kind, const uint8_t *src, uint64_t n, uint8_t *dst8)
+{
+    int64_t *dst = (int64_t *)(void *)dst8;
+    switch (kind) {
+    case NST_TOK_U16:
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = (int64_t)((uint32_t)src[2 * i] | (uint32_t)src[2 * i + 1] << 8);
+        break;
+    case NST_TOK_U32:
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *p = src + 4 * i;
+            dst[i] = (int64_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                               (uint32_t)p[3] << 24);
+        }
+        break;
+    case NST_TOK_I32:
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *p = src + 4 * i;
+            dst[i] = (int64_t)(int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                                        (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        }
+        break;
+    default:
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t v = 0;
+            for (int b = 7; b >= 0; b--) v = v << 8 | src[8 * i + (uint64_t)b];
+            dst[i] = (int64_t)v;
+        }
+    }
+}
+
+/* The item's fields from its window's raw tokens. */
+static void write_fields(const tokens *r, const nst_item_ctx *c, const uint8_t *win,
+                         nst_recipe_times *t)
+{
+    uint64_t t0 = nst_now_ns();
+    if (r->targets) {
+        widen(r->kind, win, r->L, c->dst[0]);
+        widen(r->kind, win + r->tsize, r->L, c->dst[1]);
+    } else {
+        widen(r->kind, win, r->L + 1, c->dst[0]);
+    }
+    t->augment_ns += nst_now_ns() - t0;
+    t->augment_items++;
+    t->augment_bytes += r->base.item_bytes;
+}
+
+static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
+                nst_recipe_times *t)
+{
+    const uint8_t *win;
+    int rc = window_bytes(w->r, c, data, len, &win);
+    if (rc < 0) return rc;
+    write_fields(w->r, c, win, t);
+    return 0;
+}
+
+/* The intermediate: the window's L + 1 raw tokens. */
+static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
+                  nst_decoded *out, nst_recipe_times *t)
+{
+    const tokens *r = w->r;
+    const uint8_t *win;
+    uint64_t t0 = nst_now_ns();
+    size_t n = (size_t)(r->L + 1) * r->tsize;
+    int rc = window_bytes(r, c, data, len, &win);
+    if (rc == 0) rc = nst_buf_reserve(&out->buf, n);
+    if (rc < 0) return rc;
+    memcpy(out->buf.data, win, n);
+    out->len = n;
+    t->decode_ns += nst_now_ns() - t0;
+    t->decode_items++;
+    return 0;
+}
+
+static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_decoded *in,
+                     nst_recipe_times *t)
+{
+    if (in->len != (size_t)(w->r->L + 1) * w->r->tsize)
+        return nst_error(NOSTALL_E_INVALID, "tokens: %s: intermediate of %zu bytes",
+                         NST_MSG_PATH(c->path), in->len);
+    write_fields(w->r, c, in->buf.data, t);
+    return 0;
+}
+
+static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
+{
+    nst_recipe_worker *w = calloc(1, sizeof *w);
+    *out = NULL;
+    if (!w) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
+    w->r = (const tokens *)base;
+    *out = w;
+    return 0;
+}
+
+static void worker_free(nst_recipe_worker *w) { free(w); }
+
+static void recipe_free(nst_recipe *r) { free(r); }
+
+static const nst_recipe_ops tokens_ops = {
+    .name = "tokens",
+    .locate = locate,
+    .worker_create = worker_create,
+    .worker_free = worker_free,
+    .make = make,
+    .decode = decode,
+    .transform = transform,
+    .free = recipe_free,
+};
+
+/* Read bytes [0, n) of fd into buf (n small: a header). */
+static int read_head(int fd, const char *path, uint8_t *buf, size_t n)
+{
+    size_t have = 0;
+    while (have < n) {
+        ssize_t k = pread(fd, buf + have, n - have, (off_t)have);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return nst_error(NOSTALL_E_IO, "task=tokens: %s: read error: %s", NST_MSG_PATH(path),
+                             strerror(errno));
+        if (k == 0)
+            return nst_error(NOSTALL_E_TRUNCATED, "task=tokens: %s: the file shrank while read",
+                             NST_MSG_PATH(path));
+        have += (size_t)k;
+    }
+    return 0;
+}
+
+/* The file's layout: r->kind, tsize, data_offset, ntok, file_bytes. */
+static int read_layout(tokens *r, const char *path, uint64_t token_dtype)
+{
+    int fd = -1, rc;
+    size_t size = 0;
+    uint8_t *head = NULL;
+    if ((rc = nst_open_item(path, UINT64_MAX, &fd, &size)) < 0) return rc;
+    r->file_bytes = size;
+    uint8_t small[12];
+    size_t n = size < sizeof small ? size : sizeof small;
+    nst_npy npy;
+    uint64_t need = 0;
+    char why[256];
+    if ((rc = read_head(fd, path, small, n)) < 0) goto out;
+    int p = nst_npy_parse(small, n, &npy, &need, why, sizeof why);
+    if (p == 1 && need > n && need <= size) {
+        if (!(head = malloc(need))) {
+            rc = nst_error(NOSTALL_E_NOMEM, "task=tokens: out of memory");
+            goto out;
+        }
+        if ((rc = read_head(fd, path, head, need)) < 0) goto out;
+        p = nst_npy_parse(head, need, &npy, &need, why, sizeof why);
+    }
+    int is_npy = n >= 6 && memcmp(small, "\x93NUMPY", 6) == 0;
+    if (is_npy && p != 0) {
+        if (p == 1)
+            snprintf(why, sizeof why, ".npy header of %llu bytes, the file has %zu",
+                     (unsigned long long)need, size);
+        rc = nst_error(NOSTALL_E_DATASET, "task=tokens: %s: %s", NST_MSG_PATH(path), why);
+        goto out;
+    }
+    if (is_npy) {
+        static const uint64_t want[] = {NOSTALL_TOKEN_UINT16, NOSTALL_TOKEN_UINT32};
+        if (token_dtype != NOSTALL_TOKEN_AUTO &&
+            (npy.kind > NST_TOK_U32 || want[npy.kind] != token_dtype)) {
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "task=tokens: %s: the .npy holds %s tokens, token_dtype=%s (use "
+                           "token_dtype=auto)",
+                           NST_MSG_PATH(path), tok_names[npy.kind],
+                           token_dtype == NOSTALL_TOKEN_UINT16 ? "uint16" : "uint32");
+            goto out;
+        }
+        r->kind = npy.kind;
+        r->tsize = tok_sizes[r->kind];
+        r->data_offset = npy.data_offset;
+        uint64_t data = size - npy.data_offset;
+        if (npy.count > data / r->tsize || data != npy.count * r->tsize) {
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "task=tokens: %s: %zu bytes; its .npy header says %llu %s tokens "
+                           "after %llu header bytes, which is %llu bytes (%s)",
+                           NST_MSG_PATH(path), size, (unsigned long long)npy.count,
+                           tok_names[r->kind], (unsigned long long)npy.data_offset,
+                           npy.count <= (UINT64_MAX - npy.data_offset) / r->tsize
+                               ? (unsigned long long)(npy.data_offset + npy.count * r->tsize)
+                               : (unsigned long long)UINT64_MAX,
+                           npy.count > data / r->tsize ? "truncated" : "bytes after the data");
+            goto out;
+        }
+        r->ntok = npy.count;
+    } else {
+        r->kind = token_dtype == NOSTALL_TOKEN_UINT32 ? NST_TOK_U32 : NST_TOK_U16;
+        r->tsize = tok_sizes[r->kind];
+        r->data_offset = 0;
+        if (size % r->tsize) {
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "task=tokens: %s: %zu bytes is not a whole number of %s tokens "
+                           "(%u bytes each): %zu byte%s past token %zu (token_dtype=%s%s)",
+                           NST_MSG_PATH(path), size, tok_names[r->kind], r->tsize, size % r->tsize,
+                           size % r->tsize == 1 ? "" : "s", size / r->tsize, tok_names[r->kind],
+                           token_dtype == NOSTALL_TOKEN_AUTO ? ", the default for a file that "
+                                                               "is not a .npy"
+                                                             : "");
+            goto out;
+        }
+        r->ntok = size / r->tsize;
+    }
+    rc = 0;
+out:
+    free(head);
+    close(fd);
+    return rc;
+}
+
+/* Declare "tokens" (and "targets"). */
+static int declare_fields(tokens *r)
+{
+    static const char *const names[] = {"tokens", "targets"};
+    r->base.nfields = r->targets ? 2 : 1;
+    r->base.item_bytes = 0;
+    for (uint32_t f = 0; f < r->base.nfields; f++) {
+        nst_field_decl *d = &r->base.fields[f];
+        snprintf(d->name, sizeof d->name, "%s", names[f]);
+        d->dtype = NOSTALL_DTYPE_INT64;
+        d->ndim = 1;
+        d->shape[0] = r->targets ? r->L : r->L + 1;
+        d->shape_field = -1;
+        int rc = nst_field_finish(d);
+        if (rc < 0) return rc;
+        r->base.item_bytes += d->item_bytes;
+    }
+    r->base.image_field = 0;
+    r->base.label_field = UINT32_MAX;
+    return 0;
+}
+
+/* Items, keys, the cache unit and the fingerprint. */
+static int plan_items(tokens *r, const nostall_config *cfg, const char *path)
+{
+    const nst_optval *v = cfg->v;
+    uint64_t max_bytes = v[NOSTALL_OPT_MAX_FILE_BYTES].u, max_tok = max_bytes / r->tsize;
+    if (r->ntok < r->L + 1)
+        return nst_error(NOSTALL_E_DATASET,
+                         "task=tokens: %s: %llu %s tokens (%llu bytes), fewer than one window "
+                         "of context_length + 1 = %llu tokens",
+                         NST_MSG_PATH(path), (unsigned long long)r->ntok, tok_names[r->kind],
+                         (unsigned long long)r->file_bytes, (unsigned long long)(r->L + 1));
+    if (r->L + 1 > max_tok)
+        return nst_error(NOSTALL_E_OPTION,
+                         "task=tokens: %s: a window of context_length + 1 = %llu %s tokens is "
+                         "%llu bytes, over max_file_bytes (%llu)",
+                         NST_MSG_PATH(path), (unsigned long long)(r->L + 1), tok_names[r->kind],
+                         (unsigned long long)((r->L + 1) * r->tsize), (unsigned long long)max_bytes);
+    r->base.items = (r->ntok - 1) / r->L;
+    /* the unit: C starts, C + L tokens within max_file_bytes, C <= N - L */
+    uint64_t starts = r->ntok - r->L, c = NST_TOKENS_UNIT_WINDOWS * (r->L + 1);
+    if (c > max_tok - r->L) c = max_tok - r->L;
+    if (c > starts) c = starts;
+    if (c < 1) c = 1;
+    r->unit = c;
+    r->unit_reads = !r->chunks && ((v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) ||
+                                   cfg->has_peer);
+    r->base.keys = r->chunks ? r->base.items : (starts + c - 1) / c;
+    uint64_t h = nst_index_fingerprint(r->base.index);
+    uint64_t what[4] = {r->file_bytes, r->data_offset, r->ntok, (uint64_t)r->kind};
+    nostall_checksum_update(&h, what, sizeof what);
+    r->base.fingerprint = h ? h : 1;
+    return 0;
+}
 
 int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
-    (void)cfg;
+    const nst_optval *v = cfg->v;
+    int rc;
     *out = NULL;
-    return nst_error(NOSTALL_E_UNSUPPORTED, "task=tokens: %s: not built into this nostall yet", source);
+    if (nst_http_is_url(source))
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "task=tokens: %s: token files over http(s) are not built into this "
+                         "nostall yet (download the file and name the local copy)",
+                         NST_MSG_PATH(source));
+    tokens *r = calloc(1, sizeof *r);
+    if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
+    r->base.ops = &tokens_ops;
+    r->seed = v[NOSTALL_OPT_SEED].u;
+    r->L = v[NOSTALL_OPT_CONTEXT_LENGTH].u;
+    r->chunks = v[NOSTALL_OPT_WINDOWS].u == NOSTALL_WINDOWS_CHUNKS;
+    r->targets = (int)v[NOSTALL_OPT_TARGETS].u;
+    const char *paths[1] = {source};
+    if ((rc = nst_index_from_paths(&r->base.index, paths, NULL, 1)) < 0) goto fail;
+    if ((rc = read_layout(r, source, v[NOSTALL_OPT_TOKEN_DTYPE].u)) < 0) goto fail;
+    if ((rc = plan_items(r, cfg, source)) < 0) goto fail;
+    if ((rc = declare_fields(r)) < 0) goto fail;
+    *out = &r->base;
+    return 0;
+fail:
+    nst_recipe_free(&r->base);
+    return rc;
 }
