@@ -257,10 +257,11 @@ NOSTALL_API const char *nostall_last_error(void);
       "cached item reads only its crop's part of the file (same pixels; "      \
       "less CPU per item in every later epoch, extra CPU once per item when "  \
       "it is cached)")                                                         \
-    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes", "",  \
+    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes|audio", "", \
       "what an item becomes (the item recipe): classify = an image and its "   \
       "label; detect = an image with its boxes (COCO annotations); tokens = "  \
-      "a window of a token file; bytes = the item's bytes as fetched")         \
+      "a window of a token file; bytes = the item's bytes as fetched; audio "  \
+      "= a clip's waveform or log-mel spectrogram and its label")              \
     X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",      \
       "crop: train RandomResizedCrop / eval resize + center crop; resize: the " \
       "whole image to out_height x out_width (fit); full: every image at its " \
@@ -299,7 +300,48 @@ NOSTALL_API const char *nostall_last_error(void);
       "text handed to the user op's create")                                   \
     X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000", \
       "image_mode full: the largest image (width x height) an item's place "   \
-      "holds; larger ones are bad items")
+      "holds; larger ones are bad items")                                      \
+    X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",         \
+      "audio: every clip is resampled to this rate (Hz)")                      \
+    X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                             \
+      "audio: average the channels into one (0: keep them; every clip must "   \
+      "then have the same channel count)")                                     \
+    X(CLIP_SECONDS, 58, "clip_seconds", DOUBLE, "1", "0.001", "3600",          \
+      "audio: the window's length; train: at a random start, eval: centred; "  \
+      "shorter clips are padded with zeros")                                   \
+    X(AUDIO_FEATURES, 59, "audio_features", ENUM, "logmel", "logmel|waveform", "", \
+      "audio: a log-mel spectrogram [n_mels, frames], or the waveform "        \
+      "[channels, samples]")                                                   \
+    X(N_FFT, 60, "n_fft", UINT, "400", "16", "65536",                          \
+      "audio, logmel: FFT size (samples)")                                     \
+    X(HOP, 61, "hop", UINT, "160", "1", "65536",                               \
+      "audio, logmel: samples between frames")                                 \
+    X(WIN, 62, "win", UINT, "0", "0", "65536",                                 \
+      "audio, logmel: Hann window length (samples; 0 = n_fft)")               \
+    X(N_MELS, 63, "n_mels", UINT, "64", "1", "1024",                           \
+      "audio, logmel: mel bands")                                              \
+    X(F_MIN, 64, "f_min", DOUBLE, "0", "0", "192000",                          \
+      "audio, logmel: lowest mel frequency (Hz)")                              \
+    X(F_MAX, 65, "f_max", DOUBLE, "0", "0", "192000",                          \
+      "audio, logmel: highest mel frequency (Hz; 0 = sample_rate / 2)")        \
+    X(MEL_SCALE, 66, "mel_scale", ENUM, "htk", "htk|slaney", "",               \
+      "audio, logmel: the mel scale and filter norm (torchaudio's "            \
+      "mel_scale; slaney also normalizes each filter's area)")                 \
+    X(MEL_POWER, 67, "mel_power", DOUBLE, "2", "0.1", "4",                     \
+      "audio, logmel: exponent of the magnitude (2 = power spectrogram)")      \
+    X(TOP_DB, 68, "top_db", DOUBLE, "0", "0", "1000",                          \
+      "audio, logmel: clamp each spectrogram to its peak minus top_db "        \
+      "decibels (0 = no clamp), as torchaudio's AmplitudeToDB(top_db)")        \
+    X(TIME_MASKS, 69, "time_masks", UINT, "0", "0", "64",                      \
+      "audio, logmel, train: SpecAugment time masks per item")                 \
+    X(TIME_MASK_MAX, 70, "time_mask_max", UINT, "10", "0", "100000",           \
+      "audio: the widest time mask (frames)")                                  \
+    X(FREQ_MASKS, 71, "freq_masks", UINT, "0", "0", "64",                      \
+      "audio, logmel, train: SpecAugment frequency masks per item")            \
+    X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",              \
+      "audio: the widest frequency mask (mel bands)")                          \
+    X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400", \
+      "audio: longer clips are bad items (like max_pixels for images)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help)         \
@@ -328,7 +370,9 @@ enum { NOSTALL_MODE_TRAIN = 0, NOSTALL_MODE_EVAL = 1 };
 enum { NOSTALL_OUTPUT_FLOAT = 0, NOSTALL_OUTPUT_UINT8 = 1, NOSTALL_OUTPUT_FLOAT16 = 2,
        NOSTALL_OUTPUT_BFLOAT16 = 3 };
 enum { NOSTALL_TASK_CLASSIFY = 0, NOSTALL_TASK_DETECT = 1, NOSTALL_TASK_TOKENS = 2,
-       NOSTALL_TASK_BYTES = 3 };
+       NOSTALL_TASK_BYTES = 3, NOSTALL_TASK_AUDIO = 4 };
+enum { NOSTALL_AUDIO_LOGMEL = 0, NOSTALL_AUDIO_WAVEFORM = 1 };
+enum { NOSTALL_MEL_HTK = 0, NOSTALL_MEL_SLANEY = 1 };
 enum { NOSTALL_IMAGE_CROP = 0, NOSTALL_IMAGE_RESIZE = 1, NOSTALL_IMAGE_FULL = 2 };
 enum { NOSTALL_FIT_STRETCH = 0, NOSTALL_FIT_PAD = 1 };
 enum { NOSTALL_LAYOUT_AUTO = 0, NOSTALL_LAYOUT_OPT_NCHW = 1, NOSTALL_LAYOUT_OPT_NHWC = 2 };
