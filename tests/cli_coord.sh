@@ -4,13 +4,29 @@
 # while each item is prepared once for the whole group (also with reads in
 # flight deepening on slow storage); a job with different
 # data options is refused naming the option; kill -9 of a member mid-epoch
-# leaves the others finishing with correct batches; a group whose members
-# all crashed is cleaned up by the next job; nothing is left in /dev/shm.
+# leaves the others finishing with correct batches, having dropped it; a
+# group whose members all crashed is cleaned up by the next job; nothing is
+# left in /dev/shm. Every step waits for what it needs (a member has joined:
+# it maps the group's segment and runs its workers) rather than sleeping, and
+# the jobs that must overlap run long enough to overlap on any machine.
 source "$(dirname "$0")/lib_cli.sh"
 [ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
 G=t$$
+PIDS=()
 shm() { ls /dev/shm 2>/dev/null | grep -c -- "-$1\$" || true; }
-trap 'pkill -9 -f -- "--coordinate $G" 2>/dev/null || true; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
+# in_group PID GROUP: the job PID has joined GROUP and started its workers:
+# it maps the group's segment (found by inode: a segment is created under a
+# temporary name) and, as the loader joins before it starts any worker
+# thread, runs main + 2 workers (members checked this way run --threads 2;
+# a sanitizer may add a thread of its own, never two)
+in_group() {
+    local ino n
+    ino=$(stat -c %i "/dev/shm/nostall-$(id -u)-$2" 2>/dev/null) || return 1
+    awk -v i="$ino" '$5 == i && $6 ~ /^\/dev\/shm\// {f = 1} END {exit !f}' "/proc/$1/maps" 2>/dev/null || return 1
+    n=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+    [ "${n:-0}" -ge 3 ]
+}
 
 "$CLI" gen "$TMP/data" --images 48 --classes 4 --width 96 --height 72 --quiet
 common=(--batch-size 4 --crop 32 --epochs 3 --threads 1 --seed 2 --json --quiet)
@@ -22,9 +38,15 @@ check_epochs() {
         | grep -q True || fail "$1: an epoch's bytes differ from the job alone"
 }
 
-# 1. three jobs at once
+# 1. three jobs at once. The first trains slowly (36 steps of 100 ms) and
+# the group lives as long as its slowest member, so the others join it
+# however late a loaded machine starts them (a late joiner begins at the
+# next epoch); each item is prepared once for the group
 for i in 1 2 3; do
-    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms 15 --coordinate $G-a > "$TMP/a$i.json" &
+    step=15
+    [ $i = 1 ] && step=100
+    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms $step --coordinate $G-a > "$TMP/a$i.json" &
+    PIDS+=($!)
 done
 wait
 produced=0
@@ -37,9 +59,11 @@ done
 [ "$(shm $G-a)" = 0 ] || fail "segment left after every member exited"
 
 # 1b. slow storage: each member's reads in flight grow (io_depth auto), the
-# bytes do not change
+# bytes do not change. With 100 ms per read a worker waits for storage at
+# depth 4 unless an item took > 25 ms to prepare (none does, in any build)
 for i in 1 2; do
-    "$CLI" bench "$TMP/data" "${common[@]}" --storage-latency-ms 10 --coordinate $G-s > "$TMP/s$i.json" &
+    "$CLI" bench "$TMP/data" "${common[@]}" --storage-latency-ms 100 --coordinate $G-s > "$TMP/s$i.json" &
+    PIDS+=($!)
 done
 wait
 grew=0
@@ -49,41 +73,51 @@ for i in 1 2; do
     [ "$d" -gt 4 ] && grew=1
 done
 echo "slow storage: reads in flight per member $(json "$TMP/s1.json" 'j["stats"]["io_depth_max"]'), $(json "$TMP/s2.json" 'j["stats"]["io_depth_max"]')"
-[ $grew = 1 ] || fail "no member deepened its reads in flight on 10 ms storage"
+[ $grew = 1 ] || fail "no member deepened its reads in flight on 100 ms storage"
 
-# 2. different data options are refused, naming the option
-"$CLI" bench "$TMP/data" "${common[@]}" --step-ms 60 --coordinate $G-b > /dev/null &
+# 2. different data options are refused, naming the option (the first job
+# would take 18 s; it is stopped once the second has been refused)
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --step-ms 500 --coordinate $G-b > /dev/null &
 a=$!
-sleep 0.5
+PIDS+=($a)
+wait_until 60 in_group $a $G-b || fail "the first job of group b did not join it"
 if "$CLI" bench "$TMP/data" "${common[@]}" --crop 40 --coordinate $G-b > /dev/null 2> "$TMP/err"; then
     fail "a job with another crop joined the group"
 fi
 grep -q "crop" "$TMP/err" || fail "refusal does not name the option: $(cat "$TMP/err")"
 kill $a 2>/dev/null; wait $a 2>/dev/null || true
 
-# 3. kill -9 of a member mid-epoch: the others finish, with correct bytes
+# 3. kill -9 of a member mid-epoch: the others finish, with correct bytes,
+# having found it dead. The survivors take >= 3.6 s (24 steps of 150 ms);
+# the victim is killed as soon as it has joined and runs its workers.
 for i in 1 2 3; do
-    "$CLI" bench "$TMP/data" "${common[@]}" --epochs 2 --step-ms 40 --coordinate $G-c > "$TMP/c$i.json" &
+    "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --epochs 2 --step-ms 150 --coordinate $G-c > "$TMP/c$i.json" &
     eval "p$i=\$!"
+    PIDS+=($!)
 done
-sleep 0.6
+wait_until 60 in_group $p2 $G-c || fail "member 2 did not join group c"
 kill -9 $p2
 start=$(date +%s)
 for i in 1 3; do
     eval "wait \$p$i" || fail "member $i failed after a member was killed"
     check_epochs "$TMP/c$i.json"
     [ "$(json "$TMP/c$i.json" 'j["per_epoch"][-1]["epoch"]')" = 1 ] || fail "member $i did not finish the epochs"
+    json "$TMP/c$i.json" 'j["stats"]["coord_members_dropped"] >= 1' | grep -q True \
+        || fail "member $i: the killed member was never dropped: $(json "$TMP/c$i.json" 'j["stats"]')"
 done
 wait $p2 2>/dev/null || true
 echo "after kill -9: survivors finished in $(( $(date +%s) - start )) s; dropped $(json "$TMP/c1.json" 'j["stats"]["coord_members_dropped"]'), requeued $(json "$TMP/c1.json" 'j["stats"]["coord_items_requeued"]')"
 [ "$(shm $G-c)" = 0 ] || fail "segment left after a member crashed and the others exited"
 
-# 4. every member crashes: the next job of the group cleans up and runs
+# 4. every member crashes (once both have joined): the next job of the
+# group cleans up and runs
 for i in 1 2; do
-    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms 60 --coordinate $G-d > /dev/null &
+    "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --step-ms 500 --coordinate $G-d > /dev/null &
     eval "q$i=\$!"
+    PIDS+=($!)
 done
-sleep 0.5
+wait_until 60 in_group $q1 $G-d || fail "member 1 did not join group d"
+wait_until 60 in_group $q2 $G-d || fail "member 2 did not join group d"
 kill -9 $q1 $q2; wait $q1 $q2 2>/dev/null || true
 [ "$(shm $G-d)" = 1 ] || fail "expected the crashed group's segment to remain"
 "$CLI" bench "$TMP/data" "${common[@]}" --coordinate $G-d > "$TMP/d.json" || fail "restart after a crash"

@@ -8,3 +8,15 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # json FILE EXPR: evaluate a Python expression on the parsed JSON `j`.
 json() { "$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# wait_until SECONDS CMD...: run CMD every 20 ms until it succeeds (return 0)
+# or SECONDS have passed (return 1). Tests synchronise on events this way,
+# with a deadline far beyond any machine's delay, never on a sleep that
+# merely hopes the event has happened by then.
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.02
+    done
+}
