@@ -42,9 +42,14 @@ f="$TMP/float-2.json"
 json "$f" 'j["seconds"] > 0 and j["items_per_second"] > 0 and j["stall_seconds"] >= 0' | grep -q True || fail "timings"
 json "$f" 'len(j["checksum"]) == 16 and int(j["checksum"], 16) != 0' | grep -q True || fail "checksum format"
 
-# simulated step: the consumer is slow, so the stall is small
-"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --step-ms 30 --json --quiet > "$TMP/step.json"
-json "$TMP/step.json" 'j["stall_seconds"] < 0.5 * j["seconds"]' | grep -q True || fail "stall with a slow step"
+# simulated step: the consumer is slow (100 ms per batch; two threads
+# prepare 8 small items in < 20 ms even under TSan on a loaded machine), so
+# the run takes at least the steps and the stall is small
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --step-ms 100 --json --quiet > "$TMP/step.json"
+json "$TMP/step.json" 'j["batches"] == 6 and j["seconds"] >= 6 * 0.1' | grep -q True \
+    || fail "a run of 6 steps of 100 ms took $(json "$TMP/step.json" 'j["seconds"]') s"
+json "$TMP/step.json" 'j["stall_seconds"] < 0.5 * j["seconds"]' | grep -q True \
+    || fail "stall with a slow step: $(json "$TMP/step.json" 'j["stall_seconds"]') of $(json "$TMP/step.json" 'j["seconds"]') s"
 
 # usage errors: non-zero exit, one line naming the problem
 if "$CLI" bench "$TMP/data" --batch-size 0 2> "$TMP/err"; then fail "batch-size 0 accepted"; fi

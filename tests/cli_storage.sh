@@ -79,48 +79,64 @@ else
     echo "fincore not available: page-cache check skipped"
 fi
 
-# emulated storage: 60 items of ~$total bytes at 2 MB/s cannot take less than total/2e6 s
-"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --json --quiet > "$TMP/slow.json"
-json "$TMP/slow.json" "j['seconds'] >= 0.95 * $total / 2e6" | grep True > /dev/null \
-    || fail "2 MB/s emulation too fast: $(json "$TMP/slow.json" 'j["seconds"]') s for $total bytes"
-json "$TMP/slow.json" "j['seconds'] <= 3 * $total / 2e6 + 2" | grep True > /dev/null \
-    || fail "2 MB/s emulation too slow: $(json "$TMP/slow.json" 'j["seconds"]') s"
+# Emulated storage. Wall-clock lower bounds hold on any machine (a busy one
+# is only slower); upper bounds and comparisons either have a wide margin
+# over the CPU work (a sanitizer build on a loaded machine prepares an item
+# here in < 10 ms) or use the workers' storage-wait counter, from which the
+# CPU work is left out.
+# bandwidth: 60 items of $total bytes at 0.5 MB/s cannot take less than
+# total/0.5e6 s (~1.5 s); a second epoch from a cache that holds everything
+# reads nothing and is not slowed by storage
+bw=0.5e6
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 0.5 --epochs 2 \
+    --cache-bytes 100M --json --quiet > "$TMP/slow.json"
+echo "0.5 MB/s, $total bytes: epoch 0 (reads) $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s, epoch 1 (cached) $(json "$TMP/slow.json" 'j["per_epoch"][1]["seconds"]') s"
+json "$TMP/slow.json" "j['per_epoch'][0]['seconds'] >= 0.95 * $total / $bw" | grep True > /dev/null \
+    || fail "0.5 MB/s emulation too fast: $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s for $total bytes"
+json "$TMP/slow.json" "j['per_epoch'][0]['seconds'] <= 3 * $total / $bw + 2" | grep True > /dev/null \
+    || fail "0.5 MB/s emulation too slow: $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s"
+json "$TMP/slow.json" "j['per_epoch'][1]['storage_reads'] == 0 and j['per_epoch'][1]['cache_hits'] == 60" \
+    | grep True > /dev/null || fail "fully cached epoch read from storage: $(json "$TMP/slow.json" 'j["per_epoch"][1]')"
+json "$TMP/slow.json" "j['per_epoch'][1]['seconds'] < 0.5 * $total / $bw" \
+    | grep True > /dev/null || fail "fully cached epoch slowed by storage: $(json "$TMP/slow.json" 'j["per_epoch"][1]["seconds"]') s"
 # latency: one thread, 20 ms per read, 60 reads one at a time: at least 1.2 s
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --io-depth 1 --storage-latency-ms 20 --json --quiet > "$TMP/lat.json"
-json "$TMP/lat.json" "j['seconds'] >= 1.14" | grep True > /dev/null || fail "latency emulation too fast"
-# reads in flight: with 6 per thread the latencies overlap: about 60/6 * 20 ms
+json "$TMP/lat.json" "j['seconds'] >= 1.14" | grep True > /dev/null \
+    || fail "latency emulation too fast: $(json "$TMP/lat.json" 'j["seconds"]') s"
+# reads in flight: with 6 per thread the latencies overlap: 60/6 * 20 ms of
+# storage at least, and the worker waits for storage for about that long
+# (less when preparing items covers it), far less than one read at a time
 for reader in pread io_uring; do
     "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --io-depth 6 --reader $reader \
         --storage-latency-ms 20 --json --quiet > "$TMP/lat6.json"
     s6=$(json "$TMP/lat6.json" 'j["seconds"]')
-    echo "latency 20 ms, 60 reads, 1 thread: depth 1 $(json "$TMP/lat.json" 'j["seconds"]') s, depth 6 ($reader) $s6 s"
-    json "$TMP/lat6.json" "0.19 <= j['seconds'] <= 0.6" | grep True > /dev/null \
-        || fail "io_depth 6 ($reader): $s6 s, want about 0.2 s (latencies overlapping)"
+    w6=$(json "$TMP/lat6.json" 'round(j["stats"]["storage_wait_ns"] / 1e9, 3)')
+    echo "latency 20 ms, 60 reads, 1 thread: depth 1 $(json "$TMP/lat.json" 'j["seconds"]') s, depth 6 ($reader) $s6 s, waiting $w6 s"
+    json "$TMP/lat6.json" "j['seconds'] >= 0.19 and j['stats']['storage_wait_ns'] <= 0.6e9" | grep True > /dev/null \
+        || fail "io_depth 6 ($reader): $s6 s, waited $w6 s, want >= 0.19 s and about 0.2 s of waiting (latencies overlapping)"
 done
 # io_depth 0 (the default, auto): a worker that waits for storage deepens
-# its FIFO (4, 8, 16, ...) and gets well ahead of a fixed 4; same bytes;
-# on storage that keeps up it stays at 4
+# its FIFO (4, 8, 16, ...) and waits far less than with a fixed 4; same
+# bytes; on storage that keeps up it stays at 4. With 100 ms per read, a
+# worker still waits at depth 8 unless an item took > 12 ms to prepare.
 for d in 4 0; do
-    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --epochs 3 --io-depth $d \
-        --storage-latency-ms 20 --json --quiet > "$TMP/auto$d.json"
+    "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --epochs 1 --io-depth $d \
+        --storage-latency-ms 100 --json --quiet > "$TMP/auto$d.json"
 done
-echo "latency 20 ms, 180 reads, 1 thread: io_depth 4 $(json "$TMP/auto4.json" 'j["seconds"]') s," \
-    "auto $(json "$TMP/auto0.json" 'j["seconds"]') s (grew to $(json "$TMP/auto0.json" 'j["stats"]["io_depth_max"]'))"
+wait4=$(json "$TMP/auto4.json" 'j["stats"]["storage_wait_ns"]')
+echo "latency 100 ms, 60 reads, 1 thread: io_depth 4 $(json "$TMP/auto4.json" 'j["seconds"]') s (waiting $(json "$TMP/auto4.json" 'round(j["stats"]["storage_wait_ns"] / 1e9, 3)') s)," \
+    "auto $(json "$TMP/auto0.json" 'j["seconds"]') s (waiting $(json "$TMP/auto0.json" 'round(j["stats"]["storage_wait_ns"] / 1e9, 3)') s, grew to $(json "$TMP/auto0.json" 'j["stats"]["io_depth_max"]'))"
 [ "$(json "$TMP/auto0.json" 'j["checksum"]')" = "$(json "$TMP/auto4.json" 'j["checksum"]')" ] || fail "auto io_depth changed the bytes"
 json "$TMP/auto0.json" "j['stats']['io_depth_max'] >= 16" | grep True > /dev/null || fail "auto io_depth did not grow"
-json "$TMP/auto4.json" "j['stats']['io_depth_max'] == 4" | grep True > /dev/null || fail "fixed io_depth 4 moved"
-json "$TMP/auto0.json" "j['seconds'] * 1.5 < $(json "$TMP/auto4.json" 'j["seconds"]')" | grep True > /dev/null \
-    || fail "auto io_depth not faster than 4 on 20 ms storage"
+json "$TMP/auto4.json" "j['stats']['io_depth_max'] == 4 and j['seconds'] >= 0.95 * 60 / 4 * 0.1" | grep True > /dev/null \
+    || fail "fixed io_depth 4 moved, or 100 ms reads overlapped more than 4 at a time"
+json "$TMP/auto0.json" "j['stats']['storage_wait_ns'] * 1.5 < $wait4" | grep True > /dev/null \
+    || fail "auto io_depth does not wait less than a fixed 4 on 100 ms storage"
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --epochs 3 --json --quiet > "$TMP/autofast.json"
 # (one doubling tolerated: under a sanitizer on a loaded machine, a read of
 # a page-cached file can wait behind a scheduling hiccup)
 json "$TMP/autofast.json" "j['stats']['io_depth_max'] <= 8" | grep True > /dev/null \
     || fail "auto io_depth grew on storage that keeps up: $(json "$TMP/autofast.json" 'j["stats"]["io_depth_max"]')"
-# with a cache, epochs after the first are not slowed by storage for cached items
-"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 2 --epochs 2 \
-    --cache-bytes 100M --json --quiet > "$TMP/slowcache.json"
-json "$TMP/slowcache.json" "j['per_epoch'][1]['seconds'] < 0.5 * j['per_epoch'][0]['seconds']" \
-    | grep True > /dev/null || fail "fully cached epoch not faster than the first"
 
 # bad options
 if "$CLI" bench "$TMP/data" --cache none --cache-bytes 10M 2> "$TMP/err"; then fail "cache none + bytes accepted"; fi
