@@ -3,7 +3,7 @@
 produce, used by tests/test_http.c.
 
     http_faulty_server.py [--root DIR] [--rate BYTES_PER_S] [--latency-ms MS]
-                          [--port N] [PORTFILE]
+                          [--exit-after N] [--port N] [PORTFILE]
 
 Binds 127.0.0.1 on a free port (or --port), writes the port to PORTFILE (or
 stdout) and serves until killed, or until its parent process goes away.
@@ -11,7 +11,10 @@ stdout) and serves until killed, or until its parent process goes away.
 k/m = 1024/1024^2), --latency-ms delays every response: an emulated remote
 store, unlike nginx's limit_rate, which lets the first `rate` bytes of every
 response through at once and then paces in whole wall-clock seconds (so it
-does not slow down files smaller than the rate at all). Paths:
+does not slow down files smaller than the rate at all). --exit-after N: the
+server goes away (the process exits: every connection closed, then refused)
+right after it has sent the N-th complete 200 response, so a test sees it die
+mid-run after a known amount of work, whatever the machine's speed. Paths:
 
   /flaky/CODE/N/NAME  the first N requests for this path answer CODE (e.g.
                       503 or 429, with a small error body), later ones 200
@@ -35,7 +38,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COUNTS = {}
 LOCK = threading.Lock()
-OPTS = {"root": None, "rate": 0, "latency": 0.0}
+OPTS = {"root": None, "rate": 0, "latency": 0.0, "exit_after": 0}
+SENT = [0]  # complete 200 responses so far (under LOCK)
 
 
 def body(name, n):
@@ -57,13 +61,19 @@ class Handler(BaseHTTPRequestHandler):
         rate = OPTS["rate"]
         if not rate or code != 200:
             self.wfile.write(data)
-            return
-        t0 = time.monotonic()
-        for i in range(0, len(data), 8192):
-            self.wfile.write(data[i:i + 8192])
-            ahead = t0 + (i + 8192) / rate - time.monotonic()
-            if ahead > 0:
-                time.sleep(ahead)
+        else:
+            t0 = time.monotonic()
+            for i in range(0, len(data), 8192):
+                self.wfile.write(data[i:i + 8192])
+                ahead = t0 + (i + 8192) / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+        if code == 200 and OPTS["exit_after"]:
+            self.wfile.flush()
+            with LOCK:
+                SENT[0] += 1
+                if SENT[0] >= OPTS["exit_after"]:
+                    os._exit(0)  # the server goes away, mid-run
 
     def do_GET(self):
         path = self.path
@@ -156,6 +166,8 @@ def main():
             OPTS["rate"] = size(args.pop(0))
         elif a == "--latency-ms":
             OPTS["latency"] = float(args.pop(0)) / 1000.0
+        elif a == "--exit-after":
+            OPTS["exit_after"] = int(args.pop(0))
         elif a == "--port":
             port = int(args.pop(0))
         else:

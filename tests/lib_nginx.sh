@@ -97,7 +97,8 @@ http {
 EOF
         if "$bin" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2> "$dir/start.err"; then
             local i
-            for i in $(seq 1 100); do
+            # (up to 30 s: a loaded machine may be slow to schedule nginx)
+            for i in $(seq 1 600); do
                 if [ -s "$dir/nginx.pid" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
                     if [ -n "${NGINX_OWNER_PID:-}" ]; then
                         (
