@@ -12,6 +12,10 @@
  * batch lent; a stale segment of a killed group is replaced (generation+1);
  * stop wakes waiters; bad items (skip: compaction, fail: the error).
  * Every child runs under alarm(); ctest's timeout bounds the rest.
+ * Nothing here depends on how fast a machine is: steps wait for the event
+ * they need (a member joined, a member waited, every worker started), and
+ * the bounds on how long something may take are far above what a loaded
+ * machine under TSan needs and far below the timeout they rule out.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +50,9 @@ typedef struct role {
     uint32_t burn_us;      /* CPU work per item                           */
     int hold_after;        /* >0: after this many batches, keep the last lent
                               and stop consuming (until killed)            */
+    int pause_after;       /* >0: after this many batches, wait for sh->go */
+    int worker_barrier;    /* >0: workers take no ticket before this many
+                              workers (of every member) have started       */
 } role;
 
 typedef struct mres {
@@ -59,7 +66,7 @@ typedef struct mres {
 
 typedef struct shared {
     _Atomic uint32_t produced[EPOCHS][ITEMS];
-    _Atomic int go;
+    _Atomic int go, workers_ready;
     _Atomic uint64_t kill_ns;
     mres m[MAXM];
 } shared;
@@ -111,6 +118,8 @@ static void *worker(void *arg)
 {
     wctx *w = arg;
     nst_group_ticket t;
+    atomic_fetch_add(&sh->workers_ready, 1);
+    while (atomic_load(&sh->workers_ready) < w->r->worker_barrier) usleep(200);
     for (;;) {
         int rc = nst_group_take(w->g, &t, 200);
         if (rc == NOSTALL_TIMEOUT) continue;
@@ -246,6 +255,8 @@ static int member_run(const role *r, const nst_group_params *p, mres *me)
         atomic_fetch_add(&me->delivered, 1);
         nb++;
         if (r->leave_after && nb == (uint64_t)r->leave_after) break; /* leave with b lent */
+        if (r->pause_after && nb == (uint64_t)r->pause_after)
+            while (!atomic_load(&sh->go)) usleep(1000);
         if (r->hold_after && nb == (uint64_t)r->hold_after) {
             atomic_store(&me->holding, 1);
             for (;;) pause(); /* b stays lent until killed */
@@ -391,7 +402,10 @@ static void test_mismatch(void)
     CHECK(!shm_exists());
 }
 
-/* n members, each consuming every batch; items produced once per epoch. */
+/* n members, each consuming every batch; items produced once per epoch, and
+ * by more than one member: every worker of every member has started before
+ * any takes a ticket, and each holds its ticket 2 ms, so no member's workers
+ * can take them all unless they alone ran for the whole run. */
 static void test_members(int n, int bad_mod)
 {
     char t[16];
@@ -399,7 +413,8 @@ static void test_members(int n, int bad_mod)
     set_name(t);
     reset_shared();
     nst_group_params p = params(EPOCHS);
-    role r = {.workers = 2, .wait_members = n, .item_us = 200, .bad_mod = bad_mod};
+    role r = {.workers = 2, .wait_members = n, .item_us = 2000, .bad_mod = bad_mod,
+              .worker_barrier = 2 * n};
     pid_t pid[MAXM];
     for (int i = 0; i < n; i++) pid[i] = spawn(&r, &p, i);
     uint64_t produced = 0;
@@ -484,7 +499,9 @@ static void test_kill_tickets(void)
         printf("kill: member %d continued %.0f ms after kill -9\n", i, gap / 1e6);
         CHECK_EQ(sh->m[i].dropped, 1);
         CHECK(sh->m[i].requeued >= 1 || !atomic_load(&sh->m[2].hung));
-        CHECK(gap > 0 && gap < 1000000000ull);
+        /* found dead by the heartbeat sweep (~0.5 s; the bound leaves room
+         * for a loaded machine under TSan), not by the 30 s no-progress guard */
+        CHECK(gap > 0 && gap < 10000000000ull);
     }
     CHECK(!shm_exists());
 }
@@ -524,9 +541,11 @@ static void test_slow(void)
     slow.wait_go = 1;
     pid_t a = spawn(&fast, &p, 0), b = spawn(&slow, &p, 1);
     wait_until(&sh->m[0].delivered, 2, 20);
-    usleep(500000);
+    /* the fast member then waits (two timed-out next() calls of 100 ms)
+     * and still has only the 2 batches max_lead allows */
+    wait_until(&sh->m[0].timeouts, 2, 20);
+    CHECK(atomic_load(&sh->m[0].timeouts) >= 2);
     CHECK_EQ(atomic_load(&sh->m[0].delivered), 2);
-    CHECK(atomic_load(&sh->m[0].timeouts) > 0);
     atomic_store(&sh->go, 1);
     CHECK_EQ(reap(a), 0);
     CHECK_EQ(reap(b), 0);
@@ -537,17 +556,24 @@ static void test_slow(void)
     CHECK(!shm_exists());
 }
 
-/* A member joining a running group starts at the next epoch boundary. */
+/* A member joining a running group starts at the next epoch boundary. The
+ * first member pauses after 2 batches of epoch 0 until the late one has
+ * joined (its workers fill at most the ring: still epoch 0), so the late
+ * member must start at epoch 1 exactly. */
 static void test_late_join(void)
 {
     set_name("late");
     reset_shared();
     nst_group_params p = params(EPOCHS);
-    role first = {.workers = 2, .wait_members = 1, .item_us = 2000};
+    role first = {.workers = 2, .wait_members = 1, .item_us = 2000, .pause_after = 2};
     role late = {.workers = 2, .wait_members = 1, .item_us = 2000};
     pid_t a = spawn(&first, &p, 0);
     wait_until(&sh->m[0].delivered, 2, 20);
     pid_t b = spawn(&late, &p, 1);
+    uint64_t end = nst_now_ns() + 20ull * 1000000000;
+    while (!atomic_load(&sh->m[1].joined) && nst_now_ns() < end) usleep(1000);
+    CHECK(atomic_load(&sh->m[1].joined));
+    atomic_store(&sh->go, 1);
     CHECK_EQ(reap(a), 0);
     CHECK_EQ(reap(b), 0);
     CHECK_EQ(sh->m[0].errors, 0);
@@ -555,9 +581,9 @@ static void test_late_join(void)
     CHECK_EQ(all_once(0, 0, EPOCHS), 0);
     uint64_t e0 = sh->m[1].first_epoch;
     printf("late join: first epoch %llu\n", (unsigned long long)e0);
-    CHECK(e0 >= 1 && e0 <= EPOCHS);
+    CHECK_EQ(e0, 1);
     CHECK_EQ(all_once(1, e0, EPOCHS), 0);
-    CHECK(sh->m[1].items_produced > 0 || e0 == EPOCHS);
+    CHECK(sh->m[1].items_produced > 0);
     CHECK(!shm_exists());
 }
 
@@ -703,7 +729,8 @@ static void test_stop(void)
     pthread_join(b, NULL);
     CHECK_EQ(wn.rc, NOSTALL_E_STOPPED);
     CHECK_EQ(wt.rc, NOSTALL_E_STOPPED);
-    CHECK(wn.ns < 1000000000ull && wt.ns < 1000000000ull);
+    /* woken by stop, not by their 20 s timeout (10 s: room for a loaded machine) */
+    CHECK(wn.ns < 10000000000ull && wt.ns < 10000000000ull);
     nst_group_leave(g);
     CHECK(!shm_exists());
 }
