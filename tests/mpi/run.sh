@@ -57,6 +57,12 @@ total=$(find "$tmp/data" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 quarter=$(( (total + 3) / 4 ))
 echo "dataset: 400 items, $total bytes; partitioned cache per rank: $quarter bytes (25%)"
 
+# Each mpirun is bounded (a hang fails the test rather than stalling it):
+# by 120 s, several times what 4 ranks take under TSan on a loaded 2-core
+# machine (~40 s), so that a busy machine is not mistaken for a hang. (The
+# scenario's ctest TIMEOUT must cover its 2-3 runs: cmake/mpi.cmake.)
+LIM=${NOSTALL_MPI_RUN_LIMIT:-120}
+
 run() { # DIR TIMEOUT MPIRUN-EXTRA... -- CHECK-ARGS...
     local dir=$1 lim=$2
     shift 2
@@ -75,11 +81,13 @@ run() { # DIR TIMEOUT MPIRUN-EXTRA... -- CHECK-ARGS...
     return $rc
 }
 
-run "$tmp/ref" 60 -- epochs=3 || { cat "$tmp/ref/mpirun.log"; fail "reference run"; }
+run "$tmp/ref" "$LIM" -- epochs=3 || { cat "$tmp/ref/mpirun.log"; fail "reference run"; }
 
 case $scenario in
 mpi_partitioned_cache)
-    run "$tmp/pc" 60 -- epochs=3 --cache-bytes "$quarter" --sync ||
+    # (a healthy run: no request may time out, so the timeout is far beyond
+    # what 4 ranks on a loaded 2-core machine under a sanitizer need)
+    run "$tmp/pc" "$LIM" -- epochs=3 --cache-bytes "$quarter" --sync --timeout-ms 30000 ||
         { cat "$tmp/pc/mpirun.log"; fail "partitioned run"; }
     /usr/bin/python3 - "$tmp" <<'EOF' || exit 1
 import json, sys, collections
@@ -138,7 +146,7 @@ EOF
     ;;
 mpi_peer_killed)
     # 1. With recovery: the survivors finish, falling back to storage.
-    run "$tmp/killed" 60 --enable-recovery --mca orte_abort_on_non_zero_status 0 -- \
+    run "$tmp/killed" "$LIM" --enable-recovery --mca orte_abort_on_non_zero_status 0 -- \
         epochs=3 --cache-bytes "$quarter" --timeout-ms 1000 --detach-timeout-ms 3000 \
         --step-ms 20 --kill-rank 2 --kill-epoch 1 --kill-after-batches 2
     rc=$?
@@ -204,7 +212,7 @@ if bad:
 print("  survivors finished with the same checksums")
 EOF
     # 2. Without recovery: mpirun aborts the whole job, promptly.
-    run "$tmp/abort" 60 -- epochs=3 --cache-bytes "$quarter" --timeout-ms 1000 \
+    run "$tmp/abort" "$LIM" -- epochs=3 --cache-bytes "$quarter" --timeout-ms 1000 \
         --step-ms 20 --kill-rank 2 --kill-epoch 1 --kill-after-batches 2
     rc=$?
     [ $hung = 1 ] && { cat "$tmp/abort/mpirun.log"; fail "hang: aborted run hit the timeout"; }
@@ -216,10 +224,10 @@ mpi_faults)
     # A peer that corrupts what it serves, then one that never answers: the
     # replies are rejected / time out, items come from storage, and every
     # rank still delivers exactly the bytes of the run without the cache.
-    NOSTALL_MPI_FAULT=corrupt NOSTALL_MPI_FAULT_RANK=1 run "$tmp/corrupt" 60 \
+    NOSTALL_MPI_FAULT=corrupt NOSTALL_MPI_FAULT_RANK=1 run "$tmp/corrupt" "$LIM" \
         -x NOSTALL_MPI_FAULT -x NOSTALL_MPI_FAULT_RANK -- epochs=3 --cache-bytes "$quarter" --sync ||
         { cat "$tmp/corrupt/mpirun.log"; fail "corrupt run"; }
-    NOSTALL_MPI_FAULT=silent NOSTALL_MPI_FAULT_RANK=1 run "$tmp/silent" 60 \
+    NOSTALL_MPI_FAULT=silent NOSTALL_MPI_FAULT_RANK=1 run "$tmp/silent" "$LIM" \
         -x NOSTALL_MPI_FAULT -x NOSTALL_MPI_FAULT_RANK -- epochs=3 --cache-bytes "$quarter" --sync \
         --timeout-ms 500 || { cat "$tmp/silent/mpirun.log"; fail "silent run"; }
     [ $hung = 1 ] && fail "silent run hit the timeout"
