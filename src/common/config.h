@@ -21,11 +21,15 @@ typedef union nst_optval {
 /* PATH options keep their text here (a config is copied by value). */
 #define NST_PATH_OPTIONS 4
 
+struct nostall_op; /* nostall_op.h */
+
 struct nostall_config {
     nst_optval v[NOSTALL_OPT_COUNT_];
     char paths[NST_PATH_OPTIONS][NOSTALL_PATH_MAX];
     nostall_peer_cache peer; /* all NULL: none */
     int has_peer;
+    const struct nostall_op *op; /* nostall_config_set_op's; NULL: none */
+    void *op_ctx;                /* handed to the op's create           */
 };
 
 /* The text of a PATH option ("" when unset). */

@@ -12,11 +12,16 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
 int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
     const nst_optval *v = cfg->v;
     *out = NULL;
+    /* A user op (op.c: nostall_op.h) replaces the task's own transform. */
+    if (cfg->op || nst_config_path(cfg, NOSTALL_OPT_OP_LIBRARY)[0] ||
+        nst_config_path(cfg, NOSTALL_OPT_OP_ARGS)[0])
+        return nst_op_recipe_create(out, cfg, source);
     switch (v[NOSTALL_OPT_TASK].u) {
     case NOSTALL_TASK_CLASSIFY: return nst_classify_create(out, cfg, source);
     case NOSTALL_TASK_DETECT: return nst_detect_create(out, cfg, source);
