@@ -33,6 +33,7 @@
  * summary are decimal (1 MB = 10^6 bytes, 1 KB = 10^3 bytes).
  */
 #include "commands.h"
+#include "gen.h"
 #include "util.h"
 
 #include <errno.h>
@@ -81,6 +82,8 @@ static void usage(FILE *f)
             "  --size-jitter F   scale each image's width and height by a\n"
             "                    per-image factor in [1-F, 1+F], F in 0..0.5 (default 0)\n"
             "  --format FMT      jpeg or png                           (default jpeg)\n"
+            "  --task TASK       classify (this folder layout) or detect (a COCO\n"
+            "                    detection dataset: nostall gen --task detect --help)\n"
             "  --force           write into OUT_DIR even if it is not empty (files of the same\n"
             "                    name are replaced; other files stay, with a warning)\n"
             "  --quiet           no progress line (the summary is still printed)\n"
@@ -150,7 +153,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             continue;
         }
         static const char *const valued[] = {"--images", "--classes", "--width", "--height", "--quality",
-                                             "--seed", "--size-jitter", "--format"};
+                                             "--seed", "--size-jitter", "--format", "--task"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             if (strcmp(name, valued[k]) == 0) known = 1;
@@ -193,6 +196,11 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
                 return -1;
             }
             o->jitter = v;
+        } else if (strcmp(name, "--task") == 0) {
+            if (strcmp(val, "classify") != 0) { /* detect is dispatched before parsing */
+                tool_line(stderr, "gen: --task must be classify or detect (got '%s')", val);
+                return -1;
+            }
         } else { /* --format */
             if (strcmp(val, "jpeg") == 0 || strcmp(val, "jpg") == 0) o->format = FMT_JPEG;
             else if (strcmp(val, "png") == 0) o->format = FMT_PNG;
@@ -702,6 +710,13 @@ static long long write_image(const char *path, const canvas *cv, const gen_opts 
     return size;
 }
 
+long long gen_write_rgb(const char *path, const uint8_t *rgb, int w, int h, int png, int quality)
+{
+    canvas cv = {.w = w, .h = h, .rgb = (uint8_t *)rgb};
+    gen_opts o = {.format = png ? FMT_PNG : FMT_JPEG, .quality = quality};
+    return write_image(path, &cv, &o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Filesystem                                                                */
 
@@ -731,10 +746,25 @@ static void image_size(const gen_opts *o, long index, int *w, int *h)
 
 /* ------------------------------------------------------------------------ */
 
+/* Is `--task detect` among the arguments (before a "--")? */
+static int task_detect(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) return 0;
+        if (strcmp(argv[i], "--task=detect") == 0) return 1;
+        if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) {
+            if (strcmp(argv[i + 1], "detect") == 0) return 1;
+            i++;
+        }
+    }
+    return 0;
+}
+
 int cmd_gen(int argc, char **argv)
 {
     gen_opts o;
     int help;
+    if (task_detect(argc, argv)) return cmd_gen_detect(argc, argv);
     if (parse_args(argc, argv, &o, &help) < 0) return 2;
     if (help) {
         usage(stdout);
