@@ -21,15 +21,6 @@ int tool_dir_nonempty(const char *path);
  * EIO). */
 long long tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t max);
 
-/* `nostall transcode` of one JPEG (transcode.c): in[0..len) rewritten
- * losslessly into a malloc'd *out (free() it), with a restart marker every
- * `rows` MCU rows (rows > 0) or every `per` MCUs (lowered to a divisor of
- * the MCUs per row) and optimized Huffman tables. 0; -1 with msg filled
- * for damaged or unsupported input; 1 with msg filled for a file that a
- * baseline copy would decode to other pixels (kept as it is). */
-int tool_transcode_jpeg(const uint8_t *in, size_t len, int rows, int per, unsigned char **out,
-                        unsigned long *out_len, char *msg, size_t msglen);
-
 /* Untrusted text in the CLI's outputs. File names (and the messages that
  * name them) may hold any byte but '/' and NUL: control characters, ESC
  * sequences, bytes that are not UTF-8. Nothing of them reaches a terminal,
