@@ -265,16 +265,19 @@ static int is_url(const char *s)
     return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
 }
 
+/* A file_name that stands alone: absolute, or a URL. */
+static int alone(const char *file) { return file[0] == '/' || is_url(file); }
+
 /* Bytes of root joined with file (os.path.join), without the NUL. */
 static size_t join_len(const char *root, size_t rlen, const char *file)
 {
-    if (file[0] == '/' || rlen == 0) return strlen(file);
+    if (alone(file) || rlen == 0) return strlen(file);
     return rlen + (root[rlen - 1] != '/') + strlen(file);
 }
 
 static char *join_into(char *dst, const char *root, size_t rlen, const char *file)
 {
-    if (file[0] != '/' && rlen) {
+    if (!alone(file) && rlen) {
         memcpy(dst, root, rlen);
         dst += rlen;
         if (root[rlen - 1] != '/') *dst++ = '/';

@@ -41,8 +41,9 @@
  * `label` is that number, category_ids[label] its COCO id.
  *
  * Paths: image_root joined with file_name as os.path.join does (an absolute
- * file_name stands alone); image_root empty means the annotation file's
- * folder.
+ * file_name stands alone, and so does an http:// or https:// URL);
+ * image_root empty means the annotation file's folder. image_root may be a
+ * URL ("https://host/train2017": the items are fetched over HTTP).
  *
  * Memory: jansson builds the whole document before it is read (COCO's
  * train2017 instances, 450 MB with their segmentation polygons, take a few
