@@ -23,7 +23,8 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
 # numpy, torch, torchvision, PIL and pytest).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
-                  liburing-dev libcurl4-openssl-dev libjansson-dev
+                  liburing-dev libcurl4-openssl-dev libjansson-dev \
+                  libsndfile1-dev libsoxr-dev libfftw3-dev
 # clang for `make clang` and `make fuzz` (libFuzzer and the sanitizer
 # runtimes are in libclang-rt-14-dev).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
@@ -31,7 +32,7 @@ FUZZ_SECONDS ?= 60
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
-                 python3-setuptools python3-wheel
+                 python3-setuptools python3-wheel python3-torchaudio
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 .PHONY: fuzz-deps clang fuzz
