@@ -251,25 +251,25 @@ static void test_float(nst_augmenter *a)
     const uint32_t W = 200, H = 150, S = 57;
     uint8_t *img = make_natural(W, H, 30);
     nst_image im = full_image(img, W, H);
-    float lut[NST_NORM_LUT_SIZE];
+    nst_norm lut;
     const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
-    nst_norm_lut(lut, mean, stdv);
-    CHECK(fabsf(lut[0] - (float)((0 - 0.485) / 0.229)) < 1e-6f);
-    CHECK(fabsf(lut[256 + 255] - (float)((1 - 0.456) / 0.224)) < 1e-6f);
-    CHECK(fabsf(lut[512 + 128] - (float)((128 / 255.0 - 0.406) / 0.225)) < 1e-6f);
+    nst_norm_init(&lut, mean, stdv);
+    CHECK(fabsf(lut.f32[0] - (float)((0 - 0.485) / 0.229)) < 1e-6f);
+    CHECK(fabsf(lut.f32[256 + 255] - (float)((1 - 0.456) / 0.224)) < 1e-6f);
+    CHECK(fabsf(lut.f32[512 + 128] - (float)((128 / 255.0 - 0.406) / 0.225)) < 1e-6f);
     for (int flip = 0; flip < 2; flip++) {
         uint8_t *o = malloc(S * S * 3);
         float *f = malloc(sizeof(float) * (S * S * 3 + 1));
         f[S * S * 3] = 12345.0f; /* sentinel just past the end */
         nst_window win = {13.7, 9.1, 160.2, 121.5};
         nst_output ou = {NST_OUT_UINT8_NHWC, S, o, NULL};
-        nst_output of = {NST_OUT_FLOAT_NCHW, S, f, lut};
+        nst_output of = {NST_OUT_FLOAT_NCHW, S, f, &lut};
         CHECK_OK(nst_augment(a, &im, &win, flip, &ou));
         CHECK_OK(nst_augment(a, &im, &win, flip, &of));
         int ok = 1;
         for (uint32_t c = 0; c < 3; c++)
             for (uint32_t p = 0; p < S * S; p++) {
-                float want = lut[c * 256 + o[p * 3 + c]];
+                float want = lut.f32[c * 256 + o[p * 3 + c]];
                 if (memcmp(&f[c * S * S + p], &want, sizeof want)) ok = 0;
             }
         CHECK(ok);
@@ -440,7 +440,7 @@ static void test_errors(nst_augmenter *a)
     nst_window win = {0, 0, 4, 4};
     nst_output bad = {NST_OUT_FLOAT_NCHW, 8, fo, NULL};
     CHECK_RC(nst_augment(a, &im, &win, 0, &bad), NOSTALL_E_INVALID);
-    bad.kind = 7;
+    bad.dtype = 7;
     CHECK_RC(nst_augment(a, &im, &win, 0, &bad), NOSTALL_E_INVALID);
     nst_image z = im;
     z.scale_den = 0;
@@ -556,12 +556,12 @@ static void test_avx2(void)
         free(o2);
     }
     const uint32_t S = 224;
-    float lut[NST_NORM_LUT_SIZE];
+    nst_norm lut;
     const double mean[3] = {0.485, 0.456, 0.406}, stdv[3] = {0.229, 0.224, 0.225};
-    nst_norm_lut(lut, mean, stdv);
+    nst_norm_init(&lut, mean, stdv);
     float *f1 = malloc(sizeof(float) * S * S * 3), *f2 = malloc(sizeof(float) * S * S * 3);
     nst_window win = {11.3, 7.9, 231.4, 180.2};
-    nst_output of1 = {NST_OUT_FLOAT_NCHW, S, f1, lut}, of2 = {NST_OUT_FLOAT_NCHW, S, f2, lut};
+    nst_output of1 = {NST_OUT_FLOAT_NCHW, S, f1, &lut}, of2 = {NST_OUT_FLOAT_NCHW, S, f2, &lut};
     CHECK_OK(nst_augment(on, &im, &win, 1, &of1));
     CHECK_OK(nst_augment(off, &im, &win, 1, &of2));
     if (memcmp(f1, f2, sizeof(float) * S * S * 3)) ok = 0;

@@ -9,7 +9,8 @@
  * fits int16); the second pass accumulates coefficient * intermediate in
  * int32 (at most 255 << (BITS + IBITS) < 2^31) and rounds to a uint8 pixel.
  * Coefficients fit int16 (ONE = 2^14), so SIMD code can use 16 x 16 -> 32
- * bit multiply-adds. The finished uint8 RGB row goes to the output writer.
+ * bit multiply-adds. The finished uint8 RGB row goes to the output writer
+ * (placed in the item's row with its letterbox border first, if any).
  */
 #ifndef NST_AUGMENT_AUGMENT_IMPL_H
 #define NST_AUGMENT_AUGMENT_IMPL_H
@@ -28,12 +29,22 @@
 #define NST_AUG_SHIFT2 (NST_AUG_BITS + NST_AUG_IBITS)
 #define NST_AUG_ROUND2 (1 << (NST_AUG_SHIFT2 - 1))
 
-/* 0 if `out` describes a writable output, else E_INVALID with a message. */
-int nst_out_check(const nst_output *out);
+/* The largest output side (and window extent, in pixels) the resampler
+ * takes: keeps every tap index and filter size well inside int32. */
+#define NST_AUG_MAX_SIDE (1u << 26)
 
-/* Write output row y (0 <= y < out->size) from `row`: out->size
- * interleaved RGB uint8 pixels. `simd`: 1 if the CPU has AVX2 and FMA and
- * they may be used (the augmenter decides once); the bytes are the same. */
-void nst_out_row(const nst_output *out, uint32_t y, const uint8_t *row, int simd);
+/* SIMD paths the output writers may use (the augmenter decides once from
+ * the CPU): AVX2 + FMA, and F16C on top of them. The bytes are the same. */
+#define NST_SIMD_FMA 1u
+#define NST_SIMD_F16C 2u
+
+/* Check `in` and copy it to `o` with its shorthands resolved: width and
+ * height set, layout NCHW or NHWC, the inner rectangle set. 0, or
+ * E_INVALID with a message. */
+int nst_out_resolve(const nst_output *in, nst_output *o);
+
+/* Write item row y (0 <= y < o->height) of a resolved output from `row`:
+ * o->width interleaved RGB uint8 pixels (the border included). */
+void nst_out_row(const nst_output *o, uint32_t y, const uint8_t *row, unsigned simd);
 
 #endif

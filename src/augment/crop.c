@@ -9,9 +9,12 @@
  * uniformly over the inclusive range of valid offsets. After 10 failures the
  * centred fallback crop clamped to [min ratio, max ratio] is used.
  *
- * nst_crop_center() is Resize(resize) of the shorter side followed by
- * CenterCrop(crop), expressed as one fractional window of the source image
- * so a single resampling does both.
+ * nst_crop_center_hw() is Resize(resize) of the shorter side followed by
+ * CenterCrop((crop_h, crop_w)), expressed as one fractional window of the
+ * source image so a single resampling does both.
+ *
+ * nst_letterbox() places a whole image in an item with its aspect kept
+ * (fit=pad): integer sizes, centred.
  *
  * Pure functions of their arguments (and the rng's state); any thread.
  */
@@ -71,8 +74,8 @@ void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min,
     out->h = (double)h;
 }
 
-void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize,
-                     uint32_t crop, nst_window *out)
+void nst_crop_center_hw(uint32_t width, uint32_t height, uint32_t resize, uint32_t crop_w,
+                        uint32_t crop_h, nst_window *out)
 {
     if (width == 0 || height == 0 || resize == 0) {
         out->x = out->y = out->w = out->h = 0;
@@ -91,10 +94,44 @@ void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize,
     }
     /* CenterCrop: offset int(round((resized - crop) / 2.0)), may be negative
      * when the crop is larger (torchvision pads; the resampler clamps). */
-    double top = (double)pyround(((double)rh - (double)crop) / 2.0);
-    double left = (double)pyround(((double)rw - (double)crop) / 2.0);
+    double top = (double)pyround(((double)rh - (double)crop_h) / 2.0);
+    double left = (double)pyround(((double)rw - (double)crop_w) / 2.0);
     out->x = left * (double)width / (double)rw;
     out->y = top * (double)height / (double)rh;
-    out->w = (double)crop * (double)width / (double)rw;
-    out->h = (double)crop * (double)height / (double)rh;
+    out->w = (double)crop_w * (double)width / (double)rw;
+    out->h = (double)crop_h * (double)height / (double)rh;
+}
+
+void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize,
+                     uint32_t crop, nst_window *out)
+{
+    nst_crop_center_hw(width, height, resize, crop, crop, out);
+}
+
+/* round(a * b / c) for a, b <= 2^32, c > 0, half up, in exact integers. */
+static uint64_t muldiv_round(uint64_t a, uint64_t b, uint64_t c)
+{
+    return (a * b + c / 2) / c;
+}
+
+void nst_letterbox(uint32_t src_w, uint32_t src_h, nst_output *out)
+{
+    uint32_t W = out->width, H = out->height;
+    if (W == 0 && H == 0) W = H = out->size;
+    uint32_t iw = W, ih = H;
+    if (src_w > 0 && src_h > 0 && W > 0 && H > 0) {
+        /* W / src_w <= H / src_h: the width fits, the height is scaled */
+        if ((uint64_t)W * src_h <= (uint64_t)H * src_w)
+            ih = (uint32_t)muldiv_round(src_h, W, src_w);
+        else
+            iw = (uint32_t)muldiv_round(src_w, H, src_h);
+        if (iw < 1) iw = 1;
+        if (ih < 1) ih = 1;
+        if (iw > W) iw = W;
+        if (ih > H) ih = H;
+    }
+    out->inner_width = iw;
+    out->inner_height = ih;
+    out->pad_left = (W - iw) / 2;
+    out->pad_top = (H - ih) / 2;
 }

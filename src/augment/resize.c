@@ -1,7 +1,8 @@
 /*
  * resize.c — the fused augmentation: resample a window of a decoded RGB8
- * image to size x size, mirror it, and hand each finished row to the output
- * writer (normalize.c).
+ * image to an inner_width x inner_height rectangle of the output item,
+ * mirror it, and hand each finished row to the output writer (normalize.c);
+ * or copy an image as it is (nst_augment_copy).
  *
  * Design: a separable resampler in the manner of PIL's BILINEAR with a box.
  * For each axis, output pixel i has its centre at in0 + (i + 0.5) * scale in
@@ -24,7 +25,9 @@
  * second rounds to uint8 (so float output is exactly the table applied to
  * the uint8 output); the flip is folded into the horizontal taps by giving
  * output column i those of column size-1-i. Finished rows go to the output
- * writer (normalize.c).
+ * writer (normalize.c); with a letterbox border they are first copied into
+ * a full item row whose border pixels stay 0, and the border rows above
+ * and below are that row before any pixel is placed in it.
  *
  * SIMD: with SSE2 (baseline on x86-64) both passes use pmaddwd on pairs of
  * taps: the horizontal pass interleaves two input pixels as
@@ -93,9 +96,22 @@ struct nst_augmenter {
     nst_buf vco;     /* SIMD layout of one output row's vertical weights   */
     nst_buf orow;    /* one finished uint8 RGB output row                  */
     nst_buf lastrow; /* padded copy of an input row (horizontal first)     */
+    nst_buf prow;    /* a full item row with a letterbox border            */
     int avx2;        /* use the AVX2 kernels                               */
-    int fma;         /* ... and AVX2 + FMA for float output (normalize.c)  */
+    unsigned simd;   /* NST_SIMD_* for the output writers (normalize.c)    */
 };
+
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has
+ * no name for it. The caller has checked AVX2 (so the OS saves YMM state). */
+#if NST_RESIZE_AVX2
+#include <cpuid.h>
+static int cpu_f16c(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ecx >> 29) & 1u;
+}
+#endif
 
 int nst_augmenter_create(nst_augmenter **out)
 {
@@ -104,7 +120,10 @@ int nst_augmenter_create(nst_augmenter **out)
 #if NST_RESIZE_AVX2
     const char *no = getenv("NOSTALL_NO_AVX2");
     a->avx2 = __builtin_cpu_supports("avx2") && !(no && *no && strcmp(no, "0") != 0);
-    a->fma = a->avx2 && __builtin_cpu_supports("fma");
+    if (a->avx2 && __builtin_cpu_supports("fma")) {
+        a->simd = NST_SIMD_FMA;
+        if (cpu_f16c()) a->simd |= NST_SIMD_F16C;
+    }
 #endif
     *out = a;
     return 0;
@@ -129,6 +148,7 @@ void nst_augmenter_free(nst_augmenter *a)
     nst_buf_free(&a->vco);
     nst_buf_free(&a->orow);
     nst_buf_free(&a->lastrow);
+    nst_buf_free(&a->prow);
     free(a);
 }
 
@@ -775,13 +795,37 @@ static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs,
 static double hcost(double outputs, uint32_t k) { return outputs * (8.0 + 6.0 * ((k + 1) / 2)); }
 static double vcost(double elems, uint32_t k) { return elems / 16.0 * (12.0 + 16.0 * ((k + 1) / 2)); }
 
-int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
-                int flip, const nst_output *out)
+/* Letterbox border: writes the item's border rows (those outside
+ * [pad_top, pad_top + inner_height)) as pixel value 0 and, when the inner
+ * rectangle is narrower than the item, leaves in a->prow a full item row of
+ * zeros for emit() to place the resampled rows in. */
+static int border_begin(nst_augmenter *a, const nst_output *o)
 {
-    int rc = nst_out_check(out);
+    if (o->inner_width == o->width && o->inner_height == o->height) return 0;
+    const size_t n = (size_t)o->width * 3;
+    int rc = nst_buf_reserve(&a->prow, n);
     if (rc < 0) return rc;
-    if (!a || !img || !win)
-        return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
+    memset(a->prow.data, 0, n);
+    for (uint32_t y = 0; y < o->pad_top; y++) nst_out_row(o, y, a->prow.data, a->simd);
+    for (uint32_t y = o->pad_top + o->inner_height; y < o->height; y++)
+        nst_out_row(o, y, a->prow.data, a->simd);
+    return 0;
+}
+
+/* Row y of the inner rectangle (inner_width pixels at `row`) to the item. */
+static inline void emit(const nst_augmenter *a, const nst_output *o, uint32_t y,
+                        const uint8_t *row)
+{
+    if (o->inner_width == o->width) {
+        nst_out_row(o, o->pad_top + y, row, a->simd);
+        return;
+    }
+    memcpy(a->prow.data + (size_t)o->pad_left * 3, row, (size_t)o->inner_width * 3);
+    nst_out_row(o, o->pad_top + y, a->prow.data, a->simd);
+}
+
+static int check_image(const nst_image *img)
+{
     if (!img->data || img->width == 0 || img->height == 0 ||
         img->width > (uint32_t)NST_AUG_MAX_COORD ||
         img->height > (uint32_t)NST_AUG_MAX_COORD ||
@@ -790,6 +834,48 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
                          "augment: bad image (%ux%u, stride %zu, scale %u/%u)",
                          img->width, img->height, img->stride, img->scale_num,
                          img->scale_den);
+    return 0;
+}
+
+int nst_augment_copy(nst_augmenter *a, const nst_image *img, int flip, const nst_output *out)
+{
+    nst_output ob, *o = &ob;
+    int rc = nst_out_resolve(out, o);
+    if (rc < 0) return rc;
+    if (!a || !img) return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
+    if ((rc = check_image(img)) < 0) return rc;
+    if (img->width != o->inner_width || img->height != o->inner_height)
+        return nst_error(NOSTALL_E_INVALID,
+                         "augment: copying a %ux%u image into a %ux%u place", img->width,
+                         img->height, o->inner_width, o->inner_height);
+    const size_t row = (size_t)img->width * 3;
+    if (flip && (rc = nst_buf_reserve(&a->orow, row)) < 0) return rc;
+    if ((rc = border_begin(a, o)) < 0) return rc;
+    for (uint32_t y = 0; y < img->height; y++) {
+        const uint8_t *src = img->data + (size_t)y * img->stride;
+        if (flip) {
+            uint8_t *d = a->orow.data;
+            for (size_t x = 0, r = row - 3; x < row; x += 3, r -= 3) {
+                d[x] = src[r];
+                d[x + 1] = src[r + 1];
+                d[x + 2] = src[r + 2];
+            }
+            src = d;
+        }
+        emit(a, o, y, src);
+    }
+    return 0;
+}
+
+int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
+                int flip, const nst_output *out)
+{
+    nst_output ob, *o = &ob;
+    int rc = nst_out_resolve(out, o);
+    if (rc < 0) return rc;
+    if (!a || !img || !win)
+        return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
+    if ((rc = check_image(img)) < 0) return rc;
     if (!isfinite(win->x) || !isfinite(win->y) || !isfinite(win->w) ||
         !isfinite(win->h) || !(win->w > 0.0) || !(win->h > 0.0))
         return nst_error(NOSTALL_E_INVALID,
@@ -808,12 +894,11 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
                          "augment: window (x %g, y %g, w %g, h %g) out of range",
                          win->x, win->y, win->w, win->h);
 
-    const uint32_t size = out->size;
-    if (size > (uint32_t)NST_AUG_MAX_COORD)
-        return nst_error(NOSTALL_E_INVALID, "augment: output size %u too large", size);
+    /* The resampled rectangle: ow x oh (the whole item without a border). */
+    const uint32_t ow = o->inner_width, oh = o->inner_height;
 
-    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, size, flip, 1)) < 0) return rc;
-    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, size, 0, 0)) < 0) return rc;
+    if ((rc = build_axis(&a->ax, &a->work, wx, ww, img->width, ow, flip, 1)) < 0) return rc;
+    if ((rc = build_axis(&a->ay, &a->work, wy, wh, img->height, oh, 0, 0)) < 0) return rc;
     const int32_t *xs = (const int32_t *)(const void *)a->ax.start.data;
     const int16_t *xc = (const int16_t *)(const void *)a->ax.coefs.data;
     const int32_t *ys = (const int32_t *)(const void *)a->ay.start.data;
@@ -825,23 +910,23 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
      * the nx columns the horizontal taps touch) or horizontal first (over
      * the ny input rows the vertical taps touch, kept in a ring of ky rows
      * when the rows are consumed in order). Whichever costs less. */
-    const double vfirst = vcost((double)size * 3.0 * (double)nx, ky) +
-                          hcost((double)size * size, kx);
-    const double hfirst = hcost((double)ny * size, kx) +
-                          vcost((double)size * 3.0 * (double)size, ky);
+    const double vfirst = vcost((double)oh * 3.0 * (double)nx, ky) +
+                          hcost((double)oh * ow, kx);
+    const double hfirst = hcost((double)ny * ow, kx) +
+                          vcost((double)oh * 3.0 * (double)ow, ky);
     const int vert_first = vfirst < hfirst;
 
     /* Scratch: the uint8 output row (+ slack for 4-byte stores), the rows
      * of pointers, the int16 intermediate (+ slack for the reads of the
      * horizontal pass, up to 5 elements past the last tap), a padded copy of
      * the last input row. */
-    const size_t orow = (size_t)size * 3;
+    const size_t orow = (size_t)ow * 3;
     const size_t irow = vert_first ? nx * 3 + 8 : (orow + 16) / 16 * 16;
     const size_t nring = vert_first ? 1 : (a->ay.mono ? ky : ny);
     size_t hbytes = 0, ibytes;
 #if NST_RESIZE_SSE2
     /* (an even number of outputs: the AVX2 layout works in pairs) */
-    if (nst_mul_overflow(((size_t)size + 1) / 2 * 2 * ((kx + 1) / 2), 16, &hbytes))
+    if (nst_mul_overflow(((size_t)ow + 1) / 2 * 2 * ((kx + 1) / 2), 16, &hbytes))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
 #endif
     if (nst_mul_overflow(irow, nring * sizeof(int16_t), &ibytes))
@@ -852,11 +937,12 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     if ((rc = nst_buf_reserve(&a->tmp, ibytes)) < 0) return rc;
     if ((rc = nst_buf_reserve(&a->lastrow, (size_t)img->width * 3 + 16)) < 0) return rc;
     if ((rc = nst_buf_reserve(&a->hco, hbytes)) < 0) return rc;
+    if ((rc = border_begin(a, o)) < 0) return rc;
     uint8_t *orowp = a->orow.data;
     int16_t *tmp = (int16_t *)(void *)a->tmp.data;
     const int16_t *hc = xc;
 #if NST_RESIZE_SSE2
-    expand_hcoefs((int16_t *)(void *)a->hco.data, xc, kx, size, a->avx2 ? 2 : 1);
+    expand_hcoefs((int16_t *)(void *)a->hco.data, xc, kx, ow, a->avx2 ? 2 : 1);
     hc = (const int16_t *)(const void *)a->hco.data;
 #endif
     /* Slack read by the horizontal pass with weight 0: defined values. */
@@ -865,13 +951,13 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     if (vert_first) {
         const uint8_t **rows = (const uint8_t **)(void *)a->rows.data;
         const uint8_t *base = img->data + (size_t)a->ax.lo * 3;
-        for (uint32_t y = 0; y < size; y++) {
+        for (uint32_t y = 0; y < oh; y++) {
             for (uint32_t t = 0; t < ky; t++)
                 rows[t] = base + ((size_t)ys[y] + t) * img->stride;
             rows[ky] = rows[ky - 1];
             vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp, a->avx2);
-            hpass_i16(tmp, xs, hc, kx, size, orowp, a->avx2);
-            nst_out_row(out, y, orowp, a->fma);
+            hpass_i16(tmp, xs, hc, kx, ow, orowp, a->avx2);
+            emit(a, o, y, orowp);
         }
         return 0;
     }
@@ -884,7 +970,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     uint8_t *last = a->lastrow.data;
     memset(last + (size_t)img->width * 3, 0, 16);
     int64_t done = a->ay.lo; /* input rows below this are in the ring */
-    for (uint32_t y = 0; y < size; y++) {
+    for (uint32_t y = 0; y < oh; y++) {
         const int64_t need = (int64_t)ys[y] + ky;
         for (; done < need; done++) {
             const uint8_t *src = img->data + (size_t)done * img->stride;
@@ -892,14 +978,14 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
                 memcpy(last, src, (size_t)img->width * 3);
                 src = last;
             }
-            hpass_u8(src + (size_t)a->ax.lo * 3, xs, hc, kx, size,
+            hpass_u8(src + (size_t)a->ax.lo * 3, xs, hc, kx, ow,
                      tmp + (size_t)((done - a->ay.lo) % (int64_t)nring) * irow, a->avx2);
         }
         for (uint32_t t = 0; t < ky; t++)
             rows[t] = tmp + (size_t)(((int64_t)ys[y] + t - a->ay.lo) % (int64_t)nring) * irow;
         rows[ky] = rows[ky - 1];
         vpass_i16(rows, yc + (size_t)y * ky, a->vco.data, ky, irow, orowp, a->avx2);
-        nst_out_row(out, y, orowp, a->fma);
+        emit(a, o, y, orowp);
     }
     return 0;
 }

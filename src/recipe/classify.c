@@ -39,7 +39,7 @@ typedef struct classify {
     uint32_t crop, resize;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     int float_out;
-    float lut[NST_NORM_LUT_SIZE];
+    nst_norm norm;
 } classify;
 
 
@@ -72,10 +72,10 @@ static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image 
 {
     const classify *r = w->r;
     nst_output out = {
-        .kind = r->float_out ? NST_OUT_FLOAT_NCHW : NST_OUT_UINT8_NHWC,
+        .dtype = r->float_out ? NST_OUT_F32 : NST_OUT_U8,
         .size = r->crop,
         .dst = c->dst[0],
-        .lut = r->lut,
+        .norm = &r->norm,
     };
     uint64_t t0 = nst_now_ns();
     int rc = nst_augment(w->aug, img, win, flip, &out);
@@ -245,7 +245,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     r->ratio_max = v[NOSTALL_OPT_RATIO_MAX].d;
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
     r->float_out = v[NOSTALL_OPT_OUTPUT].u == NOSTALL_OUTPUT_FLOAT;
-    nst_norm_lut(r->lut, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
+    nst_norm_init(&r->norm, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
     r->base.nfields = 1;
     if ((rc = declare_image(r, v)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0)
         goto fail;
