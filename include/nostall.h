@@ -740,14 +740,18 @@ NOSTALL_API void *nostall_fetch_buf_reserve(nostall_fetch_buf *buf, size_t len);
 
 typedef struct nostall_peer_cache {
     void *ctx;
-    /* Called by worker threads, concurrently. Return 1 after writing the
-     * item's bytes into nostall_fetch_buf_reserve(buf, len) and setting
-     * *len; 0 if no peer holds the item (storage is then read); a negative
+    /* `key` names what is fetched, as the MinIO cache does: the item's
+     * index in the dataset when items are whole files (classify, detect,
+     * bytes, audio), a chunk of the token file for task=tokens (see
+     * docs/tokens.md); a key always means the same bytes.
+     * Called by worker threads, concurrently. Return 1 after writing the
+     * key's bytes into nostall_fetch_buf_reserve(buf, len) and setting
+     * *len; 0 if no peer holds them (storage is then read); a negative
      * status for an error, which also falls back to storage. NULL: never. */
-    int (*get)(void *ctx, uint64_t index, nostall_fetch_buf *buf, size_t *len);
-    /* Called by worker threads after item `index` was read from storage
+    int (*get)(void *ctx, uint64_t key, nostall_fetch_buf *buf, size_t *len);
+    /* Called by worker threads after `key`'s bytes were read from storage
      * (data valid only during the call). NULL: never. */
-    void (*put)(void *ctx, uint64_t index, const void *data, size_t len);
+    void (*put)(void *ctx, uint64_t key, const void *data, size_t len);
 } nostall_peer_cache;
 
 /* Attach a peer cache to loaders created from this config (a copy of *pc

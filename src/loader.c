@@ -270,6 +270,7 @@ static int make_fetch_env(struct nostall_loader *ld, const char *fn)
         ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
         if (!ld->fenv.reading) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     }
+    ld->fenv.keys = ld->recipe->keys; /* a key past them is E_INVALID, not a stray read */
     ld->fenv.cache = ld->cache;
     ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
     ld->fenv.throttle = &ld->throttle;
