@@ -22,7 +22,8 @@ TYPES = {"uint": "int", "double": "float", "bool": "bool", "enum": "str",
          "path": "str"}
 PYTHON_ONLY = [("copy", "bool", "False"), ("pin_memory", "bool", "False"),
                ("device", '"str | None"', "None"), ("normalize_on_device", "bool", "False"),
-               ("peer_cache", None, "None")]
+               ("peer_cache", None, "None"), ("transform", None, "None"),
+               ("transform_fields", '"dict | None"', "None")]
 
 
 def block():

@@ -155,6 +155,53 @@ loader_skipped = _fn("nostall_loader_skipped", c_int, c_void_p, c_uint64, POINTE
 checksum_update = _fn("nostall_checksum_update", None, POINTER(c_uint64), c_void_p, c_size_t)
 checksum_batch = _fn("nostall_checksum_batch", None, POINTER(c_uint64), POINTER(Batch))
 
+# --- user ops (nostall_op.h): the structs and callbacks transform= uses ---
+
+OP_VERSION = 1
+OP_FIELDS_MAX, OP_NAME_MAX, OP_MESSAGE_MAX = 7, 24, 768
+OP_INPUT_BYTES, OP_INPUT_IMAGE = 0, 1
+
+
+class OpField(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * OP_NAME_MAX), ("dtype", c_int), ("ndim", c_uint32),
+                ("shape", c_uint64 * FIELD_DIMS), ("shape_field", ctypes.c_int32),
+                ("reserved_", c_uint32)]
+
+
+class OpItem(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("data", c_void_p), ("len", c_size_t), ("width", c_uint32),
+                ("height", c_uint32), ("stride", c_size_t), ("index", c_uint64),
+                ("epoch", c_uint64), ("copy", c_uint32), ("nfields", c_uint32),
+                ("path", c_char_p), ("seed", c_uint64), ("random_state", c_uint64),
+                ("dst", POINTER(c_void_p)), ("message", ctypes.c_char * OP_MESSAGE_MAX)]
+
+
+class OpSetup(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("args", c_char_p), ("task", c_uint32), ("train", c_uint32),
+                ("seed", c_uint64), ("crop", c_uint32), ("out_height", c_uint32),
+                ("out_width", c_uint32), ("reserved_", c_uint32), ("sample", POINTER(OpItem)),
+                ("nfields", c_uint32), ("image_field", c_uint32),
+                ("fields", OpField * OP_FIELDS_MAX), ("message", ctypes.c_char * OP_MESSAGE_MAX)]
+
+
+OP_CREATE = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(OpSetup), POINTER(c_void_p))
+OP_DESTROY = ctypes.CFUNCTYPE(None, c_void_p)
+OP_CREATE_WORKER = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(c_void_p))
+OP_FREE_WORKER = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+OP_RUN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, POINTER(OpItem))
+
+
+class Op(ctypes.Structure):
+    _fields_ = [("version", c_uint32), ("size", c_uint32), ("name", c_char_p), ("input", c_uint32),
+                ("flags", c_uint32), ("create", OP_CREATE), ("destroy", OP_DESTROY),
+                ("create_worker", OP_CREATE_WORKER), ("free_worker", OP_FREE_WORKER),
+                ("run", OP_RUN)]
+
+
+# (None with a library older than user ops: transform= then says so)
+config_set_op = _fn("nostall_config_set_op", c_int, c_void_p, POINTER(Op), c_void_p) \
+    if hasattr(lib, "nostall_config_set_op") else None
+
 # --- the restart-marker rewrite (nostall.h) and the stall analyzer
 # (nostall_analyze.h), for transcode.py and analyze.py ---------------------
 

@@ -34,6 +34,7 @@ Design
   parent's.
 """
 
+import atexit
 import copy as _copymod
 import ctypes
 import difflib
@@ -89,6 +90,13 @@ class BadItemError(Error):
     """A bad dataset item under on_bad_item="fail" (the message names the file).
     Raised as a class deriving from both this and the status's class,
     e.g. BadItemError + NotImageError."""
+    __module__ = "nostall"
+
+
+class TransformError(BadItemError):
+    """An item on which transform= raised, under on_bad_item="fail": the
+    message names the file and has the exception's type, text and traceback;
+    the exception itself is the __cause__ (when still known)."""
     __module__ = "nostall"
 
 
@@ -170,7 +178,6 @@ _TORCH_NAMES = {
     "worker_init_fn": "nothing: there are no worker processes",
     "timeout": "nothing: stop() ends a wait from another thread",
     "multiprocessing_context": "nothing: there are no worker processes",
-    "transform": "mode, crop, resize, scale_min/max, ratio_min/max, flip_prob, mean, std",
 }
 
 
@@ -184,7 +191,8 @@ def _unknown_option(name):
     return _error("E_OPTION", "nostall.Loader: unknown option '%s'; %s" % (name, hint))
 
 
-_PY_OPTIONS = ("copy", "pin_memory", "device", "normalize_on_device", "peer_cache")
+_PY_OPTIONS = ("copy", "pin_memory", "device", "normalize_on_device", "peer_cache", "transform",
+               "transform_fields")
 
 
 def _torch():
@@ -204,11 +212,31 @@ else:
 
 # --- batch memory ----------------------------------------------------------------
 
+# Cores whose workers run Python (transform=): closed at exit, before the
+# interpreter finalizes, so no worker thread calls into a dying interpreter.
+_PY_CORES = weakref.WeakSet()
+
+
+def _close_py_cores():
+    for core in list(_PY_CORES):
+        core.close()
+
+
+atexit.register(_close_py_cores)
+
+
+def _in_worker():
+    """True inside a transform= call on a worker thread: a release or close
+    triggered there (garbage collection) must not wait for the workers."""
+    mod = sys.modules.get("nostall._transform")
+    return mod is not None and getattr(mod.IN_CALL, "on", False)
+
+
 class _Core:
     """Owns the C loader handle. Freed once the Loader is closed (or collected)
     and no lease is left, so tensors never outlive the memory they view."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, transform=None):
         self.ld = handle
         self.lib = _lib  # kept for __del__ during interpreter shutdown
         self.pid = os.getpid()
@@ -216,8 +244,14 @@ class _Core:
         self.leases = 0
         self.closed = False
         self.pinned = None  # (address, bytes) registered with CUDA
+        self.transform = transform  # called by the workers until the loader is freed
+        if transform is not None:
+            _PY_CORES.add(self)
 
     def release(self, batch):
+        if _in_worker():  # (garbage collected in a worker: let another thread do it)
+            threading.Thread(target=self.release, args=(batch,), daemon=True).start()
+            return
         with self.lock:
             if self.ld and os.getpid() == self.pid:
                 self.lib.loader_release(self.ld, ctypes.byref(batch))
@@ -226,6 +260,9 @@ class _Core:
                 self._free()
 
     def close(self):
+        if _in_worker():
+            threading.Thread(target=self.close, daemon=True).start()
+            return
         with self.lock:
             if self.closed:
                 return
@@ -247,6 +284,12 @@ class _Core:
 
     def __del__(self):
         if getattr(self, "ld", None):
+            if _in_worker():
+                # collected on a worker thread: free it from another (this
+                # object is gone; the handle and library travel alone)
+                ld, lib, self.ld = self.ld, self.lib, None
+                threading.Thread(target=lib.loader_free, args=(ld,), daemon=True).start()
+                return
             self.closed = True
             self._free()
 
@@ -506,6 +549,8 @@ class Loader(_Base):
                  device: "str | None" = None,
                  normalize_on_device: bool = False,
                  peer_cache = None,
+                 transform = None,
+                 transform_fields: "dict | None" = None,
                  **unknown) -> None:
         options = {k: v for k, v in locals().items() if k in _lib.OPTIONS and v is not None}
     # END OPTIONS
@@ -513,10 +558,13 @@ class Loader(_Base):
         self._lib = _lib
         if unknown:
             raise _unknown_option(sorted(unknown)[0])
-        self._init(source, options, copy, pin_memory, device, normalize_on_device, peer_cache)
+        self._init(source, options, copy, pin_memory, device, normalize_on_device, peer_cache,
+                   transform, transform_fields)
 
-    def _init(self, source, options, copy, pin_memory, device, normalize_on_device, peer_cache):
+    def _init(self, source, options, copy, pin_memory, device, normalize_on_device, peer_cache,
+              transform=None, transform_fields=None):
         self._peer_cache = peer_cache  # kept alive while this loader uses it
+        self._transform = None
         self._copy = bool(copy)
         self._iter_token = 0
         self._active = None         # weakref to the live iterator
@@ -564,10 +612,20 @@ class Loader(_Base):
             self._task = self.config["task"]
             if peer_cache is not None:
                 _check(_lib.config_set_peer_cache(cfg, ctypes.byref(peer_cache.hooks)))
+            if transform is not None:
+                self._transform = self._make_transform(transform, transform_fields)
+                _check(_lib.config_set_op(cfg, ctypes.byref(self._transform.op), None))
+            elif transform_fields is not None:
+                raise _error("E_OPTION", "nostall.Loader: transform_fields without transform")
             self.source, tmp_list = self._source_path(source)
             ld = ctypes.c_void_p()
-            _check(_lib.loader_create(ctypes.byref(ld), _encode(self.source), cfg))
-            self._core = _Core(ld.value)
+            rc = _lib.loader_create(ctypes.byref(ld), _encode(self.source), cfg)
+            if rc < 0 and self._transform is not None and self._transform.create_error is not None:
+                # the transform's own exception (inferring its fields) as the cause
+                raise error_class(rc)(rc, _lib._s(_lib.last_error())) \
+                    from self._transform.create_error
+            _check(rc)
+            self._core = _Core(ld.value, self._transform)
         finally:
             _lib.config_free(cfg)
             if tmp_list:
@@ -585,6 +643,20 @@ class Loader(_Base):
                           "(the formats nostall decodes), hidden, or outside class folders: %s"
                           % (self._info["files_ignored"], self.source, shown),
                           RuntimeWarning, stacklevel=3)
+
+    def _make_transform(self, fn, fields):
+        """transform=: the callable as an op run by the worker threads (see
+        nostall/_transform.py)."""
+        from ._transform import Transform
+        if self.config["coordinate"]:
+            raise _error("E_OPTION", "nostall.Loader: transform= with coordinate=%r: the jobs of "
+                         "a coordinated group prepare items for each other, and a Python callable "
+                         "cannot run in another process; use a C op (op_library=, nostall_op.h) "
+                         "or leave coordinate unset" % self.config["coordinate"])
+        if self.config["op_library"]:
+            raise _error("E_OPTION", "nostall.Loader: transform= and op_library=%r: one op per "
+                         "loader" % self.config["op_library"])
+        return Transform(fn, fields, self._task, self._as_torch)
 
     def _source_path(self, source):
         if isinstance(source, (str, bytes, os.PathLike)):
@@ -792,6 +864,8 @@ class Loader(_Base):
             if not block:
                 return None
         if rc < 0:
+            if self._transform is not None:
+                self._raise_transform(rc)
             _raise(rc, bad_item=True)
         self._skips_check(rc != _lib.OK)
         if rc != _lib.OK:  # EPOCH_END or DONE
@@ -886,11 +960,33 @@ class Loader(_Base):
         else:
             self._last_address = b.images
         del lease  # held by the views now (or released, if none views the slot)
-        if self._task == "classify":
+        tr = self._transform
+        if tr is not None:
+            label = named.get("label")
+            if tr.kind == "single":
+                out = named[tr.names[0]]
+                return out if label is None else (out, label)
+            if tr.kind == "tuple":
+                out = tuple(named[n] for n in tr.names)
+                return out if label is None else out + (label,)
+            return named
+        if self._task == "classify" and "image" in named and set(named) <= {"image", "label"}:
             if "label" in named:
                 return named["image"], named["label"]
             return named["image"]
         return named
+
+    def _raise_transform(self, rc):
+        """A bad item of transform= under on_bad_item="fail": TransformError,
+        caused by the exception itself when it is still known."""
+        msg = _lib._s(_lib.last_error()) or ""
+        tr = self._transform
+        at = msg.find(tr.prefix)
+        if at < 0:
+            return  # not the transform's (the item could not be read or decoded)
+        rest = msg[at + len(tr.prefix):]
+        cause = next((e for p, e in list(tr.errors.items()) if rest.startswith(p + ": ")), None)
+        raise TransformError(rc, msg) from cause
 
     def _field_array(self, f, shape, owner, addr=None):
         """One field (or one item of a ragged one) as a tensor (or array):
