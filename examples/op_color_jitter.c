@@ -35,7 +35,7 @@ typedef struct jitter {
 } jitter;
 
 typedef struct scratch {
-    float *xs;  /* source x of each output column */
+    float *xs; /* source x of each output column */
     size_t cap;
 } scratch;
 
@@ -62,13 +62,19 @@ static int parse_one(jitter *j, char *tok, char *msg, size_t msgn)
         snprintf(msg, msgn, "op_args: %.100s=%.200s is not a number in 0..100000", key, val);
         return -1;
     }
-    if (strcmp(key, "size") == 0 && v >= 1 && v <= 8192 && v == floor(v)) j->size = (uint32_t)v;
-    else if (strcmp(key, "brightness") == 0) j->brightness = v;
-    else if (strcmp(key, "contrast") == 0) j->contrast = v;
-    else if (strcmp(key, "saturation") == 0) j->saturation = v;
+    if (strcmp(key, "size") == 0 && v >= 1 && v <= 8192 && v == floor(v))
+        j->size = (uint32_t)v;
+    else if (strcmp(key, "brightness") == 0)
+        j->brightness = v;
+    else if (strcmp(key, "contrast") == 0)
+        j->contrast = v;
+    else if (strcmp(key, "saturation") == 0)
+        j->saturation = v;
     else {
-        snprintf(msg, msgn, "op_args: unknown key '%.100s' or bad value '%.200s' (size is 1..8192; "
-                 "keys: size, brightness, contrast, saturation, resize)", key, val);
+        snprintf(msg, msgn,
+                 "op_args: unknown key '%.100s' or bad value '%.200s' (size is 1..8192; "
+                 "keys: size, brightness, contrast, saturation, resize)",
+                 key, val);
         return -1;
     }
     return 0;
@@ -162,10 +168,13 @@ static int resize_centre(const jitter *j, scratch *w, const nostall_op_item *it,
         uint32_t ya = (uint32_t)sy, yb = ya + 1 < it->height ? ya + 1 : ya;
         float fy = j->nearest ? 0.0f : (float)(sy - ya);
         if (j->nearest && sy - ya >= 0.5) ya = yb;
-        const uint8_t *ra = it->data + (size_t)ya * it->stride, *rb = it->data + (size_t)yb * it->stride;
+        const uint8_t *ra = it->data + (size_t)ya * it->stride,
+                      *rb = it->data + (size_t)yb * it->stride;
         uint8_t *out = dst + (size_t)y * n * 3;
         for (uint32_t x = 0; x < n; x++) {
-            float sx = w->xs[x] < 0 ? 0 : w->xs[x] > it->width - 1 ? (float)(it->width - 1) : w->xs[x];
+            float sx = w->xs[x] < 0               ? 0
+                       : w->xs[x] > it->width - 1 ? (float)(it->width - 1)
+                                                  : w->xs[x];
             uint32_t xa = (uint32_t)sx, xb = xa + 1 < it->width ? xa + 1 : xa;
             float fx = j->nearest ? 0.0f : sx - xa;
             if (j->nearest && sx - xa >= 0.5f) xa = xb;
@@ -179,7 +188,10 @@ static int resize_centre(const jitter *j, scratch *w, const nostall_op_item *it,
     return 0;
 }
 
-static inline float gray(const uint8_t *p) { return 0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2]; }
+static inline float gray(const uint8_t *p)
+{
+    return 0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2];
+}
 
 /* ColorJitter's three colour changes, in a random order, in place. */
 static void color_jitter(const jitter *j, nostall_op_item *it, uint8_t *img, size_t pixels)
@@ -207,7 +219,8 @@ static void color_jitter(const jitter *j, nostall_op_item *it, uint8_t *img, siz
         } else { /* saturation: blend with each pixel's grey */
             for (size_t i = 0; i < pixels; i++) {
                 float g = gray(img + i * 3);
-                for (int c = 0; c < 3; c++) img[i * 3 + c] = clamp_u8(k * img[i * 3 + c] + (1 - k) * g);
+                for (int c = 0; c < 3; c++)
+                    img[i * 3 + c] = clamp_u8(k * img[i * 3 + c] + (1 - k) * g);
             }
         }
     }

@@ -23,15 +23,15 @@
 #include "nostall_op.h"
 #include "test_data.h"
 
-#define SIDE 8    /* the probe op's image: SIDE x SIDE x 3 */
-#define BAG 16    /* its ragged field's room */
+#define SIDE 8 /* the probe op's image: SIDE x SIDE x 3 */
+#define BAG 16 /* its ragged field's room */
 
 /* ---- the probe op -------------------------------------------------------- */
 
 typedef struct probe_ctx {
     int fail_mod, fail_rem, fail_status; /* items index % mod == rem fail    */
     int create_fail, dup_name, bad_shape_field, label_name, bytes_input;
-    int saw_sample;                      /* create got a sample with pixels  */
+    int saw_sample; /* create got a sample with pixels  */
     atomic_int creates, destroys, workers, workers_freed, runs;
 } probe_ctx;
 
@@ -70,7 +70,10 @@ static int probe_create(void *vctx, nostall_op_setup *s, void **state)
         return 0;
     }
     field(&s->fields[0], "image", NOSTALL_DTYPE_UINT8, 3, SIDE, SIDE, 3, -1);
-    field(&s->fields[1], ctx->dup_name ? "image" : ctx->label_name ? "label" : "info",
+    field(&s->fields[1],
+          ctx->dup_name     ? "image"
+          : ctx->label_name ? "label"
+                            : "info",
           NOSTALL_DTYPE_INT64, 1, 5, 0, 0, -1);
     field(&s->fields[2], "bag", NOSTALL_DTYPE_UINT8, 1, BAG, 0, 0, ctx->bad_shape_field ? 1 : 3);
     field(&s->fields[3], "bag_shape", NOSTALL_DTYPE_INT64, 1, 1, 0, 0, -1);
@@ -118,7 +121,9 @@ static int probe_run(void *state, void *worker, nostall_op_item *it)
     for (uint32_t y = 0; y < SIDE; y++)
         for (uint32_t x = 0; x < SIDE; x++)
             memcpy(img + (y * SIDE + x) * 3,
-                   it->data + (size_t)(y * it->height / SIDE) * it->stride + (x * it->width / SIDE) * 3, 3);
+                   it->data + (size_t)(y * it->height / SIDE) * it->stride +
+                       (x * it->width / SIDE) * 3,
+                   3);
     int64_t info[5] = {it->width, it->height, (int64_t)it->index, (int64_t)it->copy,
                        (int64_t)nostall_op_random(it)};
     memcpy(it->dst[1], info, sizeof info);
@@ -130,10 +135,15 @@ static int probe_run(void *state, void *worker, nostall_op_item *it)
 
 static nostall_op probe_op(void)
 {
-    nostall_op op = {.version = NOSTALL_OP_VERSION, .size = sizeof(nostall_op), .name = "probe",
-                     .input = NOSTALL_OP_INPUT_IMAGE, .create = probe_create,
-                     .destroy = probe_destroy, .create_worker = probe_worker_create,
-                     .free_worker = probe_worker_free, .run = probe_run};
+    nostall_op op = {.version = NOSTALL_OP_VERSION,
+                     .size = sizeof(nostall_op),
+                     .name = "probe",
+                     .input = NOSTALL_OP_INPUT_IMAGE,
+                     .create = probe_create,
+                     .destroy = probe_destroy,
+                     .create_worker = probe_worker_create,
+                     .free_worker = probe_worker_free,
+                     .run = probe_run};
     return op;
 }
 
@@ -149,8 +159,10 @@ static nostall_loader *loader_with(const nostall_op *op, probe_ctx *ctx, const c
     if (op) CHECK_OK(nostall_config_set_op(cfg, op, ctx));
     int rc = nostall_loader_create(&ld, src, cfg);
     nostall_config_free(cfg);
-    if (rc_out) *rc_out = rc;
-    else CHECK_OK(rc);
+    if (rc_out)
+        *rc_out = rc;
+    else
+        CHECK_OK(rc);
     return ld;
 }
 
@@ -179,7 +191,9 @@ static uint64_t drain(nostall_loader *ld, uint64_t *items)
 static uint64_t probe_checksum(const char *threads, const char *kv_extra[][2], int nextra,
                                uint64_t *items)
 {
-    const char *kv[16][2] = {{"threads", threads}, {"batch_size", "8"}, {"epochs", "2"},
+    const char *kv[16][2] = {{"threads", threads},
+                             {"batch_size", "8"},
+                             {"epochs", "2"},
                              {"seed", "5"}};
     int n = 4;
     for (int i = 0; i < nextra; i++, n++) kv[n][0] = kv_extra[i][0], kv[n][1] = kv_extra[i][1];
@@ -228,8 +242,10 @@ static void test_threads(void)
 static void check_item(nst_decoder *dec, const nostall_batch *b, uint32_t i, uint64_t seed,
                        const char *path)
 {
-    const nostall_field *img = nostall_batch_field(b, "image"), *info = nostall_batch_field(b, "info"),
-                        *bag = nostall_batch_field(b, "bag"), *bs = nostall_batch_field(b, "bag_shape"),
+    const nostall_field *img = nostall_batch_field(b, "image"),
+                        *info = nostall_batch_field(b, "info"),
+                        *bag = nostall_batch_field(b, "bag"),
+                        *bs = nostall_batch_field(b, "bag_shape"),
                         *label = nostall_batch_field(b, "label");
     CHECK(img && info && bag && bs && label);
     if (!img || !info || !bag || !bs || !label) return;
@@ -254,18 +270,18 @@ static void check_item(nst_decoder *dec, const nostall_batch *b, uint32_t i, uin
     for (uint32_t y = 0; y < SIDE; y++)
         for (uint32_t x = 0; x < SIDE; x++)
             same &= memcmp(px + (y * SIDE + x) * 3,
-                           im.data + (size_t)(y * im.height / SIDE) * im.stride + (x * im.width / SIDE) * 3,
+                           im.data + (size_t)(y * im.height / SIDE) * im.stride +
+                               (x * im.width / SIDE) * 3,
                            3) == 0;
     CHECK(same);
     /* The stream: hash(seed, epoch, index, copy 0), as documented. */
-    nostall_op_item it = {.random_state = nst_hash4(seed, b->epoch, b->indices[i],
-                                                    NST_RNG_AUGMENT_COPY(f[3]))};
+    nostall_op_item it = {.random_state =
+                              nst_hash4(seed, b->epoch, b->indices[i], NST_RNG_AUGMENT_COPY(f[3]))};
     CHECK(f[4] == (int64_t)nostall_op_random(&it));
     int64_t k = 1 + (int64_t)nostall_op_random_below(&it, BAG);
     CHECK_EQ(((const int64_t *)bs->data)[i], k);
     const uint8_t *bg = (const uint8_t *)bag->data + i * bag->item_bytes;
-    for (int64_t j = 0; j < BAG; j++)
-        CHECK_EQ(bg[j], j < k ? (int)(b->indices[i] & 0x7f) + 1 : 0);
+    for (int64_t j = 0; j < BAG; j++) CHECK_EQ(bg[j], j < k ? (int)(b->indices[i] & 0x7f) + 1 : 0);
 }
 
 static void test_content(void)
@@ -311,8 +327,11 @@ static void test_echo(void)
     for (int p = 0; p < 3; p++) { /* the uses of one item within an epoch */
         probe_ctx ctx = {0};
         nostall_op op = probe_op();
-        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "8"}, {"epochs", "1"},
-                               {"echo_factor", "2"}, {"echo_point", points[p]}};
+        const char *kv[][2] = {{"threads", "2"},
+                               {"batch_size", "8"},
+                               {"epochs", "1"},
+                               {"echo_factor", "2"},
+                               {"echo_point", points[p]}};
         nostall_loader *ld = loader_with(&op, &ctx, data_dir, kv, 5, NULL);
         int64_t first[30][2];
         int seen[30] = {0}, differ = 0, same = 0;
@@ -332,10 +351,14 @@ static void test_echo(void)
             nostall_loader_release(ld, &b);
         }
         nostall_loader_free(ld);
-        if (p < 2) CHECK(differ > 0 && same == 0);
-        else CHECK(same > 0 && differ == 0);
+        if (p < 2)
+            CHECK(differ > 0 && same == 0);
+        else
+            CHECK(same > 0 && differ == 0);
     }
-    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "8"}, {"epochs", "2"},
+    const char *kv[][2] = {{"threads", "2"},
+                           {"batch_size", "8"},
+                           {"epochs", "2"},
                            {"echo", "adaptive"}};
     probe_ctx ctx = {0};
     nostall_op op = probe_op();
@@ -370,7 +393,10 @@ static void test_resume(void)
     nostall_loader_free(bl);
 
     /* A state of other op arguments (the fingerprint) is refused. */
-    const char *kv2[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"epochs", "2"}, {"seed", "3"},
+    const char *kv2[][2] = {{"threads", "2"},
+                            {"batch_size", "4"},
+                            {"epochs", "2"},
+                            {"seed", "3"},
                             {"op_args", "other"}};
     probe_ctx c3 = {0};
     nostall_loader *c = loader_with(&op, &c3, data_dir, kv2, 5, NULL);
@@ -386,7 +412,10 @@ static void test_cache(void)
     uint64_t plain = probe_checksum("2", NULL, 0, &n);
     probe_ctx ctx = {0};
     nostall_op op = probe_op();
-    const char *kv2[][2] = {{"threads", "2"}, {"batch_size", "8"}, {"epochs", "2"}, {"seed", "5"},
+    const char *kv2[][2] = {{"threads", "2"},
+                            {"batch_size", "8"},
+                            {"epochs", "2"},
+                            {"seed", "5"},
                             {"cache_bytes", "64M"}};
     nostall_loader *ld = loader_with(&op, &ctx, data_dir, kv2, 5, NULL);
     uint64_t cached = drain(ld, NULL);
@@ -420,8 +449,11 @@ static void test_bad_items(void)
     nostall_loader_free(ld);
 
     probe_ctx c2 = {.fail_mod = 7, .fail_rem = 3}; /* returns 42 */
-    const char *kv2[][2] = {{"threads", "2"}, {"batch_size", "8"}, {"epochs", "1"},
-                            {"on_bad_item", "fail"}, {"shuffle", "0"}};
+    const char *kv2[][2] = {{"threads", "2"},
+                            {"batch_size", "8"},
+                            {"epochs", "1"},
+                            {"on_bad_item", "fail"},
+                            {"shuffle", "0"}};
     ld = loader_with(&op, &c2, data_dir, kv2, 5, NULL);
     nostall_batch b;
     int rc;
@@ -515,8 +547,7 @@ static void test_bytes(void)
     probe_ctx ctx = {.bytes_input = 1};
     nostall_op op = probe_op();
     op.input = NOSTALL_OP_INPUT_BYTES;
-    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"epochs", "1"},
-                           {"task", "bytes"}};
+    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"epochs", "1"}, {"task", "bytes"}};
     nostall_loader *ld = loader_with(&op, &ctx, bytes_dir, kv, 4, NULL);
     CHECK(ctx.saw_sample);
     nostall_batch b;
@@ -554,7 +585,8 @@ static int example_library(char *out, size_t n)
     if (env && access(env, R_OK) == 0) return snprintf(out, n, "%s", env), 1;
     if (cli) {
         snprintf(out, n, "%.*s/examples/libop_color_jitter.so",
-                 (int)(strrchr(cli, '/') ? strrchr(cli, '/') - cli : 1), strrchr(cli, '/') ? cli : ".");
+                 (int)(strrchr(cli, '/') ? strrchr(cli, '/') - cli : 1),
+                 strrchr(cli, '/') ? cli : ".");
         if (access(out, R_OK) == 0) return 1;
     }
     /* the source tree: this file is ROOT/tests/test_op.c */
@@ -566,8 +598,10 @@ static int example_library(char *out, size_t n)
     const char *dir = test_tmpdir("op_example");
     char cmd[16384];
     snprintf(out, n, "%s/libop_color_jitter.so", dir);
-    snprintf(cmd, sizeof cmd, "cc -std=c11 -O2 -shared -fPIC -I '%s/include' "
-             "'%s/examples/op_color_jitter.c' -o '%s' -lm", root, root, out);
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -O2 -shared -fPIC -I '%s/include' "
+             "'%s/examples/op_color_jitter.c' -o '%s' -lm",
+             root, root, out);
     return system(cmd) == 0;
 }
 
@@ -580,8 +614,11 @@ static void test_library(void)
     }
     uint64_t h[2];
     for (int t = 0; t < 2; t++) {
-        const char *kv[][2] = {{"threads", t ? "3" : "1"}, {"batch_size", "8"}, {"epochs", "2"},
-                               {"op_library", lib}, {"op_args", "size=20 contrast=0.8"}};
+        const char *kv[][2] = {{"threads", t ? "3" : "1"},
+                               {"batch_size", "8"},
+                               {"epochs", "2"},
+                               {"op_library", lib},
+                               {"op_args", "size=20 contrast=0.8"}};
         nostall_loader *ld = loader_with(NULL, NULL, data_dir, kv, 5, NULL);
         nostall_batch b;
         if (ld && nostall_loader_next(ld, &b) == 0) {
@@ -602,7 +639,8 @@ static void test_library(void)
     int rc;
     nostall_loader *ld = loader_with(NULL, NULL, data_dir, kv, 2, &rc);
     CHECK_RC(rc, NOSTALL_E_OPTION);
-    CHECK(!ld && strstr(nostall_last_error(), "op 'color_jitter': create failed: op_args: unknown key 'hue'"));
+    CHECK(!ld && strstr(nostall_last_error(),
+                        "op 'color_jitter': create failed: op_args: unknown key 'hue'"));
 }
 
 int main(void)

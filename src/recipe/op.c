@@ -50,19 +50,19 @@ _Static_assert(NOSTALL_OP_FIELDS_MAX < NST_FIELDS_MAX, "room for the label after
 
 typedef struct op_recipe {
     nst_recipe base;
-    nostall_op op;       /* a copy of the descriptor (the first op.size bytes) */
-    void *ctx, *state;   /* set_op's ctx; create's state                      */
-    void *dl;            /* op_library's handle, or NULL                      */
-    int created;         /* create succeeded: destroy at free                 */
-    uint32_t nop;        /* the op's fields (the label follows)               */
+    nostall_op op;     /* a copy of the descriptor (the first op.size bytes) */
+    void *ctx, *state; /* set_op's ctx; create's state                      */
+    void *dl;          /* op_library's handle, or NULL                      */
+    int created;       /* create succeeded: destroy at free                 */
+    uint32_t nop;      /* the op's fields (the label follows)               */
     uint64_t seed, max_pixels;
     char name[64];
 } op_recipe;
 
 struct nst_recipe_worker {
     const op_recipe *r;
-    nst_decoder *dec;    /* image input only                                  */
-    void *opw;           /* the op's worker state                             */
+    nst_decoder *dec; /* image input only                                  */
+    void *opw;        /* the op's worker state                             */
     int has_opw;
 };
 
@@ -181,7 +181,8 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
     nst_image img;
     int rc = decode_image(w, c, data, len, &img, t);
     size_t row = 0, bytes = 0;
-    if (rc == 0 && (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
+    if (rc == 0 &&
+        (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
         rc = nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: image too large to echo", c->path);
     if (rc == 0) rc = nst_buf_reserve(&out->buf, bytes ? bytes : 1);
     if (rc < 0) return rc;
@@ -216,7 +217,8 @@ static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
     *out = NULL;
     if (!w) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     w->r = r;
-    if (r->op.input == NOSTALL_OP_INPUT_IMAGE && (rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0)
+    if (r->op.input == NOSTALL_OP_INPUT_IMAGE &&
+        (rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0)
         goto fail;
     if (r->op.create_worker) {
         rc = r->op.create_worker(r->state, &w->opw);
@@ -274,8 +276,8 @@ static int check_op(const nostall_op *op, const char *where)
 {
     if (op->version != NOSTALL_OP_VERSION)
         return nst_error(NOSTALL_E_UNSUPPORTED,
-                         "%s: op interface version %u, this nostall runs version %d",
-                         where, op->version, NOSTALL_OP_VERSION);
+                         "%s: op interface version %u, this nostall runs version %d", where,
+                         op->version, NOSTALL_OP_VERSION);
     if (op->size < offsetof(nostall_op, run) + sizeof op->run)
         return nst_error(NOSTALL_E_INVALID, "%s: nostall_op.size %u is smaller than version %d's",
                          where, op->size, NOSTALL_OP_VERSION);
@@ -283,8 +285,10 @@ static int check_op(const nostall_op *op, const char *where)
         return nst_error(NOSTALL_E_INVALID, "%s: the op has no %s function", where,
                          op->create ? "run" : "create");
     if (op->input != NOSTALL_OP_INPUT_BYTES && op->input != NOSTALL_OP_INPUT_IMAGE)
-        return nst_error(NOSTALL_E_INVALID, "%s: unknown input %u (NOSTALL_OP_INPUT_BYTES or "
-                         "NOSTALL_OP_INPUT_IMAGE)", where, op->input);
+        return nst_error(NOSTALL_E_INVALID,
+                         "%s: unknown input %u (NOSTALL_OP_INPUT_BYTES or "
+                         "NOSTALL_OP_INPUT_IMAGE)",
+                         where, op->input);
     return 0;
 }
 
@@ -442,8 +446,8 @@ static int take_field(op_recipe *r, const nostall_op_setup *s, uint32_t i)
     }
     d->shape_field = f->shape_field;
     if (f->shape_field >= 0) {
-        const nostall_op_field *sf = (uint32_t)f->shape_field < s->nfields
-                                         ? &s->fields[f->shape_field] : NULL;
+        const nostall_op_field *sf =
+            (uint32_t)f->shape_field < s->nfields ? &s->fields[f->shape_field] : NULL;
         if (!sf || (uint32_t)f->shape_field == i || sf->dtype != NOSTALL_DTYPE_INT64 ||
             sf->ndim != 1 || sf->shape[0] != f->ndim || sf->shape_field >= 0)
             return nst_error(NOSTALL_E_INVALID,
@@ -474,16 +478,17 @@ static int take_fields(op_recipe *r, const nostall_op_setup *s, const char *sour
         if (strcmp(r->base.fields[i].name, "label") == 0)
             return nst_error(NOSTALL_E_INVALID,
                              "op '%s': declares a field 'label', but nostall adds the items' "
-                             "labels as 'label' (name it otherwise)", r->name);
+                             "labels as 'label' (name it otherwise)",
+                             r->name);
     r->base.item_bytes = 0;
-    for (uint32_t f = 0; f < r->base.nfields; f++) r->base.item_bytes += r->base.fields[f].item_bytes;
+    for (uint32_t f = 0; f < r->base.nfields; f++)
+        r->base.item_bytes += r->base.fields[f].item_bytes;
     r->base.image_field = s->image_field;
     return 0;
 }
 
 /* The op's create, with its inputs and a sample item. */
-static int create_op(op_recipe *r, const nostall_config *cfg, const char *args,
-                     nostall_op_setup *s)
+static int create_op(op_recipe *r, const nostall_config *cfg, const char *args, nostall_op_setup *s)
 {
     const nst_optval *v = cfg->v;
     nostall_op_item sample;
@@ -543,13 +548,17 @@ int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char
     int rc;
     *out = NULL;
     if (cfg->op && lib[0])
-        return nst_error(NOSTALL_E_OPTION, "op_library '%s' and an op set by "
-                         "nostall_config_set_op: one op per loader", lib);
+        return nst_error(NOSTALL_E_OPTION,
+                         "op_library '%s' and an op set by "
+                         "nostall_config_set_op: one op per loader",
+                         lib);
     if (!cfg->op && !lib[0])
         return nst_error(NOSTALL_E_OPTION, "op_args '%s' without an op (op_library)", args);
     if (task != NOSTALL_TASK_CLASSIFY && task != NOSTALL_TASK_BYTES)
-        return nst_error(NOSTALL_E_UNSUPPORTED, "an op runs with task=classify or task=bytes, "
-                         "not task=%s", task == NOSTALL_TASK_DETECT ? "detect" : "tokens");
+        return nst_error(NOSTALL_E_UNSUPPORTED,
+                         "an op runs with task=classify or task=bytes, "
+                         "not task=%s",
+                         task == NOSTALL_TASK_DETECT ? "detect" : "tokens");
     op_recipe *r = calloc(1, sizeof *r);
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &op_ops;
@@ -563,8 +572,9 @@ int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char
         goto fail;
     }
     snprintf(r->name, sizeof r->name, "%s", r->op.name && r->op.name[0] ? r->op.name : "op");
-    rc = task == NOSTALL_TASK_BYTES ? nst_index_build_flags(&r->base.index, source, NST_INDEX_ANY_NAME)
-                                    : nst_index_build(&r->base.index, source);
+    rc = task == NOSTALL_TASK_BYTES
+             ? nst_index_build_flags(&r->base.index, source, NST_INDEX_ANY_NAME)
+             : nst_index_build(&r->base.index, source);
     if (rc < 0) goto fail;
     nst_recipe_items_from_index(&r->base);
     nostall_op_setup s;
