@@ -290,3 +290,23 @@ def test_bytes_task(tmp_path):
             raw = f.read()
         assert int(b["len"][k, 0]) == len(raw)
         assert bytes(b["head"][k].numpy()[:min(16, len(raw))]) == raw[:16]
+
+
+def test_c_op_library(data):
+    """A C op (op_library) from Python: (images, labels) as the op declares."""
+    lib = os.path.join(os.path.dirname(os.environ.get("NOSTALL_LIBRARY", "")), "examples",
+                       "libop_color_jitter.so")
+    if not os.path.exists(lib):
+        pytest.skip("the example op is not built (%s)" % lib)
+    sums = []
+    for t in (1, 3):
+        with nostall.Loader(data, batch_size=8, epochs=1, seed=2, threads=t, op_library=lib,
+                            op_args="size=20") as ld:
+            s = 0
+            for x, y in ld:
+                assert x.shape[1:] == (20, 20, 3) and x.dtype == torch.uint8 and y.shape == x.shape[:1]
+                s = nostall.checksum(x, y, s)
+            sums.append(s)
+    assert sums[0] == sums[1]
+    with pytest.raises(nostall.OptionError, match="one op per loader"):
+        nostall.Loader(data, op_library=lib, transform=small)
