@@ -13,7 +13,8 @@
  *                      the flip only), in a ragged field: a room of
  *                      full_max_pixels * 3 elements with the item's shape in
  *                      "image_shape" (int64 [3]: (3, h, w) for NCHW, (h, w,
- *                      3) for NHWC); a larger image is a bad item.
+ *                      3) for NHWC; the rest of the room zeroed); a larger
+ *                      image is a bad item.
  * Every mode in any layout (NCHW / NHWC; auto: NCHW for float outputs,
  * NHWC for uint8) and dtype (uint8 as decoded; float32, float16, bfloat16
  * normalized by mean/std): augment.h's output contract.
@@ -134,6 +135,10 @@ static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image 
     t->augment_ns += nst_now_ns() - t0;
     if (rc < 0) return rc;
     if (r->mode == NOSTALL_IMAGE_FULL) {
+        /* the rest of the room zeroed: a batch's bytes (and checksum) are
+         * then a function of the items alone, as with task=bytes */
+        const size_t used = nst_output_bytes(&out), room = r->base.fields[0].item_bytes;
+        memset(c->dst[0] + used, 0, room - used);
         const int64_t hw[2] = {img->height, img->width};
         int64_t shape[3] = {3, hw[0], hw[1]};
         if (r->layout == NST_OUT_NHWC) shape[0] = hw[0], shape[1] = hw[1], shape[2] = 3;
