@@ -23,6 +23,7 @@ this package, else ctypes.util.find_library("nostall").
 from . import _lib
 from .loader import ERRORS, BadItemError, Error, Loader, checksum, error_class
 from .analyze import Analysis, analyze, stall_summary
+from .profile import Profile, profile
 from .transcode import transcode
 
 __version__ = _lib._s(_lib.version_string())
