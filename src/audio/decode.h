@@ -1,0 +1,116 @@
+/*
+ * decode.h — encoded audio bytes to float samples, with libsndfile. The only
+ * module that includes sndfile.h.
+ *
+ * A reader is a per-worker object. It opens a clip held in memory (the bytes
+ * the fetch stage delivered: a local file, an HTTP body, a cache entry) through
+ * libsndfile's virtual I/O, so every format libsndfile 1.2 reads by content --
+ * WAV (RIFF, RIFX, RF64, WAVEX), FLAC, Ogg Vorbis and Opus, MP3, AIFF, AU,
+ * CAF, W64, ... -- is read without a temporary file; the name is never used.
+ * Samples come out as float32 in [-1, 1) for integer PCM (x / 2^(bits-1), as
+ * libsndfile and torchaudio both scale them), planar: one plane per channel,
+ * or one plane holding the channels' mean (mixdown: the sum in channel order
+ * times 1/channels).
+ *
+ * Access (nst_audio_info.access), by what each format allows exactly:
+ *   SEEK     integer or float PCM, u-law, a-law in any container, and FLAC:
+ *            the header gives the exact length and sf_seek() lands on any
+ *            frame with the same samples a read from the start gives, so
+ *            only the frames a window needs are decoded;
+ *   FORWARD  other formats whose header gives the exact length (Ogg Vorbis
+ *            and Opus, ADPCM, ...): decoded from the first frame up to the
+ *            last one needed (a seek in a lossy format need not give the
+ *            same samples as decoding from the start);
+ *   WHOLE    MP3 (libmpg123's length is an estimate unless the file has a
+ *            Xing/LAME header) and any stream of unknown length: decoded to
+ *            its end, and the length is what decoded.
+ *
+ * Hostile input: the format is found by content; the rate must be within
+ * [NST_AUDIO_MIN_RATE, NST_AUDIO_MAX_RATE]; the length is checked against the
+ * limit (max_audio_seconds) before any sample buffer is sized -- for WAV,
+ * against what the header's data chunk *declares*, so a header claiming 2^31
+ * frames is refused whatever the file holds; a WAV whose data chunk declares
+ * more bytes than the file has is truncated (libsndfile would silently read
+ * the rest); a FLAC is checked to decode at its last frame (its STREAMINFO
+ * may promise frames a truncated file lacks); any decoder error libsndfile
+ * reports (a FLAC frame that lost sync, ...) is corrupt data; a WHOLE stream
+ * stops being read at the limit. Size arithmetic is overflow-checked.
+ *
+ * Errors (the message names the path and what was wrong):
+ *   E_UNSUPPORTED     not a format libsndfile reads (a text file named .wav,
+ *                     garbage named .mp3), a rate out of bounds, or (keeping
+ *                     channels) another channel count than the dataset's
+ *   E_EMPTY           no frames
+ *   E_TRUNCATED       fewer frames than the header declares
+ *   E_CORRUPT         a decoder error
+ *   E_FILE_TOO_LARGE  longer than the limit
+ *   E_NOMEM
+ *
+ * Memory: the reader's scratch (a chunk of interleaved frames) is grow-only;
+ * libsndfile allocates its own handle, and the FLAC, Vorbis and MP3
+ * decoders theirs, at every open (their allocators are not replaceable).
+ *
+ * Threads: a reader is used by one thread at a time; readers of different
+ * threads are independent. (libsndfile writes a global error number on
+ * every open; only the text of an open failure's reason can be another
+ * thread's then, never a status.)
+ */
+#ifndef NST_AUDIO_DECODE_H
+#define NST_AUDIO_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define NST_AUDIO_MIN_RATE 1000u
+#define NST_AUDIO_MAX_RATE 768000u
+
+enum { NST_AUDIO_SEEK = 0, NST_AUDIO_FORWARD = 1, NST_AUDIO_WHOLE = 2 };
+
+typedef struct nst_audio_limits {
+    double max_seconds;  /* longer clips are E_FILE_TOO_LARGE            */
+    uint32_t channels;   /* keeping channels: the count every clip has
+                            (0: mixdown to one plane)                    */
+} nst_audio_limits;
+
+typedef struct nst_audio_info {
+    uint32_t rate, channels; /* of the file                               */
+    uint32_t planes;         /* delivered: 1 (mixdown) or channels        */
+    int access;              /* NST_AUDIO_SEEK / FORWARD / WHOLE          */
+    uint64_t frames;         /* exact length (SEEK, FORWARD); WHOLE: 0    */
+    uint64_t max_frames;     /* the limit in frames at this rate          */
+    int format;              /* libsndfile's SF_FORMAT_* (for messages)   */
+} nst_audio_info;
+
+typedef struct nst_audio_reader nst_audio_reader;
+
+int nst_audio_reader_create(nst_audio_reader **out);
+void nst_audio_reader_free(nst_audio_reader *rd);
+
+/* Open the clip data[0, len) (kept, not copied, until close) named `path`
+ * in messages; fills *info. The reader is then at frame 0. */
+int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const char *path,
+                   const nst_audio_limits *lim, nst_audio_info *info);
+/* Frames [first, first + count) into planes[p][0, count), p < info.planes.
+ * SEEK: any order; FORWARD: first at or after the previous read's end (the
+ * frames between are decoded and dropped). Fewer frames than asked:
+ * E_TRUNCATED. Not for WHOLE. */
+int nst_audio_read(nst_audio_reader *rd, uint64_t first, uint64_t count, float *const *planes);
+/* SEEK formats whose length is a promise (FLAC): the last frame decodes,
+ * else E_TRUNCATED. 0 at once for the others. */
+int nst_audio_check_end(nst_audio_reader *rd);
+/* Every frame, to the end of the stream (WHOLE; also SEEK/FORWARD, which
+ * must then give exactly info.frames), planar into out (plane p at
+ * out + p * *frames floats). E_FILE_TOO_LARGE past the limit. */
+int nst_audio_read_all(nst_audio_reader *rd, nst_buf *out, uint64_t *frames);
+void nst_audio_close(nst_audio_reader *rd);
+
+/* The channel count of the local file at `path` (its header alone), for
+ * a dataset that keeps channels. */
+int nst_audio_probe_channels(const char *path, uint32_t *channels);
+
+/* A short name of a libsndfile format for messages ("FLAC", "WAV", ...). */
+const char *nst_audio_format_name(int format);
+
+#endif
