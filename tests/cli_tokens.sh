@@ -113,6 +113,11 @@ json "$TMP/c-random.json" 'j["per_epoch"][0]["storage_bytes_read"] == 12000 + 7 
     | grep -q True || fail "cache random: epoch 0 should read the 8 units once"
 json "$TMP/c-chunks.json" 'j["per_epoch"][0]["storage_bytes_read"] == 499 * 26 and j["per_epoch"][0]["storage_reads"] == 499' \
     | grep -q True || fail "cache chunks: epoch 0 should read each chunk once"
+# random windows with a cache too small for every unit: refused, saying why
+if "$CLI" bench "$TMP/u16.bin" "${common[@]}" --cache-bytes 12000 > /dev/null 2> "$TMP/err"; then
+    fail "a cache smaller than the units accepted"
+fi
+grep -q "Give cache_bytes >= 12168" "$TMP/err" || fail "small cache: $(cat "$TMP/err")"
 # without a cache each window reads exactly its own bytes
 json "$TMP/random-2.json" 'j["per_epoch"][0]["storage_bytes_read"] == 499 * 26' | grep -q True \
     || fail "no cache: windows should read 26 bytes each: $(json "$TMP/random-2.json" 'j["per_epoch"][0]')"

@@ -15,7 +15,8 @@
  *     (N - 1) / L items, the same bytes for 1, 2 and 4 threads, another
  *     epoch other windows;
  *   - create errors: odd sizes, too short, a .npy with bytes after its data,
- *     a window over max_file_bytes, each naming the file.
+ *     a window over max_file_bytes, each naming the file; random windows
+ *     with a cache too small for every unit (exactly enough is accepted).
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -389,6 +390,26 @@ static void test_create_errors(void)
                             {"max_file_bytes", "1000"}};
     expect_create_error(write_counting("c5000.bin", 5000), big, 3, NOSTALL_E_OPTION,
                         "over max_file_bytes");
+    /* random windows and a cache too small for every unit (10000 uint16
+     * tokens, units of 704 starts: 15 units, 10000 + 14 x 10 tokens) are
+     * refused; exactly enough is accepted, and so are chunks */
+    const char *c5000 = write_counting("c5000u16.bin", 5000);
+    const char *small[][2] = {{"task", "tokens"}, {"context_length", "10"}, {"cache_bytes", "20279"}};
+    expect_create_error(c5000, small, 3, NOSTALL_E_OPTION, "Give cache_bytes >= 20280");
+    const char *chunks[][2] = {{"task", "tokens"},
+                               {"context_length", "10"},
+                               {"cache_bytes", "20279"},
+                               {"windows", "chunks"}};
+    const char *enough[][2] = {{"task", "tokens"},
+                               {"context_length", "10"},
+                               {"cache_bytes", "20280"}};
+    for (int k = 0; k < 2; k++) {
+        nostall_config *cc = k ? cfg_of(enough, 3) : cfg_of(chunks, 4);
+        nostall_loader *lc = NULL;
+        CHECK_OK(nostall_loader_create(&lc, c5000, cc));
+        nostall_loader_free(lc);
+        nostall_config_free(cc);
+    }
     /* a valid version-3 .npy of int64 with a long header loads */
     char dict[600];
     snprintf(dict, sizeof dict, "{'descr': '<i8', 'fortran_order': False, 'shape': (64,), %*s}",

@@ -35,12 +35,14 @@
  *   random mode, whose windows overlap anywhere, reads and keys *units*:
  *   unit u holds the windows starting in [u C, (u + 1) C) and is tokens
  *   [u C, min(u C + C + L, N)), with C = 64 (L + 1) (smaller if a unit would
- *   exceed max_file_bytes). Its first read of a unit costs C + L tokens for
- *   one window; once the corpus is cached (about (1 + 1/64) x its bytes of
- *   cache) no window reads storage again. A cache smaller than that keeps
- *   the units that came first, and a window of an uncached unit still
- *   reads the whole unit (about 65 windows' worth): in random mode, cache
- *   the whole corpus or nothing (docs/tokens.md has the figures).
+ *   exceed max_file_bytes). The first read of a unit costs C + L tokens for
+ *   one window; once the corpus is cached (N + (units - 1) L tokens: about
+ *   1 + 1/64 times its bytes) no window reads storage again. A MinIO cache
+ *   smaller than that is refused at create in random mode: it would keep
+ *   the units that came first, and every window of another unit would read
+ *   its whole unit (about 65 windows' worth), far more than no cache
+ *   (docs/tokens.md has the figures). make accepts what was fetched as the
+ *   range asked for, the window alone, or the whole file.
  *
  * STAGES  make: pick the window out of the fetched bytes and widen it to
  *   int64. decode: the window's raw tokens (the echo store's intermediate at
@@ -357,7 +359,8 @@ static void locate(const nst_recipe *base, uint64_t epoch, uint64_t index, nst_i
 }
 
 /* The window's raw tokens in the fetched bytes: the range locate asked
- * for, or (a fetch stage that reads whole files) the whole file. */
+ * for, the window alone (a fetch that read only the part it needed), or
+ * the whole file (a fetch stage that reads whole files). */
 static int window_bytes(const tokens *r, const nst_item_ctx *c, const uint8_t *data, size_t len,
                         const uint8_t **out)
 {
@@ -365,6 +368,10 @@ static int window_bytes(const tokens *r, const nst_item_ctx *c, const uint8_t *d
     read_range(r, s, c->index, &first, &n, &key);
     if (data && len == n * r->tsize) {
         *out = data + (s - first) * r->tsize;
+        return 0;
+    }
+    if (data && len == (r->L + 1) * r->tsize) { /* the window alone */
+        *out = data;
         return 0;
     }
     if (data && len == r->file_bytes) {
@@ -639,6 +646,22 @@ static int plan_items(tokens *r, const nostall_config *cfg, const char *path)
     r->unit_reads = !r->chunks && ((v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) ||
                                    cfg->has_peer);
     r->base.keys = r->chunks ? r->base.items : (starts + c - 1) / c;
+    /* Random windows and a MinIO cache too small for every unit: a window
+     * of a unit left out reads that unit (64 windows' worth) each time, far
+     * more than no cache would. Refused (chunks are cached per window). */
+    uint64_t budget = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    uint64_t need = (r->ntok + (r->base.keys - 1) * r->L) * r->tsize;
+    if (!r->chunks && budget && budget < need)
+        return nst_error(NOSTALL_E_OPTION,
+                         "task=tokens: %s: windows=random with cache_bytes %llu: the cache keeps the "
+                         "corpus in %llu units of up to %llu bytes (%llu bytes in all, overlaps "
+                         "included), and a cache holding only some of them reads a whole unit "
+                         "from storage for every window outside them: more than no cache. Give "
+                         "cache_bytes >= %llu, or 0, or windows=chunks (cached per window)",
+                         NST_MSG_PATH(path), (unsigned long long)budget,
+                         (unsigned long long)r->base.keys,
+                         (unsigned long long)((c + r->L) * r->tsize), (unsigned long long)need,
+                         (unsigned long long)need);
     uint64_t h = nst_index_fingerprint(r->base.index);
     uint64_t what[4] = {r->file_bytes, r->data_offset, r->ntok, (uint64_t)r->kind};
     nostall_checksum_update(&h, what, sizeof what);
