@@ -162,6 +162,7 @@ static void *spin_thread(void *arg)
     volatile uint64_t x = 0;
     while (now_s() - t0 < 0.2)
         for (int i = 0; i < 10000; i++) x += (uint64_t)i;
+    (void)x;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
     *cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
     return NULL;

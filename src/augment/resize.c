@@ -279,12 +279,14 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
 #define NST_UNROLL
 #endif
 
+#if NST_RESIZE_SSE2
 static inline uint32_t load_u32(const void *p)
 {
     uint32_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
+#endif
 
 /* ---------------------------------------------------------------------
  * Horizontal pass: one row of input pixels -> `size` output pixels.
