@@ -88,24 +88,26 @@ def test_shapes_and_dtypes(data, output, dtype, layout):
         assert t.dtype == dtype and tuple(t.shape) == ((3, H, W) if nchw else (H, W, 3))
 
 
-def test_dtypes_are_the_float_output_converted(data):
+@pytest.mark.parametrize("mode", [dict(crop=20, mode="train", seed=3),
+                                  dict(image_mode="resize", out_height=30, out_width=20, fit="pad")])
+def test_dtypes_are_the_float_output_converted(data, mode):
     """float16 and bfloat16 are torch's own (round to nearest even)
     conversion of the float32 output; NHWC is NCHW permuted; float is
     uint8 normalized."""
-    for mode in (dict(crop=20, mode="train", seed=3), dict(image_mode="resize", out_height=30,
-                                                           out_width=20, fit="pad")):
-        opts = dict(EVAL, **mode)
-        f32, _, _ = first_batch(data, output="float", **opts)
-        for out, dt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
-            x, _, _ = first_batch(data, output=out, **opts)
-            assert torch.equal(x, f32.to(dt)), out
-            y, _, _ = first_batch(data, output=out, layout="nhwc", **opts)
-            assert torch.equal(y, x.permute(0, 2, 3, 1)), out
-        u8, _, _ = first_batch(data, output="uint8", layout="nchw", **opts)
-        u8h, _, _ = first_batch(data, output="uint8", **opts)
-        assert torch.equal(u8h, u8.permute(0, 2, 3, 1))
-        want = (u8.float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)
-        assert float((f32 - want).abs().max()) < 1e-5
+    opts = dict(EVAL, **mode)
+    f32, _, _ = first_batch(data, output="float", **opts)
+    u8, _, _ = first_batch(data, output="uint8", layout="nchw", **opts)
+    u8h, _, _ = first_batch(data, output="uint8", **opts)
+    assert torch.equal(u8h, u8.permute(0, 2, 3, 1))
+    want = (u8.float() / 255 - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)
+    assert float((f32 - want).abs().max()) < 1e-5
+    f32h, _, _ = first_batch(data, output="float", layout="nhwc", **opts)
+    assert torch.equal(f32h, f32.permute(0, 2, 3, 1))
+    for out, dt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        x, _, _ = first_batch(data, output=out, **opts)
+        assert torch.equal(x, f32.to(dt)), out
+        y, _, _ = first_batch(data, output=out, layout="nhwc", **opts)
+        assert torch.equal(y, x.permute(0, 2, 3, 1)), out
 
 
 def test_resize_matches_torchvision(data):
