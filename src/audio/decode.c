@@ -147,6 +147,37 @@ static int wav_declared(const uint8_t *d, size_t len, uint64_t *bytes, uint64_t 
 
 /* --- the reader ----------------------------------------------------------- */
 
+/* MP3: libmpg123's length is exact when the first frame is a Xing/Info
+ * header with a frame count (LAME and most encoders write one; with the
+ * LAME extension libmpg123 also trims the encoder delay and padding, and
+ * the length says so), else an estimate from the file size. 1 when there
+ * is such a header, with *bytes the stream size it declares (0: none) and
+ * *avail what the file holds from the first frame on; 0 otherwise (the
+ * stream is then decoded whole). A seek would tell too, but libmpg123
+ * prints to stderr when it decodes past a seek without the bit reservoir. */
+static int mp3_xing(const uint8_t *d, size_t len, uint64_t *bytes, uint64_t *avail)
+{
+    size_t off = 0;
+    if (len >= 10 && memcmp(d, "ID3", 3) == 0) {
+        off = 10 + ((size_t)(d[6] & 0x7f) << 21 | (size_t)(d[7] & 0x7f) << 14 |
+                    (size_t)(d[8] & 0x7f) << 7 | (d[9] & 0x7f));
+        if (d[5] & 0x10) off += 10; /* footer */
+    }
+    if (off + 4 > len) return 0;
+    const uint8_t *h = d + off;
+    const unsigned version = (h[1] >> 3) & 3, layer = (h[1] >> 1) & 3, mono = (h[3] >> 6) == 3;
+    if (h[0] != 0xff || (h[1] & 0xe0) != 0xe0 || version == 1 || layer != 1) return 0;
+    size_t x = off + 4 + (h[1] & 1 ? 0 : 2) +
+               (version == 3 ? (mono ? 17 : 32) : (mono ? 9 : 17)); /* CRC, side info */
+    if (x + 16 > len || (memcmp(d + x, "Xing", 4) != 0 && memcmp(d + x, "Info", 4) != 0))
+        return 0;
+    const uint32_t flags = rd32(d + x + 4, 1);
+    if (!(flags & 1)) return 0;
+    *bytes = flags & 2 ? rd32(d + x + 12, 1) : 0;
+    *avail = len - off;
+    return 1;
+}
+
 int nst_audio_reader_create(nst_audio_reader **out)
 {
     nst_audio_reader *rd = calloc(1, sizeof *rd);
@@ -234,7 +265,18 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
     double mf = lim->max_seconds * in->rate;
     in->max_frames = mf >= 9e18 ? (uint64_t)9e18 : (uint64_t)mf;
     const int major = si.format & SF_FORMAT_TYPEMASK;
-    const int known = si.frames >= 0 && si.frames != SF_COUNT_MAX && major != SF_FORMAT_MPEG;
+    int known = si.frames > 0 && si.frames != SF_COUNT_MAX;
+    uint64_t bytes, avail;
+    if (known && major == SF_FORMAT_MPEG) {
+        known = mp3_xing(data, len, &bytes, &avail);
+        if (known && bytes && avail < bytes - bytes / 100) { /* libmpg123's "off by 1%" */
+            nst_audio_close(rd);
+            return nst_error(NOSTALL_E_TRUNCATED,
+                             "audio: %s: truncated: the MP3's Xing header declares %llu bytes, "
+                             "the file holds %llu",
+                             path, (unsigned long long)bytes, (unsigned long long)avail);
+        }
+    }
     if (!known) {
         in->access = NST_AUDIO_WHOLE;
     } else {
@@ -242,7 +284,6 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
         in->access = plain_width(si.format) && si.seekable && major != SF_FORMAT_OGG
                          ? NST_AUDIO_SEEK
                          : NST_AUDIO_FORWARD;
-        uint64_t bytes, avail;
         if (is_wave(si.format) && plain_width(si.format) &&
             wav_declared(data, len, &bytes, &avail)) {
             uint64_t declared = bytes / ((uint64_t)plain_width(si.format) * in->channels);

@@ -19,7 +19,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 
-#define SEG_MIN 16384u     /* output frames of a segment, at least      */
+#define SEG_MIN 8192u     /* output frames of a segment, at least      */
 #define MARGIN_LOW 384u    /* margin, in frames of the lower rate        */
 #define LI_MAX 4096u       /* larger: the clip is one segment           */
 #define HANDLES 4

@@ -9,7 +9,7 @@
  *
  * Segments. With g = gcd(in_rate, out_rate), li = in_rate / g and lo =
  * out_rate / g, the output is cut into segments of seg_out frames (the
- * smallest multiple of lo that is at least 16384), segment k holding output
+ * smallest multiple of lo that is at least 8192), segment k holding output
  * frames [k * seg_out, (k + 1) * seg_out), which start exactly at input frame
  * k * seg_in (seg_in = seg_out / lo * li). Segment k is what a freshly
  * cleared soxr resampler gives for input frames [k * seg_in - margin,
