@@ -18,12 +18,13 @@
  *            frame with the same samples a read from the start gives, so
  *            only the frames a window needs are decoded;
  *   FORWARD  other formats whose header gives the exact length (Ogg Vorbis
- *            and Opus, ADPCM, ...): decoded from the first frame up to the
- *            last one needed (a seek in a lossy format need not give the
- *            same samples as decoding from the start);
- *   WHOLE    MP3 (libmpg123's length is an estimate unless the file has a
- *            Xing/LAME header) and any stream of unknown length: decoded to
- *            its end, and the length is what decoded.
+ *            and Opus, ADPCM, MP3 with a Xing/Info header, ...): decoded
+ *            from the first frame up to the last one needed (a seek in a
+ *            lossy format need not give the same samples as decoding from
+ *            the start; libmpg123's does not);
+ *   WHOLE    MP3 without a Xing/Info frame count (libmpg123's length is then
+ *            an estimate from the file size) and any stream of unknown
+ *            length: decoded to its end, and the length is what decoded.
  *
  * Hostile input: the format is found by content; the rate must be within
  * [NST_AUDIO_MIN_RATE, NST_AUDIO_MAX_RATE]; the length is checked against the
@@ -34,7 +35,10 @@
  * the rest); a FLAC is checked to decode at its last frame (its STREAMINFO
  * may promise frames a truncated file lacks); any decoder error libsndfile
  * reports (a FLAC frame that lost sync, ...) is corrupt data; a WHOLE stream
- * stops being read at the limit. Size arithmetic is overflow-checked.
+ * stops being read at the limit; an MP3 holding less than 99% of the
+ * bytes its Xing header declares is truncated (between 99% and 100%, a
+ * read up to a window that ends before the damage succeeds, a whole read
+ * fails). Size arithmetic is overflow-checked.
  *
  * Errors (the message names the path and what was wrong):
  *   E_UNSUPPORTED     not a format libsndfile reads (a text file named .wav,
