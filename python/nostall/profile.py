@@ -574,6 +574,19 @@ def _transform_options(transform, batch):
     return opts, unmodelled
 
 
+def _find_transform(ds, depth=0):
+    """The dataset's `transform`, looking through Subset and ConcatDataset."""
+    if ds is None or depth > 8:
+        return None
+    t = getattr(ds, "transform", None)
+    if t is not None:
+        return t
+    parts = getattr(ds, "datasets", None)
+    inner = getattr(ds, "dataset", None) or (parts[0] if isinstance(parts, (list, tuple)) and parts
+                                             else None)
+    return _find_transform(inner, depth + 1)
+
+
 def _flag(k, v):
     return "--%s %s" % (k.replace("_", "-"), v)
 
@@ -607,7 +620,7 @@ def _nostall_part(dataloader, files, batch0, step_s, step_cpu_s, nb_epoch, max_b
         source, shown = list_file, "LIST.tsv"
     else:
         return {"skipped": "the files' labels are not integers"}
-    transform = getattr(ds, "transform", None)
+    transform = _find_transform(ds)
     opts, unmodelled = _transform_options(transform, batch0)
     bs = getattr(dataloader, "batch_size", None) or _batch_len(batch0)
     opts["batch_size"] = bs
@@ -1030,14 +1043,20 @@ def _first_extra(runs):
 
 def _epoch_figures(runs, per_epoch, sync):
     """The runs scaled to an epoch. Per loader run: start = creating the
-    iterator + the workers' start-up (not scaled: once per epoch), data wait
-    = the waits in next() less the start-up, the rest scaled by batches per
-    epoch / batches run."""
+    iterator + the workers' start-up (once per epoch), the rest of the first
+    wait = filling the pipeline (once per epoch), the later waits scaled by
+    (batches per epoch - 1) / (batches run - 1), the steps and the loop's
+    own time by batches per epoch / batches run."""
     def parts(x):
-        scale = (per_epoch or x["batches"]) / max(1, x["batches"])
+        b = max(1, x["batches"])
+        P = per_epoch or b
         late = x["boot_s"] + x["first_extra_s"]  # start-up inside the first wait
         start = x["start_s"] + late
-        return (x["seconds"] - start) * scale, max(0.0, x["wait_s"] - late) * scale, start
+        fill = max(0.0, x["first_batch_s"] - late)
+        later = (x["wait_s"] - x["first_batch_s"]) * ((P - 1) / (b - 1) if b > 1 else 0.0)
+        other = max(0.0, x["seconds"] - x["start_s"] - x["wait_s"]) * P / b  # steps, loop
+        wait = fill + later
+        return other + wait, wait, start
     syn = runs["synthetic"]
     e = {"synthetic_s": syn["seconds"] * (per_epoch or syn["batches"]) / max(1, syn["batches"])}
     body, wait, start = parts(runs["cached"])
