@@ -36,9 +36,9 @@
  * wherever make's does not depend on the use's draws -- eval crops, resize,
  * full -- so transform(decode) == make byte for byte there; train crops
  * keep the whole image at full scale for every copy's window, so they equal
- * make's bytes when make decodes at full scale too (a window smaller than
- * twice the output in one side, e.g. 224 crops of images up to 448 pixels
- * on a side) and differ by the DCT scaling otherwise (docs/images.md).
+ * make's bytes when make decodes at full scale too (a window under twice
+ * the output on one side, e.g. 224 crops of images with a side under 448
+ * pixels) and differ by the DCT scaling otherwise (docs/images.md).
  *
  * Workers call the stages concurrently, each with its own
  * nst_recipe_worker; the recipe itself is read-only after create.
