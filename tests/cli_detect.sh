@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# task=detect end to end through the CLI: `nostall gen --task detect` writes a
+# valid COCO dataset (and the classification generator's files do not
+# change); `nostall bench` gives one checksum for 1, 2 and 3 threads (train
+# with the IoU crop and with RRC, eval, echoing at fetch); a malformed
+# annotation file fails naming its line and column; a coordinated group of
+# two jobs delivers the bytes of a job alone and prepares each item once;
+# `nostall analyze` calls a thread-starved detection job prep-bound and one
+# on very slow storage fetch-bound.
+source "$(dirname "$0")/lib_cli.sh"
+
+# 1. the generator
+"$CLI" gen --task detect "$TMP/d" --images 48 --classes 5 --objects 5 --width 96 --height 72 --seed 4 --quiet
+"$PY" - "$TMP/d" <<'PYEOF' || fail "generated dataset is not what it should be"
+import json, os, sys
+from PIL import Image
+root = sys.argv[1]
+j = json.load(open(os.path.join(root, "instances.json")))
+assert len(j["images"]) == 48 and [c["id"] for c in j["categories"]] == [1, 2, 3, 4, 6]
+ids = {c["id"] for c in j["categories"]}
+sizes = {}
+for im in j["images"]:
+    w, h = Image.open(os.path.join(root, im["file_name"])).size
+    assert (w, h) == (im["width"], im["height"]) == (96, 72)
+    sizes[im["id"]] = (w, h)
+assert len(j["annotations"]) >= 48 and any(a["iscrowd"] for a in j["annotations"])
+for a in j["annotations"]:
+    x, y, w, h = a["bbox"]
+    W, H = sizes[a["image_id"]]
+    assert a["category_id"] in ids and 0 <= x and 0 <= y and w > 0 and h > 0 and x + w <= W and y + h <= H
+print("gen: %d images, %d boxes, %d crowds" % (len(j["images"]), len(j["annotations"]),
+                                               sum(a["iscrowd"] for a in j["annotations"])))
+PYEOF
+"$CLI" gen --task detect --help | grep -q -- "--objects" || fail "gen --task detect --help"
+if "$CLI" gen --task segment "$TMP/x" 2> "$TMP/err"; then fail "gen --task segment accepted"; fi
+grep -q "classify or detect" "$TMP/err" || fail "bad --task not explained: $(cat "$TMP/err")"
+# the classification generator is unchanged by --task classify
+"$CLI" gen "$TMP/c1" --images 6 --classes 2 --width 40 --height 30 --quiet
+"$CLI" gen "$TMP/c2" --images 6 --classes 2 --width 40 --height 30 --task classify --quiet
+diff -r "$TMP/c1" "$TMP/c2" > /dev/null || fail "gen --task classify wrote other files"
+
+# 2. one checksum for any thread count
+ann="$TMP/d/instances.json"
+common=(--task detect --batch-size 5 --out-height 48 --out-width 48 --max-boxes 6 --epochs 2 --json --quiet)
+n=0
+for conf in "--box-crop iou --output float" "--box-crop rrc --output uint8" "--mode eval --output uint8" \
+            "--echo-factor 2 --echo-point fetch --output uint8"; do
+    n=$((n + 1))
+    sums=()
+    for t in 1 2 3; do
+        "$CLI" bench "$ann" "${common[@]}" $conf --threads $t --seed 7 > "$TMP/c$n-t$t.json" || fail "bench $conf failed"
+        sums+=("$(json "$TMP/c$n-t$t.json" 'j["checksum"]')")
+    done
+    echo "$conf: threads 1 ${sums[0]}, 2 ${sums[1]}, 3 ${sums[2]}"
+    [ "${sums[0]}" = "${sums[1]}" ] && [ "${sums[0]}" = "${sums[2]}" ] || fail "$conf: checksums differ across threads"
+done
+"$CLI" bench "$ann" "${common[@]}" --box-crop iou --output float --threads 2 --seed 8 > "$TMP/s8.json"
+[ "$(json "$TMP/s8.json" 'j["checksum"]')" != "$(json "$TMP/c1-t1.json" 'j["checksum"]')" ] || fail "seed ignored"
+[ "$(json "$TMP/c4-t1.json" 'j["items"]')" = 192 ] || fail "echoed epochs: want 2 x 2 x 48 items"
+
+# 3. malformed annotations: the line and column
+# (jansson places the error at the last character of the token it names)
+printf '{"images": [\n  {"id": 1, "file_name": "a.jpg", "width": 3 "height": 3}]}\n' > "$TMP/bad.json"
+if "$CLI" bench "$TMP/bad.json" --task detect --quiet 2> "$TMP/err"; then fail "bad JSON accepted"; fi
+grep -q "bad.json:2:53: JSON syntax error: .*near .\"height\"." "$TMP/err" || fail "syntax error not located: $(cat "$TMP/err")"
+
+# 4. a coordinated group of two: the bytes of a job alone, each item prepared once
+[ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
+G=det$$
+trap 'rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
+solo=(--task detect --batch-size 4 --out-height 40 --out-width 40 --epochs 3 --threads 1 --seed 2 --json --quiet)
+"$CLI" bench "$ann" "${solo[@]}" > "$TMP/solo.json"
+"$CLI" bench "$ann" "${solo[@]}" --step-ms 100 --coordinate $G > "$TMP/g1.json" &
+p1=$!
+"$CLI" bench "$ann" "${solo[@]}" --step-ms 10 --coordinate $G > "$TMP/g2.json" &
+p2=$!
+wait $p1 || fail "group member 1 failed"
+wait $p2 || fail "group member 2 failed"
+produced=0
+for g in g1 g2; do
+    json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
+        | grep -q True || fail "$g: an epoch's bytes differ from the job alone"
+    produced=$((produced + $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')))
+    echo "member $g: epochs $(json "$TMP/$g.json" '[e["epoch"] for e in j["per_epoch"]]'), prepared $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')"
+done
+[ "$produced" = 144 ] || fail "the group prepared $produced items for 3 epochs of 48 (want 144)"
+[ -z "$(ls /dev/shm 2>/dev/null | grep -- "-$G\$")" ] || fail "segment left behind"
+
+# 5. the analyzer: prep-bound (one thread, a 1 ms step, 500x375 images to
+# 224x224) and fetch-bound (64 files of ~16 KB at 0.4 MB/s take >= 2.5 s;
+# two threads prepare them, to 48x48, far faster). Sanitizer builds get fewer,
+# smaller images for the prep-bound job (as tests/cli_analyze.sh does).
+big=(--images 192 --width 500 --height 375)
+[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -qE ' __(asan|tsan)_' \
+    && big=(--images 24 --width 400 --height 300)
+"$CLI" gen --task detect "$TMP/big" "${big[@]}" --quality 60 --quiet
+"$CLI" analyze "$TMP/big/instances.json" --task detect --out-height 224 --out-width 224 --batch-size 16 \
+    --threads 1 --step-ms 1 --seed 5 --quiet --json > "$TMP/prep.json" || fail "analyze (prep) failed"
+f="$TMP/prep.json"
+echo "prep-bound: bound $(json "$f" 'j["bound"]'), measured $(json "$f" 'j["measured"]["bound"]'); $(json "$f" 'j["recommendations"][0]["text"]')"
+[ "$(json "$f" 'j["bound"]')" = prep ] || fail "thread-starved detection job not classified prep-bound"
+[ "$(json "$f" 'j["measured"]["bound"]')" = prep ] || fail "measured runs do not show a prep stall: $(json "$f" 'j["measured"]')"
+json "$f" 'j["recommendations"][0]["needed"]' | grep -q True || fail "prep-bound: more cores should be recommended"
+
+"$CLI" gen --task detect "$TMP/mid" --images 64 --width 240 --height 180 --quiet
+"$CLI" analyze "$TMP/mid/instances.json" --task detect --out-height 48 --out-width 48 --batch-size 16 --threads 2 --step-ms 10 \
+    --storage-mbps 0.4 --seed 5 --quiet --json > "$TMP/fetch.json" || fail "analyze (fetch) failed"
+f="$TMP/fetch.json"
+echo "fetch-bound: bound $(json "$f" 'j["bound"]'), measured $(json "$f" 'j["measured"]["bound"]'); $(json "$f" 'j["recommendations"][1]["text"]')"
+[ "$(json "$f" 'j["bound"]')" = fetch ] || fail "slow-storage detection job not classified fetch-bound"
+[ "$(json "$f" 'j["measured"]["bound"]')" = fetch ] || fail "measured runs do not show a fetch stall: $(json "$f" 'j["measured"]')"
+json "$f" 'j["recommendations"][1]["needed"]' | grep -q True || fail "fetch-bound: a cache should be recommended"
+echo "PASS"
