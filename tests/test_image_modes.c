@@ -147,9 +147,9 @@ static void test_round_neighbours(void)
     CHECK_EQ(nst_f32_to_f16(1e10f), 0x7c00);
     CHECK_EQ(nst_f32_to_f16(65519.996f), 0x7bff);
     CHECK_EQ(nst_f32_to_f16(65520.0f), 0x7c00);
-    CHECK_EQ(nst_f32_to_f16(ldexpf(1, -25)), 0);                 /* tie: to even 0 */
-    CHECK_EQ(nst_f32_to_f16(nextafterf(ldexpf(1, -25), 1)), 1);  /* smallest subnormal */
-    CHECK_EQ(nst_f32_to_f16(ldexpf(3, -25)), 2);                 /* tie 1.5 -> 2 */
+    CHECK_EQ(nst_f32_to_f16(ldexpf(1, -25)), 0);                /* tie: to even 0 */
+    CHECK_EQ(nst_f32_to_f16(nextafterf(ldexpf(1, -25), 1)), 1); /* smallest subnormal */
+    CHECK_EQ(nst_f32_to_f16(ldexpf(3, -25)), 2);                /* tie 1.5 -> 2 */
     CHECK_EQ(nst_f32_to_f16(-0.0f), 0x8000);
     CHECK_EQ(nst_f32_to_f16(1.0f), 0x3c00);
     CHECK((nst_f32_to_f16(NAN) & 0x7c00) == 0x7c00 && (nst_f32_to_f16(NAN) & 0x3ff) != 0);
@@ -191,7 +191,10 @@ static void test_round_f16c(void)
 
 /* ------------------------------------------------------------ outputs */
 
-static size_t elem_bytes(int dtype) { return dtype == NST_OUT_U8 ? 1 : dtype == NST_OUT_F32 ? 4 : 2; }
+static size_t elem_bytes(int dtype)
+{
+    return dtype == NST_OUT_U8 ? 1 : dtype == NST_OUT_F32 ? 4 : 2;
+}
 
 /* Element (c, y, x) of an output of w x h in `layout`, as raw bits. */
 static uint32_t elem_at(const uint8_t *p, int dtype, int layout, uint32_t w, uint32_t h, uint32_t c,
@@ -219,11 +222,15 @@ static nst_augmenter *augmenter(int simd)
     const char *env = getenv("NOSTALL_NO_AVX2");
     char *saved = env ? strdup(env) : NULL;
     nst_augmenter *a = NULL;
-    if (simd) unsetenv("NOSTALL_NO_AVX2");
-    else setenv("NOSTALL_NO_AVX2", "1", 1);
+    if (simd)
+        unsetenv("NOSTALL_NO_AVX2");
+    else
+        setenv("NOSTALL_NO_AVX2", "1", 1);
     CHECK_OK(nst_augmenter_create(&a));
-    if (saved) setenv("NOSTALL_NO_AVX2", saved, 1);
-    else unsetenv("NOSTALL_NO_AVX2");
+    if (saved)
+        setenv("NOSTALL_NO_AVX2", saved, 1);
+    else
+        unsetenv("NOSTALL_NO_AVX2");
     free(saved);
     return a;
 }
@@ -293,9 +300,11 @@ static void test_outputs(void)
                                     const int inside = x >= o.pad_left && x < o.pad_left + iw &&
                                                        y >= o.pad_top && y < o.pad_top + ih;
                                     const uint8_t v =
-                                        inside ? u8[(((size_t)(y - o.pad_top)) * iw +
-                                                     (x - o.pad_left)) * 3 + c]
-                                               : 0;
+                                        inside
+                                            ? u8[(((size_t)(y - o.pad_top)) * iw + (x - o.pad_left)) *
+                                                     3 +
+                                                 c]
+                                            : 0;
                                     if (got != table_bits(norm, dtype, c, v))
                                         (inside ? bad++ : bad_border++);
                                     checked++;
@@ -335,8 +344,12 @@ static void test_copy(void)
     for (int flip = 0; flip < 2; flip++)
         for (int dtype = NST_OUT_U8; dtype <= NST_OUT_BF16; dtype++)
             for (int layout = NST_OUT_NCHW; layout <= NST_OUT_NHWC; layout++) {
-                nst_output o = {.dtype = dtype, .layout = layout, .width = W, .height = H,
-                                .dst = c1, .norm = &norm};
+                nst_output o = {.dtype = dtype,
+                                .layout = layout,
+                                .width = W,
+                                .height = H,
+                                .dst = c1,
+                                .norm = &norm};
                 CHECK_OK(nst_augment_copy(a, &im, flip, &o));
                 o.dst = c2;
                 const nst_window whole = {0, 0, W, H};
@@ -355,8 +368,14 @@ static void test_copy(void)
                 CHECK(ok);
             }
     /* placed in a larger item: the border is pixel 0 */
-    nst_output o = {.dtype = NST_OUT_U8, .width = W + 4, .height = H + 3, .dst = c1,
-                    .pad_left = 3, .pad_top = 2, .inner_width = W, .inner_height = H};
+    nst_output o = {.dtype = NST_OUT_U8,
+                    .width = W + 4,
+                    .height = H + 3,
+                    .dst = c1,
+                    .pad_left = 3,
+                    .pad_top = 2,
+                    .inner_width = W,
+                    .inner_height = H};
     CHECK_OK(nst_augment_copy(a, &im, 0, &o));
     CHECK(memcmp(c1 + (((size_t)2 * (W + 4)) + 3) * 3, img, (size_t)W * 3) == 0);
     CHECK(c1[0] == 0 && c1[(size_t)(W + 4) * (H + 3) * 3 - 1] == 0);
@@ -415,11 +434,11 @@ static void test_geometry(void)
     } lb[] = {
         {500, 375, 224, 224, 224, 168, 0, 28}, /* 375 * 224 / 500 = 168 */
         {375, 500, 224, 224, 168, 224, 28, 0},
-        {100, 10, 64, 64, 64, 6, 0, 29},       /* 6.4 -> 6, (64 - 6) / 2 */
-        {1, 1000, 30, 40, 1, 40, 14, 0},       /* 0.04 -> at least 1 */
-        {4, 1, 2, 9, 2, 1, 0, 4},              /* 0.5 -> 1 (half up) */
-        {640, 480, 640, 480, 640, 480, 0, 0},  /* same aspect: no border */
-        {300, 200, 97, 50, 75, 50, 11, 0},     /* 300 * 50 / 200 = 75, (97 - 75) / 2 = 11 */
+        {100, 10, 64, 64, 64, 6, 0, 29},      /* 6.4 -> 6, (64 - 6) / 2 */
+        {1, 1000, 30, 40, 1, 40, 14, 0},      /* 0.04 -> at least 1 */
+        {4, 1, 2, 9, 2, 1, 0, 4},             /* 0.5 -> 1 (half up) */
+        {640, 480, 640, 480, 640, 480, 0, 0}, /* same aspect: no border */
+        {300, 200, 97, 50, 75, 50, 11, 0},    /* 300 * 50 / 200 = 75, (97 - 75) / 2 = 11 */
     };
     for (size_t i = 0; i < sizeof lb / sizeof lb[0]; i++) {
         nst_output o = {.width = lb[i].w, .height = lb[i].h};
@@ -464,14 +483,18 @@ static void test_nonsquare_quality(void)
     nst_augmenter *a = NULL;
     CHECK_OK(nst_augmenter_create(&a));
     if (!a) return;
-    const double wins[][6] = {{0, 0, 160, 120, 57, 31}, {10.5, 3.25, 90.3, 100.1, 40, 120},
+    const double wins[][6] = {{0, 0, 160, 120, 57, 31},
+                              {10.5, 3.25, 90.3, 100.1, 40, 120},
                               {-5, 20, 170, 30, 200, 9}};
     int idx[512], idy[512], nx, ny;
     double wx[512], wy[512];
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++) {
         const int ow = (int)wins[t][4], oh = (int)wins[t][5];
         uint8_t *o = malloc((size_t)ow * oh * 3);
-        nst_output out = {.dtype = NST_OUT_U8, .width = (uint32_t)ow, .height = (uint32_t)oh, .dst = o};
+        nst_output out = {.dtype = NST_OUT_U8,
+                          .width = (uint32_t)ow,
+                          .height = (uint32_t)oh,
+                          .dst = o};
         const nst_window win = {wins[t][0], wins[t][1], wins[t][2], wins[t][3]};
         CHECK_OK(nst_augment(a, &im, &win, 0, &out));
         double maxerr = 0, mse = 0;
@@ -483,7 +506,8 @@ static void test_nonsquare_quality(void)
                     double v = 0;
                     for (int j = 0; j < ny; j++)
                         for (int i = 0; i < nx; i++)
-                            v += wy[j] * wx[i] * img[((size_t)idy[j] * W + (size_t)idx[i]) * 3 + (size_t)c];
+                            v += wy[j] * wx[i] *
+                                 img[((size_t)idy[j] * W + (size_t)idx[i]) * 3 + (size_t)c];
                     double e = fabs(v - o[((size_t)y * ow + x) * 3 + (size_t)c]);
                     maxerr = fmax(maxerr, e);
                     mse += e * e;
@@ -577,14 +601,18 @@ static void test_echo_equal(void)
     const char *crop_train[][2] = {{"crop", "40"}, {"output", "float16"}, {"layout", "nhwc"}};
     check_echo_equal("crop train", crop_train, 3);
     /* eval crops of 12 decode at 1/2 or 1/4: make's own decode is echoed */
-    const char *crop_eval[][2] = {{"crop", "12"}, {"mode", "eval"}, {"output", "uint8"},
+    const char *crop_eval[][2] = {{"crop", "12"},
+                                  {"mode", "eval"},
+                                  {"output", "uint8"},
                                   {"layout", "nchw"}};
     check_echo_equal("crop eval", crop_eval, 4);
-    const char *resize[][2] = {{"image_mode", "resize"}, {"out_height", "13"}, {"out_width", "19"},
+    const char *resize[][2] = {{"image_mode", "resize"},
+                               {"out_height", "13"},
+                               {"out_width", "19"},
                                {"output", "bfloat16"}};
     check_echo_equal("resize stretch", resize, 4);
-    const char *pad[][2] = {{"image_mode", "resize"}, {"fit", "pad"}, {"out_height", "30"},
-                            {"out_width", "30"}, {"output", "float"}, {"layout", "nhwc"}};
+    const char *pad[][2] = {{"image_mode", "resize"}, {"fit", "pad"},      {"out_height", "30"},
+                            {"out_width", "30"},      {"output", "float"}, {"layout", "nhwc"}};
     check_echo_equal("resize pad", pad, 6);
     const char *full[][2] = {{"image_mode", "full"}, {"output", "float16"}};
     check_echo_equal("full", full, 2);
@@ -612,15 +640,21 @@ static int make_item(nst_recipe *r, nst_recipe_worker *w, uint64_t i, uint8_t *b
  * an image over full_max_pixels refused. Resize mode: field shapes. */
 static void test_full_and_shapes(void)
 {
-    const char *nchw_kv[][2] = {{"image_mode", "full"}, {"output", "uint8"}, {"layout", "nchw"},
-                                {"full_max_pixels", "20000"}, {"mode", "eval"}};
-    const char *nhwc_kv[][2] = {{"image_mode", "full"}, {"output", "uint8"}, {"layout", "nhwc"},
-                                {"full_max_pixels", "20000"}, {"mode", "eval"}};
+    const char *nchw_kv[][2] = {{"image_mode", "full"},
+                                {"output", "uint8"},
+                                {"layout", "nchw"},
+                                {"full_max_pixels", "20000"},
+                                {"mode", "eval"}};
+    const char *nhwc_kv[][2] = {{"image_mode", "full"},
+                                {"output", "uint8"},
+                                {"layout", "nhwc"},
+                                {"full_max_pixels", "20000"},
+                                {"mode", "eval"}};
     nst_recipe *a = recipe(nchw_kv, 5), *b = recipe(nhwc_kv, 5);
     if (!a || !b) return;
     CHECK_EQ(a->nfields, 3);
-    CHECK(strcmp(a->fields[0].name, "image") == 0 && strcmp(a->fields[1].name, "image_shape") == 0 &&
-          strcmp(a->fields[2].name, "label") == 0);
+    CHECK(strcmp(a->fields[0].name, "image") == 0 &&
+          strcmp(a->fields[1].name, "image_shape") == 0 && strcmp(a->fields[2].name, "label") == 0);
     CHECK_EQ(a->fields[0].shape_field, 1);
     CHECK_EQ(a->fields[0].ndim, 1);
     CHECK_EQ(a->fields[0].shape[0], 60000);
@@ -638,8 +672,10 @@ static void test_full_and_shapes(void)
         memcpy(sa, da[1], sizeof sa);
         memcpy(sb, db[1], sizeof sb);
         CHECK(sa[0] == 3 && sb[2] == 3 && sa[1] == sb[0] && sa[2] == sb[1]);
-        if (first_w < 0) first_w = sa[2];
-        else if (sa[2] != first_w) sizes_vary = 1;
+        if (first_w < 0)
+            first_w = sa[2];
+        else if (sa[2] != first_w)
+            sizes_vary = 1;
         const int64_t h = sa[1], w = sa[2];
         for (int64_t y = 0; y < h; y++)
             for (int64_t x = 0; x < w; x++)
@@ -671,16 +707,21 @@ static void test_full_and_shapes(void)
     nst_recipe_free(s);
 
     /* resize: [3, h, w] / [h, w, 3] of the dtype */
-    const char *rz[][2] = {{"image_mode", "resize"}, {"out_height", "21"}, {"out_width", "34"},
+    const char *rz[][2] = {{"image_mode", "resize"},
+                           {"out_height", "21"},
+                           {"out_width", "34"},
                            {"output", "bfloat16"}};
     nst_recipe *r = recipe(rz, 4);
     if (r) {
         CHECK(r->fields[0].dtype == NOSTALL_DTYPE_BFLOAT16 && r->fields[0].ndim == 3 &&
-              r->fields[0].shape[0] == 3 && r->fields[0].shape[1] == 21 && r->fields[0].shape[2] == 34);
+              r->fields[0].shape[0] == 3 && r->fields[0].shape[1] == 21 &&
+              r->fields[0].shape[2] == 34);
         CHECK_EQ(r->fields[0].item_bytes, 3 * 21 * 34 * 2);
         nst_recipe_free(r);
     }
-    const char *cr[][2] = {{"out_height", "20"}, {"out_width", "30"}, {"layout", "nhwc"},
+    const char *cr[][2] = {{"out_height", "20"},
+                           {"out_width", "30"},
+                           {"layout", "nhwc"},
                            {"output", "float"}};
     r = recipe(cr, 4);
     if (r) {
@@ -755,17 +796,19 @@ static void check_resume(const char *what, const char *kv[][2], int n)
 
 static void test_resume(void)
 {
-    const char *resize[][2] = {{"image_mode", "resize"}, {"fit", "pad"}, {"out_height", "24"},
-                               {"out_width", "16"}, {"output", "float16"}, {"threads", "2"},
-                               {"batch_size", "5"}, {"epochs", "2"}, {"seed", "3"}};
+    const char *resize[][2] =
+        {{"image_mode", "resize"}, {"fit", "pad"},        {"out_height", "24"},
+         {"out_width", "16"},      {"output", "float16"}, {"threads", "2"},
+         {"batch_size", "5"},      {"epochs", "2"},       {"seed", "3"}};
     check_resume("resize pad float16", resize, 9);
-    const char *full[][2] = {{"image_mode", "full"}, {"layout", "nhwc"}, {"output", "uint8"},
-                             {"threads", "2"}, {"batch_size", "5"}, {"epochs", "2"},
-                             {"seed", "3"}, {"full_max_pixels", "8000"}};
+    const char *full[][2] = {{"image_mode", "full"}, {"layout", "nhwc"},
+                             {"output", "uint8"},    {"threads", "2"},
+                             {"batch_size", "5"},    {"epochs", "2"},
+                             {"seed", "3"},          {"full_max_pixels", "8000"}};
     check_resume("full uint8 nhwc", full, 8);
     /* the batch header: resize fills it, full (ragged) leaves the sizes 0 */
     const char *kv[][2] = {{"image_mode", "resize"}, {"out_height", "24"}, {"out_width", "16"},
-                           {"output", "bfloat16"}, {"layout", "nhwc"}, {"batch_size", "4"}};
+                           {"output", "bfloat16"},   {"layout", "nhwc"},   {"batch_size", "4"}};
     nostall_config *cfg = make_cfg(kv, 6);
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));

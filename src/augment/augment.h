@@ -73,15 +73,14 @@
 #include "decode/decode.h"
 
 /* --- geometry (crop.c) --- */
-void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min,
-                             double scale_max, double ratio_min, double ratio_max,
-                             nst_rng *rng, nst_window *out);
+void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min, double scale_max,
+                             double ratio_min, double ratio_max, nst_rng *rng, nst_window *out);
 /* Resize(resize) of the shorter side, then CenterCrop((crop_h, crop_w)). */
 void nst_crop_center_hw(uint32_t width, uint32_t height, uint32_t resize, uint32_t crop_w,
                         uint32_t crop_h, nst_window *out);
 /* The square form: nst_crop_center_hw(width, height, resize, crop, crop). */
-void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize,
-                     uint32_t crop, nst_window *out);
+void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize, uint32_t crop,
+                     nst_window *out);
 
 /* --- normalization tables (normalize.c) --- */
 typedef struct nst_norm {
@@ -109,14 +108,14 @@ enum { NST_OUT_AUTO = 0, NST_OUT_NCHW = 1, NST_OUT_NHWC = 2 };
 #define NST_OUT_FLOAT_NCHW .dtype = NST_OUT_F32
 
 typedef struct nst_output {
-    int dtype;             /* NST_OUT_U8, _F32, _F16, _BF16                   */
-    uint32_t size;         /* shorthand: width = height = size (when both 0)  */
-    void *dst;             /* the item's place in the batch slot              */
-    const nst_norm *norm;  /* float dtypes: the table from nst_norm_init()    */
-    int layout;            /* NST_OUT_AUTO, _NCHW, _NHWC                      */
-    uint32_t width, height;             /* the item, in pixels                */
-    uint32_t pad_left, pad_top;         /* letterbox: where the window goes   */
-    uint32_t inner_width, inner_height; /* ... its size; 0, 0: the whole item */
+    int dtype;                          /* NST_OUT_U8, _F32, _F16, _BF16        */
+    uint32_t size;                      /* shorthand: width = height = size     */
+    void *dst;                          /* the item's place in the batch slot   */
+    const nst_norm *norm;               /* float dtypes: from nst_norm_init()   */
+    int layout;                         /* NST_OUT_AUTO, _NCHW, _NHWC           */
+    uint32_t width, height;             /* the item, in pixels (0, 0: size)     */
+    uint32_t pad_left, pad_top;         /* letterbox: where the window goes     */
+    uint32_t inner_width, inner_height; /* ... its size; 0, 0: the whole item   */
 } nst_output;
 
 /* Bytes of the item `out` describes (0 if it overflows or the dtype is
@@ -143,8 +142,8 @@ void nst_augmenter_free(nst_augmenter *a);
  * the border, and write the item to out->dst. Pixels of the window outside
  * img->data are clamped to its edge. E_NOMEM or E_INVALID (empty window,
  * bad output). */
-int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
-                int flip, const nst_output *out);
+int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win, int flip,
+                const nst_output *out);
 
 /* No resampling: img->data as it is (mirrored when `flip`) into the inner
  * rectangle of `out`, which must be img->width x img->height; the border

@@ -26,9 +26,8 @@
 /* int(round(v)) in Python: round half to even. */
 static int64_t pyround(double v) { return (int64_t)nearbyint(v); }
 
-void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min,
-                             double scale_max, double ratio_min, double ratio_max,
-                             nst_rng *rng, nst_window *out)
+void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min, double scale_max,
+                             double ratio_min, double ratio_max, nst_rng *rng, nst_window *out)
 {
     if (width == 0 || height == 0) {
         out->x = out->y = out->w = out->h = 0;
@@ -102,17 +101,14 @@ void nst_crop_center_hw(uint32_t width, uint32_t height, uint32_t resize, uint32
     out->h = (double)crop_h * (double)height / (double)rh;
 }
 
-void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize,
-                     uint32_t crop, nst_window *out)
+void nst_crop_center(uint32_t width, uint32_t height, uint32_t resize, uint32_t crop,
+                     nst_window *out)
 {
     nst_crop_center_hw(width, height, resize, crop, crop, out);
 }
 
 /* round(a * b / c) for a, b <= 2^32, c > 0, half up, in exact integers. */
-static uint64_t muldiv_round(uint64_t a, uint64_t b, uint64_t c)
-{
-    return (a * b + c / 2) / c;
-}
+static uint64_t muldiv_round(uint64_t a, uint64_t b, uint64_t c) { return (a * b + c / 2) / c; }
 
 void nst_letterbox(uint32_t src_w, uint32_t src_h, nst_output *out)
 {

@@ -71,7 +71,7 @@ uint16_t nst_f32_to_f16(float f)
         return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
     if (x >= 0x477ff000u) /* >= 65520 (half-way past 65504) and inf: inf */
         return (uint16_t)(sign | 0x7c00u);
-    if (x >= 0x38800000u) { /* >= 2^-14: a normal half */
+    if (x >= 0x38800000u) {             /* >= 2^-14: a normal half */
         x += 0xfffu + ((x >> 13) & 1u); /* round the 13 dropped bits, ties even */
         return (uint16_t)(sign | ((x - 0x38000000u) >> 13)); /* rebias 127 -> 15 */
     }
@@ -132,8 +132,7 @@ int nst_out_resolve(const nst_output *in, nst_output *o)
         return nst_error(NOSTALL_E_INVALID, "augment: output size is 0 (%ux%u)", o->width,
                          o->height);
     if (o->width > NST_AUG_MAX_SIDE || o->height > NST_AUG_MAX_SIDE)
-        return nst_error(NOSTALL_E_INVALID, "augment: output %ux%u too large", o->width,
-                         o->height);
+        return nst_error(NOSTALL_E_INVALID, "augment: output %ux%u too large", o->width, o->height);
     if (!o->dst) return nst_error(NOSTALL_E_INVALID, "augment: output has no destination");
     if (!dtype_bytes(o->dtype))
         return nst_error(NOSTALL_E_INVALID, "augment: unknown output dtype %d", o->dtype);
@@ -176,16 +175,16 @@ size_t nst_output_bytes(const nst_output *out)
 /* mask[c][k]: for channel c, where input third k's bytes go (-1: none):
  * 16 interleaved RGB pixels (48 bytes, three 16-byte thirds) spread by
  * pshufb into the bytes of each channel, the three ORed. */
-static const int8_t deint_mask[3][3][16] = {
-    {{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
-    {{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
-    {{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
-     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}}};
+static const int8_t deint_mask[3][3][16] =
+    {{{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
+     {{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
+     {{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}}};
 
 /* float32 NCHW, 16 pixels (48 bytes) of interleaved RGB per step into
  * three planes: de-interleave, then 8 at a time widened to int32,
@@ -220,8 +219,9 @@ NST_TARGET_FMA static size_t out_row_fma(const uint8_t *restrict r, size_t n,
                                            _mm_shuffle_epi8(in2, sel[c][2]));
             const __m256 lo =
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), scale[c], bias[c]);
-            const __m256 hi = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), scale[c], bias[c]);
+            const __m256 hi =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))),
+                                scale[c], bias[c]);
             if (aligned) {
                 _mm256_stream_ps(planes[c] + i, lo);
                 _mm256_stream_ps(planes[c] + i + 8, hi);
@@ -262,8 +262,7 @@ static NST_ALWAYS_INLINE NST_TARGET_FMA __m128i bf16x8(__m256 v)
 {
     __m256i b = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    b = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))),
-                          16);
+    b = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
     return _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
 }
 
@@ -280,9 +279,9 @@ static NST_ALWAYS_INLINE NST_TARGET_F16C void store8(void *dst, size_t i, __m256
 }
 
 /* 16-bit NCHW: as out_row_fma, each 8 values converted before the store. */
-static NST_ALWAYS_INLINE NST_TARGET_F16C size_t out_planes16_k(const uint8_t *restrict r,
-                                                               size_t n, const nst_norm *l,
-                                                               void *const p[3], int dtype)
+static NST_ALWAYS_INLINE NST_TARGET_F16C size_t out_planes16_k(const uint8_t *restrict r, size_t n,
+                                                               const nst_norm *l, void *const p[3],
+                                                               int dtype)
 {
     __m128i sel[3][3];
     __m256 scale[3], bias[3];
@@ -317,8 +316,7 @@ static NST_ALWAYS_INLINE NST_TARGET_F16C size_t out_planes16_k(const uint8_t *re
  * scale and bias of element j being those of channel j % 3. Returns
  * elements written (a multiple of 24). */
 static NST_ALWAYS_INLINE NST_TARGET_F16C size_t out_inter_k(const uint8_t *restrict r, size_t m,
-                                                            const nst_norm *l, void *dst,
-                                                            int dtype)
+                                                            const nst_norm *l, void *dst, int dtype)
 {
     float sc[24], bi[24];
     for (int j = 0; j < 24; j++) {
@@ -353,13 +351,11 @@ NST_TARGET_F16C static size_t out_planes_bf16(const uint8_t *r, size_t n, const 
 {
     return out_planes16_k(r, n, l, p, NST_OUT_BF16);
 }
-NST_TARGET_F16C static size_t out_inter_f32(const uint8_t *r, size_t m, const nst_norm *l,
-                                            void *dst)
+NST_TARGET_F16C static size_t out_inter_f32(const uint8_t *r, size_t m, const nst_norm *l, void *dst)
 {
     return out_inter_k(r, m, l, dst, NST_OUT_F32);
 }
-NST_TARGET_F16C static size_t out_inter_f16(const uint8_t *r, size_t m, const nst_norm *l,
-                                            void *dst)
+NST_TARGET_F16C static size_t out_inter_f16(const uint8_t *r, size_t m, const nst_norm *l, void *dst)
 {
     return out_inter_k(r, m, l, dst, NST_OUT_F16);
 }
@@ -388,15 +384,15 @@ static void row_f32_nchw(const nst_output *o, uint32_t y, const uint8_t *row, un
     (void)simd;
 #endif
 #if NST_NORM_SSE2
-    /* 4 pixels at a time: 12 bytes read as two 8-byte words, 12 table
+        /* 4 pixels at a time: 12 bytes read as two 8-byte words, 12 table
      * loads, one 16-byte store per plane (instead of 12 scalar ones). */
 #define NST_B(q, sh) ((size_t)(((q) >> (sh)) & 0xff))
     for (; i + 4 <= n; i += 4) {
         uint64_t q0, q1;
         memcpy(&q0, r + 3 * i, 8);     /* bytes 0..7  */
         memcpy(&q1, r + 3 * i + 4, 8); /* bytes 4..11 */
-        _mm_storeu_ps(p0 + i, _mm_setr_ps(l[NST_B(q0, 0)], l[NST_B(q0, 24)],
-                                          l[NST_B(q1, 16)], l[NST_B(q1, 40)]));
+        _mm_storeu_ps(p0 + i, _mm_setr_ps(l[NST_B(q0, 0)], l[NST_B(q0, 24)], l[NST_B(q1, 16)],
+                                          l[NST_B(q1, 40)]));
         _mm_storeu_ps(p1 + i, _mm_setr_ps(l[256 + NST_B(q0, 8)], l[256 + NST_B(q0, 32)],
                                           l[256 + NST_B(q1, 24)], l[256 + NST_B(q1, 48)]));
         _mm_storeu_ps(p2 + i, _mm_setr_ps(l[512 + NST_B(q0, 16)], l[512 + NST_B(q0, 40)],

@@ -59,10 +59,10 @@ typedef struct classify {
     nst_recipe base;
     uint64_t seed, max_pixels, full_max_pixels;
     int train, mode, pad;
-    uint32_t out_w, out_h, resize; /* crop, resize: the item's size    */
+    uint32_t out_w, out_h, resize; /* crop, resize: the item's size */
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
-    int dtype, layout;             /* NST_OUT_*, layout resolved       */
-    uint32_t shape_field;          /* full: "image_shape"              */
+    int dtype, layout;    /* NST_OUT_*, the layout resolved */
+    uint32_t shape_field; /* full: "image_shape"             */
     nst_norm norm;
 } classify;
 
@@ -95,8 +95,12 @@ static void plan(const classify *r, const nst_item_ctx *c, uint32_t width, uint3
 /* The output of an image of the file's own width x height into dst. */
 static nst_output output_of(const classify *r, uint32_t width, uint32_t height, void *dst)
 {
-    nst_output o = {.dtype = r->dtype, .layout = r->layout, .dst = dst, .norm = &r->norm,
-                    .width = r->out_w, .height = r->out_h};
+    nst_output o = {.dtype = r->dtype,
+                    .layout = r->layout,
+                    .dst = dst,
+                    .norm = &r->norm,
+                    .width = r->out_w,
+                    .height = r->out_h};
     if (r->mode == NOSTALL_IMAGE_FULL) {
         o.width = width;
         o.height = height;
@@ -212,7 +216,8 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
         rc = nst_decode(w->dec, data, len, c->path, roi, ow, oh, &img);
     }
     size_t row = 0, bytes = 0;
-    if (rc == 0 && (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
+    if (rc == 0 &&
+        (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
         rc = nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: image too large to echo", c->path);
     if (rc == 0) rc = nst_buf_reserve(&out->buf, bytes ? bytes : 1);
     if (rc == 0) {
@@ -316,8 +321,7 @@ static int image_options(classify *r, const nst_optval *v)
         return nst_error(NOSTALL_E_OPTION,
                          "fit=pad: only image_mode=resize letterboxes (image_mode=%s does not)",
                          r->mode == NOSTALL_IMAGE_CROP ? "crop" : "full");
-    if (r->mode == NOSTALL_IMAGE_FULL &&
-        (v[NOSTALL_OPT_OUT_WIDTH].u || v[NOSTALL_OPT_OUT_HEIGHT].u))
+    if (r->mode == NOSTALL_IMAGE_FULL && (v[NOSTALL_OPT_OUT_WIDTH].u || v[NOSTALL_OPT_OUT_HEIGHT].u))
         return nst_error(NOSTALL_E_OPTION,
                          "out_height/out_width: image_mode=full keeps every image at its own "
                          "size (set full_max_pixels for the largest)");
@@ -384,10 +388,10 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     r->ratio_max = v[NOSTALL_OPT_RATIO_MAX].d;
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
     nst_norm_init(&r->norm, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
-    if ((rc = declare_image(r)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0)
-        goto fail;
+    if ((rc = declare_image(r)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0) goto fail;
     r->base.item_bytes = 0;
-    for (uint32_t f = 0; f < r->base.nfields; f++) r->base.item_bytes += r->base.fields[f].item_bytes;
+    for (uint32_t f = 0; f < r->base.nfields; f++)
+        r->base.item_bytes += r->base.fields[f].item_bytes;
     r->base.image_field = 0;
     *out = &r->base;
     return 0;
