@@ -8,8 +8,8 @@
 # bytes as a job alone, each item prepared once for the group); bad items
 # (an empty file, one over max_file_bytes) skipped and listed with their
 # reason; `nostall analyze` calls a job on very slow storage fetch-bound and
-# a thread-starved job whose rooms are large (one 16 MB file among small
-# ones: 16 MB zeroed per item against a 1 ms step) prep-bound.
+# a thread-starved job whose rooms are large (one 32 MB file among small
+# ones: 32 MB zeroed per item against a 1 ms step) prep-bound.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$PY" - "$TMP" <<'EOF'
@@ -103,8 +103,9 @@ if [ -d /dev/shm ]; then
 fi
 
 # analyze: fetch-bound (about 54 KB at 0.02 MB/s, over 2.5 s, against 10 ms
-# steps) and prep-bound (30 files of 1 KB and one of 16 MB: every item's
-# place is 16 MB, zeroed past its bytes, by one thread against a 1 ms step)
+# steps) and prep-bound (40 files of 1 KB and a sparse one of 32 MB: every
+# item's place is 32 MB, zeroed past its bytes, by one thread: 64 MB written
+# per batch of 2 against a 1 ms step; 32 MB of holes read per epoch)
 "$CLI" analyze "$TMP/data" --task bytes --batch-size 4 --threads 2 --step-ms 10 --storage-mbps 0.02 \
     --quiet --json > "$TMP/fetch.json" || fail "analyze (fetch) failed"
 f="$TMP/fetch.json"
@@ -112,8 +113,8 @@ echo "fetch-bound: bound $(json "$f" 'j["bound"]'), cold measured $(json "$f" 'r
 [ "$(json "$f" 'j["bound"]')" = fetch ] && [ "$(json "$f" 'j["measured"]["bound"]')" = fetch ] \
     || fail "bytes job on slow storage not fetch-bound: $(json "$f" 'j["measured"]')"
 mkdir -p "$TMP/big/c"
-for i in $(seq 10 39); do head -c 1000 /dev/urandom > "$TMP/big/c/f$i"; done
-head -c 16000000 /dev/zero > "$TMP/big/c/huge"
+for i in $(seq 10 49); do head -c 1000 /dev/urandom > "$TMP/big/c/f$i"; done
+truncate -s 32M "$TMP/big/c/huge" # sparse: read without disk I/O, cold or not
 "$CLI" analyze "$TMP/big" --task bytes --batch-size 2 --threads 1 --step-ms 1 --quiet --json > "$TMP/prep.json" \
     || fail "analyze (prep) failed"
 f="$TMP/prep.json"

@@ -146,12 +146,14 @@ if [ -d /dev/shm ]; then
     [ "$produced" = $((3 * 499)) ] || fail "the group prepared $produced items for 3 epochs of 499"
 fi
 
-# analyze: prep-bound (one thread widening windows of 2^20 tokens -- 16 MB
-# of int64 per item -- against a 1 ms step) and fetch-bound (windows of 2 KB
-# at 0.4 MB/s against a 10 ms step)
-"$PY" -c "import numpy as np; np.random.default_rng(1).integers(0, 50000, size=8 << 20, dtype=np.uint16).tofile('$TMP/big.bin')"
-"$CLI" analyze "$TMP/big.bin" --task tokens --context-length 1048576 --batch-size 2 --threads 1 --step-ms 1 \
+# analyze: prep-bound (one thread widening 3 windows of 2^20 tokens -- 48 MB
+# of int64 -- per batch against a 1 ms step: 8 batches of 25 ms or more, so
+# a step stretched a few ms by a loaded machine leaves the verdict alone) and
+# fetch-bound (windows of 2 KB at 0.4 MB/s against a 10 ms step)
+"$PY" -c "import numpy as np; np.random.default_rng(1).integers(0, 50000, size=24 << 20, dtype=np.uint16).tofile('$TMP/big.bin')"
+"$CLI" analyze "$TMP/big.bin" --task tokens --context-length 1048576 --batch-size 3 --threads 1 --step-ms 1 \
     --quiet --json > "$TMP/prep.json" || fail "analyze (prep) failed"
+rm -f "$TMP/big.bin"
 f="$TMP/prep.json"
 echo "prep-bound: bound $(json "$f" 'j["bound"]'), measured prep stall $(json "$f" 'round(j["measured"]["prep_stall_s"], 3)') s, fetch stall $(json "$f" 'round(j["measured"]["fetch_stall_s"], 3)') s"
 [ "$(json "$f" 'j["bound"]')" = prep ] && [ "$(json "$f" 'j["measured"]["bound"]')" = prep ] \
