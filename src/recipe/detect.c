@@ -74,22 +74,6 @@
 #include "recipe/recipe.h"
 #include "source/coco.h"
 
-#ifndef NST_OUT_UINT8_NHWC
-/* Transitional: the square output API (augment.h before its generalization
- * to any size, layout, dtype and letterbox); create refuses what it cannot
- * do. Removed once the generalized API has landed. */
-#define DETECT_SQUARE_API 1
-enum { NST_OUT_U8 = 0, NST_OUT_F32 = 1, NST_OUT_F16 = 2, NST_OUT_BF16 = 3 };
-enum { NST_OUT_AUTO = 0, NST_OUT_NCHW = 1, NST_OUT_NHWC = 2 };
-typedef struct nst_norm {
-    float f32[NST_NORM_LUT_SIZE];
-} nst_norm;
-static void nst_norm_init(nst_norm *n, const double mean[3], const double stdv[3])
-{
-    nst_norm_lut(n->f32, mean, stdv);
-}
-#endif
-
 /* RandomIoUCrop's defaults (torchvision v2), and our bound on its loop. */
 #define IOU_MIN_SCALE 0.3
 #define IOU_MAX_SCALE 1.0
@@ -131,15 +115,9 @@ typedef struct det_plan {
 /* The image output of plan p into dst. */
 static void output_of(const detect *r, const det_plan *p, void *dst, nst_output *o)
 {
-#ifndef DETECT_SQUARE_API /* augment.h's generalized output */
     *o = (nst_output){.dtype = r->dtype, .layout = r->layout, .dst = dst, .norm = &r->norm,
                       .width = r->out_w, .height = r->out_h, .pad_left = p->pad_left,
                       .pad_top = p->pad_top, .inner_width = p->inner_w, .inner_height = p->inner_h};
-#else /* the square API (until the generalized one lands) */
-    (void)p;
-    *o = (nst_output){.kind = r->dtype == NST_OUT_F32 ? NST_OUT_FLOAT_NCHW : NST_OUT_UINT8_NHWC,
-                      .size = r->out_w, .dst = dst, .lut = r->norm.f32};
-#endif
 }
 
 /* Does box b's centre lie strictly inside [l, r] x [t, b]? */
@@ -205,7 +183,6 @@ static void plan(const detect *r, const nst_item_ctx *c, uint32_t W, uint32_t H,
     }
     p->pad_left = p->pad_top = 0;
     p->inner_w = r->out_w, p->inner_h = r->out_h;
-#ifndef DETECT_SQUARE_API
     if (r->pad) { /* the crop's own aspect: its sides are whole pixels in every mode */
         nst_output o;
         output_of(r, p, NULL, &o);
@@ -213,7 +190,6 @@ static void plan(const detect *r, const nst_item_ctx *c, uint32_t W, uint32_t H,
         p->pad_left = o.pad_left, p->pad_top = o.pad_top;
         p->inner_w = o.inner_width, p->inner_h = o.inner_height;
     }
-#endif
 }
 
 /* The item's boxes through plan p into the box fields (zero past them). */
@@ -497,14 +473,6 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
         nst_recipe_free(&r->base);
         return rc;
     }
-#ifdef DETECT_SQUARE_API
-    if (r->pad || r->out_w != r->out_h || r->dtype > NST_OUT_F32 ||
-        (r->layout == NST_OUT_NCHW) != (r->dtype == NST_OUT_F32)) {
-        nst_recipe_free(&r->base);
-        return nst_error(NOSTALL_E_UNSUPPORTED, "task=detect: fit=pad, out_height != out_width, half "
-                         "floats and other layouts are not built into this nostall yet");
-    }
-#endif
     const nst_coco *k = r->coco;
     r->base.items = r->base.keys = k->nimages;
     r->base.fingerprint = fingerprint(r);

@@ -134,7 +134,7 @@ static int read_images(parser *p, json_t *root)
     p->imgs = calloc(p->nimgs, sizeof *p->imgs);
     if (!p->imgs) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     for (size_t i = 0; i < p->nimgs; i++) {
-        json_t *o, *f;
+        json_t *o = NULL, *f;
         img_tmp *t = &p->imgs[i];
         t->at = i;
         if ((rc = element(p, a, "images", i, &o)) < 0 || (rc = member_int(p, o, "images", i, "id", &t->id)) < 0)
@@ -165,7 +165,7 @@ static int read_categories(parser *p, json_t *root)
     p->cats = calloc(p->ncats ? p->ncats : 1, sizeof *p->cats);
     if (!p->cats) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     for (size_t i = 0; i < p->ncats; i++) {
-        json_t *o, *n;
+        json_t *o = NULL, *n;
         cat_tmp *t = &p->cats[i];
         t->at = i;
         if ((rc = element(p, a, "categories", i, &o)) < 0 ||
@@ -210,7 +210,7 @@ static int64_t find_category(const parser *p, int64_t id)
 /* One annotation's members, validated into t. */
 static int read_annotation(parser *p, json_t *a, size_t i, ann_tmp *t)
 {
-    json_t *o, *b, *c;
+    json_t *o = NULL, *b, *c;
     int64_t image_id, cat;
     int rc;
     if ((rc = element(p, a, "annotations", i, &o)) < 0 ||

@@ -264,7 +264,7 @@ def colour_mask(img, c):
     return m
 
 
-def check_pixels(item, truth, opts, win_of=None):
+def check_pixels(item, truth, opts, win_of=None, place=None):
     """The pixel-level acceptance for one delivered uint8 item."""
     i, path, epoch, img, boxes, labels, crowd, n = item
     t = truth[path]
@@ -289,8 +289,11 @@ def check_pixels(item, truth, opts, win_of=None):
             else:  # only a sliver may fail to reach full coverage
                 assert min(bx[2] - bx[0], bx[3] - bx[1]) < 2.5, (path, label, bx)
         elif opts.get("box_crop") == "iou" and opts["mode"] == "train" and len(xs):
-            # centre outside the crop: what is left is cut by the border
-            assert xs.min() <= 1 or ys.min() <= 1 or xs.max() >= W - 2 or ys.max() >= H - 2, (path, label)
+            # centre outside the crop: what is left is cut by the border (of
+            # the letterbox's inner rectangle)
+            px, py, iw, ih = place or (0, 0, W, H)
+            assert (xs.min() <= px + 1 or ys.min() <= py + 1 or xs.max() >= px + iw - 2
+                    or ys.max() >= py + ih - 2), (path, label)
             assert win_of is not None
             wx, wy, ww, wh = win_of(item)
             cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
@@ -324,7 +327,11 @@ def full(opts):
     dict(box_crop="none"),
     dict(mode="eval"),
     dict(box_crop="iou", flip_prob=1.0),
-], ids=["iou", "rrc", "none", "eval", "iou-flip"])
+    dict(box_crop="iou", out_height=48, out_width=80),
+    dict(box_crop="rrc", fit="pad"),
+    dict(box_crop="iou", fit="pad", out_height=72, out_width=40),
+    dict(mode="eval", fit="pad", out_height=40, out_width=72),
+], ids=["iou", "rrc", "none", "eval", "iou-flip", "iou-48x80", "rrc-pad", "iou-pad-72x40", "eval-pad-40x72"])
 def test_pixels_and_reference(drawn, opts):
     ann, truth = drawn
     o = full(opts)
@@ -336,8 +343,13 @@ def test_pixels_and_reference(drawn, opts):
     for item in items:
         i, path, epoch, img, boxes, labels, crowd, n = item
         t = truth[path]
-        check_pixels(item, truth, o, win_from_reference(o, truth))
-        win, flip, _, ref = reference(i, *t["size"], t["boxes"], o["seed"], epoch, o)
+        win, flip, place, ref = reference(i, *t["size"], t["boxes"], o["seed"], epoch, o)
+        check_pixels(item, truth, o, win_from_reference(o, truth), place)
+        if o["fit"] == "pad":  # the letterbox border is pixel value 0, the window fills the rest
+            px, py, iw, ih = place
+            inner = np.zeros(img.shape[:2], bool)
+            inner[py:py + ih, px:px + iw] = True
+            assert not img[~inner].any(), (path, place)
         assert n == len(ref), (path, epoch, boxes, ref)
         if n:
             r = np.array([b[:4] for b in ref], np.float64)
@@ -392,8 +404,8 @@ def test_threads_same_bytes(drawn):
 
 def test_repairs_reported(tmp_path):
     """A box outside the image is clipped, an annotation of a missing image
-    id and an image whose file is missing are counted -- and reported by
-    info() and a warning -- while the rest loads."""
+    id, a degenerate box and an image whose file is missing are counted and
+    reported by info(), while the rest loads."""
     ann, truth = draw_dataset(str(tmp_path), n=6, seed=2)
     j = json.load(open(ann))
     im0 = j["images"][0]
