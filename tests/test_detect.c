@@ -79,6 +79,8 @@ static void check_batch(const nostall_batch *b, uint32_t out_w, uint32_t out_h, 
     CHECK(sh->dtype == NOSTALL_DTYPE_INT64 && sh->ndim == 1 && sh->shape[0] == 2 && sh->shape_field == -1);
     CHECK(b->fields[0].shape_field == -1 && b->images == b->fields[0].data && b->labels == NULL);
     CHECK(b->width == out_w && b->height == out_h);
+    CHECK(b->fields[0].item_bytes == (size_t)out_w * out_h * 3 * (b->dtype == NOSTALL_DTYPE_UINT8 ? 1
+                                                                  : b->dtype == NOSTALL_DTYPE_FLOAT32 ? 4 : 2));
     for (uint32_t i = 0; i < b->count; i++) {
         const int64_t n = ((const int64_t *)ct->data)[i], *s = (const int64_t *)sh->data + 2 * i;
         const float *v = (const float *)bx->data + (size_t)i * max_boxes * 4;
@@ -168,6 +170,17 @@ static void test_threads(void)
         sums[m] = r[0].sum;
     }
     CHECK(sums[0] != sums[2]); /* the crop changes the bytes */
+    /* letterboxed, not square, half floats in NHWC */
+    result r[2];
+    for (int t = 0; t < 2; t++) {
+        const char *kv[][2] = {{"threads", t ? "3" : "1"}, {"batch_size", "5"},   {"seed", "7"},
+                               {"epochs", "1"},            {"box_crop", "rrc"},   {"fit", "pad"},
+                               {"out_height", "40"},       {"out_width", "56"},   {"max_boxes", "6"},
+                               {"output", "float16"},      {"layout", "nhwc"}};
+        run(kv, 11, &r[t]);
+    }
+    CHECK_EQ(r[0].items, NIMG);
+    CHECK_EQ(r[0].sum, r[1].sum);
 }
 
 static void test_echo(void)
