@@ -255,8 +255,11 @@ class Transform:
             self._write(self._call(it), it)
             return 0
         except BaseException as e:  # never out of a callback
-            self._keep_error(it.path, e)
             it.message = _message(e, it.path, self.name)
+            # the frames' locals may view worker memory (the input): drop
+            # them before the exception outlives this call
+            traceback.clear_frames(e.__traceback__)
+            self._keep_error(it.path, e)
             return _E_CORRUPT
         finally:
             IN_CALL.on = False
@@ -302,8 +305,9 @@ class Transform:
             self._declare(setup, specs)
             return 0
         except BaseException as e:
-            self.create_error = e
             setup.message = _message(e)
+            traceback.clear_frames(e.__traceback__)  # (the sample's memory is freed next)
+            self.create_error = e
             return _E_INVALID
 
     def _declare(self, setup, specs):
