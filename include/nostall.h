@@ -169,9 +169,11 @@ NOSTALL_API const char *nostall_last_error(void);
     X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                  \
       "number of shards the dataset is split into")                            \
     X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                        \
-      "train: RandomResizedCrop + random flip; eval: resize + center crop")    \
+      "train: random draws (image_mode=crop: RandomResizedCrop + flip; "       \
+      "resize and full: the flip only); eval: no draws (crop: resize + "       \
+      "center crop)")                                                          \
     X(CROP, 10, "crop", UINT, "224", "1", "8192",                              \
-      "output height and width in pixels")                                     \
+      "output height and width in pixels when out_height/out_width are 0")    \
     X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                           \
       "eval: shorter side before the center crop; 0 = crop * 8 / 7")           \
     X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",             \
@@ -183,11 +185,11 @@ NOSTALL_API const char *nostall_last_error(void);
     X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100", \
       "RandomResizedCrop: largest aspect ratio (width / height)")              \
     X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                     \
-      "train: probability of a horizontal flip")                               \
+      "train: probability of a horizontal flip (every image mode)")           \
     X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "", \
       "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "  \
-      "float16, bfloat16: normalized like float, in half precision (layout "  \
-      "says NCHW or NHWC)")                                                    \
+      "float16, bfloat16: normalized like float, in half precision (rounded " \
+      "to nearest even); layout says NCHW or NHWC")                            \
     X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",         \
       "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")   \
     X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",        \
@@ -264,14 +266,18 @@ NOSTALL_API const char *nostall_last_error(void);
       "= a clip's waveform or log-mel spectrogram and its label")              \
     X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",      \
       "crop: train RandomResizedCrop / eval resize + center crop; resize: the " \
-      "whole image to out_height x out_width (fit); full: every image at its " \
-      "own size, each item in a place of full_max_pixels (with its shape)")    \
+      "whole image to out_height x out_width (fit; train: the flip only); "    \
+      "full: every image at its own size, each item in a place of "            \
+      "full_max_pixels (with its shape)")                                      \
     X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                   \
-      "output height in pixels (image_mode resize, detect); 0 = crop")         \
+      "output height in pixels (image_mode crop and resize, detect); 0 = "    \
+      "crop; not with image_mode=full")                                        \
     X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                     \
-      "output width in pixels (image_mode resize, detect); 0 = crop")          \
+      "output width in pixels (image_mode crop and resize, detect); 0 = "     \
+      "crop; not with image_mode=full")                                        \
     X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                      \
-      "image_mode resize: stretch to the size, or keep the aspect and pad "    \
+      "image_mode=resize and detect's eval resize: stretch to the size, or "   \
+      "keep the aspect and pad "                                               \
       "(letterbox, centred, zeros before normalization)")                      \
     X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                \
       "image field layout; auto = NCHW for float outputs, NHWC for uint8")     \
@@ -300,7 +306,8 @@ NOSTALL_API const char *nostall_last_error(void);
       "text handed to the user op's create")                                   \
     X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000", \
       "image_mode full: the largest image (width x height) an item's place "   \
-      "holds; larger ones are bad items")                                      \
+      "holds (each place is that many pixels x 3 elements of the output "      \
+      "dtype: memory); larger images are bad items")                           \
     X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",         \
       "audio: every clip is resampled to this rate (Hz)")                      \
     X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                             \
@@ -483,15 +490,19 @@ typedef struct nostall_field {
 } nostall_field;
 
 typedef struct nostall_batch {
-    void *images;           /* the "image" field: count items; float32 NCHW
-                               or uint8 NHWC                                 */
-    int64_t *labels;        /* the "label" field: count labels               */
+    void *images;           /* the recipe's main field (classify, detect:
+                               "image", any dtype and layout; tokens:
+                               "tokens"; bytes: "data"): count items       */
+    int64_t *labels;        /* the "label" field when it is one int64 per
+                               item, else NULL (see `fields`)              */
     uint64_t *indices;      /* count dataset item indices (into the index)  */
     uint32_t count;         /* items in this batch; < batch_size only for
                                the last batch of an epoch or when bad items
                                were skipped -- never with drop_last, which
                                fills such a batch from the next items      */
-    uint32_t channels, height, width; /* 3, crop, crop                      */
+    uint32_t channels, height, width; /* of an image field of shape [3, H, W]
+                               or [H, W, 3]; 0 for other fields and for
+                               image_mode=full (see image_shape)          */
     nostall_dtype dtype;
     nostall_layout layout;
     size_t item_bytes;      /* bytes of one item's image                    */

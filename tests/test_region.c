@@ -192,8 +192,8 @@ static void one_roi(nst_decoder *d, nst_augmenter *a, const uint8_t *j, size_t l
     nst_image im;
     uint8_t *got = malloc((size_t)size * size * 3);
     uint8_t *got_full = malloc((size_t)size * size * 3);
-    nst_output out = {NST_OUT_UINT8_NHWC, (uint32_t)size, got, NULL};
-    nst_output out_full = {NST_OUT_UINT8_NHWC, (uint32_t)size, got_full, NULL};
+    nst_output out = {.dtype = NST_OUT_U8, .size = (uint32_t)size, .dst = got};
+    nst_output out_full = {.dtype = NST_OUT_U8, .size = (uint32_t)size, .dst = got_full};
     /* full decode + nst_augment: separates resampler error from decode error */
     CHECK_OK(nst_augment(a, full, win, 0, &out_full));
     double *ref = ref_resize(full, win, size);
