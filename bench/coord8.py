@@ -94,7 +94,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--late-epochs", type=int, default=12)
-    ap.add_argument("--stagger", type=float, default=0.5, help="seconds between starts")
+    ap.add_argument("--stagger", type=float, default=0.0,
+                    help="seconds between starts (0: half the solo job's epoch in that round)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--step-ms", type=float, default=0.0)
@@ -119,14 +120,21 @@ def main():
     for rnd in range(a.rounds):
         R = {"load_before": os.getloadavg()}
         g = "coord8-%d-%d" % (os.getpid(), rnd)
-        runs = [("solo", [base + ["--epochs", str(a.epochs)]], [0.0]),
-                ("indep", [base + ["--epochs", str(a.epochs)]] * J, [0.0] * J),
+        outs, cpu, wall, spans = launch([base + ["--epochs", str(a.epochs)]], [0.0])
+        R["solo"] = {"jobs": outs, "cpu_s": cpu, "wall_s": wall, "spans": spans,
+                     "load": os.getloadavg()[0]}
+        print("round %d %-10s wall %6.2f s  cpu %6.2f s  per-job items/s %.0f" % (
+            rnd, "solo", wall, cpu, steady(outs[0])), flush=True)
+        # late joiners join the group every half epoch (of the job alone)
+        stagger = a.stagger or 0.5 * sum(e["seconds"] for e in outs[0]["per_epoch"]) / a.epochs
+        R["stagger_s"] = stagger
+        runs = [("indep", [base + ["--epochs", str(a.epochs)]] * J, [0.0] * J),
                 ("coord", [base + ["--epochs", str(a.epochs), "--coordinate", g + "a"]] * J,
                  [0.0] * J),
                 ("coord-late", [base + ["--epochs", str(a.late_epochs), "--coordinate", g + "b"]]
-                 * J, [i * a.stagger for i in range(J)])]
+                 * J, [i * stagger for i in range(J)])]
         if rnd % 2:  # alternate the order of the simultaneous scenarios
-            runs[1], runs[2] = runs[2], runs[1]
+            runs[0], runs[1] = runs[1], runs[0]
         for name, cmds, starts in runs:
             outs, cpu, wall, spans = launch(cmds, starts)
             R[name] = {"jobs": outs, "cpu_s": cpu, "wall_s": wall, "spans": spans,
@@ -136,7 +144,7 @@ def main():
         # the same work for independent late starters: the epochs each joiner got
         got = [len(j["per_epoch"]) for j in R["coord-late"]["jobs"]]
         cmds = [base + ["--epochs", str(max(1, n))] for n in got]
-        outs, cpu, wall, spans = launch(cmds, [i * a.stagger for i in range(J)])
+        outs, cpu, wall, spans = launch(cmds, [i * stagger for i in range(J)])
         R["indep-late"] = {"jobs": outs, "cpu_s": cpu, "wall_s": wall, "spans": spans,
                            "load": os.getloadavg()[0]}
         print("round %d %-10s wall %6.2f s  cpu %6.2f s  epochs %s" % (
@@ -149,8 +157,10 @@ def main():
                     str(a.threads), "--json", "--quiet", "--seed", "1", "--epochs",
                     str(a.late_epochs), "--step-ms", "5"]
     solo_sum, _, _, _ = launch([small], [0.0])
+    stagger = a.stagger or 0.5 * sum(e["seconds"] for e in solo_sum[0]["per_epoch"]) / \
+        a.late_epochs
     late_sum, _, _, _ = launch([small + ["--coordinate", "coord8-%d-c" % os.getpid()]] * J,
-                               [i * a.stagger * 0.5 for i in range(J)])
+                               [i * stagger for i in range(J)])
     ref = {e["epoch"]: e["checksum"] for e in solo_sum[0]["per_epoch"]}
     bytes_ok = all(e["checksum"] == ref[e["epoch"]] for j in late_sum for e in j["per_epoch"])
     results["late_checksums"] = {"ok": bytes_ok, "epochs": [[e["epoch"] for e in j["per_epoch"]]
@@ -206,11 +216,12 @@ def table(results, a):
     complete = all(all(e["items"] == j["dataset"]["items"] for e in j["per_epoch"])
                    for r in rs for j in r["coord-late"]["jobs"])
     firsts = [[j["per_epoch"][0]["epoch"] for j in r["coord-late"]["jobs"]] for r in rs]
-    lines += ["", "Started %.2f s apart (a plan of %d epochs; a joiner gets the epochs left "
+    lines += ["", "Started %.2f s apart (median; half an epoch of the job alone; a plan of %d "
+              "epochs; a joiner gets the epochs left "
               "when it joins): epochs received per job (last round) %s, first epochs per round "
               "%s; every epoch complete (items = dataset): **%s**; bytes of every epoch equal "
               "to a job alone (checksums, crop 64): **%s**."
-              % (a.stagger, a.late_epochs, got, firsts, "yes" if complete else "NO",
+              % (med([r["stagger_s"] for r in rs]), a.late_epochs, got, firsts, "yes" if complete else "NO",
                  "yes" if results["late_checksums"]["ok"] else "NO"),
               "", "| started one after another | wall until all finished | CPU s (all jobs) | "
               "aggregate items/s |", "|---|---|---|---|",
