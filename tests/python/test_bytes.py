@@ -35,7 +35,7 @@ def tree(tmp_path_factory):
 
 def items(ld):
     """Every delivered item of one epoch: (path, bytes, length, label)."""
-    out = []
+    out, samples = [], ld.samples
     for b in ld:
         assert isinstance(b["data"], list) and len(b["data"]) == len(ld.last_indices)
         for k, i in enumerate(ld.last_indices.tolist()):
@@ -43,7 +43,7 @@ def items(ld):
             a = np.asarray(t)
             assert a.dtype == np.uint8 and a.ndim == 1
             label = b["label"][k].item() if "label" in b else None
-            out.append((ld.samples[i][0], a.tobytes(), int(b["length"][k][0]), label))
+            out.append((samples[i][0], a.tobytes(), int(b["length"][k][0]), label))
     return out
 
 
