@@ -23,6 +23,16 @@
  * skipped, so symlinked subtrees that form a DAG cost their size, not the
  * number of paths to them; nesting is limited to NST_INDEX_MAX_DEPTH levels.
  *
+ * Tar shards (index.h): source/shards.c hands over each shard's index file
+ * (tar.h's format) in shard order; each sample becomes an item appended as
+ * for lists -- its member's name in the string table, its label -- plus a
+ * 16-byte range (offset, length, shard number) in a parallel array, so a
+ * shard's path is stored once, not per item. Labels are known to exist
+ * only at the end: unlabeled samples of a labeled index are then removed
+ * in place (strings move left in the arena). Arrays are trimmed to their
+ * size at the end (a million-item index would otherwise keep up to half
+ * again of slack).
+ *
  * Every failure frees everything built so far (one cleanup label per
  * function) and returns an NOSTALL_E_* status with a message naming the path.
  *
@@ -35,6 +45,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +58,8 @@
 #include "common/error.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "source/shards.h"
+#include "source/tar.h"
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64
@@ -61,8 +74,14 @@ typedef struct nst_strtab {
     size_t count, ocap;
 } nst_strtab;
 
+/* A shard item's bytes: a member's data. */
+typedef struct nst_range {
+    uint64_t offset;
+    uint32_t length, shard;
+} nst_range;
+
 struct nst_index {
-    nst_strtab items;
+    nst_strtab items; /* paths; for shard items, their member's name */
     int64_t *labels;  /* parallel to items.offs: an int label, a float
                          label's bits, or (offset << 20 | count) into multi */
     size_t lcap;      /* capacity of labels     */
@@ -77,6 +96,16 @@ struct nst_index {
     uint64_t dirs_walked, dirs_shared;
     int is_list;
     unsigned flags;   /* NST_INDEX_*                                     */
+    /* tar shards: items are members (ranges); NULL ranges: whole files */
+    nst_strtab shards;     /* paths / URLs                            */
+    nst_range *ranges;     /* per item                                */
+    nst_range *part[2];    /* per item: its .json, .txt (length 0: none;
+                                 NULL until a sample has one)            */
+    size_t rcap;           /* capacity of ranges and parts            */
+    uint64_t *shard_first; /* nshards + 1 entries                     */
+    uint64_t damaged, range_max;
+    nst_shard_opts sopts;
+    nst_shard_stats sstats;
 };
 
 static void strtab_free(nst_strtab *t)
@@ -164,6 +193,10 @@ static int index_add(nst_index *ix, const char *a, size_t alen, const char *b,
 }
 
 static int parse_label(const char *s, int64_t *out);
+/* Tar shards (below). */
+static int build_shards(nst_index *ix, const char *source, const nst_strtab *names);
+static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const nst_strtab *stray);
+static int any_tar(const nst_strtab *t);
 
 /* A list line's label column: nothing, an integer, a float, or several
  * integers separated by commas or spaces (multi-label). Returns the kind
@@ -654,6 +687,10 @@ static int build_folder(nst_index *ix, const char *root)
         if (strtab_add3(&names, name, strlen(name), NULL, 0, NULL, 0)) goto nomem;
     }
 
+    if (names.count == 0 && any_tar(&stray)) { /* a folder of shards */
+        rc = shard_folder(ix, p->s, rootlen, &stray);
+        goto out;
+    }
     if (names.count) {
         sorted = strtab_sorted(&names);
         if (!sorted) goto nomem;
@@ -851,6 +888,18 @@ static int build_list(nst_index *ix, const char *list)
                        mlist);
         goto err;
     }
+    if (!first_line[NST_LABEL_INT] && !first_line[NST_LABEL_FLOAT] && !first_line[NST_LABEL_MULTI]) {
+        int shards = 1;
+        for (size_t i = 0; shards && i < ix->items.count; i++)
+            shards = nst_shard_is_tar(strtab_get(&ix->items, i));
+        if (shards) { /* a list of shards: its lines become the shards */
+            nst_strtab names = ix->items;
+            memset(&ix->items, 0, sizeof ix->items);
+            rc = build_shards(ix, list, &names);
+            strtab_free(&names);
+            goto err;
+        }
+    }
     rc = settle_labels(ix, mlist, first_line, first_not_multi) < 0 ? NOSTALL_E_DATASET : NOSTALL_OK;
 err:
     free(ix->lkind);
@@ -861,16 +910,320 @@ err:
 }
 
 /* Give back the slack of amortized growth. Failure just keeps the slack. */
+static void shrink_to(void **p, size_t *cap, size_t n, size_t size)
+{
+    if (!*p || n == 0 || n >= *cap) return;
+    void *q = realloc(*p, n * size);
+    if (q) {
+        *p = q;
+        *cap = n;
+    }
+}
+
 static void shrink(nst_index *ix)
 {
     nst_strtab *t = &ix->items;
-    if (t->len && t->len < t->cap) {
-        char *q = realloc(t->arena, t->len);
-        if (q) {
-            t->arena = q;
-            t->cap = t->len;
+    const size_t n = t->count;
+    shrink_to((void **)&t->arena, &t->cap, t->len, 1);
+    shrink_to((void **)&t->offs, &t->ocap, n, sizeof *t->offs);
+    shrink_to((void **)&ix->labels, &ix->lcap, n, sizeof *ix->labels);
+    if (ix->ranges) {
+        size_t c = ix->rcap;
+        shrink_to((void **)&ix->ranges, &c, n, sizeof *ix->ranges);
+        for (int k = 0; k < 2; k++) {
+            size_t pc = ix->rcap;
+            shrink_to((void **)&ix->part[k], &pc, n, sizeof *ix->part[k]);
+        }
+        ix->rcap = c;
+    }
+}
+
+
+/* ---- tar shards ------------------------------------------------------- */
+
+/* No label (yet): a sample without a .cls in an index that may have labels. */
+#define NO_LABEL INT64_MIN
+
+/* Name an ignored sample or region (the first NST_INDEX_IGNORED_KEEP). */
+static int note_ignored(nst_index *ix, const char *shard, const char *fmt, ...) NST_PRINTF(3, 4);
+static int note_ignored(nst_index *ix, const char *shard, const char *fmt, ...)
+{
+    ix->ignored++;
+    if (ix->ignored_paths.count >= NST_INDEX_IGNORED_KEEP) return 0;
+    char what[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return strtab_add3(&ix->ignored_paths, shard, strlen(shard), ": ", 2, what, strlen(what));
+}
+
+typedef struct shard_ctx {
+    nst_index *ix;
+    int labeled; /* some sample has a .cls label */
+} shard_ctx;
+
+static int ensure_ranges(nst_index *ix, size_t need)
+{
+    if (need <= ix->rcap) return 0;
+    size_t cap = ix->rcap, cap2 = ix->rcap;
+    if (grow((void **)&ix->ranges, &cap, need, sizeof *ix->ranges)) return -1;
+    for (int k = 0; k < 2; k++) {
+        if (!ix->part[k]) continue;
+        size_t c = cap2;
+        if (grow((void **)&ix->part[k], &c, cap, sizeof *ix->part[k])) return -1;
+        memset(ix->part[k] + cap2, 0, (cap - cap2) * sizeof *ix->part[k]);
+    }
+    ix->rcap = cap;
+    return 0;
+}
+
+/* The sample's member that is its item (see index.h), or -1. */
+static int primary_member(const nst_tidx_rec *r, unsigned flags)
+{
+    static const int order[] = {NST_EXT_IMAGE, NST_EXT_OTHER, NST_EXT_TXT, NST_EXT_JSON};
+    const int kinds = (flags & NST_INDEX_ANY_NAME) ? 4 : 1;
+    for (int o = 0; o < kinds; o++)
+        for (uint32_t m = 0; m < r->nmembers; m++)
+            if (nst_tar_ext_class(r->m[m].ext, r->m[m].ext_len) == order[o]) return (int)m;
+    return -1;
+}
+
+static int add_sample(nst_index *ix, shard_ctx *c, uint32_t shard, const char *sname,
+                      const nst_tidx_rec *r)
+{
+    const int pm = primary_member(r, ix->flags);
+    if (pm < 0)
+        return note_ignored(ix, sname, "%.*s: no %s member", (int)r->key_len, r->key,
+                            (ix->flags & NST_INDEX_ANY_NAME) ? "data" : "image (.jpg, .jpeg, .png)");
+    const nst_tidx_member *m = &r->m[pm];
+    if (m->size >= ((uint64_t)1 << 32) || m->size == 0)
+        return note_ignored(ix, sname, "%.*s.%.*s: %s", (int)r->key_len, r->key, (int)m->ext_len,
+                            m->ext, m->size ? "4 GiB or more" : "empty");
+    int64_t label = NO_LABEL;
+    int has_cls = 0;
+    for (uint32_t k = 0; k < r->nmembers; k++) {
+        const nst_tidx_member *x = &r->m[k];
+        int cls = nst_tar_ext_class(x->ext, x->ext_len);
+        if (cls == NST_EXT_CLS && !has_cls) {
+            has_cls = 1;
+            if (x->has_label) label = x->label;
         }
     }
+    if (has_cls && label == NO_LABEL)
+        return note_ignored(ix, sname, "%.*s.cls: not an integer label", (int)r->key_len, r->key);
+    if (label != NO_LABEL) c->labeled = 1;
+    const size_t i = ix->items.count;
+    if (ensure_ranges(ix, i + 1) ||
+        index_add(ix, r->key, r->key_len, ".", 1, m->ext, m->ext_len, label))
+        return -1;
+    ix->ranges[i] = (nst_range){m->offset, (uint32_t)m->size, shard};
+    if (m->size > ix->range_max) ix->range_max = m->size;
+    int done[2] = {0, 0};
+    for (uint32_t k = 0; k < r->nmembers; k++) {
+        const nst_tidx_member *x = &r->m[k];
+        int cls = nst_tar_ext_class(x->ext, x->ext_len);
+        int part = cls == NST_EXT_JSON ? NST_PART_JSON : cls == NST_EXT_TXT ? NST_PART_TXT : -1;
+        if (part < 0 || done[part] || (int)k == pm || x->size >= ((uint64_t)1 << 32)) continue;
+        done[part] = 1;
+        if (!ix->part[part]) {
+            if (!(ix->part[part] = calloc(ix->rcap, sizeof *ix->part[part]))) return -1;
+        }
+        ix->part[part][i] = (nst_range){x->offset, (uint32_t)x->size, shard};
+    }
+    for (int k = 0; k < 2; k++)
+        if (ix->part[k] && !done[k]) ix->part[k][i] = (nst_range){0, 0, shard};
+    return 0;
+}
+
+static int add_shard(void *ctx, size_t k, const uint8_t *file, size_t len)
+{
+    shard_ctx *c = ctx;
+    nst_index *ix = c->ix;
+    const char *sname = strtab_get(&ix->shards, k);
+    nst_tidx_reader r;
+    nst_tidx_rec *rec = malloc(sizeof *rec);
+    char why[128];
+    int rc = 0;
+    if (!rec) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(sname));
+    if (nst_tidx_open_checked(&r, file, len, why, sizeof why) < 0) goto bad;
+    for (;;) {
+        int e = nst_tidx_next(&r, rec, why, sizeof why);
+        if (e < 0) goto bad;
+        if (e == 0) break;
+        if (rec->key) {
+            rc = add_sample(ix, c, (uint32_t)k, sname, rec);
+        } else {
+            ix->damaged++;
+            rc = note_ignored(ix, sname, "bytes %llu-%llu: %s (members in it lost)",
+                              (unsigned long long)rec->offset,
+                              (unsigned long long)(rec->offset + rec->size - (rec->size > 0)),
+                              nst_tar_damage_name(rec->code));
+        }
+        if (rc < 0) {
+            rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(sname));
+            break;
+        }
+    }
+    free(rec);
+    return rc;
+bad:
+    free(rec);
+    return nst_error(NOSTALL_E_DATASET, "index: %s: its index file is malformed: %s",
+                     NST_MSG_PATH(sname), why);
+}
+
+/* A labeled index keeps only the items with a label: the others are left
+ * out, in place (strings move left in the arena, which holds them in
+ * item order). */
+static int drop_unlabeled(nst_index *ix)
+{
+    nst_strtab *t = &ix->items;
+    size_t j = 0, at = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const char *name = t->arena + t->offs[i];
+        const size_t n = strlen(name) + 1;
+        if (ix->labels[i] == NO_LABEL) {
+            if (note_ignored(ix, strtab_get(&ix->shards, ix->ranges[i].shard),
+                             "%s: no .cls label (other samples have one)", name) < 0)
+                return -1;
+            continue;
+        }
+        memmove(t->arena + at, name, n);
+        t->offs[j] = at;
+        at += n;
+        ix->labels[j] = ix->labels[i];
+        ix->ranges[j] = ix->ranges[i];
+        for (int k = 0; k < 2; k++)
+            if (ix->part[k]) ix->part[k][j] = ix->part[k][i];
+        j++;
+    }
+    t->count = j;
+    t->len = at;
+    return 0;
+}
+
+/* Index the shards named in `names` (their strings; copied) for `source`. */
+static int build_shards(nst_index *ix, const char *source, const nst_strtab *names)
+{
+    const size_t n = names->count;
+    const char **v = NULL;
+    int rc;
+    ix->is_list = 1;
+    if (n == 0) return nst_error(NOSTALL_E_DATASET, "index: %s: no shards", NST_MSG_PATH(source));
+    if (n > UINT32_MAX)
+        return nst_error(NOSTALL_E_DATASET, "index: %s: too many shards", NST_MSG_PATH(source));
+    if (!(v = malloc(n * sizeof *v))) goto nomem;
+    for (size_t k = 0; k < n; k++) {
+        const char *name = strtab_get(names, k);
+        if (strtab_add3(&ix->shards, name, strlen(name), NULL, 0, NULL, 0)) goto nomem;
+    }
+    for (size_t k = 0; k < n; k++) v[k] = strtab_get(&ix->shards, k);
+    shard_ctx c = {.ix = ix};
+    if ((rc = nst_shards_index(v, n, &ix->sopts, add_shard, &c, &ix->sstats)) < 0) goto out;
+    if (c.labeled) {
+        if (drop_unlabeled(ix) < 0) goto nomem;
+        ix->label_kind = NST_LABEL_INT;
+        uint64_t maxl = 0;
+        for (size_t i = 0; i < ix->items.count; i++)
+            if (ix->labels[i] >= 0 && (uint64_t)ix->labels[i] + 1 > maxl)
+                maxl = (uint64_t)ix->labels[i] + 1;
+        ix->nclasses = maxl;
+    } else {
+        ix->label_kind = NST_LABEL_NONE;
+        for (size_t i = 0; i < ix->items.count; i++) ix->labels[i] = 0;
+    }
+    if (ix->items.count == 0) {
+        rc = nst_error(NOSTALL_E_DATASET,
+                       "index: %s: no samples found in %zu shard%s (%llu left out, %llu damaged "
+                       "regions; expected members KEY.jpg, KEY.jpeg or KEY.png)",
+                       NST_MSG_PATH(source), n, n == 1 ? "" : "s", (unsigned long long)ix->ignored,
+                       (unsigned long long)ix->damaged);
+        goto out;
+    }
+    if (!(ix->shard_first = malloc((n + 1) * sizeof *ix->shard_first))) goto nomem;
+    for (size_t k = 0, i = 0; k <= n; k++) {
+        while (i < ix->items.count && ix->ranges[i].shard < k) i++;
+        ix->shard_first[k] = i;
+    }
+    rc = 0;
+    goto out;
+nomem:
+    rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));
+out:
+    free(v);
+    return rc;
+}
+
+static int add_name(void *ctx, const char *name)
+{
+    return strtab_add3(ctx, name, strlen(name), NULL, 0, NULL, 0)
+               ? nst_error(NOSTALL_E_NOMEM, "index: out of memory")
+               : 0;
+}
+
+/* A source naming shards itself: a URL or a brace pattern. */
+static int build_spec(nst_index *ix, const char *source)
+{
+    nst_strtab names = {0};
+    int rc = nst_shards_expand(source, add_name, &names);
+    for (size_t k = 0; rc == 0 && k < names.count; k++) {
+        const char *name = strtab_get(&names, k);
+        if (!nst_shard_is_tar(name))
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "index: %s: '%s' is not a tar shard (a URL or pattern source names "
+                           "shards ending in .tar; a list of image URLs goes in a list file)",
+                           NST_MSG_PATH(source), NST_MSG_PATH(name));
+        else if (nst_http_is_url(source) != nst_http_is_url(name) ||
+                 (strstr(name, "://") && !nst_http_is_url(name)))
+            rc = nst_error(NOSTALL_E_DATASET,
+                           "index: %s: unsupported URL scheme in '%s' (only http:// "
+                           "and https:// are fetched)",
+                           NST_MSG_PATH(source), NST_MSG_PATH(name));
+    }
+    if (rc == 0) rc = build_shards(ix, source, &names);
+    strtab_free(&names);
+    return rc;
+}
+
+/* A folder with .tar files and no class folder: its shards, sorted. The
+ * other files are ignored (named), sidecar index files excepted. */
+static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const nst_strtab *stray)
+{
+    nst_strtab names = {0};
+    const char **sorted = strtab_sorted(stray);
+    int rc = 0;
+    if (!sorted) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(root));
+    strtab_free(&ix->ignored_paths);
+    ix->ignored = 0;
+    for (size_t i = 0; i < stray->count && rc == 0; i++) {
+        const char *name = sorted[i];
+        const size_t len = strlen(name), sl = sizeof NST_TIDX_SUFFIX - 1;
+        if (name[0] != '.' && nst_shard_is_tar(name)) {
+            if (strtab_add3(&names, root, rootlen, "/", 1, name, len)) rc = -1;
+        } else if (!(len > sl && strcmp(name + len - sl, NST_TIDX_SUFFIX) == 0)) {
+            ix->ignored++;
+            if (ix->ignored_paths.count < NST_INDEX_IGNORED_KEEP &&
+                strtab_add3(&ix->ignored_paths, root, rootlen, "/", 1, name, len))
+                rc = -1;
+        }
+    }
+    free(sorted);
+    if (rc < 0)
+        rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(root));
+    else
+        rc = build_shards(ix, root, &names);
+    strtab_free(&names);
+    return rc;
+}
+
+static int any_tar(const nst_strtab *t)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const char *name = strtab_get(t, i);
+        if (name[0] != '.' && nst_shard_is_tar(name)) return 1;
+    }
+    return 0;
 }
 
 int nst_index_build(nst_index **out, const char *source)
@@ -880,6 +1233,12 @@ int nst_index_build(nst_index **out, const char *source)
 
 int nst_index_build_flags(nst_index **out, const char *source, unsigned flags)
 {
+    return nst_index_build_opts(out, source, flags, NULL);
+}
+
+int nst_index_build_opts(nst_index **out, const char *source, unsigned flags,
+                         const nst_shard_opts *shard_opts)
+{
     int rc;
     nst_index *ix = NULL;
     if (!out) return nst_error(NOSTALL_E_INVALID, "index: no output given");
@@ -887,20 +1246,35 @@ int nst_index_build_flags(nst_index **out, const char *source, unsigned flags)
     if (!source || !*source)
         return nst_error(NOSTALL_E_INVALID, "index: no dataset source given");
 
-    struct stat st;
-    if (stat(source, &st) != 0) {
-        int e = errno;
-        return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
-                         : (e == ENOENT || e == ENOTDIR) ? NOSTALL_E_NOT_FOUND
-                                                         : NOSTALL_E_DATASET,
-                         "index: %s: %s", NST_MSG_PATH(source), strerror(e));
-    }
     ix = calloc(1, sizeof *ix);
     if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));
     ix->flags = flags;
-    if (S_ISDIR(st.st_mode)) {
+    if (shard_opts)
+        ix->sopts = *shard_opts;
+    else
+        nst_shard_opts_default(&ix->sopts);
+
+    struct stat st;
+    if (nst_http_is_url(source)) {
+        rc = build_spec(ix, source);
+    } else if (stat(source, &st) != 0) {
+        int e = errno;
+        if ((e == ENOENT || e == ENOTDIR) && nst_shard_has_braces(source))
+            rc = build_spec(ix, source);
+        else
+            rc = nst_error(e == EACCES                     ? NOSTALL_E_PERMISSION
+                           : (e == ENOENT || e == ENOTDIR) ? NOSTALL_E_NOT_FOUND
+                                                           : NOSTALL_E_DATASET,
+                           "index: %s: %s", NST_MSG_PATH(source), strerror(e));
+    } else if (S_ISDIR(st.st_mode)) {
         rc = build_folder(ix, source);
-        ix->label_kind = NST_LABEL_INT;
+        if (!ix->ranges) ix->label_kind = NST_LABEL_INT;
+    } else if (S_ISREG(st.st_mode) && nst_shard_is_tar(source)) {
+        nst_strtab one = {0};
+        rc = strtab_add3(&one, source, strlen(source), NULL, 0, NULL, 0)
+                 ? nst_error(NOSTALL_E_NOMEM, "index: out of memory")
+                 : build_shards(ix, source, &one);
+        strtab_free(&one);
     } else if (S_ISREG(st.st_mode)) {
         rc = build_list(ix, source);
     } else {
@@ -946,8 +1320,13 @@ void nst_index_free(nst_index *ix)
     strtab_free(&ix->items);
     strtab_free(&ix->classes);
     strtab_free(&ix->ignored_paths);
+    strtab_free(&ix->shards);
     free(ix->labels);
     free(ix->multi);
+    free(ix->ranges);
+    free(ix->part[0]);
+    free(ix->part[1]);
+    free(ix->shard_first);
     free(ix);
 }
 
@@ -956,6 +1335,7 @@ uint64_t nst_index_count(const nst_index *ix) { return ix ? ix->items.count : 0;
 const char *nst_index_path(const nst_index *ix, uint64_t i)
 {
     if (!ix || i >= ix->items.count) return NULL;
+    if (ix->ranges) return strtab_get(&ix->shards, ix->ranges[i].shard);
     return strtab_get(&ix->items, (size_t)i);
 }
 
@@ -1007,3 +1387,95 @@ const char *nst_index_ignored_path(const nst_index *ix, uint64_t i)
 uint64_t nst_index_dirs_walked(const nst_index *ix) { return ix ? ix->dirs_walked : 0; }
 
 uint64_t nst_index_dirs_shared(const nst_index *ix) { return ix ? ix->dirs_shared : 0; }
+
+/* ---- shards ------------------------------------------------------------ */
+
+int nst_index_range(const nst_index *ix, uint64_t i, uint64_t *offset, uint64_t *length)
+{
+    if (!ix || !ix->ranges || i >= ix->items.count) return 0;
+    *offset = ix->ranges[i].offset;
+    *length = ix->ranges[i].length;
+    return 1;
+}
+
+const char *nst_index_member(const nst_index *ix, uint64_t i)
+{
+    if (!ix || !ix->ranges || i >= ix->items.count) return NULL;
+    return strtab_get(&ix->items, (size_t)i);
+}
+
+const char *nst_index_name(const nst_index *ix, uint64_t i, char *buf, size_t n)
+{
+    if (!n) return buf;
+    const char *path = nst_index_path(ix, i);
+    if (!path) path = "";
+    if (!ix->ranges) {
+        snprintf(buf, n, "%s", NST_MSG_PATH(path));
+        return buf;
+    }
+    const nst_range *r = &ix->ranges[i];
+    snprintf(buf, n, "%s: %s (bytes %llu-%llu)", NST_MSG_PATH(path),
+             strtab_get(&ix->items, (size_t)i), (unsigned long long)r->offset,
+             (unsigned long long)(r->offset + r->length - 1));
+    return buf;
+}
+
+int nst_index_part(const nst_index *ix, uint64_t i, int part, uint64_t *offset, uint64_t *length)
+{
+    if (!ix || !ix->ranges || i >= ix->items.count || part < 0 || part > 1 || !ix->part[part] ||
+        ix->part[part][i].length == 0)
+        return 0;
+    *offset = ix->part[part][i].offset;
+    *length = ix->part[part][i].length;
+    return 1;
+}
+
+uint64_t nst_index_shards(const nst_index *ix) { return ix && ix->ranges ? ix->shards.count : 0; }
+
+const char *nst_index_shard(const nst_index *ix, uint64_t s)
+{
+    if (!ix || !ix->ranges || s >= ix->shards.count) return NULL;
+    return strtab_get(&ix->shards, (size_t)s);
+}
+
+uint64_t nst_index_shard_first(const nst_index *ix, uint64_t s)
+{
+    if (!ix || !ix->shard_first) return 0;
+    if (s > ix->shards.count) s = ix->shards.count;
+    return ix->shard_first[s];
+}
+
+uint64_t nst_index_shard_of(const nst_index *ix, uint64_t i)
+{
+    if (!ix || !ix->ranges || i >= ix->items.count) return 0;
+    return ix->ranges[i].shard;
+}
+
+uint64_t nst_index_range_max(const nst_index *ix) { return ix ? ix->range_max : 0; }
+
+uint64_t nst_index_damaged(const nst_index *ix) { return ix ? ix->damaged : 0; }
+
+void nst_index_shard_stats(const nst_index *ix, nst_shard_stats *out)
+{
+    if (ix)
+        *out = ix->sstats;
+    else
+        memset(out, 0, sizeof *out);
+}
+
+size_t nst_index_bytes(const nst_index *ix)
+{
+    if (!ix) return 0;
+    size_t b = sizeof *ix;
+    const nst_strtab *t[] = {&ix->items, &ix->classes, &ix->ignored_paths, &ix->shards};
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+        b += t[k]->cap + t[k]->ocap * sizeof *t[k]->offs;
+    b += ix->lcap * sizeof *ix->labels + ix->mcap * sizeof *ix->multi;
+    if (ix->ranges) {
+        b += ix->rcap * sizeof *ix->ranges;
+        for (int k = 0; k < 2; k++)
+            if (ix->part[k]) b += ix->rcap * sizeof *ix->part[k];
+        b += (ix->shards.count + 1) * sizeof *ix->shard_first;
+    }
+    return b;
+}

@@ -49,6 +49,34 @@
  *     with E_DATASET naming the list file and line. ("a/b://c.jpg" is a
  *     relative path.)
  *
+ *   - tar shards (WebDataset), see below: a path or an http(s):// URL
+ *     ending in ".tar", a brace pattern of them ("train-{000..146}.tar",
+ *     when no file has that very name), a folder holding .tar files and no
+ *     sub-folder, or a list file whose every line is a path or URL ending
+ *     in ".tar" with no label column.
+ *
+ * Tar shards (source/shards.h finds each shard's members, source/tar.h
+ * has the layout). Members are grouped into samples by key (the name up
+ * to the first dot of its last component); a sample is an item whose bytes
+ * are one member's: its first image member (extension jpg, jpeg or png,
+ * any case), or, with NST_INDEX_ANY_NAME (task=bytes), when it has none,
+ * its first member of another extension, else its .txt, else its .json.
+ * The item's label is its .cls member's text (an integer in (-2^62,
+ * 2^62)); an index whose samples have no .cls has no labels (NONE),
+ * otherwise every item has one (INT) and a sample without a readable one
+ * is left out. Its first .json and .txt members are kept as ranges
+ * (nst_index_part) for recipes that read them. Samples with no member to
+ * be the item, without a label in a labeled index, or whose member is
+ * 4 GiB or more, and every damaged region a header pass found (tar.h) are
+ * not items: they are counted in nst_index_ignored() and the first
+ * NST_INDEX_IGNORED_KEEP are named (nst_index_ignored_path: "SHARD: KEY:
+ * no image member", "SHARD: bytes A-B: bad header (members in it lost)");
+ * nst_index_damaged() counts the damaged regions. Items are in shard
+ * order, then archive order; nst_index_path() is the item's shard,
+ * nst_index_range() its member's bytes, nst_index_member() its member's
+ * name. Memory per item: 16 bytes of range, the member's name, its offset
+ * and label (about 55 bytes with ImageNet's names).
+ *
  * An empty dataset (no items) is an error (E_DATASET). Every error message
  * names the path involved (shortened in the middle when long, so that the
  * reason after it is never cut off). Storage: one char arena for all paths plus an
@@ -57,7 +85,10 @@
 #ifndef NST_SOURCE_INDEX_H
 #define NST_SOURCE_INDEX_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "source/shards.h"
 
 typedef struct nst_index nst_index;
 
@@ -67,6 +98,10 @@ int nst_index_build(nst_index **out, const char *source);
  * directories are walked. Lists are unchanged. */
 enum { NST_INDEX_ANY_NAME = 1 };
 int nst_index_build_flags(nst_index **out, const char *source, unsigned flags);
+/* The same with the shard options (HTTP timeouts, TLS, threads, cache);
+ * NULL: nst_shard_opts_default. */
+int nst_index_build_opts(nst_index **out, const char *source, unsigned flags,
+                         const nst_shard_opts *shard_opts);
 /* An index of `n` given paths (copied), with INT labels or none (labels
  * NULL): what a recipe with its own source (COCO annotations, a token
  * file) hands the loader. */
@@ -105,5 +140,35 @@ const char *nst_index_ignored_path(const nst_index *ix, uint64_t i);
  * again. 0 for lists. */
 uint64_t nst_index_dirs_walked(const nst_index *ix);
 uint64_t nst_index_dirs_shared(const nst_index *ix);
+
+/* ---- shards ---------------------------------------------------------- */
+/* 1 if item i is a byte range of its file (a member of a shard): *offset
+ * and *length set (length > 0); 0 if it is a whole file. */
+int nst_index_range(const nst_index *ix, uint64_t i, uint64_t *offset, uint64_t *length);
+/* The name of item i's member ("KEY.jpg"), or NULL for whole files. */
+const char *nst_index_member(const nst_index *ix, uint64_t i);
+/* What messages call item i: its path, or for a member "SHARD: KEY.jpg
+ * (bytes A-B)" (B inclusive), into buf (n bytes, shortened in the middle
+ * of the shard's name when long). Returns buf. */
+const char *nst_index_name(const nst_index *ix, uint64_t i, char *buf, size_t n);
+/* The sample's other members recipes may read: 1 with the range, 0 if
+ * the sample has none (or item i is a whole file). */
+enum { NST_PART_JSON = 0, NST_PART_TXT = 1 };
+int nst_index_part(const nst_index *ix, uint64_t i, int part, uint64_t *offset, uint64_t *length);
+/* Shards (0 for other sources), shard s's path or URL, its first item
+ * (s <= nst_index_shards(): items of shard s are [first(s), first(s+1)))
+ * and item i's shard. */
+uint64_t nst_index_shards(const nst_index *ix);
+const char *nst_index_shard(const nst_index *ix, uint64_t s);
+uint64_t nst_index_shard_first(const nst_index *ix, uint64_t s);
+uint64_t nst_index_shard_of(const nst_index *ix, uint64_t i);
+/* The longest item range (0 for whole files). */
+uint64_t nst_index_range_max(const nst_index *ix);
+/* Damaged regions found in the shards (also counted as ignored). */
+uint64_t nst_index_damaged(const nst_index *ix);
+/* Where the shards' members came from (sidecars, cache, header passes). */
+void nst_index_shard_stats(const nst_index *ix, nst_shard_stats *out);
+/* Bytes of memory the index holds (its arrays and strings). */
+size_t nst_index_bytes(const nst_index *ix);
 
 #endif

@@ -1,0 +1,98 @@
+/*
+ * shards.h — tar shards as a dataset source: which names are shards,
+ * brace patterns, and each shard's members (its index file) from a
+ * sidecar, a cached header pass, or one pass over its tar headers.
+ *
+ * Names. A shard is a path or an http(s):// URL ending in ".tar" (any
+ * case). A brace pattern names many: "train-{000000..000146}.tar" (a
+ * decimal range, zero-padded to the width of its first bound when that
+ * starts with a 0, counting down when the first bound is larger) and
+ * "{a,b,c}" (alternatives), several per pattern (the product, leftmost
+ * varying slowest), as WebDataset's braceexpand does; at most
+ * NST_SHARDS_MAX names.
+ *
+ * A shard's members, in order of preference:
+ *   1. its sidecar index file NAME.tar.nstidx (tar.h; `nostall pack`
+ *      writes it), when it describes a shard of the shard's size (local:
+ *      stat; URLs: trusted as served, the size is not fetched);
+ *   2. the cache of an earlier header pass, when it describes a shard of
+ *      that size: local shards' cache is the sidecar path itself when the
+ *      shard's folder is writable, else $XDG_CACHE_HOME/nostall/shards/
+ *      (or ~/.cache/nostall/shards/) under a hash of the shard's real path,
+ *      size, mtime and inode; URLs' cache is only there, under a hash of
+ *      the URL, checked against the size the first ranged read reports;
+ *      nothing is cached when neither place is writable (or with
+ *      no_cache);
+ *   3. one pass over its tar headers (tar.c's scanner, skipping member
+ *      data): pread in chunks of 64 KiB for local shards; ranged GETs of
+ *      16 KiB through libcurl for URLs (about one request per sample, one
+ *      after the other per shard: latency-bound, which is why pack writes
+ *      sidecars). A .cls member's text is read for its label. Damage is
+ *      recorded in the index file (tar.h), so a cached index reports it
+ *      again.
+ * Shards are indexed on `threads` threads at once (default: 4 per online
+ * CPU for URLs, one per CPU for local header passes, at most 64) and
+ * handed to the caller in order.
+ *
+ * Errors (the build fails, naming the shard): a shard that does not exist,
+ * is not a regular file, or cannot be read (E_NOT_FOUND, E_PERMISSION,
+ * E_IO); a URL answered 404/403, or by a server that ignores Range (E_IO);
+ * a sidecar that passes its checksum but is malformed (E_DATASET, from
+ * the caller's parse). An empty shard (0 bytes) has no members.
+ *
+ * Threads: nst_shards_index() runs on the calling thread and starts and
+ * joins its own; the callback runs on the calling thread.
+ */
+#ifndef NST_SOURCE_SHARDS_H
+#define NST_SOURCE_SHARDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NST_SHARDS_MAX 1000000
+
+typedef struct nst_shard_opts {
+    uint32_t threads;    /* shards indexed at once; 0: auto              */
+    uint32_t timeout_ms; /* one HTTP request; 0: 30 s                    */
+    uint32_t retries;    /* transient HTTP failures (5xx, 429, resets)   */
+    int verify_tls;      /* https: verify peer and host                  */
+    int no_cache;        /* do not write header-pass results             */
+} nst_shard_opts;
+
+/* The defaults: auto threads, 30 s, 3 retries, TLS verified, cached. */
+void nst_shard_opts_default(nst_shard_opts *o);
+
+/* Where each shard's members came from, and what indexing cost. */
+typedef struct nst_shard_stats {
+    uint64_t sidecar, cached, passes; /* shards by source (1, 2, 3 above) */
+    uint64_t cache_written;           /* header passes saved to a file  */
+    uint64_t http_requests, bytes_read;
+} nst_shard_stats;
+
+/* 1 if `s` ends in ".tar" (any case; a URL's query string excluded). */
+int nst_shard_is_tar(const char *s);
+/* 1 if shards can be read from this URL (http://, https://). */
+int nst_shard_is_url(const char *s);
+/* 1 if `s` holds a brace pattern ("{a..b}" or "{a,b}"). */
+int nst_shard_has_braces(const char *s);
+/* Expand a brace pattern, calling add(ctx, name) for each name in order
+ * (a pattern without braces: itself). E_DATASET for a malformed pattern
+ * or more than NST_SHARDS_MAX names, with a message naming it; add's
+ * negative status stops it. */
+int nst_shards_expand(const char *pattern, int (*add)(void *ctx, const char *name), void *ctx);
+
+/* Index `n` shards; for each, in order, cb(ctx, k, file, len): `file` is
+ * its index file (checked: magic, version, size, checksum; len bytes;
+ * valid during the call). A negative status from cb stops everything and
+ * is returned. stats may be NULL. */
+typedef int (*nst_shard_cb)(void *ctx, size_t k, const uint8_t *file, size_t len);
+int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *o, nst_shard_cb cb,
+                     void *ctx, nst_shard_stats *stats);
+
+/* The header pass alone, over a local shard (tests, `nostall pack
+ * --index`): its index file into *out (malloc'd, *len bytes). */
+int nst_shard_scan_file(const char *path, uint8_t **out, size_t *len);
+/* The sidecar path of a shard: shard + ".nstidx" (before a URL's query). */
+int nst_shard_sidecar_name(const char *shard, char *buf, size_t n);
+
+#endif
