@@ -52,8 +52,7 @@ static double urand(void) /* [0, 1) */
 }
 
 /* Write n frames of `ch` interleaved channels at `rate` to dir/name. */
-static const char *write_clip(const char *name, int format, int rate, int ch, const float *x,
-                              long n)
+static const char *write_clip(const char *name, int format, int rate, int ch, const float *x, long n)
 {
     static char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -81,8 +80,8 @@ static float *tone(long n, int ch, double f, int rate)
     float *x = malloc((size_t)n * ch * sizeof *x);
     for (long i = 0; i < n; i++)
         for (int c = 0; c < ch; c++)
-            x[i * ch + c] = (float)((0.4 * sin(2 * M_PI * f * i / rate) + 0.05 * (urand() - 0.5)) /
-                                    (c + 1));
+            x[i * ch + c] =
+                (float)((0.4 * sin(2 * M_PI * f * i / rate) + 0.05 * (urand() - 0.5)) / (c + 1));
     return x;
 }
 
@@ -142,8 +141,9 @@ static void test_resample_one(uint32_t in_rate, uint32_t out_rate, uint64_t n)
           NULL);
     double maxd = 0;
     for (uint64_t i = 0; i < m; i++) maxd = fmax(maxd, fabs((double)whole[i] - ref[i]));
-    fprintf(stderr, "resample %u -> %u Hz, %llu frames: li %llu, segment %llu, margin %llu; "
-                    "max |pieces - one pass| %.2g\n",
+    fprintf(stderr,
+            "resample %u -> %u Hz, %llu frames: li %llu, segment %llu, margin %llu; "
+            "max |pieces - one pass| %.2g\n",
             in_rate, out_rate, (unsigned long long)n, (unsigned long long)p.li,
             (unsigned long long)p.seg_out, (unsigned long long)p.margin, maxd);
     CHECK(maxd <= 1e-6);
@@ -161,7 +161,8 @@ static void test_resample_one(uint32_t in_rate, uint32_t out_rate, uint64_t n)
         CHECK_OK(nst_resample(rs, &p, n, 1, part, ia, ib, a, b, o, "noise"));
         same &= memcmp(win, whole + a, (b - a) * sizeof *win) == 0;
         /* the input it needs is a bounded neighbourhood, not the clip */
-        if (p.seg_out && !p.identity) CHECK(ib - ia <= (b - a) * p.li / p.lo + 2 * p.seg_in + 2 * p.margin);
+        if (p.seg_out && !p.identity)
+            CHECK(ib - ia <= (b - a) * p.li / p.lo + 2 * p.seg_in + 2 * p.margin);
     }
     CHECK(same);
     /* input that does not cover the window is refused */
@@ -245,7 +246,8 @@ static void ref_logmel(const float *x, long T, int sr, int n_fft, int hop, int w
             double s = 0;
             for (int k = 0; k < nf; k++) {
                 double f = (double)(sr / 2) * k / (nf - 1);
-                double w = fmin((f - fp[m]) / (fp[m + 1] - fp[m]), (fp[m + 2] - f) / (fp[m + 2] - fp[m + 1]));
+                double w = fmin((f - fp[m]) / (fp[m + 1] - fp[m]),
+                                (fp[m + 2] - f) / (fp[m + 2] - fp[m + 1]));
                 if (w > 0) s += w * (slaney ? 2 / (fp[m + 2] - fp[m]) : 1) * pw[k];
             }
             out[m * frames + t] = 10 * log10(fmax(s, 1e-10));
@@ -262,8 +264,13 @@ static void test_mel(void)
     for (long i = 0; i < T; i++) x[i] += (float)(0.2 * sin(2 * M_PI * 3100.0 * i / sr));
     for (int slaney = 0; slaney < 2; slaney++)
         for (int win = 300; win <= 400; win += 100) {
-            nst_mel_spec s = {.sample_rate = sr, .n_fft = n_fft, .hop = hop, .win = (uint32_t)win,
-                              .n_mels = n_mels, .power = 2, .slaney = slaney};
+            nst_mel_spec s = {.sample_rate = sr,
+                              .n_fft = n_fft,
+                              .hop = hop,
+                              .win = (uint32_t)win,
+                              .n_mels = n_mels,
+                              .power = 2,
+                              .slaney = slaney};
             nst_mel_bank *b = NULL;
             nst_mel_worker *w = NULL;
             CHECK_OK(nst_mel_bank_create(&b, &s));
@@ -283,8 +290,9 @@ static void test_mel(void)
                 double pr = pow(10, ref[i] / 10), pg = pow(10, got[i] / 10.0);
                 worst = fmax(worst, fabs(pg - pr) / pr);
             }
-            fprintf(stderr, "mel %s win %d: max relative error %.2g (bins within 60 dB of the "
-                            "peak %.1f dB)\n",
+            fprintf(stderr,
+                    "mel %s win %d: max relative error %.2g (bins within 60 dB of the "
+                    "peak %.1f dB)\n",
                     slaney ? "slaney" : "htk", win, worst, peak);
             CHECK(worst < 1e-4);
             free(got), free(ref);
@@ -292,8 +300,8 @@ static void test_mel(void)
             nst_mel_bank_free(b);
         }
     /* top_db: every value at least the peak minus top_db; 20 / power */
-    nst_mel_spec s = {.sample_rate = sr, .n_fft = n_fft, .hop = hop, .n_mels = n_mels, .power = 1,
-                      .top_db = 30};
+    nst_mel_spec s =
+        {.sample_rate = sr, .n_fft = n_fft, .hop = hop, .n_mels = n_mels, .power = 1, .top_db = 30};
     nst_mel_bank *b = NULL;
     CHECK_OK(nst_mel_bank_create(&b, &s));
     float v[4] = {1e-12f, 1.0f, 10.0f, 0.01f};
@@ -376,7 +384,8 @@ static void test_decode(void)
         const float *a = (const float *)all.data;
         /* mixdown: the mean of the channels (lossless formats: exactly) */
         double err = 0;
-        for (long i = 1000; i < n - 1000; i++) err = fmax(err, fabs(a[i] - (st[2 * i] + st[2 * i + 1]) / 2));
+        for (long i = 1000; i < n - 1000; i++)
+            err = fmax(err, fabs(a[i] - (st[2 * i] + st[2 * i + 1]) / 2));
         if (fmts[k].tol < 1e-3) CHECK(err <= fmts[k].tol);
         /* a window read alone: the same frames as the whole read */
         CHECK_OK(open_file(rd, path, &d, 600, 0, &info));
@@ -418,19 +427,24 @@ static void test_decode(void)
     /* bad clips */
     char path[4096];
     size_t len;
-    uint8_t *flac = slurp(write_clip("d/whole.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 2, st, n), &len);
+    uint8_t *flac =
+        slurp(write_clip("d/whole.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 2, st, n), &len);
     snprintf(path, sizeof path, "%s/d/trunc.flac", dir);
     put_file(path, flac, len / 2);
     expect_bad(rd, path, NOSTALL_E_TRUNCATED, "truncated");
     free(flac);
-    uint8_t *mp3 = slurp(write_clip("d/whole.mp3", SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 22050, 1, st, n), &len);
+    uint8_t *mp3 =
+        slurp(write_clip("d/whole.mp3", SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 22050, 1, st, n),
+              &len);
     snprintf(path, sizeof path, "%s/d/cut.mp3", dir);
     put_file(path, mp3, len * 2 / 3);
     expect_bad(rd, path, NOSTALL_E_TRUNCATED, "Xing header declares");
     free(mp3);
     /* a WAV header claiming 2^31 frames (8-bit mono), 1000 bytes of data */
     uint8_t wav[44 + 1000];
-    memcpy(wav, "RIFF\xff\xff\xff\x7fWAVEfmt \x10\0\0\0\x01\0\x01\0\x40\x1f\0\0\x40\x1f\0\0\x01\0\x08\0data\0\0\0\x80", 44);
+    memcpy(wav,
+           "RIFF\xff\xff\xff\x7fWAVEfmt \x10\0\0\0\x01\0\x01\0\x40\x1f\0\0\x40\x1f\0\0\x01\0\x08\0data\0\0\0\x80",
+           44);
     for (int i = 0; i < 1000; i++) wav[44 + i] = (uint8_t)(128 + 100 * sin(i * 0.1));
     snprintf(path, sizeof path, "%s/d/huge.wav", dir);
     put_file(path, wav, sizeof wav);
@@ -485,7 +499,8 @@ static const char *make_folder(const char *name, int stereo)
 {
     static char root[4096];
     snprintf(root, sizeof root, "%s/%s", dir, name);
-    static const int formats[4] = {SF_FORMAT_WAV | SF_FORMAT_PCM_16, SF_FORMAT_FLAC | SF_FORMAT_PCM_16,
+    static const int formats[4] = {SF_FORMAT_WAV | SF_FORMAT_PCM_16,
+                                   SF_FORMAT_FLAC | SF_FORMAT_PCM_16,
                                    SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III,
                                    SF_FORMAT_OGG | SF_FORMAT_VORBIS};
     static const char *ext[4] = {"wav", "flac", "mp3", "ogg"};
@@ -519,18 +534,17 @@ static void fields_free(fields *x)
 static int fields_same(const fields *a, const fields *b, const nst_recipe *r)
 {
     int same = 1;
-    for (uint32_t k = 0; k < r->nfields; k++) same &= !memcmp(a->f[k], b->f[k], r->fields[k].item_bytes);
+    for (uint32_t k = 0; k < r->nfields; k++)
+        same &= !memcmp(a->f[k], b->f[k], r->fields[k].item_bytes);
     return same;
 }
 
 static void test_stages(const char *root, const char *features, const char *mode,
                         const char *mixdown)
 {
-    const char *kv[][2] = {{"task", "audio"},        {"audio_features", features},
-                           {"mode", mode},           {"mixdown", mixdown},
-                           {"clip_seconds", "0.5"},  {"seed", "7"},
-                           {"freq_masks", "2"},      {"time_masks", "2"},
-                           {"n_mels", "32"}};
+    const char *kv[][2] = {{"task", "audio"},    {"audio_features", features}, {"mode", mode},
+                           {"mixdown", mixdown}, {"clip_seconds", "0.5"},      {"seed", "7"},
+                           {"freq_masks", "2"},  {"time_masks", "2"},          {"n_mels", "32"}};
     nostall_config *cfg = cfg_of(kv, 9);
     nst_recipe *r = NULL;
     CHECK_OK(nst_recipe_create(&r, cfg, root));
@@ -571,8 +585,8 @@ static void test_stages(const char *root, const char *features, const char *mode
             CHECK_OK(r->ops->decode(w2, &c, data, len, &d, &t));
             CHECK_OK(r->ops->transform(w2, &c, &d, &t));
             if (!fields_same(&a, &b, r)) {
-                fprintf(stderr, "%s (%s, %s, mixdown %s, copy %u): make != transform(decode)\n", path,
-                        features, mode, mixdown, copy);
+                fprintf(stderr, "%s (%s, %s, mixdown %s, copy %u): make != transform(decode)\n",
+                        path, features, mode, mixdown, copy);
                 same = 0;
             }
             int32_t l;
@@ -617,8 +631,10 @@ static void test_window_rule(void)
     char root[4096];
     snprintf(root, sizeof root, "%s/ramp", dir);
     for (int train = 0; train < 2; train++) {
-        const char *kv[][2] = {{"task", "audio"}, {"audio_features", "waveform"},
-                               {"mode", train ? "train" : "eval"}, {"clip_seconds", "0.5"},
+        const char *kv[][2] = {{"task", "audio"},
+                               {"audio_features", "waveform"},
+                               {"mode", train ? "train" : "eval"},
+                               {"clip_seconds", "0.5"},
                                {"seed", "99"}};
         nostall_config *cfg = cfg_of(kv, 5);
         nst_recipe *r = NULL;
@@ -637,7 +653,11 @@ static void test_window_rule(void)
                 for (uint64_t i = 0; i < 2; i++) {
                     size_t blen;
                     uint8_t *data = slurp(nst_recipe_path(r, i), &blen);
-                    nst_item_ctx c = {.epoch = epoch, .index = i, .copy = copy, .path = "ramp", .dst = dst};
+                    nst_item_ctx c = {.epoch = epoch,
+                                      .index = i,
+                                      .copy = copy,
+                                      .path = "ramp",
+                                      .dst = dst};
                     nst_recipe_times t = {0};
                     CHECK_OK(r->ops->make(w, &c, data, blen, &t));
                     free(data);
@@ -665,10 +685,10 @@ static void test_masks(const char *root)
 {
     nst_recipe *r[2] = {NULL, NULL};
     for (int m = 0; m < 2; m++) {
-        const char *kv[][2] = {{"task", "audio"},      {"clip_seconds", "0.5"},
-                               {"seed", "3"},          {"n_mels", "40"},
-                               {"freq_masks", m ? "2" : "0"}, {"time_masks", m ? "3" : "0"},
-                               {"freq_mask_max", "6"}, {"time_mask_max", "9"}};
+        const char *kv[][2] =
+            {{"task", "audio"},      {"clip_seconds", "0.5"},       {"seed", "3"},
+             {"n_mels", "40"},       {"freq_masks", m ? "2" : "0"}, {"time_masks", m ? "3" : "0"},
+             {"freq_mask_max", "6"}, {"time_mask_max", "9"}};
         nostall_config *cfg = cfg_of(kv, 8);
         CHECK_OK(nst_recipe_create(&r[m], cfg, root));
         nostall_config_free(cfg);
@@ -741,9 +761,9 @@ typedef struct run_out {
 static void run(const char *root, const char *threads, const char *cache, const char *epochs,
                 run_out *o)
 {
-    const char *kv[][2] = {{"task", "audio"},  {"clip_seconds", "0.5"}, {"seed", "5"},
-                           {"batch_size", "5"}, {"threads", threads},    {"epochs", epochs},
-                           {"cache_bytes", cache}, {"freq_masks", "1"},  {"time_masks", "1"}};
+    const char *kv[][2] = {{"task", "audio"},      {"clip_seconds", "0.5"}, {"seed", "5"},
+                           {"batch_size", "5"},    {"threads", threads},    {"epochs", epochs},
+                           {"cache_bytes", cache}, {"freq_masks", "1"},     {"time_masks", "1"}};
     nostall_config *cfg = cfg_of(kv, 9);
     nostall_loader *ld = NULL;
     memset(o, 0, sizeof *o);
@@ -795,8 +815,8 @@ static void test_loader(const char *root)
     CHECK_EQ(c.storage_reads_last, 0);
 
     /* exact resume mid-epoch: 3 batches, state, a new loader from it */
-    const char *kv[][2] = {{"task", "audio"}, {"clip_seconds", "0.5"}, {"seed", "5"},
-                           {"batch_size", "5"}, {"threads", "2"},      {"epochs", "2"}};
+    const char *kv[][2] = {{"task", "audio"},   {"clip_seconds", "0.5"}, {"seed", "5"},
+                           {"batch_size", "5"}, {"threads", "2"},        {"epochs", "2"}};
     nostall_config *cfg = cfg_of(kv, 6);
     nostall_loader *ld = NULL, *ld2 = NULL;
     CHECK_OK(nostall_loader_create(&ld, root, cfg));
@@ -839,7 +859,8 @@ static void test_bad_items(void)
     char root[4096], path[4200];
     snprintf(root, sizeof root, "%s/bad", dir);
     float *x = tone(12000, 1, 500, 16000);
-    const char *ok = write_clip("bad/a/ok.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 16000, 1, x, 8000);
+    const char *ok =
+        write_clip("bad/a/ok.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 16000, 1, x, 8000);
     size_t len;
     uint8_t *flac = slurp(ok, &len);
     snprintf(path, sizeof path, "%s/a/trunc.flac", root);
@@ -851,8 +872,9 @@ static void test_bad_items(void)
     put_file(path, "", 0);
     write_clip("bad/a/long.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, 16000, 1, x, 12000);
     free(x);
-    const char *kv[][2] = {{"task", "audio"}, {"clip_seconds", "0.25"}, {"batch_size", "8"},
-                           {"epochs", "1"},   {"threads", "2"},         {"max_audio_seconds", "0.7"}};
+    const char *kv[][2] = {{"task", "audio"},   {"clip_seconds", "0.25"},
+                           {"batch_size", "8"}, {"epochs", "1"},
+                           {"threads", "2"},    {"max_audio_seconds", "0.7"}};
     nostall_config *cfg = cfg_of(kv, 6);
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, root, cfg));
@@ -921,7 +943,9 @@ static void test_create_errors(const char *root)
     const char *d[][2] = {{"task", "audio"}, {"mixdown", "0"}};
     expect_create_error(list, d, 2, NOSTALL_E_UNSUPPORTED, "every item is a URL");
     /* the waveform needs no STFT: a tiny window is fine */
-    const char *e[][2] = {{"task", "audio"}, {"clip_seconds", "0.01"}, {"audio_features", "waveform"}};
+    const char *e[][2] = {{"task", "audio"},
+                          {"clip_seconds", "0.01"},
+                          {"audio_features", "waveform"}};
     nostall_config *cfg = cfg_of(e, 3);
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, root, cfg));

@@ -104,7 +104,8 @@ static int parse_list(const char *flag, const char *val, audio_opts *o, int form
         return -1;
     }
     strcpy(buf, val);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         if (n >= MAX_LIST) {
             tool_line(stderr, "gen: %s: at most %d entries", flag, MAX_LIST);
             return -1;
@@ -128,8 +129,10 @@ static int parse_list(const char *flag, const char *val, audio_opts *o, int form
         tool_line(stderr, "gen: %s: an empty list", flag);
         return -1;
     }
-    if (formats) o->nformats = n;
-    else o->nrates = n;
+    if (formats)
+        o->nformats = n;
+    else
+        o->nrates = n;
     return 0;
 }
 
@@ -168,15 +171,18 @@ static int parse_args(int argc, char **argv, audio_opts *o, int *help)
                 tool_line(stderr, "gen: %s takes no value", name);
                 return -1;
             }
-            if (name[2] == 'q') o->quiet = 1;
-            else o->force = 1;
+            if (name[2] == 'q')
+                o->quiet = 1;
+            else
+                o->force = 1;
             continue;
         }
-        static const char *const valued[] = {"--clips",   "--classes", "--seconds", "--jitter",
-                                             "--rates",   "--formats", "--channels", "--seed",
-                                             "--task"};
+        static const char *const valued[] = {"--clips",    "--classes", "--seconds",
+                                             "--jitter",   "--rates",   "--formats",
+                                             "--channels", "--seed",    "--task"};
         int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(name, valued[k]);
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+            known |= !strcmp(name, valued[k]);
         if (!known) {
             tool_line(stderr, "gen: unknown option '%s' (see nostall gen --task audio --help)", a);
             return -1;
@@ -190,19 +196,28 @@ static int parse_args(int argc, char **argv, audio_opts *o, int *help)
         }
         double d = 0;
         int rc = 0;
-        if (!strcmp(name, "--clips")) rc = parse_num(name, val, 1, 1e7, 1, &d), o->clips = (long)d;
-        else if (!strcmp(name, "--classes")) rc = parse_num(name, val, 1, 1000, 1, &d), o->classes = (long)d;
-        else if (!strcmp(name, "--seconds")) rc = parse_num(name, val, 0.01, 3600, 0, &d), o->seconds = d;
-        else if (!strcmp(name, "--jitter")) rc = parse_num(name, val, 0, 0.9, 0, &d), o->jitter = d;
-        else if (!strcmp(name, "--channels")) rc = parse_num(name, val, 1, 2, 1, &d), o->channels = (long)d;
-        else if (!strcmp(name, "--rates")) rc = parse_list(name, val, o, 0);
-        else if (!strcmp(name, "--formats")) rc = parse_list(name, val, o, 1);
+        if (!strcmp(name, "--clips"))
+            rc = parse_num(name, val, 1, 1e7, 1, &d), o->clips = (long)d;
+        else if (!strcmp(name, "--classes"))
+            rc = parse_num(name, val, 1, 1000, 1, &d), o->classes = (long)d;
+        else if (!strcmp(name, "--seconds"))
+            rc = parse_num(name, val, 0.01, 3600, 0, &d), o->seconds = d;
+        else if (!strcmp(name, "--jitter"))
+            rc = parse_num(name, val, 0, 0.9, 0, &d), o->jitter = d;
+        else if (!strcmp(name, "--channels"))
+            rc = parse_num(name, val, 1, 2, 1, &d), o->channels = (long)d;
+        else if (!strcmp(name, "--rates"))
+            rc = parse_list(name, val, o, 0);
+        else if (!strcmp(name, "--formats"))
+            rc = parse_list(name, val, o, 1);
         else if (!strcmp(name, "--seed")) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
             if (!(*val >= '0' && *val <= '9') || *end || errno == ERANGE) {
-                tool_line(stderr, "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')", val);
+                tool_line(stderr,
+                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
+                          val);
                 return -1;
             }
             o->seed = v;
@@ -213,7 +228,8 @@ static int parse_args(int argc, char **argv, audio_opts *o, int *help)
         if (rc < 0) return -1;
     }
     if (!o->out_dir) {
-        fprintf(stderr, "gen: missing OUT_DIR (usage: nostall gen --task audio OUT_DIR [options])\n");
+        fprintf(stderr,
+                "gen: missing OUT_DIR (usage: nostall gen --task audio OUT_DIR [options])\n");
         return -1;
     }
     return 0;
@@ -238,7 +254,10 @@ static uint64_t rng_next(rng_t *r)
     return mix64(r->s);
 }
 
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(rng_t *r)
+{
+    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
 static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
 /* ---- one clip ------------------------------------------------------------ */
@@ -262,7 +281,8 @@ static void render(const audio_opts *o, long i, long k, double rate, double top,
     const double floor_amp = rng_range(&r, 0.002, 0.01);
     const int down = (k / 3) % 2;
     /* band noise: a two-pole resonator at f, bandwidth f / 4 */
-    const double rr = exp(-M_PI * (f / 4) / rate), c1 = 2 * rr * cos(2 * M_PI * f / rate), c2 = -rr * rr;
+    const double rr = exp(-M_PI * (f / 4) / rate), c1 = 2 * rr * cos(2 * M_PI * f / rate),
+                 c2 = -rr * rr;
     double y1 = 0, y2 = 0, phase = phase0;
     const double dur = (double)(n - onset > 1 ? n - onset : 1) / rate;
     const long delay = (long)(0.001 * rate);
@@ -296,11 +316,13 @@ static void render(const audio_opts *o, long i, long k, double rate, double top,
         for (long t = 0; t < n; t++) x[t * 2 + 1] = t >= delay ? 0.8f * x[(t - delay) * 2] : 0.0f;
 }
 
-static long long write_clip(const char *path, const float *x, long n, int channels, int rate, int fmt)
+static long long write_clip(const char *path, const float *x, long n, int channels, int rate,
+                            int fmt)
 {
-    static const int sf_fmt[F_COUNT] = {
-        SF_FORMAT_WAV | SF_FORMAT_PCM_16, SF_FORMAT_FLAC | SF_FORMAT_PCM_16,
-        SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, SF_FORMAT_OGG | SF_FORMAT_VORBIS};
+    static const int sf_fmt[F_COUNT] = {SF_FORMAT_WAV | SF_FORMAT_PCM_16,
+                                        SF_FORMAT_FLAC | SF_FORMAT_PCM_16,
+                                        SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III,
+                                        SF_FORMAT_OGG | SF_FORMAT_VORBIS};
     char tmp[4200];
     int len = snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (len < 0 || (size_t)len >= sizeof tmp) {
@@ -322,7 +344,8 @@ static long long write_clip(const char *path, const float *x, long n, int channe
     sf_close(sf);
     struct stat st;
     if (w != n || err || stat(tmp, &st) != 0 || rename(tmp, path) != 0) {
-        tool_line(stderr, "gen: cannot write '%s': %s", path, err ? sf_error_number(err) : strerror(errno));
+        tool_line(stderr, "gen: cannot write '%s': %s", path,
+                  err ? sf_error_number(err) : strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -361,7 +384,8 @@ int gen_audio_main(int argc, char **argv)
             return 1;
         }
         if (ne && !o.force) {
-            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)", o.out_dir);
+            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)",
+                      o.out_dir);
             return 2;
         }
     }
@@ -378,7 +402,8 @@ int gen_audio_main(int argc, char **argv)
             tool_line(stderr, "gen: path too long under '%s'", o.out_dir);
             return 1;
         }
-        if (mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        if (mkdir(path, 0777) != 0 &&
+            (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
             if (errno == EEXIST) errno = ENOTDIR;
             tool_line(stderr, "gen: cannot create '%s': %s", path, strerror(errno));
             return 1;
@@ -430,7 +455,8 @@ int gen_audio_main(int argc, char **argv)
     free(x);
     if (status) return status;
     if (!o.quiet)
-        tool_line(stderr, "gen: wrote %ld clips (%.0f s of audio) in %ld classes to %s (%.1f MB) in %.1f s",
+        tool_line(stderr,
+                  "gen: wrote %ld clips (%.0f s of audio) in %ld classes to %s (%.1f MB) in %.1f s",
                   o.clips, secs, o.classes, o.out_dir, (double)total / 1e6, tool_now_s() - t0);
     return 0;
 }

@@ -34,10 +34,10 @@ struct nst_audio_reader {
     } mem;
     nst_audio_info info;
     const char *path;
-    uint64_t pos;       /* the next frame libsndfile will deliver */
-    float *chunk;       /* CHUNK_FLOATS interleaved floats        */
-    float *acc;         /* WHOLE: interleaved planes, grow-only   */
-    size_t acc_cap;     /* floats                                 */
+    uint64_t pos;   /* the next frame libsndfile will deliver */
+    float *chunk;   /* CHUNK_FLOATS interleaved floats        */
+    float *acc;     /* WHOLE: interleaved planes, grow-only   */
+    size_t acc_cap; /* floats                                 */
 };
 
 /* --- virtual I/O over the clip's bytes ---------------------------------- */
@@ -133,8 +133,10 @@ static int wav_declared(const uint8_t *d, size_t len, uint64_t *bytes, uint64_t 
         if (memcmp(c, "ds64", 4) == 0 && size >= 16 && body + 16 <= len)
             ds64 = (uint64_t)rd32(c + 16, 0) | (uint64_t)rd32(c + 20, 0) << 32;
         if (memcmp(c, "data", 4) == 0) {
-            if (rf64 && size == 0xFFFFFFFFu) size = ds64;
-            else if (size == 0 || size == 0xFFFFFFFFu) return 0;
+            if (rf64 && size == 0xFFFFFFFFu)
+                size = ds64;
+            else if (size == 0 || size == 0xFFFFFFFFu)
+                return 0;
             if (!size) return 0;
             *bytes = size;
             *avail = len - body;
@@ -169,8 +171,7 @@ static int mp3_xing(const uint8_t *d, size_t len, uint64_t *bytes, uint64_t *ava
     if (h[0] != 0xff || (h[1] & 0xe0) != 0xe0 || version == 1 || layer != 1) return 0;
     size_t x = off + 4 + (h[1] & 1 ? 0 : 2) +
                (version == 3 ? (mono ? 17 : 32) : (mono ? 9 : 17)); /* CRC, side info */
-    if (x + 16 > len || (memcmp(d + x, "Xing", 4) != 0 && memcmp(d + x, "Info", 4) != 0))
-        return 0;
+    if (x + 16 > len || (memcmp(d + x, "Xing", 4) != 0 && memcmp(d + x, "Info", 4) != 0)) return 0;
     const uint32_t flags = rd32(d + x + 4, 1);
     if (!(flags & 1)) return 0;
     *bytes = flags & 2 ? rd32(d + x + 12, 1) : 0;
@@ -225,7 +226,8 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
     rd->pos = 0;
     memset(&rd->info, 0, sizeof rd->info);
     if (len == 0) return nst_error(NOSTALL_E_EMPTY, "audio: %s: empty file", path);
-    if (len > (uint64_t)INT64_MAX) return nst_error(NOSTALL_E_FILE_TOO_LARGE, "audio: %s: too large", path);
+    if (len > (uint64_t)INT64_MAX)
+        return nst_error(NOSTALL_E_FILE_TOO_LARGE, "audio: %s: too large", path);
     rd->mem.data = data;
     rd->mem.len = (sf_count_t)len;
     rd->mem.pos = 0;
@@ -284,11 +286,11 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
         in->access = plain_width(si.format) && si.seekable && major != SF_FORMAT_OGG
                          ? NST_AUDIO_SEEK
                          : NST_AUDIO_FORWARD;
-        if (is_wave(si.format) && plain_width(si.format) &&
-            wav_declared(data, len, &bytes, &avail)) {
+        if (is_wave(si.format) && plain_width(si.format) && wav_declared(data, len, &bytes, &avail)) {
             uint64_t declared = bytes / ((uint64_t)plain_width(si.format) * in->channels);
             int rc = 0;
-            if (declared > in->max_frames) rc = too_long(rd, declared, "its header declares ");
+            if (declared > in->max_frames)
+                rc = too_long(rd, declared, "its header declares ");
             else if (bytes > avail)
                 rc = nst_error(NOSTALL_E_TRUNCATED,
                                "audio: %s: truncated: the WAV data chunk declares %llu frames "
@@ -364,8 +366,7 @@ static int short_read(const nst_audio_reader *rd, uint64_t want)
 int nst_audio_read(nst_audio_reader *rd, uint64_t first, uint64_t count, float *const *planes)
 {
     const nst_audio_info *in = &rd->info;
-    if (!rd->sf || in->access == NST_AUDIO_WHOLE || first > in->frames ||
-        count > in->frames - first)
+    if (!rd->sf || in->access == NST_AUDIO_WHOLE || first > in->frames || count > in->frames - first)
         return nst_error(NOSTALL_E_INVALID, "audio: %s: frames %llu+%llu outside the clip",
                          rd->path, (unsigned long long)first, (unsigned long long)count);
     if (first != rd->pos) {
@@ -396,7 +397,8 @@ int nst_audio_read(nst_audio_reader *rd, uint64_t first, uint64_t count, float *
 int nst_audio_check_end(nst_audio_reader *rd)
 {
     const nst_audio_info *in = &rd->info;
-    if (!rd->sf || in->access != NST_AUDIO_SEEK || (in->format & SF_FORMAT_TYPEMASK) != SF_FORMAT_FLAC)
+    if (!rd->sf || in->access != NST_AUDIO_SEEK ||
+        (in->format & SF_FORMAT_TYPEMASK) != SF_FORMAT_FLAC)
         return 0;
     const uint64_t last = in->frames - 1;
     if (sf_seek(rd->sf, (sf_count_t)last, SEEK_SET) != (sf_count_t)last) {
@@ -457,7 +459,8 @@ int nst_audio_read_all(nst_audio_reader *rd, nst_buf *out, uint64_t *frames)
         sf_count_t got = read_chunk(rd, room);
         if (got < 0) return (int)got;
         if (got == 0) break;
-        if (n + (uint64_t)got > in->max_frames) return too_long(rd, n + (uint64_t)got, "decodes to at least ");
+        if (n + (uint64_t)got > in->max_frames)
+            return too_long(rd, n + (uint64_t)got, "decodes to at least ");
         if (np == 1) {
             float *d = rd->acc + n;
             scatter(rd, (uint64_t)got, &d, 0);

@@ -73,8 +73,8 @@
 enum { NST_AUDIO_SEEK = 0, NST_AUDIO_FORWARD = 1, NST_AUDIO_WHOLE = 2 };
 
 typedef struct nst_audio_limits {
-    double max_seconds;  /* longer clips are E_FILE_TOO_LARGE            */
-    uint32_t channels;   /* keeping channels: the count every clip has
+    double max_seconds; /* longer clips are E_FILE_TOO_LARGE            */
+    uint32_t channels;  /* keeping channels: the count every clip has
                             (0: mixdown to one plane)                    */
 } nst_audio_limits;
 

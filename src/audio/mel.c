@@ -79,7 +79,8 @@ int nst_mel_bank_create(nst_mel_bank **out, const nst_mel_spec *spec)
         return nst_error(NOSTALL_E_OPTION, "f_min (%g Hz) must be below f_max (%g Hz%s)", s.f_min,
                          s.f_max, spec->f_max > 0 ? "" : ": sample_rate / 2");
     if (!s.n_fft || !s.hop || !s.n_mels || !(s.power > 0))
-        return nst_error(NOSTALL_E_OPTION, "audio: n_fft, hop, n_mels and mel_power must be positive");
+        return nst_error(NOSTALL_E_OPTION,
+                         "audio: n_fft, hop, n_mels and mel_power must be positive");
     nst_mel_bank *b = calloc(1, sizeof *b);
     if (!b) return nst_error(NOSTALL_E_NOMEM, "audio: out of memory");
     b->spec = s;
@@ -193,8 +194,10 @@ void nst_mel_power(nst_mel_worker *w, const float *x, uint64_t samples, float *o
         const int64_t base = (int64_t)(t * s->hop) - (int64_t)pad;
         for (uint32_t i = b->w0; i < b->w1; i++) {
             int64_t j = base + i;
-            if (j < 0) j = -j;                 /* reflect, without the edge */
-            else if (j >= T) j = 2 * (T - 1) - j;
+            if (j < 0)
+                j = -j; /* reflect, without the edge */
+            else if (j >= T)
+                j = 2 * (T - 1) - j;
             w->in[i] = b->window[i] * x[j];
         }
         /* zeros outside the window (FFTW may overwrite nothing of `in` in

@@ -19,9 +19,9 @@
 #include "common/buf.h"
 #include "common/error.h"
 
-#define SEG_MIN 8192u     /* output frames of a segment, at least      */
-#define MARGIN_LOW 384u    /* margin, in frames of the lower rate        */
-#define LI_MAX 4096u       /* larger: the clip is one segment           */
+#define SEG_MIN 8192u   /* output frames of a segment, at least      */
+#define MARGIN_LOW 384u /* margin, in frames of the lower rate        */
+#define LI_MAX 4096u    /* larger: the clip is one segment           */
 #define HANDLES 4
 #define PLANES_MAX 1024u
 
@@ -168,8 +168,7 @@ static int64_t run(soxr_t s, uint32_t planes, const float *const *in, uint64_t o
         made += odone;
         if (flush && odone == 0) break;
     }
-    if (err)
-        return nst_error(NOSTALL_E_UNSUPPORTED, "audio: %s: resampling failed: %s", path, err);
+    if (err) return nst_error(NOSTALL_E_UNSUPPORTED, "audio: %s: resampling failed: %s", path, err);
     return (int64_t)made;
 }
 
@@ -181,7 +180,8 @@ int nst_resample(nst_resampler *rs, const nst_rs_plan *p, uint64_t in_frames, ui
         return nst_error(NOSTALL_E_INVALID, "audio: %s: bad resampling request", path);
     if (a == b) return 0;
     if (p->identity) {
-        for (uint32_t q = 0; q < planes; q++) memcpy(out[q], in[q] + (a - ia), (b - a) * sizeof(float));
+        for (uint32_t q = 0; q < planes; q++)
+            memcpy(out[q], in[q] + (a - ia), (b - a) * sizeof(float));
         return 0;
     }
     const uint64_t n_out = nst_rs_out_frames(p, in_frames);

@@ -38,10 +38,10 @@
 
 typedef struct nst_rs_plan {
     uint32_t in_rate, out_rate;
-    int identity;              /* equal rates                              */
-    uint64_t li, lo;           /* rates over their gcd                     */
-    uint64_t seg_in, seg_out;  /* frames of a segment; 0: one segment      */
-    uint64_t margin;           /* input frames on each side of a segment   */
+    int identity;             /* equal rates                              */
+    uint64_t li, lo;          /* rates over their gcd                     */
+    uint64_t seg_in, seg_out; /* frames of a segment; 0: one segment      */
+    uint64_t margin;          /* input frames on each side of a segment   */
 } nst_rs_plan;
 
 void nst_rs_plan_init(nst_rs_plan *p, uint32_t in_rate, uint32_t out_rate);

@@ -104,8 +104,7 @@ static void plan(const audio_recipe *r, const nst_item_ctx *c, uint64_t n, uint6
 /* Zero [from, size) of `len` runs of `size` floats spaced `stride` apart. */
 static void zero_runs(float *x, uint64_t runs, uint64_t stride, uint64_t from, uint64_t to)
 {
-    for (uint64_t k = 0; k < runs; k++)
-        memset(x + k * stride + from, 0, (to - from) * sizeof *x);
+    for (uint64_t k = 0; k < runs; k++) memset(x + k * stride + from, 0, (to - from) * sizeof *x);
 }
 
 /* Features from the window (planes x W at `w`; for the waveform it is
@@ -192,8 +191,7 @@ static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data
             for (uint32_t p = 0; p < r->planes; p++) in[p] = (float *)w->in.data + p * n_in;
         }
         for (uint32_t p = 0; p < r->planes; p++) cin[p] = in[p];
-        rc = nst_resample(w->rs, &rp, n_in, r->planes, cin, ia, ib, start, start + valid, win,
-                          path);
+        rc = nst_resample(w->rs, &rp, n_in, r->planes, cin, ia, ib, start, start + valid, win, path);
         if (rc < 0) goto out;
     }
     zero_runs(wbase, r->planes, r->win, valid, r->win);
@@ -322,8 +320,11 @@ static int probe_channels(audio_recipe *r, const char *source)
         if (nst_http_is_url(p)) continue;
         uint32_t ch;
         int rc = nst_audio_probe_channels(p, &ch);
-        if (rc < 0) return nst_error(rc, "mixdown=0: the channel count comes from the first "
-                                         "item's header: %s", nostall_last_error());
+        if (rc < 0)
+            return nst_error(rc,
+                             "mixdown=0: the channel count comes from the first "
+                             "item's header: %s",
+                             nostall_last_error());
         if (ch > 1024)
             return nst_error(NOSTALL_E_UNSUPPORTED, "mixdown=0: %s has %u channels", p, ch);
         r->planes = ch;
@@ -410,7 +411,8 @@ int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *so
     }
     if ((rc = declare(r, v)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0) goto fail;
     r->base.item_bytes = 0;
-    for (uint32_t f = 0; f < r->base.nfields; f++) r->base.item_bytes += r->base.fields[f].item_bytes;
+    for (uint32_t f = 0; f < r->base.nfields; f++)
+        r->base.item_bytes += r->base.fields[f].item_bytes;
     r->base.image_field = 0;
     *out = &r->base;
     return 0;

@@ -77,8 +77,9 @@ static int one(const uint8_t *data, size_t size, uint32_t channels, uint64_t *ha
     CHECK(info.rate >= NST_AUDIO_MIN_RATE && info.rate <= NST_AUDIO_MAX_RATE, "rate %u", info.rate);
     CHECK(info.planes == (channels ? info.channels : 1), "planes %u", info.planes);
     const int known = info.access != NST_AUDIO_WHOLE;
-    if (known) CHECK(info.frames >= 1 && info.frames <= info.max_frames, "frames %llu",
-                     (unsigned long long)info.frames);
+    if (known)
+        CHECK(info.frames >= 1 && info.frames <= info.max_frames, "frames %llu",
+              (unsigned long long)info.frames);
     /* a window of the clip, read alone */
     uint64_t first = 0, count = 0;
     int wrc = -1;
@@ -101,8 +102,9 @@ static int one(const uint8_t *data, size_t size, uint32_t channels, uint64_t *ha
     check_status(rc, "read_all");
     nst_audio_close(rd);
     if (rc < 0) return 0;
-    if (known) CHECK(n == info.frames, "read %llu of %llu frames", (unsigned long long)n,
-                     (unsigned long long)info.frames);
+    if (known)
+        CHECK(n == info.frames, "read %llu of %llu frames", (unsigned long long)n,
+              (unsigned long long)info.frames);
     CHECK(n >= 1 && n <= info.max_frames, "read %llu frames", (unsigned long long)n);
     const float *a = (const float *)all.data;
     if (wrc == 0)
@@ -128,7 +130,8 @@ static int one(const uint8_t *data, size_t size, uint32_t channels, uint64_t *ha
     if (nst_buf_reserve(&part_out, (wb - wa) * sizeof(float) + 4) < 0) return 0;
     const float *pin[1] = {a + ia};
     float *po[1] = {(float *)part_out.data};
-    CHECK(nst_resample(rs, &p, n, 1, pin, ia, ib, wa, wb, po, PATH) == 0, "window resampling failed");
+    CHECK(nst_resample(rs, &p, n, 1, pin, ia, ib, wa, wb, po, PATH) == 0,
+          "window resampling failed");
     CHECK(!memcmp(part_out.data, (const float *)whole_out.data + wa, (wb - wa) * sizeof(float)),
           "a resampled window differs from the whole clip's");
     return 0;
