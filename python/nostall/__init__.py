@@ -21,7 +21,7 @@ this package, else ctypes.util.find_library("nostall").
 """
 
 from . import _lib
-from .loader import ERRORS, BadItemError, Error, Loader, checksum, error_class
+from .loader import ERRORS, BadItemError, Error, Loader, TransformError, checksum, error_class
 from .analyze import Analysis, analyze, stall_summary
 from .profile import Profile, profile
 from .transcode import transcode
@@ -38,6 +38,6 @@ for _cls in ERRORS.values():
     globals()[_cls.__name__] = _cls
 del _cls
 
-__all__ = ["Loader", "Error", "BadItemError", "checksum", "error_class", "OPTIONS",
-           "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary", "Analysis",
-           "transcode"] + [c.__name__ for c in ERRORS.values()]
+__all__ = ["Loader", "Error", "BadItemError", "TransformError", "checksum", "error_class",
+           "OPTIONS", "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary",
+           "Analysis", "profile", "Profile", "transcode"] + [c.__name__ for c in ERRORS.values()]

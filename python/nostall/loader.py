@@ -997,8 +997,9 @@ class Loader(_Base):
         torch = self._as_torch
         if torch is None:
             return a
-        t = torch.from_numpy(a)
-        return t.view(torch.bfloat16) if f.dtype == _lib.DTYPE_BFLOAT16 else t
+        if f.dtype == _lib.DTYPE_BFLOAT16:  # numpy has no bfloat16, torch 1.13 no uint16
+            return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(a)
 
     @property
     def last_indices(self):

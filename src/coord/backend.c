@@ -176,12 +176,28 @@ static const char *const fp_options[] = {
     "seed", "shuffle", "drop_last", "rank", "world_size", "batch_size", "epochs",
     "coordinate_lead", "mode", "crop", "resize", "scale_min", "scale_max", "ratio_min",
     "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item", "max_pixels",
-    "max_file_bytes"};
+    "max_file_bytes", "task", "image_mode", "layout", "out_height", "out_width"};
+
+/* Every option of the item recipes (task and later: paths included, which
+ * may be long) as one hash, beside the readable ones above. */
+static uint64_t recipe_options_hash(const nostall_config *cfg)
+{
+    char val[NOSTALL_PATH_MAX];
+    uint64_t h = 0;
+    for (int id = NOSTALL_OPT_TASK; id < NOSTALL_OPT_COUNT_; id++) {
+        nostall_option_info info;
+        nostall_option_info_get(id, &info);
+        if (nostall_config_get(cfg, info.name, val, sizeof val) < 0) val[0] = '\0';
+        nostall_checksum_update(&h, info.name, strlen(info.name) + 1);
+        nostall_checksum_update(&h, val, strlen(val) + 1);
+    }
+    return h;
+}
 
 int nst_coord_backend_create(nst_batches **out, const nst_coord_params *p, const char *fn)
 {
-    enum { NFP = sizeof fp_options / sizeof *fp_options + 2 };
-    char real[PATH_MAX], count[32];
+    enum { NFP = sizeof fp_options / sizeof *fp_options + 4 };
+    char real[PATH_MAX], count[32], items_fp[32], recipe_fp[32];
     nst_group_opt fp[NFP];
     uint32_t n = 0;
     const nst_optval *v = p->cfg->v;
@@ -198,6 +214,11 @@ int nst_coord_backend_create(nst_batches **out, const nst_coord_params *p, const
     snprintf(count, sizeof count, "%llu", (unsigned long long)p->dataset_items);
     fp[n++] = (nst_group_opt){"source", real};
     fp[n++] = (nst_group_opt){"dataset_items", count};
+    snprintf(items_fp, sizeof items_fp, "%016llx", (unsigned long long)p->recipe->fingerprint);
+    fp[n++] = (nst_group_opt){"items (paths, labels, annotations)", items_fp};
+    snprintf(recipe_fp, sizeof recipe_fp, "%016llx",
+             (unsigned long long)recipe_options_hash(p->cfg));
+    fp[n++] = (nst_group_opt){"recipe options (task and after)", recipe_fp};
     char local[NFP][128];
     for (size_t i = 0; i < sizeof fp_options / sizeof *fp_options; i++, n++) {
         nostall_config_get(p->cfg, fp_options[i], local[n], sizeof local[n]);

@@ -337,6 +337,7 @@ static int declare_image(classify *r)
     int rc;
     snprintf(img->name, sizeof img->name, "image");
     img->shape_field = -1;
+    r->base.image_layout = 1 + (r->layout == NST_OUT_NCHW ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC);
     if (r->mode == NOSTALL_IMAGE_FULL) {
         img->ndim = 1;
         img->shape[0] = r->full_max_pixels * 3;
@@ -351,6 +352,7 @@ static int declare_image(classify *r)
         shape->shape_field = -1;
         if ((rc = nst_field_finish(shape)) < 0) return rc;
         r->base.nfields = 2;
+
     } else {
         img->ndim = 3;
         if (r->layout == NST_OUT_NCHW)

@@ -12,6 +12,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
 int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
@@ -27,6 +28,7 @@ int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *s
     case NOSTALL_TASK_DETECT: return nst_detect_create(out, cfg, source);
     case NOSTALL_TASK_TOKENS: return nst_tokens_create(out, cfg, source);
     case NOSTALL_TASK_BYTES: return nst_bytes_create(out, cfg, source);
+    case NOSTALL_TASK_AUDIO: return nst_audio_create(out, cfg, source);
     }
     return nst_error(NOSTALL_E_OPTION, "task: unknown value %llu",
                      (unsigned long long)v[NOSTALL_OPT_TASK].u);
@@ -132,11 +134,14 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
     out->indices = indices;
     out->count = count;
     out->dtype = img->dtype;
-    if (img->ndim == 3 && img->shape[0] == 3) { /* C, H, W */
-        out->layout = NOSTALL_LAYOUT_NCHW;
-        out->channels = 3, out->height = (uint32_t)img->shape[1], out->width = (uint32_t)img->shape[2];
+    int layout = r->image_layout ? r->image_layout - 1
+                 : img->ndim == 3 && img->shape[0] == 3 ? NOSTALL_LAYOUT_NCHW
+                                                        : NOSTALL_LAYOUT_NHWC;
+    out->layout = (nostall_layout)layout;
+    if (img->ndim == 3 && layout == NOSTALL_LAYOUT_NCHW) { /* C, H, W */
+        out->channels = (uint32_t)img->shape[0], out->height = (uint32_t)img->shape[1];
+        out->width = (uint32_t)img->shape[2];
     } else if (img->ndim == 3) { /* H, W, C */
-        out->layout = NOSTALL_LAYOUT_NHWC;
         out->height = (uint32_t)img->shape[0], out->width = (uint32_t)img->shape[1];
         out->channels = (uint32_t)img->shape[2];
     }

@@ -122,6 +122,9 @@ struct nst_recipe {
     nst_field_decl fields[NST_FIELDS_MAX];
     size_t item_bytes;     /* the sum over the fields                     */
     uint32_t image_field;  /* the field nostall_batch.images points at    */
+    int image_layout;      /* 1 + NOSTALL_LAYOUT_* of the image field (the
+                              batch header's layout); 0: from its shape,
+                              [3, H, W] is NCHW                           */
     uint32_t label_field;  /* ... .labels (UINT32_MAX: none)              */
 };
 

@@ -38,22 +38,9 @@ def images_labels(batch):
 
 
 def first_batch(data, **opts):
-    try:
-        with nostall.Loader(data, **opts) as ld:
-            images, labels = images_labels(next(iter(ld)))
-            return images, labels, ld.last_indices.tolist()
-    except TypeError as e:
-        face_bfloat16(e)
-        raise
-
-
-def face_bfloat16(e):
-    """The Python face hands bfloat16 to torch.from_numpy as numpy uint16,
-    which torch before 2.3 refuses (Debian 12 has 1.13): until the face
-    views it as int16 first (python/nostall/loader.py, _field_array), such
-    tests are expected failures -- and run for real once it does."""
-    if "uint16" in str(e):
-        pytest.xfail("Python face: bfloat16 reaches torch.from_numpy as uint16 (%s)" % e)
+    with nostall.Loader(data, **opts) as ld:
+        images, labels = images_labels(next(iter(ld)))
+        return images, labels, ld.last_indices.tolist()
 
 
 def samples(data):
@@ -218,11 +205,7 @@ def same(a, b):
 def test_threads_and_resume(data, mode):
     opts = dict(batch_size=6, seed=4, copy=True, **mode)
     with nostall.Loader(data, threads=1, **opts) as ld:
-        try:
-            collect(ld)
-        except TypeError as e:
-            face_bfloat16(e)
-            raise
+        collect(ld)
         full = collect(ld)  # epoch 1
     with nostall.Loader(data, threads=3, **opts) as ld:
         collect(ld)
