@@ -32,7 +32,8 @@ static void fails(const char *json, const char *want1, const char *want2)
     CHECK_EQ(rc, NOSTALL_E_DATASET);
     CHECK(c == NULL);
     if (!strstr(m, "dir/ann.json") || !strstr(m, want1) || (want2 && !strstr(m, want2))) {
-        fprintf(stderr, "message '%s' lacks '%s' / '%s' (input %s)\n", m, want1, want2 ? want2 : "", json);
+        fprintf(stderr, "message '%s' lacks '%s' / '%s' (input %s)\n", m, want1, want2 ? want2 : "",
+                json);
         CHECK(0);
     }
 }
@@ -43,8 +44,8 @@ static int box_is(const nst_coco_box *b, double x0, double y0, double x1, double
     int ok = b->x0 == (float)x0 && b->y0 == (float)y0 && b->x1 == (float)x1 && b->y1 == (float)y1 &&
              b->label == label && b->iscrowd == crowd;
     if (!ok)
-        fprintf(stderr, "box (%g %g %g %g label %u crowd %u), want (%g %g %g %g %u %u)\n", b->x0, b->y0, b->x1,
-                b->y1, b->label, b->iscrowd, x0, y0, x1, y1, label, crowd);
+        fprintf(stderr, "box (%g %g %g %g label %u crowd %u), want (%g %g %g %g %u %u)\n", b->x0,
+                b->y0, b->x1, b->y1, b->label, b->iscrowd, x0, y0, x1, y1, label, crowd);
     return ok;
 }
 
@@ -94,7 +95,9 @@ static void test_valid(void)
     CHECK(box_is(&b1[0], 10, 5, 30, 15.5, 1, 0));
     CHECK(box_is(&b1[1], 0.5, 0.25, 1.5, 1.25, 0, 0));
     CHECK(box_is(&b1[2], 90, 40, 100, 50, 2, 0)); /* touching the edges is not clipping */
-    CHECK_EQ(c->parts_clipped + c->parts_dropped + c->parts_unmatched + c->items_truncated + c->items_missing, 0);
+    CHECK_EQ(c->parts_clipped + c->parts_dropped + c->parts_unmatched + c->items_truncated +
+                 c->items_missing,
+             0);
     nst_coco_free(c);
 }
 
@@ -105,17 +108,17 @@ static void test_repairs(void)
         "            {\"id\": 2, \"file_name\": \"b.jpg\", \"width\": 20, \"height\": 20}],\n"
         " \"categories\": [{\"id\": 1, \"name\": \"x\"}],\n"
         " \"annotations\": [\n"
-        "  {\"image_id\": 1, \"bbox\": [-5, 10, 20, 20], \"category_id\": 1},\n"   /* clipped left */
-        "  {\"image_id\": 1, \"bbox\": [90, 40, 30, 30], \"category_id\": 1},\n"   /* clipped right, bottom */
-        "  {\"image_id\": 1, \"bbox\": [150, 10, 20, 20], \"category_id\": 1},\n"  /* outside: dropped */
-        "  {\"image_id\": 1, \"bbox\": [10, 10, 0, 20], \"category_id\": 1},\n"    /* w 0: dropped */
-        "  {\"image_id\": 1, \"bbox\": [10, 10, 5, -2], \"category_id\": 1},\n"    /* h < 0: dropped */
+        "  {\"image_id\": 1, \"bbox\": [-5, 10, 20, 20], \"category_id\": 1},\n" /* clipped left */
+        "  {\"image_id\": 1, \"bbox\": [90, 40, 30, 30], \"category_id\": 1},\n" /* clipped right, bottom */
+        "  {\"image_id\": 1, \"bbox\": [150, 10, 20, 20], \"category_id\": 1},\n" /* outside: dropped */
+        "  {\"image_id\": 1, \"bbox\": [10, 10, 0, 20], \"category_id\": 1},\n" /* w 0: dropped */
+        "  {\"image_id\": 1, \"bbox\": [10, 10, 5, -2], \"category_id\": 1},\n" /* h < 0: dropped */
         "  {\"image_id\": 1, \"bbox\": [1e308, 0, 1e308, 5], \"category_id\": 1},\n" /* x + w = inf: dropped */
-        "  {\"image_id\": 7, \"bbox\": [1, 1, 2, 2], \"category_id\": 1},\n"       /* no image 7 */
+        "  {\"image_id\": 7, \"bbox\": [1, 1, 2, 2], \"category_id\": 1},\n" /* no image 7 */
         "  {\"image_id\": 2, \"bbox\": [1, 1, 2, 2], \"category_id\": 1},\n"
         "  {\"image_id\": 2, \"bbox\": [3, 1, 2, 2], \"category_id\": 1},\n"
         "  {\"image_id\": 2, \"bbox\": [5, 1, 2, 2], \"category_id\": 1},\n"
-        "  {\"image_id\": 1, \"bbox\": [30, 1, 1e-30, 2], \"category_id\": 1}\n"   /* too thin for a float */
+        "  {\"image_id\": 1, \"bbox\": [30, 1, 1e-30, 2], \"category_id\": 1}\n" /* too thin for a float */
         " ]}";
     nst_coco_opts o = {.max_boxes = 2};
     nst_coco *c = load(j, &o);
@@ -140,11 +143,13 @@ static void test_repairs(void)
 
 static void test_errors(void)
 {
-    const char *img = "\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 10, \"height\": 10}]";
+    const char *img =
+        "\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 10, \"height\": 10}]";
     const char *cat = "\"categories\": [{\"id\": 1, \"name\": \"x\"}]";
     char j[2048];
     /* syntax errors name the line and the column */
-    fails("{\n  \"images\": [],\n  \"annotations\": [}\n", "dir/ann.json:3:19:", "JSON syntax error");
+    fails("{\n  \"images\": [],\n  \"annotations\": [}\n",
+          "dir/ann.json:3:19:", "JSON syntax error");
     fails("{\"images\": [1,]}", "dir/ann.json:1:", "syntax error");
     fails("", "dir/ann.json:", "syntax error");
     fails("{\"images\": [], \"images\": []}", "dir/ann.json:1:", "duplicate");
@@ -152,10 +157,13 @@ static void test_errors(void)
     fails("[1, 2]", "top level is not an object", NULL);
     /* members */
     fails("{\"annotations\": [], \"categories\": []}", "no \"images\" member", NULL);
-    fails("{\"images\": {}, \"annotations\": [], \"categories\": []}", "images: expected an array", NULL);
+    fails("{\"images\": {}, \"annotations\": [], \"categories\": []}", "images: expected an array",
+          NULL);
     fails("{\"images\": [], \"annotations\": [], \"categories\": []}", "images: empty", NULL);
-    fails("{\"images\": [7], \"annotations\": [], \"categories\": []}", "images[0]: expected an object", NULL);
-    fails("{\"images\": [{\"id\": 1, \"width\": 1, \"height\": 1}]}", "images[0].file_name: missing", NULL);
+    fails("{\"images\": [7], \"annotations\": [], \"categories\": []}",
+          "images[0]: expected an object", NULL);
+    fails("{\"images\": [{\"id\": 1, \"width\": 1, \"height\": 1}]}",
+          "images[0].file_name: missing", NULL);
     fails("{\"images\": [{\"id\": \"1\", \"file_name\": \"a\", \"width\": 1, \"height\": 1}]}",
           "images[0].id: expected an integer", NULL);
     fails("{\"images\": [{\"id\": 1, \"file_name\": \"\", \"width\": 1, \"height\": 1}]}",
@@ -172,22 +180,33 @@ static void test_errors(void)
           "images[1].id: 4 is also the id of images[0]", NULL);
     snprintf(j, sizeof j, "{%s, \"annotations\": []}", img);
     fails(j, "no \"categories\" member", NULL);
-    snprintf(j, sizeof j, "{%s, \"categories\": [{\"id\": 1}, {\"id\": 2, \"name\": 5}], \"annotations\": []}", img);
+    snprintf(j, sizeof j,
+             "{%s, \"categories\": [{\"id\": 1}, {\"id\": 2, \"name\": 5}], \"annotations\": []}",
+             img);
     fails(j, "categories[1].name: expected a string", NULL);
-    snprintf(j, sizeof j, "{%s, \"categories\": [{\"id\": 3}, {\"id\": 3}], \"annotations\": []}", img);
+    snprintf(j, sizeof j, "{%s, \"categories\": [{\"id\": 3}, {\"id\": 3}], \"annotations\": []}",
+             img);
     fails(j, "categories[1].id: 3 is also the id of categories[0]", NULL);
     snprintf(j, sizeof j, "{%s, %s}", img, cat);
     fails(j, "no \"annotations\" member", NULL);
-    static const struct { const char *ann, *want; } anns[] = {
-        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, 1], \"category_id\": 1}, 5]", "annotations[1]: expected an object"},
+    static const struct {
+        const char *ann, *want;
+    } anns[] = {
+        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, 1], \"category_id\": 1}, 5]",
+         "annotations[1]: expected an object"},
         {"[{\"bbox\": [1, 1, 1, 1], \"category_id\": 1}]", "annotations[0].image_id: missing"},
         {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, 1]}]", "annotations[0].category_id: missing"},
         {"[{\"image_id\": 1, \"category_id\": 1}]", "annotations[0].bbox: missing"},
-        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1], \"category_id\": 1}]", "annotations[0].bbox: expected an array of 4"},
-        {"[{\"image_id\": 1, \"bbox\": {}, \"category_id\": 1}]", "annotations[0].bbox: expected an array of 4"},
-        {"[{\"image_id\": 1, \"bbox\": [1, 1, \"2\", 1], \"category_id\": 1}]", "annotations[0].bbox[2]: expected a number"},
-        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, null], \"category_id\": 1}]", "annotations[0].bbox[3]: expected a number"},
-        {"[{\"image_id\": 1.0, \"bbox\": [1, 1, 1, 1], \"category_id\": 1}]", "annotations[0].image_id: expected an integer"},
+        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1], \"category_id\": 1}]",
+         "annotations[0].bbox: expected an array of 4"},
+        {"[{\"image_id\": 1, \"bbox\": {}, \"category_id\": 1}]",
+         "annotations[0].bbox: expected an array of 4"},
+        {"[{\"image_id\": 1, \"bbox\": [1, 1, \"2\", 1], \"category_id\": 1}]",
+         "annotations[0].bbox[2]: expected a number"},
+        {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, null], \"category_id\": 1}]",
+         "annotations[0].bbox[3]: expected a number"},
+        {"[{\"image_id\": 1.0, \"bbox\": [1, 1, 1, 1], \"category_id\": 1}]",
+         "annotations[0].image_id: expected an integer"},
         {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, 1], \"category_id\": 2}]",
          "annotations[0].category_id: 2 is not a category"},
         {"[{\"image_id\": 1, \"bbox\": [1, 1, 1, 1], \"category_id\": 1, \"iscrowd\": 2}]",
@@ -201,8 +220,10 @@ static void test_errors(void)
         fails(j, anns[i].want, NULL);
     }
     /* an unknown category is an error even for an unmatched annotation */
-    snprintf(j, sizeof j, "{%s, %s, \"annotations\": [{\"image_id\": 9, \"bbox\": [1, 1, 1, 1], \"category_id\": 5}]}",
-             img, cat);
+    snprintf(
+        j, sizeof j,
+        "{%s, %s, \"annotations\": [{\"image_id\": 9, \"bbox\": [1, 1, 1, 1], \"category_id\": 5}]}",
+        img, cat);
     fails(j, "annotations[0].category_id: 5", NULL);
 }
 
@@ -227,16 +248,17 @@ static void test_files(void)
     write_file(p, "x");
     snprintf(p, sizeof p, "%s/other/b.jpg", dir);
     write_file(p, "x");
-    snprintf(j, sizeof j,
-             "{\"images\": [{\"id\": 1, \"file_name\": \"im/a.jpg\", \"width\": 10, \"height\": 10},\n"
-             " {\"id\": 2, \"file_name\": \"im/missing.jpg\", \"width\": 10, \"height\": 10},\n"
-             " {\"id\": 3, \"file_name\": \"http://example.invalid/c.jpg\", \"width\": 10, \"height\": 10},\n"
-             " {\"id\": 4, \"file_name\": \"%s/other/b.jpg\", \"width\": 10, \"height\": 10},\n"
-             " {\"id\": 5, \"file_name\": \"im/a.jpg/not_a_dir.jpg\", \"width\": 10, \"height\": 10}],\n"
-             " \"categories\": [{\"id\": 1}],\n"
-             " \"annotations\": [{\"image_id\": 2, \"bbox\": [-1, 1, 1, 1], \"category_id\": 1},\n"
-             "  {\"image_id\": 4, \"bbox\": [1, 1, 100, 1], \"category_id\": 1}]}\n",
-             dir);
+    snprintf(
+        j, sizeof j,
+        "{\"images\": [{\"id\": 1, \"file_name\": \"im/a.jpg\", \"width\": 10, \"height\": 10},\n"
+        " {\"id\": 2, \"file_name\": \"im/missing.jpg\", \"width\": 10, \"height\": 10},\n"
+        " {\"id\": 3, \"file_name\": \"http://example.invalid/c.jpg\", \"width\": 10, \"height\": 10},\n"
+        " {\"id\": 4, \"file_name\": \"%s/other/b.jpg\", \"width\": 10, \"height\": 10},\n"
+        " {\"id\": 5, \"file_name\": \"im/a.jpg/not_a_dir.jpg\", \"width\": 10, \"height\": 10}],\n"
+        " \"categories\": [{\"id\": 1}],\n"
+        " \"annotations\": [{\"image_id\": 2, \"bbox\": [-1, 1, 1, 1], \"category_id\": 1},\n"
+        "  {\"image_id\": 4, \"bbox\": [1, 1, 100, 1], \"category_id\": 1}]}\n",
+        dir);
     snprintf(ann, sizeof ann, "%s/ann.json", dir);
     write_file(ann, j);
     nst_coco_opts o = {.check_files = 1};
@@ -279,7 +301,8 @@ static void test_files(void)
     write_file(ann, j);
     o.image_root = NULL;
     CHECK_RC(nst_coco_load(&c, ann, &o), NOSTALL_E_DATASET);
-    CHECK(strstr(nostall_last_error(), "gone.jpg") && strstr(nostall_last_error(), "all 1 images are missing"));
+    CHECK(strstr(nostall_last_error(), "gone.jpg") &&
+          strstr(nostall_last_error(), "all 1 images are missing"));
     /* not checked: kept */
     o.check_files = 0;
     CHECK_OK(nst_coco_load(&c, ann, &o));

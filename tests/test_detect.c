@@ -65,22 +65,28 @@ static nostall_loader *open_kv(const char *source, const char *kv[][2], int n)
 /* Every field of the batch as the recipe declares it, and every item valid. */
 static void check_batch(const nostall_batch *b, uint32_t out_w, uint32_t out_h, uint32_t max_boxes)
 {
-    static const char *const names[] = {"image", "boxes", "box_labels", "iscrowd", "box_count", "boxes_shape"};
+    static const char *const names[] = {"image",   "boxes",     "box_labels",
+                                        "iscrowd", "box_count", "boxes_shape"};
     CHECK_EQ(b->nfields, 6);
     if (b->nfields != 6) return;
     for (int f = 0; f < 6; f++) CHECK(strcmp(b->fields[f].name, names[f]) == 0);
-    const nostall_field *bx = &b->fields[1], *lb = &b->fields[2], *cr = &b->fields[3], *ct = &b->fields[4],
-                        *sh = &b->fields[5];
-    CHECK(bx->dtype == NOSTALL_DTYPE_FLOAT32 && bx->ndim == 2 && bx->shape[0] == max_boxes && bx->shape[1] == 4 &&
-          bx->shape_field == 5);
-    CHECK(lb->dtype == NOSTALL_DTYPE_INT64 && lb->ndim == 1 && lb->shape[0] == max_boxes && lb->shape_field == 4);
-    CHECK(cr->dtype == NOSTALL_DTYPE_UINT8 && cr->ndim == 1 && cr->shape[0] == max_boxes && cr->shape_field == 4);
+    const nostall_field *bx = &b->fields[1], *lb = &b->fields[2], *cr = &b->fields[3],
+                        *ct = &b->fields[4], *sh = &b->fields[5];
+    CHECK(bx->dtype == NOSTALL_DTYPE_FLOAT32 && bx->ndim == 2 && bx->shape[0] == max_boxes &&
+          bx->shape[1] == 4 && bx->shape_field == 5);
+    CHECK(lb->dtype == NOSTALL_DTYPE_INT64 && lb->ndim == 1 && lb->shape[0] == max_boxes &&
+          lb->shape_field == 4);
+    CHECK(cr->dtype == NOSTALL_DTYPE_UINT8 && cr->ndim == 1 && cr->shape[0] == max_boxes &&
+          cr->shape_field == 4);
     CHECK(ct->dtype == NOSTALL_DTYPE_INT64 && ct->ndim == 0 && ct->shape_field == -1);
-    CHECK(sh->dtype == NOSTALL_DTYPE_INT64 && sh->ndim == 1 && sh->shape[0] == 2 && sh->shape_field == -1);
+    CHECK(sh->dtype == NOSTALL_DTYPE_INT64 && sh->ndim == 1 && sh->shape[0] == 2 &&
+          sh->shape_field == -1);
     CHECK(b->fields[0].shape_field == -1 && b->images == b->fields[0].data && b->labels == NULL);
     CHECK(b->width == out_w && b->height == out_h);
-    CHECK(b->fields[0].item_bytes == (size_t)out_w * out_h * 3 * (b->dtype == NOSTALL_DTYPE_UINT8 ? 1
-                                                                  : b->dtype == NOSTALL_DTYPE_FLOAT32 ? 4 : 2));
+    CHECK(b->fields[0].item_bytes == (size_t)out_w * out_h * 3 *
+                                         (b->dtype == NOSTALL_DTYPE_UINT8     ? 1
+                                          : b->dtype == NOSTALL_DTYPE_FLOAT32 ? 4
+                                                                              : 2));
     for (uint32_t i = 0; i < b->count; i++) {
         const int64_t n = ((const int64_t *)ct->data)[i], *s = (const int64_t *)sh->data + 2 * i;
         const float *v = (const float *)bx->data + (size_t)i * max_boxes * 4;
@@ -89,14 +95,15 @@ static void check_batch(const nostall_batch *b, uint32_t out_w, uint32_t out_h, 
         int ok = n >= 0 && n <= max_boxes && s[0] == n && s[1] == 4;
         for (int64_t k = 0; ok && k < n; k++) {
             const float *q = v + 4 * k;
-            ok = q[0] >= 0 && q[1] >= 0 && q[0] < q[2] && q[1] < q[3] && q[2] <= out_w && q[3] <= out_h &&
-                 l[k] >= 0 && l[k] < 5 && c[k] <= 1;
+            ok = q[0] >= 0 && q[1] >= 0 && q[0] < q[2] && q[1] < q[3] && q[2] <= out_w &&
+                 q[3] <= out_h && l[k] >= 0 && l[k] < 5 && c[k] <= 1;
         }
         for (int64_t k = n; ok && k < max_boxes; k++)
-            ok = v[4 * k] == 0 && v[4 * k + 1] == 0 && v[4 * k + 2] == 0 && v[4 * k + 3] == 0 && l[k] == 0 &&
-                 c[k] == 0;
-        if (!ok) fprintf(stderr, "item %u (index %llu): invalid boxes (n %lld)\n", i,
-                         (unsigned long long)b->indices[i], (long long)n);
+            ok = v[4 * k] == 0 && v[4 * k + 1] == 0 && v[4 * k + 2] == 0 && v[4 * k + 3] == 0 &&
+                 l[k] == 0 && c[k] == 0;
+        if (!ok)
+            fprintf(stderr, "item %u (index %llu): invalid boxes (n %lld)\n", i,
+                    (unsigned long long)b->indices[i], (long long)n);
         CHECK(ok);
     }
 }
@@ -147,22 +154,31 @@ static void run(const char *kv[][2], int n, result *r)
 
 static void test_threads(void)
 {
-    static const char *modes[][2] = {{"iou", "train"}, {"rrc", "train"}, {"none", "train"}, {"iou", "eval"}};
+    static const char *modes[][2] = {{"iou", "train"},
+                                     {"rrc", "train"},
+                                     {"none", "train"},
+                                     {"iou", "eval"}};
     uint64_t sums[4];
     for (int m = 0; m < 4; m++) {
         result r[3];
         for (int t = 0; t < 3; t++) {
             char th[4];
             snprintf(th, sizeof th, "%d", t + 1);
-            const char *kv[][2] = {{"threads", th},        {"batch_size", "5"},       {"seed", "7"},
-                                   {"epochs", "2"},        {"box_crop", modes[m][0]}, {"mode", modes[m][1]},
-                                   {"out_height", "48"},   {"out_width", "48"},       {"max_boxes", "6"},
+            const char *kv[][2] = {{"threads", th},
+                                   {"batch_size", "5"},
+                                   {"seed", "7"},
+                                   {"epochs", "2"},
+                                   {"box_crop", modes[m][0]},
+                                   {"mode", modes[m][1]},
+                                   {"out_height", "48"},
+                                   {"out_width", "48"},
+                                   {"max_boxes", "6"},
                                    {"output", m & 1 ? "uint8" : "float"}};
             run(kv, 10, &r[t]);
         }
-        fprintf(stderr, "box_crop=%s mode=%s: %llu items, %llu boxes, checksum %016llx\n", modes[m][0],
-                modes[m][1], (unsigned long long)r[0].items, (unsigned long long)r[0].boxes,
-                (unsigned long long)r[0].sum);
+        fprintf(stderr, "box_crop=%s mode=%s: %llu items, %llu boxes, checksum %016llx\n",
+                modes[m][0], modes[m][1], (unsigned long long)r[0].items,
+                (unsigned long long)r[0].boxes, (unsigned long long)r[0].sum);
         CHECK_EQ(r[0].items, 2 * NIMG);
         CHECK(r[0].boxes > 0);
         CHECK_EQ(r[0].sum, r[1].sum);
@@ -173,10 +189,17 @@ static void test_threads(void)
     /* letterboxed, not square, half floats in NHWC */
     result r[2];
     for (int t = 0; t < 2; t++) {
-        const char *kv[][2] = {{"threads", t ? "3" : "1"}, {"batch_size", "5"},   {"seed", "7"},
-                               {"epochs", "1"},            {"box_crop", "rrc"},   {"fit", "pad"},
-                               {"out_height", "40"},       {"out_width", "56"},   {"max_boxes", "6"},
-                               {"output", "float16"},      {"layout", "nhwc"}};
+        const char *kv[][2] = {{"threads", t ? "3" : "1"},
+                               {"batch_size", "5"},
+                               {"seed", "7"},
+                               {"epochs", "1"},
+                               {"box_crop", "rrc"},
+                               {"fit", "pad"},
+                               {"out_height", "40"},
+                               {"out_width", "56"},
+                               {"max_boxes", "6"},
+                               {"output", "float16"},
+                               {"layout", "nhwc"}};
         run(kv, 11, &r[t]);
     }
     CHECK_EQ(r[0].items, NIMG);
@@ -190,10 +213,17 @@ static void test_echo(void)
     for (int p = 0; p < 4; p++) {
         result r[2];
         for (int t = 0; t < 2; t++) {
-            const char *kv[][2] = {{"threads", t ? "3" : "1"}, {"batch_size", "4"}, {"seed", "5"},
-                                   {"epochs", "1"},            {"echo_factor", "2"}, {"echo_point", points[p]},
-                                   {"echo_buffer", "6"},       {"out_height", "48"}, {"out_width", "48"},
-                                   {"max_boxes", "8"},         {"output", "uint8"}};
+            const char *kv[][2] = {{"threads", t ? "3" : "1"},
+                                   {"batch_size", "4"},
+                                   {"seed", "5"},
+                                   {"epochs", "1"},
+                                   {"echo_factor", "2"},
+                                   {"echo_point", points[p]},
+                                   {"echo_buffer", "6"},
+                                   {"out_height", "48"},
+                                   {"out_width", "48"},
+                                   {"max_boxes", "8"},
+                                   {"output", "uint8"}};
             run(kv, 11, &r[t]);
         }
         fprintf(stderr, "echo_point=%s: %llu items, checksum %016llx\n", points[p],
@@ -207,9 +237,9 @@ static void test_echo(void)
     }
     CHECK(sums[0] != sums[2] && sums[1] != sums[2]); /* augment repeats, fetch/decode re-augment */
     result a;
-    const char *kv[][2] = {{"threads", "2"},      {"batch_size", "4"}, {"epochs", "2"},
-                           {"echo", "adaptive"},  {"echo_max", "3"},   {"out_height", "48"},
-                           {"out_width", "48"},   {"max_boxes", "8"}};
+    const char *kv[][2] = {{"threads", "2"},     {"batch_size", "4"}, {"epochs", "2"},
+                           {"echo", "adaptive"}, {"echo_max", "3"},   {"out_height", "48"},
+                           {"out_width", "48"},  {"max_boxes", "8"}};
     run(kv, 8, &a); /* not deterministic by design: every item still valid */
     CHECK(a.items >= 2 * NIMG);
 }
@@ -217,27 +247,29 @@ static void test_echo(void)
 static void test_cache(void)
 {
     result plain, cached;
-    const char *kv[][2] = {{"threads", "2"},     {"batch_size", "6"},   {"epochs", "2"},  {"seed", "9"},
-                           {"out_height", "48"}, {"out_width", "48"},   {"max_boxes", "8"},
-                           {"cache_bytes", "0"}};
+    const char *kv[][2] = {{"threads", "2"},   {"batch_size", "6"},  {"epochs", "2"},
+                           {"seed", "9"},      {"out_height", "48"}, {"out_width", "48"},
+                           {"max_boxes", "8"}, {"cache_bytes", "0"}};
     run(kv, 8, &plain);
     kv[7][1] = "64M";
     nostall_loader *ld = open_kv(ann, kv, 8);
     drain(ld, 48, 48, 8, &cached);
     nostall_stats st;
     CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
-    fprintf(stderr, "cache: hits %llu, misses %llu, storage reads %llu\n", (unsigned long long)st.cache_hits,
-            (unsigned long long)st.cache_misses, (unsigned long long)st.storage_reads);
-    CHECK_EQ(st.cache_hits, NIMG);     /* the second epoch */
-    CHECK_EQ(st.storage_reads, NIMG);  /* the first only */
+    fprintf(stderr, "cache: hits %llu, misses %llu, storage reads %llu\n",
+            (unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,
+            (unsigned long long)st.storage_reads);
+    CHECK_EQ(st.cache_hits, NIMG);    /* the second epoch */
+    CHECK_EQ(st.storage_reads, NIMG); /* the first only */
     CHECK_EQ(plain.sum, cached.sum);
     nostall_loader_free(ld);
 }
 
 static void test_resume(void)
 {
-    const char *kv[][2] = {{"threads", "2"},     {"batch_size", "5"}, {"epochs", "2"},    {"seed", "3"},
-                           {"out_height", "40"}, {"out_width", "40"}, {"max_boxes", "4"}};
+    const char *kv[][2] = {{"threads", "2"},  {"batch_size", "5"},  {"epochs", "2"},
+                           {"seed", "3"},     {"out_height", "40"}, {"out_width", "40"},
+                           {"max_boxes", "4"}};
     nostall_loader *a = open_kv(ann, kv, 7), *b = open_kv(ann, kv, 7);
     if (!a || !b) {
         CHECK(0);
@@ -274,8 +306,9 @@ static void test_make_equals_transform(void)
     nst_recipe_worker *w = NULL;
     CHECK_OK(nostall_config_create(&cfg));
     const char *kv[][2] = {{"task", "detect"}, {"out_height", "64"}, {"out_width", "64"},
-                           {"max_boxes", "8"},  {"seed", "2"},        {"output", "uint8"}};
-    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++) CHECK_OK(nostall_config_set(cfg, kv[i][0], kv[i][1]));
+                           {"max_boxes", "8"}, {"seed", "2"},        {"output", "uint8"}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        CHECK_OK(nostall_config_set(cfg, kv[i][0], kv[i][1]));
     CHECK_OK(nst_recipe_create(&r, cfg, ann));
     if (r) CHECK_OK(r->ops->worker_create(r, &w));
     if (!w) goto out;
@@ -299,7 +332,8 @@ static void test_make_equals_transform(void)
             CHECK_OK(r->ops->make(w, &ca, buf, len, &t));
             CHECK_OK(r->ops->decode(w, &cb, buf, len, &d, &t));
             CHECK_OK(r->ops->transform(w, &cb, &d, &t));
-            for (uint32_t fi = 0; fi < r->nfields; fi++) same &= !memcmp(a[fi], b[fi], r->fields[fi].item_bytes);
+            for (uint32_t fi = 0; fi < r->nfields; fi++)
+                same &= !memcmp(a[fi], b[fi], r->fields[fi].item_bytes);
             items++;
         }
     }
@@ -336,8 +370,11 @@ static void test_bad_inputs(void)
     /* an image whose size is not the annotated one: a bad item */
     snprintf(p, sizeof p, "%s/size.json", data_dir);
     edit_ann(p, "\"width\": 96, \"height\": 72}", "\"width\": 97, \"height\": 72}");
-    const char *kv[][2] = {{"threads", "2"},     {"batch_size", "4"}, {"epochs", "1"},
-                           {"out_height", "32"}, {"out_width", "32"}};
+    const char *kv[][2] = {{"threads", "2"},
+                           {"batch_size", "4"},
+                           {"epochs", "1"},
+                           {"out_height", "32"},
+                           {"out_width", "32"}};
     nostall_loader *ld = open_kv(p, kv, 5);
     result r;
     drain(ld, 32, 32, 100, &r);
@@ -369,8 +406,9 @@ static void test_bad_inputs(void)
         CHECK(at != NULL);
         f = fopen(p2, "wb");
         if (at && f)
-            fprintf(f, "%.*s\"images\": [\n {\"id\": 999, \"file_name\": \"images/none.jpg\", \"width\": 5, "
-                       "\"height\": 5},%s",
+            fprintf(f,
+                    "%.*s\"images\": [\n {\"id\": 999, \"file_name\": \"images/none.jpg\", \"width\": 5, "
+                    "\"height\": 5},%s",
                     (int)(at - t), t, at + strlen("\"images\": ["));
         if (f) fclose(f);
     }
@@ -379,8 +417,9 @@ static void test_bad_inputs(void)
     nostall_dataset_info info;
     if (ld) {
         CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
-        fprintf(stderr, "repairs: items %llu, truncated %llu, dropped %llu, clipped %llu, unmatched %llu, "
-                        "missing %llu\n",
+        fprintf(stderr,
+                "repairs: items %llu, truncated %llu, dropped %llu, clipped %llu, unmatched %llu, "
+                "missing %llu\n",
                 (unsigned long long)info.items, (unsigned long long)info.items_truncated,
                 (unsigned long long)info.parts_dropped, (unsigned long long)info.parts_clipped,
                 (unsigned long long)info.parts_unmatched, (unsigned long long)info.items_missing);
@@ -399,7 +438,8 @@ static void test_bad_inputs(void)
     ld = open_kv(p, kv2, 3);
     CHECK(ld == NULL);
     fprintf(stderr, "syntax error: %s\n", nostall_last_error());
-    CHECK(strstr(nostall_last_error(), "syntax.json:") && strstr(nostall_last_error(), "JSON syntax error"));
+    CHECK(strstr(nostall_last_error(), "syntax.json:") &&
+          strstr(nostall_last_error(), "JSON syntax error"));
     nostall_loader_free(ld);
     /* a folder instead of the annotation file */
     ld = open_kv(data_dir, kv2, 3);

@@ -47,25 +47,24 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nostall gen --task detect OUT_DIR [options]\n"
-            "Write a synthetic COCO-format detection dataset: OUT_DIR/instances.json and\n"
-            "OUT_DIR/images/img_000000.jpg ... (each category its own colour and shape;\n"
-            "boxes are the tight extents of the objects drawn).\n"
-            "\n"
-            "options (--flag VALUE or --flag=VALUE):\n"
-            "  --images N        number of images, 1..10000000             (default 200)\n"
-            "  --classes K       categories, 1..64                         (default 6)\n"
-            "  --objects M       most objects per image, 1..64             (default 6)\n"
-            "  --crowd F         fraction of images with a crowd, 0..1     (default 0.1)\n"
-            "  --width W         image width, 32..16384                    (default 640)\n"
-            "  --height H        image height, 32..16384                   (default 480)\n"
-            "  --quality Q       JPEG quality, 1..100                      (default 90)\n"
-            "  --seed S          seed, 0..2^64-1                           (default 0)\n"
-            "  --format FMT      jpeg or png                               (default jpeg)\n"
-            "  --force           write into OUT_DIR even if it is not empty\n"
-            "  --quiet           no progress line\n"
-            "  --help            show this help\n");
+    fprintf(f, "usage: nostall gen --task detect OUT_DIR [options]\n"
+               "Write a synthetic COCO-format detection dataset: OUT_DIR/instances.json and\n"
+               "OUT_DIR/images/img_000000.jpg ... (each category its own colour and shape;\n"
+               "boxes are the tight extents of the objects drawn).\n"
+               "\n"
+               "options (--flag VALUE or --flag=VALUE):\n"
+               "  --images N        number of images, 1..10000000             (default 200)\n"
+               "  --classes K       categories, 1..64                         (default 6)\n"
+               "  --objects M       most objects per image, 1..64             (default 6)\n"
+               "  --crowd F         fraction of images with a crowd, 0..1     (default 0.1)\n"
+               "  --width W         image width, 32..16384                    (default 640)\n"
+               "  --height H        image height, 32..16384                   (default 480)\n"
+               "  --quality Q       JPEG quality, 1..100                      (default 90)\n"
+               "  --seed S          seed, 0..2^64-1                           (default 0)\n"
+               "  --format FMT      jpeg or png                               (default jpeg)\n"
+               "  --force           write into OUT_DIR even if it is not empty\n"
+               "  --quiet           no progress line\n"
+               "  --help            show this help\n");
 }
 
 static int parse_num(const char *flag, const char *s, double lo, double hi, int integer, double *out)
@@ -74,8 +73,8 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, int 
     errno = 0;
     double v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
     if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
-        tool_line(stderr, "gen: %s must be %s in %g..%g (got '%s')", flag, integer ? "an integer" : "a number", lo,
-                  hi, s);
+        tool_line(stderr, "gen: %s must be %s in %g..%g (got '%s')", flag,
+                  integer ? "an integer" : "a number", lo, hi, s);
         return -1;
     }
     *out = v;
@@ -116,14 +115,18 @@ static int parse_args(int argc, char **argv, det_opts *o, int *help)
                 tool_line(stderr, "gen: %s takes no value", name);
                 return -1;
             }
-            if (name[2] == 'q') o->quiet = 1;
-            else o->force = 1;
+            if (name[2] == 'q')
+                o->quiet = 1;
+            else
+                o->force = 1;
             continue;
         }
-        static const char *const valued[] = {"--images", "--classes", "--objects", "--crowd", "--width",
-                                             "--height", "--quality", "--seed",    "--format", "--task"};
+        static const char *const valued[] = {"--images", "--classes", "--objects", "--crowd",
+                                             "--width",  "--height",  "--quality", "--seed",
+                                             "--format", "--task"};
         int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(name, valued[k]);
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+            known |= !strcmp(name, valued[k]);
         if (!known) {
             tool_line(stderr, "gen: unknown option '%s' (see nostall gen --task detect --help)", a);
             return -1;
@@ -137,25 +140,36 @@ static int parse_args(int argc, char **argv, det_opts *o, int *help)
         }
         double d;
         int rc = 0;
-        if (!strcmp(name, "--images")) rc = parse_num(name, val, 1, 1e7, 1, &d), o->images = (long)d;
-        else if (!strcmp(name, "--classes")) rc = parse_num(name, val, 1, 64, 1, &d), o->classes = (long)d;
-        else if (!strcmp(name, "--objects")) rc = parse_num(name, val, 1, 64, 1, &d), o->objects = (long)d;
-        else if (!strcmp(name, "--crowd")) rc = parse_num(name, val, 0, 1, 0, &d), o->crowd = d;
-        else if (!strcmp(name, "--width")) rc = parse_num(name, val, 32, 16384, 1, &d), o->width = (long)d;
-        else if (!strcmp(name, "--height")) rc = parse_num(name, val, 32, 16384, 1, &d), o->height = (long)d;
-        else if (!strcmp(name, "--quality")) rc = parse_num(name, val, 1, 100, 1, &d), o->quality = (long)d;
+        if (!strcmp(name, "--images"))
+            rc = parse_num(name, val, 1, 1e7, 1, &d), o->images = (long)d;
+        else if (!strcmp(name, "--classes"))
+            rc = parse_num(name, val, 1, 64, 1, &d), o->classes = (long)d;
+        else if (!strcmp(name, "--objects"))
+            rc = parse_num(name, val, 1, 64, 1, &d), o->objects = (long)d;
+        else if (!strcmp(name, "--crowd"))
+            rc = parse_num(name, val, 0, 1, 0, &d), o->crowd = d;
+        else if (!strcmp(name, "--width"))
+            rc = parse_num(name, val, 32, 16384, 1, &d), o->width = (long)d;
+        else if (!strcmp(name, "--height"))
+            rc = parse_num(name, val, 32, 16384, 1, &d), o->height = (long)d;
+        else if (!strcmp(name, "--quality"))
+            rc = parse_num(name, val, 1, 100, 1, &d), o->quality = (long)d;
         else if (!strcmp(name, "--seed")) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
             if (!(*val >= '0' && *val <= '9') || *end || errno == ERANGE) {
-                tool_line(stderr, "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')", val);
+                tool_line(stderr,
+                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
+                          val);
                 return -1;
             }
             o->seed = v;
         } else if (!strcmp(name, "--format")) {
-            if (!strcmp(val, "png")) o->png = 1;
-            else if (!strcmp(val, "jpeg") || !strcmp(val, "jpg")) o->png = 0;
+            if (!strcmp(val, "png"))
+                o->png = 1;
+            else if (!strcmp(val, "jpeg") || !strcmp(val, "jpg"))
+                o->png = 0;
             else {
                 tool_line(stderr, "gen: --format must be jpeg or png (got '%s')", val);
                 return -1;
@@ -167,7 +181,8 @@ static int parse_args(int argc, char **argv, det_opts *o, int *help)
         if (rc < 0) return -1;
     }
     if (!o->out_dir) {
-        fprintf(stderr, "gen: missing OUT_DIR (usage: nostall gen --task detect OUT_DIR [options])\n");
+        fprintf(stderr,
+                "gen: missing OUT_DIR (usage: nostall gen --task detect OUT_DIR [options])\n");
         return -1;
     }
     return 0;
@@ -192,13 +207,17 @@ static uint64_t rng_next(rng_t *r)
     return mix64(r->s);
 }
 
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(rng_t *r)
+{
+    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
 static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
 static void hsv_rgb(double h, double s, double v, double rgb[3])
 {
     h -= floor(h);
-    double hh = h * 6, f = hh - floor(hh), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+    double hh = h * 6, f = hh - floor(hh), p = v * (1 - s), q = v * (1 - s * f),
+           t = v * (1 - s * (1 - f));
     switch ((int)hh % 6) {
     case 0: rgb[0] = v, rgb[1] = t, rgb[2] = p; break;
     case 1: rgb[0] = q, rgb[1] = v, rgb[2] = p; break;
@@ -212,7 +231,8 @@ static void hsv_rgb(double h, double s, double v, double rgb[3])
 /* ---- objects ------------------------------------------------------------- */
 
 enum { SH_RECT, SH_ELLIPSE, SH_TRIANGLE, SH_DIAMOND, SH_CROSS, SH_RING, N_SHAPES };
-static const char *const shape_names[N_SHAPES] = {"rectangle", "ellipse", "triangle", "diamond", "cross", "ring"};
+static const char *const shape_names[N_SHAPES] = {"rectangle", "ellipse", "triangle",
+                                                  "diamond",   "cross",   "ring"};
 
 /* Is pixel (x, y) of a box [x0, x0 + w) x [y0, y0 + h) part of shape s? */
 static int in_shape(int s, int x, int y, int x0, int y0, int w, int h)
@@ -247,7 +267,8 @@ typedef struct ann {
 
 /* Draw shape `s` of category `cat` in box (x0, y0, w, h); grow *a to the
  * tight box of the pixels drawn (a->x1 < a->x0 when none yet). */
-static void draw(uint8_t *rgb, int W, int H, const det_opts *o, long cat, int x0, int y0, int w, int h, ann *a)
+static void draw(uint8_t *rgb, int W, int H, const det_opts *o, long cat, int x0, int y0, int w,
+                 int h, ann *a)
 {
     double col[3];
     cat_colour(cat, o->classes, col);
@@ -267,8 +288,8 @@ static void draw(uint8_t *rgb, int W, int H, const det_opts *o, long cat, int x0
 static int overlaps(const int *r, const int (*taken)[4], int n, int margin)
 {
     for (int i = 0; i < n; i++)
-        if (r[0] < taken[i][2] + margin && taken[i][0] < r[2] + margin && r[1] < taken[i][3] + margin &&
-            taken[i][1] < r[3] + margin)
+        if (r[0] < taken[i][2] + margin && taken[i][0] < r[2] + margin &&
+            r[1] < taken[i][3] + margin && taken[i][1] < r[3] + margin)
             return 1;
     return 0;
 }
@@ -278,7 +299,8 @@ static void background(uint8_t *rgb, int W, int H, rng_t *r, float *colv, float 
 {
     double base = rng_range(r, 70, 180), tint[3];
     for (int c = 0; c < 3; c++) tint[c] = rng_range(r, 0.85, 1.15);
-    double fx = rng_range(r, 1, 6) * 6.283185307179586 / W, fy = rng_range(r, 1, 6) * 6.283185307179586 / H;
+    double fx = rng_range(r, 1, 6) * 6.283185307179586 / W,
+           fy = rng_range(r, 1, 6) * 6.283185307179586 / H;
     double px = rng_range(r, 0, 6.3), py = rng_range(r, 0, 6.3), gx = rng_range(r, -40, 40) / W;
     double gy = rng_range(r, -40, 40) / H;
     for (int x = 0; x < W; x++) colv[x] = (float)(gx * x + 18 * sin(fx * x + px));
@@ -375,7 +397,8 @@ int cmd_gen_detect(int argc, char **argv)
             return 1;
         }
         if (ne && !o.force) {
-            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)", o.out_dir);
+            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)",
+                      o.out_dir);
             return 2;
         }
     }
@@ -394,7 +417,8 @@ int cmd_gen_detect(int argc, char **argv)
     ann anns[80];
     int status = 0;
     if (!js || !rgb || !colv || !rowv) {
-        tool_line(stderr, "gen: cannot create '%s': %s", tmp, js ? "out of memory" : strerror(errno));
+        tool_line(stderr, "gen: cannot create '%s': %s", tmp,
+                  js ? "out of memory" : strerror(errno));
         status = 1;
         goto done;
     }
@@ -402,11 +426,12 @@ int cmd_gen_detect(int argc, char **argv)
             (unsigned long long)o.seed);
     fprintf(js, "\"categories\": [");
     for (long k = 0; k < o.classes; k++)
-        fprintf(js, "%s\n {\"id\": %ld, \"name\": \"c%02ld_%s\", \"supercategory\": \"shape\"}", k ? "," : "",
-                cat_id(k), k, shape_names[k % N_SHAPES]);
+        fprintf(js, "%s\n {\"id\": %ld, \"name\": \"c%02ld_%s\", \"supercategory\": \"shape\"}",
+                k ? "," : "", cat_id(k), k, shape_names[k % N_SHAPES]);
     fprintf(js, "],\n\"images\": [");
     for (long i = 0; i < o.images; i++)
-        fprintf(js, "%s\n {\"id\": %ld, \"file_name\": \"images/img_%06ld.%s\", \"width\": %ld, \"height\": %ld}",
+        fprintf(js,
+                "%s\n {\"id\": %ld, \"file_name\": \"images/img_%06ld.%s\", \"width\": %ld, \"height\": %ld}",
                 i ? "," : "", i + 1, i, o.png ? "png" : "jpg", o.width, o.height);
     fprintf(js, "],\n\"annotations\": [");
     long ann_id = 0, crowds = 0;
@@ -425,11 +450,12 @@ int cmd_gen_detect(int argc, char **argv)
         for (int k = 0; k < n; k++) {
             const ann *a = &anns[k];
             int w = a->x1 - a->x0, h = a->y1 - a->y0;
-            fprintf(js,
-                    "%s\n {\"id\": %ld, \"image_id\": %ld, \"category_id\": %ld, \"bbox\": [%d, %d, %d, %d], "
-                    "\"area\": %d, \"iscrowd\": %d, \"segmentation\": [[%d, %d, %d, %d, %d, %d, %d, %d]]}",
-                    ann_id ? "," : "", ann_id + 1, i + 1, cat_id(a->cat), a->x0, a->y0, w, h, w * h, a->crowd,
-                    a->x0, a->y0, a->x1, a->y0, a->x1, a->y1, a->x0, a->y1);
+            fprintf(
+                js,
+                "%s\n {\"id\": %ld, \"image_id\": %ld, \"category_id\": %ld, \"bbox\": [%d, %d, %d, %d], "
+                "\"area\": %d, \"iscrowd\": %d, \"segmentation\": [[%d, %d, %d, %d, %d, %d, %d, %d]]}",
+                ann_id ? "," : "", ann_id + 1, i + 1, cat_id(a->cat), a->x0, a->y0, w, h, w * h,
+                a->crowd, a->x0, a->y0, a->x1, a->y0, a->x1, a->y1, a->x0, a->y1);
             ann_id++;
             crowds += a->crowd;
         }

@@ -90,7 +90,7 @@ typedef struct detect {
     nst_coco *coco;
     uint64_t seed, max_pixels;
     int train, box_crop, pad;
-    int dtype, layout;  /* nst_output's */
+    int dtype, layout; /* nst_output's */
     uint32_t out_w, out_h, max_boxes;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     nst_norm norm;
@@ -115,9 +115,16 @@ typedef struct det_plan {
 /* The image output of plan p into dst. */
 static void output_of(const detect *r, const det_plan *p, void *dst, nst_output *o)
 {
-    *o = (nst_output){.dtype = r->dtype, .layout = r->layout, .dst = dst, .norm = &r->norm,
-                      .width = r->out_w, .height = r->out_h, .pad_left = p->pad_left,
-                      .pad_top = p->pad_top, .inner_width = p->inner_w, .inner_height = p->inner_h};
+    *o = (nst_output){.dtype = r->dtype,
+                      .layout = r->layout,
+                      .dst = dst,
+                      .norm = &r->norm,
+                      .width = r->out_w,
+                      .height = r->out_h,
+                      .pad_left = p->pad_left,
+                      .pad_top = p->pad_top,
+                      .inner_width = p->inner_w,
+                      .inner_height = p->inner_h};
 }
 
 /* Does box b's centre lie strictly inside [l, r] x [t, b]? */
@@ -137,8 +144,10 @@ static int iou_crop(uint32_t W, uint32_t H, const nst_coco_box *bx, uint32_t n, 
         if (need >= 1.0) return 0;
         for (int trial = 0; trial < IOU_TRIALS; trial++) {
             double uw = nst_rng_double(rng), uh = nst_rng_double(rng);
-            int64_t nw = (int64_t)((double)W * (IOU_MIN_SCALE + (IOU_MAX_SCALE - IOU_MIN_SCALE) * uw));
-            int64_t nh = (int64_t)((double)H * (IOU_MIN_SCALE + (IOU_MAX_SCALE - IOU_MIN_SCALE) * uh));
+            int64_t nw =
+                (int64_t)((double)W * (IOU_MIN_SCALE + (IOU_MAX_SCALE - IOU_MIN_SCALE) * uw));
+            int64_t nh =
+                (int64_t)((double)H * (IOU_MIN_SCALE + (IOU_MAX_SCALE - IOU_MIN_SCALE) * uh));
             if (nh == 0) continue;
             double aspect = (double)nw / (double)nh;
             if (!(IOU_MIN_ASPECT <= aspect && aspect <= IOU_MAX_ASPECT)) continue;
@@ -177,8 +186,8 @@ static void plan(const detect *r, const nst_item_ctx *c, uint32_t W, uint32_t H,
         if (r->box_crop == NOSTALL_BOX_CROP_IOU)
             p->iou = iou_crop(W, H, r->coco->boxes + im->first, im->count, &rng, &p->win);
         else if (r->box_crop == NOSTALL_BOX_CROP_RRC)
-            nst_crop_random_resized(W, H, r->scale_min, r->scale_max, r->ratio_min, r->ratio_max, &rng,
-                                    &p->win);
+            nst_crop_random_resized(W, H, r->scale_min, r->scale_max, r->ratio_min, r->ratio_max,
+                                    &rng, &p->win);
         p->flip = nst_rng_double(&rng) < r->flip_prob;
     }
     p->pad_left = p->pad_top = 0;
@@ -200,7 +209,8 @@ static void write_boxes(const detect *r, const nst_item_ctx *c, const det_plan *
     float *boxes = (float *)(void *)c->dst[F_BOXES];
     int64_t *labels = (int64_t *)(void *)c->dst[F_LABELS];
     uint8_t *crowd = c->dst[F_ISCROWD];
-    const double wx0 = p->win.x, wy0 = p->win.y, wx1 = p->win.x + p->win.w, wy1 = p->win.y + p->win.h;
+    const double wx0 = p->win.x, wy0 = p->win.y, wx1 = p->win.x + p->win.w,
+                 wy1 = p->win.y + p->win.h;
     const double iw = p->inner_w, ih = p->inner_h;
     const double sx = iw / p->win.w, sy = ih / p->win.h;
     const double px = p->pad_left, py = p->pad_top;
@@ -288,7 +298,8 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
     if (rc == 0) rc = check_size(w->r, c, info.width, info.height);
     if (rc == 0) rc = nst_decode(w->dec, data, len, c->path, NULL, 0, 0, &img);
     size_t row = 0, bytes = 0;
-    if (rc == 0 && (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
+    if (rc == 0 &&
+        (nst_mul_overflow(img.width, 3, &row) || nst_mul_overflow(row, img.height, &bytes)))
         rc = nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: image too large to echo", c->path);
     if (rc == 0) rc = nst_buf_reserve(&out->buf, bytes ? bytes : 1);
     if (rc == 0) {
@@ -325,7 +336,8 @@ static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
     *out = NULL;
     if (!w) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     w->r = r;
-    if ((rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0 || (rc = nst_augmenter_create(&w->aug)) < 0) {
+    if ((rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0 ||
+        (rc = nst_augmenter_create(&w->aug)) < 0) {
         nst_decoder_free(w->dec);
         free(w);
         return rc;
@@ -362,8 +374,8 @@ static const nst_recipe_ops detect_ops = {
     .free = recipe_free,
 };
 
-static int declare(nst_field_decl *d, const char *name, nostall_dtype dtype, uint32_t ndim, uint64_t s0,
-                   uint64_t s1, int32_t shape_field)
+static int declare(nst_field_decl *d, const char *name, nostall_dtype dtype, uint32_t ndim,
+                   uint64_t s0, uint64_t s1, int32_t shape_field)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", name);
@@ -378,7 +390,11 @@ static int declare(nst_field_decl *d, const char *name, nostall_dtype dtype, uin
 /* The image field from output and layout, out_height x out_width. */
 static int declare_image(detect *r, const nst_optval *v)
 {
-    static const struct { uint64_t opt; int dtype; nostall_dtype ft; } dt[] = {
+    static const struct {
+        uint64_t opt;
+        int dtype;
+        nostall_dtype ft;
+    } dt[] = {
         {NOSTALL_OUTPUT_FLOAT, NST_OUT_F32, NOSTALL_DTYPE_FLOAT32},
         {NOSTALL_OUTPUT_UINT8, NST_OUT_U8, NOSTALL_DTYPE_UINT8},
         {NOSTALL_OUTPUT_FLOAT16, NST_OUT_F16, NOSTALL_DTYPE_FLOAT16},
@@ -392,7 +408,8 @@ static int declare_image(detect *r, const nst_optval *v)
     for (size_t i = 0; i < sizeof dt / sizeof *dt; i++)
         if (dt[i].opt == v[NOSTALL_OPT_OUTPUT].u) r->dtype = dt[i].dtype, d->dtype = dt[i].ft;
     uint64_t layout = v[NOSTALL_OPT_LAYOUT].u;
-    if (layout == NOSTALL_LAYOUT_OPT_NCHW || (layout == NOSTALL_LAYOUT_AUTO && r->dtype != NST_OUT_U8)) {
+    if (layout == NOSTALL_LAYOUT_OPT_NCHW ||
+        (layout == NOSTALL_LAYOUT_AUTO && r->dtype != NST_OUT_U8)) {
         r->layout = NST_OUT_NCHW;
         d->shape[0] = 3, d->shape[1] = r->out_h, d->shape[2] = r->out_w;
     } else {
@@ -407,11 +424,15 @@ static int declare_fields(detect *r, const nst_optval *v)
     int rc;
     const uint64_t m = r->max_boxes;
     if ((rc = declare_image(r, v)) < 0 ||
-        (rc = declare(&r->base.fields[F_BOXES], "boxes", NOSTALL_DTYPE_FLOAT32, 2, m, 4, F_SHAPE)) < 0 ||
-        (rc = declare(&r->base.fields[F_LABELS], "box_labels", NOSTALL_DTYPE_INT64, 1, m, 0, F_COUNT)) < 0 ||
-        (rc = declare(&r->base.fields[F_ISCROWD], "iscrowd", NOSTALL_DTYPE_UINT8, 1, m, 0, F_COUNT)) < 0 ||
+        (rc = declare(&r->base.fields[F_BOXES], "boxes", NOSTALL_DTYPE_FLOAT32, 2, m, 4, F_SHAPE)) <
+            0 ||
+        (rc = declare(&r->base.fields[F_LABELS], "box_labels", NOSTALL_DTYPE_INT64, 1, m, 0,
+                      F_COUNT)) < 0 ||
+        (rc = declare(&r->base.fields[F_ISCROWD], "iscrowd", NOSTALL_DTYPE_UINT8, 1, m, 0,
+                      F_COUNT)) < 0 ||
         (rc = declare(&r->base.fields[F_COUNT], "box_count", NOSTALL_DTYPE_INT64, 0, 0, 0, -1)) < 0 ||
-        (rc = declare(&r->base.fields[F_SHAPE], "boxes_shape", NOSTALL_DTYPE_INT64, 1, 2, 0, -1)) < 0)
+        (rc = declare(&r->base.fields[F_SHAPE], "boxes_shape", NOSTALL_DTYPE_INT64, 1, 2, 0, -1)) <
+            0)
         return rc;
     r->base.nfields = F_N;
     r->base.item_bytes = 0;
@@ -465,7 +486,8 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
                          "task=detect: image_mode=full is not built (detect resizes every item to "
                          "out_height x out_width; image_mode crop and resize mean the same here)");
     }
-    nst_coco_opts o = {.image_root = nst_config_path(cfg, NOSTALL_OPT_IMAGE_ROOT), .max_boxes = r->max_boxes,
+    nst_coco_opts o = {.image_root = nst_config_path(cfg, NOSTALL_OPT_IMAGE_ROOT),
+                       .max_boxes = r->max_boxes,
                        .check_files = 1};
     if ((rc = nst_coco_load(&r->coco, source, &o)) < 0 ||
         (rc = nst_index_from_paths(&r->base.index, r->coco->paths, NULL, r->coco->nimages)) < 0 ||

@@ -31,14 +31,14 @@ typedef struct img_tmp {
     int64_t id;
     const char *file; /* in the JSON tree */
     uint32_t w, h;
-    size_t at;        /* its position in `images` */
+    size_t at; /* its position in `images` */
 } img_tmp;
 
 /* An annotation, validated: its image (sorted position) and box. */
 typedef struct ann_tmp {
-    uint64_t pos;   /* sorted image position; UINT64_MAX: dropped or unmatched */
+    uint64_t pos; /* sorted image position; UINT64_MAX: dropped or unmatched */
     double x, y, w, h;
-    float f[4];     /* the clipped box */
+    float f[4]; /* the clipped box */
     uint32_t label, iscrowd;
 } ann_tmp;
 
@@ -80,8 +80,11 @@ static int cmp_cat(const void *a, const void *b)
 static int top_array(const parser *p, json_t *root, const char *key, json_t **out)
 {
     json_t *v = json_object_get(root, key);
-    if (!v) return BAD(p, "coco: %s: no \"%s\" member (a COCO instances file has images, annotations and categories)",
-                       NST_MSG_PATH(p->file), key);
+    if (!v)
+        return BAD(
+            p,
+            "coco: %s: no \"%s\" member (a COCO instances file has images, annotations and categories)",
+            NST_MSG_PATH(p->file), key);
     if (!json_is_array(v))
         return BAD(p, "coco: %s: %s: expected an array", NST_MSG_PATH(p->file), key);
     *out = v;
@@ -105,7 +108,8 @@ static int member_int(const parser *p, json_t *o, const char *arr, size_t i, con
     json_t *v = json_object_get(o, key);
     if (!v) return BAD(p, "coco: %s: %s[%zu].%s: missing", NST_MSG_PATH(p->file), arr, i, key);
     if (!json_is_integer(v))
-        return BAD(p, "coco: %s: %s[%zu].%s: expected an integer", NST_MSG_PATH(p->file), arr, i, key);
+        return BAD(p, "coco: %s: %s[%zu].%s: expected an integer", NST_MSG_PATH(p->file), arr, i,
+                   key);
     *out = (int64_t)json_integer_value(v);
     return 0;
 }
@@ -118,8 +122,8 @@ static int member_side(const parser *p, json_t *o, size_t i, const char *key, ui
     if (!v) return BAD(p, "coco: %s: images[%zu].%s: missing", NST_MSG_PATH(p->file), i, key);
     double d = json_is_number(v) ? json_number_value(v) : -1;
     if (!json_is_number(v) || !(d >= 1 && d <= NST_COCO_MAX_SIDE) || d != floor(d))
-        return BAD(p, "coco: %s: images[%zu].%s: expected an integer in 1..%u", NST_MSG_PATH(p->file),
-                   i, key, NST_COCO_MAX_SIDE);
+        return BAD(p, "coco: %s: images[%zu].%s: expected an integer in 1..%u",
+                   NST_MSG_PATH(p->file), i, key, NST_COCO_MAX_SIDE);
     *out = (uint32_t)d;
     return 0;
 }
@@ -132,26 +136,31 @@ static int read_images(parser *p, json_t *root)
     p->nimgs = json_array_size(a);
     if (p->nimgs == 0) return BAD(p, "coco: %s: images: empty (no items)", NST_MSG_PATH(p->file));
     p->imgs = calloc(p->nimgs, sizeof *p->imgs);
-    if (!p->imgs) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
+    if (!p->imgs)
+        return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     for (size_t i = 0; i < p->nimgs; i++) {
         json_t *o = NULL, *f;
         img_tmp *t = &p->imgs[i];
         t->at = i;
-        if ((rc = element(p, a, "images", i, &o)) < 0 || (rc = member_int(p, o, "images", i, "id", &t->id)) < 0)
+        if ((rc = element(p, a, "images", i, &o)) < 0 ||
+            (rc = member_int(p, o, "images", i, "id", &t->id)) < 0)
             return rc;
         f = json_object_get(o, "file_name");
         if (!f) return BAD(p, "coco: %s: images[%zu].file_name: missing", NST_MSG_PATH(p->file), i);
         if (!json_is_string(f) || json_string_length(f) == 0)
-            return BAD(p, "coco: %s: images[%zu].file_name: expected a non-empty string", NST_MSG_PATH(p->file), i);
+            return BAD(p, "coco: %s: images[%zu].file_name: expected a non-empty string",
+                       NST_MSG_PATH(p->file), i);
         t->file = json_string_value(f);
-        if ((rc = member_side(p, o, i, "width", &t->w)) < 0 || (rc = member_side(p, o, i, "height", &t->h)) < 0)
+        if ((rc = member_side(p, o, i, "width", &t->w)) < 0 ||
+            (rc = member_side(p, o, i, "height", &t->h)) < 0)
             return rc;
     }
     qsort(p->imgs, p->nimgs, sizeof *p->imgs, cmp_img);
     for (size_t i = 1; i < p->nimgs; i++)
         if (p->imgs[i].id == p->imgs[i - 1].id)
-            return BAD(p, "coco: %s: images[%zu].id: %lld is also the id of images[%zu]", NST_MSG_PATH(p->file),
-                       p->imgs[i].at, (long long)p->imgs[i].id, p->imgs[i - 1].at);
+            return BAD(p, "coco: %s: images[%zu].id: %lld is also the id of images[%zu]",
+                       NST_MSG_PATH(p->file), p->imgs[i].at, (long long)p->imgs[i].id,
+                       p->imgs[i - 1].at);
     return 0;
 }
 
@@ -161,9 +170,11 @@ static int read_categories(parser *p, json_t *root)
     int rc = top_array(p, root, "categories", &a);
     if (rc < 0) return rc;
     p->ncats = json_array_size(a);
-    if (p->ncats > UINT32_MAX) return BAD(p, "coco: %s: categories: too many", NST_MSG_PATH(p->file));
+    if (p->ncats > UINT32_MAX)
+        return BAD(p, "coco: %s: categories: too many", NST_MSG_PATH(p->file));
     p->cats = calloc(p->ncats ? p->ncats : 1, sizeof *p->cats);
-    if (!p->cats) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
+    if (!p->cats)
+        return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     for (size_t i = 0; i < p->ncats; i++) {
         json_t *o = NULL, *n;
         cat_tmp *t = &p->cats[i];
@@ -173,14 +184,16 @@ static int read_categories(parser *p, json_t *root)
             return rc;
         n = json_object_get(o, "name");
         if (n && !json_is_string(n))
-            return BAD(p, "coco: %s: categories[%zu].name: expected a string", NST_MSG_PATH(p->file), i);
+            return BAD(p, "coco: %s: categories[%zu].name: expected a string",
+                       NST_MSG_PATH(p->file), i);
         t->name = n ? json_string_value(n) : "";
     }
     qsort(p->cats, p->ncats, sizeof *p->cats, cmp_cat);
     for (size_t i = 1; i < p->ncats; i++)
         if (p->cats[i].id == p->cats[i - 1].id)
             return BAD(p, "coco: %s: categories[%zu].id: %lld is also the id of categories[%zu]",
-                       NST_MSG_PATH(p->file), p->cats[i].at, (long long)p->cats[i].id, p->cats[i - 1].at);
+                       NST_MSG_PATH(p->file), p->cats[i].at, (long long)p->cats[i].id,
+                       p->cats[i - 1].at);
     return 0;
 }
 
@@ -190,8 +203,10 @@ static uint64_t find_image(const parser *p, int64_t id)
     size_t lo = 0, hi = p->nimgs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (p->imgs[mid].id < id) lo = mid + 1;
-        else hi = mid;
+        if (p->imgs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < p->nimgs && p->imgs[lo].id == id ? lo : UINT64_MAX;
 }
@@ -201,8 +216,10 @@ static int64_t find_category(const parser *p, int64_t id)
     size_t lo = 0, hi = p->ncats;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (p->cats[mid].id < id) lo = mid + 1;
-        else hi = mid;
+        if (p->cats[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < p->ncats && p->cats[lo].id == id ? (int64_t)lo : -1;
 }
@@ -226,20 +243,25 @@ static int read_annotation(parser *p, json_t *a, size_t i, ann_tmp *t)
     for (size_t k = 0; k < 4; k++) {
         json_t *e = json_array_get(b, k);
         if (!json_is_number(e))
-            return BAD(p, "coco: %s: annotations[%zu].bbox[%zu]: expected a number", NST_MSG_PATH(p->file), i, k);
+            return BAD(p, "coco: %s: annotations[%zu].bbox[%zu]: expected a number",
+                       NST_MSG_PATH(p->file), i, k);
         v[k] = json_number_value(e);
     }
     t->x = v[0], t->y = v[1], t->w = v[2], t->h = v[3];
     c = json_object_get(o, "iscrowd");
-    if (!c) t->iscrowd = 0;
-    else if (json_is_boolean(c)) t->iscrowd = json_is_true(c);
+    if (!c)
+        t->iscrowd = 0;
+    else if (json_is_boolean(c))
+        t->iscrowd = json_is_true(c);
     else if (json_is_integer(c) && (json_integer_value(c) == 0 || json_integer_value(c) == 1))
         t->iscrowd = (uint32_t)json_integer_value(c);
     else
-        return BAD(p, "coco: %s: annotations[%zu].iscrowd: expected 0 or 1", NST_MSG_PATH(p->file), i);
+        return BAD(p, "coco: %s: annotations[%zu].iscrowd: expected 0 or 1", NST_MSG_PATH(p->file),
+                   i);
     int64_t label = find_category(p, cat);
     if (label < 0)
-        return BAD(p, "coco: %s: annotations[%zu].category_id: %lld is not a category of \"categories\"",
+        return BAD(p,
+                   "coco: %s: annotations[%zu].category_id: %lld is not a category of \"categories\"",
                    NST_MSG_PATH(p->file), i, (long long)cat);
     t->label = (uint32_t)label;
     t->pos = find_image(p, image_id);
@@ -254,7 +276,8 @@ static int read_annotations(parser *p, json_t *root)
     if (rc < 0) return rc;
     p->nanns = json_array_size(a);
     p->anns = calloc(p->nanns ? p->nanns : 1, sizeof *p->anns);
-    if (!p->anns) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
+    if (!p->anns)
+        return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     for (size_t i = 0; i < p->nanns; i++)
         if ((rc = read_annotation(p, a, i, &p->anns[i])) < 0) return rc;
     return 0;
@@ -353,7 +376,8 @@ static int place_paths(parser *p, const nst_coco_opts *o)
     }
     c->ncategories = (uint32_t)p->ncats;
     if (n == 0)
-        return BAD(p, "coco: %s: no image left: the files of all %zu images are missing (the first: %s)",
+        return BAD(p,
+                   "coco: %s: no image left: the files of all %zu images are missing (the first: %s)",
                    NST_MSG_PATH(p->file), p->nimgs, NST_MSG_PATH(first_missing));
     return 0;
 }
@@ -362,7 +386,8 @@ static int place_paths(parser *p, const nst_coco_opts *o)
 static int clip_box(nst_coco *c, ann_tmp *t, uint32_t w, uint32_t h)
 {
     double x0 = t->x, y0 = t->y, x1 = t->x + t->w, y1 = t->y + t->h;
-    if (!isfinite(x0) || !isfinite(y0) || !isfinite(x1) || !isfinite(y1) || !(t->w > 0) || !(t->h > 0)) {
+    if (!isfinite(x0) || !isfinite(y0) || !isfinite(x1) || !isfinite(y1) || !(t->w > 0) ||
+        !(t->h > 0)) {
         c->parts_dropped++;
         return 0;
     }
@@ -395,12 +420,14 @@ static int place_boxes(parser *p, const nst_coco_opts *o)
         }
         t->pos = item;
         if (c->images[item].count == UINT32_MAX)
-            return BAD(p, "coco: %s: annotations[%zu]: too many boxes for one image", NST_MSG_PATH(p->file), i);
+            return BAD(p, "coco: %s: annotations[%zu]: too many boxes for one image",
+                       NST_MSG_PATH(p->file), i);
         c->images[item].count++;
         total++;
     }
     c->boxes = malloc((total ? total : 1) * sizeof *c->boxes);
-    if (!c->boxes) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
+    if (!c->boxes)
+        return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(p->file));
     c->nboxes = total;
     uint64_t first = 0;
     for (uint64_t k = 0; k < c->nimages; k++) {
@@ -415,9 +442,12 @@ static int place_boxes(parser *p, const nst_coco_opts *o)
         const ann_tmp *t = &p->anns[i];
         if (t->pos == UINT64_MAX) continue;
         nst_coco_image *im = &c->images[t->pos];
-        c->boxes[im->first + im->count++] = (nst_coco_box){.x0 = t->f[0], .y0 = t->f[1], .x1 = t->f[2],
-                                                            .y1 = t->f[3], .label = t->label,
-                                                            .iscrowd = t->iscrowd};
+        c->boxes[im->first + im->count++] = (nst_coco_box){.x0 = t->f[0],
+                                                           .y0 = t->f[1],
+                                                           .x1 = t->f[2],
+                                                           .y1 = t->f[3],
+                                                           .label = t->label,
+                                                           .iscrowd = t->iscrowd};
     }
     return 0;
 }
@@ -428,7 +458,8 @@ static int parse_root(nst_coco **out, json_t *root, const char *name, const nst_
     int rc;
     *out = NULL;
     if (!json_is_object(root))
-        return nst_error(NOSTALL_E_DATASET, "coco: %s: the top level is not an object (a COCO instances file is)",
+        return nst_error(NOSTALL_E_DATASET,
+                         "coco: %s: the top level is not an object (a COCO instances file is)",
                          NST_MSG_PATH(name));
     p.c = calloc(1, sizeof *p.c);
     if (!p.c) return nst_error(NOSTALL_E_NOMEM, "coco: %s: out of memory", NST_MSG_PATH(name));
@@ -450,8 +481,8 @@ static int parse_root(nst_coco **out, json_t *root, const char *name, const nst_
 static int syntax_error(const char *name, const json_error_t *e)
 {
     if (e->line > 0)
-        return nst_error(NOSTALL_E_DATASET, "coco: %s:%d:%d: JSON syntax error: %s", NST_MSG_PATH(name), e->line,
-                         e->column, e->text);
+        return nst_error(NOSTALL_E_DATASET, "coco: %s:%d:%d: JSON syntax error: %s",
+                         NST_MSG_PATH(name), e->line, e->column, e->text);
     return nst_error(NOSTALL_E_DATASET, "coco: %s: JSON: %s", NST_MSG_PATH(name), e->text);
 }
 
@@ -475,11 +506,13 @@ int nst_coco_load(nst_coco **out, const char *path, const nst_coco_opts *o)
     struct stat st;
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return nst_error(NOSTALL_E_DATASET, "coco: %s: %s", NST_MSG_PATH(path), strerror(errno));
+    if (!f)
+        return nst_error(NOSTALL_E_DATASET, "coco: %s: %s", NST_MSG_PATH(path), strerror(errno));
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);
         return nst_error(NOSTALL_E_DATASET,
-                         "coco: %s: a directory (task=detect reads a COCO instances JSON file)", NST_MSG_PATH(path));
+                         "coco: %s: a directory (task=detect reads a COCO instances JSON file)",
+                         NST_MSG_PATH(path));
     }
     json_t *root = json_loadf(f, COCO_JSON_FLAGS, &e);
     fclose(f);

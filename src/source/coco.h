@@ -67,7 +67,7 @@ typedef struct nst_coco_box {
 } nst_coco_box;
 
 typedef struct nst_coco_image {
-    uint64_t first;        /* its boxes are boxes[first, first + count) */
+    uint64_t first; /* its boxes are boxes[first, first + count) */
     uint32_t count;
     uint32_t width, height; /* as `images` says                          */
     int64_t id;
@@ -76,15 +76,15 @@ typedef struct nst_coco_image {
 typedef struct nst_coco {
     uint64_t nimages;
     nst_coco_image *images;
-    const char **paths;       /* nimages paths (into an arena of ours)   */
+    const char **paths; /* nimages paths (into an arena of ours)   */
     nst_coco_box *boxes;
     uint64_t nboxes;
     uint32_t ncategories;
-    int64_t *category_ids;    /* by label, ascending                      */
+    int64_t *category_ids;       /* by label, ascending                      */
     const char **category_names; /* by label ("" when the file has none) */
-    uint32_t max_count;       /* most boxes of one image                  */
+    uint32_t max_count;          /* most boxes of one image                  */
     uint64_t items_truncated, parts_dropped, parts_clipped, parts_unmatched, items_missing;
-    char *arena_;             /* paths and names                          */
+    char *arena_; /* paths and names                          */
 } nst_coco;
 
 typedef struct nst_coco_opts {

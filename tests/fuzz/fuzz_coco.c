@@ -41,20 +41,24 @@ static void check(const nst_coco *c, uint32_t max_boxes)
     uint32_t maxc = 0;
     for (uint64_t i = 0; i < c->nimages; i++) {
         const nst_coco_image *im = &c->images[i];
-        if (i && c->images[i - 1].id >= im->id) FAIL("images not sorted by id at %llu", (unsigned long long)i);
+        if (i && c->images[i - 1].id >= im->id)
+            FAIL("images not sorted by id at %llu", (unsigned long long)i);
         if (im->first != sum) FAIL("image %llu: boxes not contiguous", (unsigned long long)i);
         const char *p = c->paths[i];
-        int alone = p[0] == '/' || strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0;
-        if (!alone && strncmp(p, "fuzz/", 5) != 0) FAIL("path '%s' not joined with the file's folder", p);
-        if (im->width < 1 || im->height < 1 || im->width > NST_COCO_MAX_SIDE || im->height > NST_COCO_MAX_SIDE)
+        int alone =
+            p[0] == '/' || strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0;
+        if (!alone && strncmp(p, "fuzz/", 5) != 0)
+            FAIL("path '%s' not joined with the file's folder", p);
+        if (im->width < 1 || im->height < 1 || im->width > NST_COCO_MAX_SIDE ||
+            im->height > NST_COCO_MAX_SIDE)
             FAIL("image %llu: size %ux%u", (unsigned long long)i, im->width, im->height);
         for (uint32_t k = 0; k < im->count; k++) {
             const nst_coco_box *b = &c->boxes[im->first + k];
-            if (!isfinite(b->x0) || !isfinite(b->y0) || !isfinite(b->x1) || !isfinite(b->y1) || !(b->x0 >= 0) ||
-                !(b->y0 >= 0) || !(b->x0 < b->x1) || !(b->y0 < b->y1) || !(b->x1 <= (float)im->width) ||
-                !(b->y1 <= (float)im->height))
-                FAIL("image %llu box %u (%g %g %g %g) outside %ux%u or degenerate", (unsigned long long)i, k,
-                     b->x0, b->y0, b->x1, b->y1, im->width, im->height);
+            if (!isfinite(b->x0) || !isfinite(b->y0) || !isfinite(b->x1) || !isfinite(b->y1) ||
+                !(b->x0 >= 0) || !(b->y0 >= 0) || !(b->x0 < b->x1) || !(b->y0 < b->y1) ||
+                !(b->x1 <= (float)im->width) || !(b->y1 <= (float)im->height))
+                FAIL("image %llu box %u (%g %g %g %g) outside %ux%u or degenerate",
+                     (unsigned long long)i, k, b->x0, b->y0, b->x1, b->y1, im->width, im->height);
             if (b->label >= c->ncategories || b->iscrowd > 1)
                 FAIL("box label %u of %u, iscrowd %u", b->label, c->ncategories, b->iscrowd);
         }
@@ -62,12 +66,16 @@ static void check(const nst_coco *c, uint32_t max_boxes)
         if (im->count > maxc) maxc = im->count;
         trunc += im->count > max_boxes;
     }
-    if (sum != c->nboxes) FAIL("counts sum to %llu, nboxes %llu", (unsigned long long)sum, (unsigned long long)c->nboxes);
+    if (sum != c->nboxes)
+        FAIL("counts sum to %llu, nboxes %llu", (unsigned long long)sum,
+             (unsigned long long)c->nboxes);
     if (maxc != c->max_count) FAIL("max_count %u, want %u", c->max_count, maxc);
-    if (trunc != c->items_truncated) FAIL("items_truncated %llu, want %llu", (unsigned long long)c->items_truncated,
-                                          (unsigned long long)trunc);
+    if (trunc != c->items_truncated)
+        FAIL("items_truncated %llu, want %llu", (unsigned long long)c->items_truncated,
+             (unsigned long long)trunc);
     for (uint32_t k = 1; k < c->ncategories; k++)
-        if (c->category_ids[k - 1] >= c->category_ids[k]) FAIL("category ids not ascending at %u", k);
+        if (c->category_ids[k - 1] >= c->category_ids[k])
+            FAIL("category ids not ascending at %u", k);
     if (c->items_missing) FAIL("files were not to be checked");
 }
 
@@ -99,7 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c) FAIL("error %d with a result", rc);
         if (rc == NOSTALL_E_NOMEM) return 0;
         if (rc != NOSTALL_E_DATASET) FAIL("status %d", rc);
-        if (strncmp(m, "coco: fuzz/ann.json", 19) != 0) FAIL("message does not name the file: %s", m);
+        if (strncmp(m, "coco: fuzz/ann.json", 19) != 0)
+            FAIL("message does not name the file: %s", m);
         if (strstr(m, "syntax error")) {
             int line, col;
             if (sscanf(m + 19, ":%d:%d:", &line, &col) != 2 || line < 1 || col < 0)
