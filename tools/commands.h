@@ -13,5 +13,6 @@ int cmd_transcode(int argc, char **argv); /* transcode.c: lossless JPEG copy wit
                                              markers for faster region decode            */
 int cmd_analyze(int argc, char **argv); /* analyze.c: where the data stall comes from, what-if
                                            predictions and recommendations              */
+int cmd_pack(int argc, char **argv);    /* pack.c: WebDataset tar shards with index files  */
 
 #endif

@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "                          crops decode only the rows they need\n"
             "  analyze DATA [options]  measure where the data stall comes from; predict what\n"
             "                          cache, cores, storage or echoing would change\n"
+            "  pack SRC DST [options]  write a dataset as WebDataset tar shards with index files\n"
             "\n"
             "`nostall COMMAND --help` describes each command's options.\n",
             nostall_version_string());
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "transcode")) return cmd_transcode(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     fprintf(stderr, "nostall: unknown command '%s' (try nostall --help)\n", cmd);
     return 2;
 }

@@ -88,7 +88,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source/shards.h"
+/* source/shards.h (this header stays self-contained: tools/pack.c uses it) */
+typedef struct nst_shard_opts nst_shard_opts;
+typedef struct nst_shard_stats nst_shard_stats;
 
 typedef struct nst_index nst_index;
 

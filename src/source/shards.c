@@ -536,8 +536,8 @@ static int header_pass(rd *r, nst_tidx_writer *w)
     g->cls = -1;
     nst_tar_ev ev;
     while (!ended && s->pos < r->size) {
-        const uint8_t *p;
-        size_t n;
+        const uint8_t *p = NULL;
+        size_t n = 0;
         if ((rc = rd_window(r, s->pos, &p, &n)) < 0) goto out;
         uint64_t fed = s->pos;
         while (n && !ended) {

@@ -1,0 +1,951 @@
+/*
+ * pack.c — `nostall pack SRC DST`: write a dataset as WebDataset tar shards
+ * with their sidecar index files; `nostall pack --index SHARD...` writes
+ * the index files of existing shards.
+ *
+ * What it writes (docs/shards.md): DST/PREFIX-000000.tar, -000001.tar, ...
+ * each at most --shard-bytes (a sample larger than that gets a shard of
+ * its own), and beside each NAME.tar.nstidx (src/source/tar.h's format),
+ * so the loader indexes a shard without reading it. Samples, in the
+ * source's order (or a seeded shuffle with --shuffle):
+ *   KEY.jpg / KEY.png   the image (by its magic bytes; other files keep
+ *                       their extension, lowercased, or .bin)
+ *   KEY.cls             the integer label as decimal text (sources with
+ *                       labels: ImageFolder, labeled lists)
+ *   KEY.json            COCO: {"image": the image's object, "annotations":
+ *                       [its annotation objects, in file order],
+ *                       "categories": [every category id, ascending]}
+ * KEY is the file's path relative to the source's folder without its
+ * extension, dots in its last component turned into '_' (webdataset
+ * splits at the first dot), made unique with "_N" (N the item's number)
+ * when two items would share it. Members are ustar regular files (mode
+ * 0444, owner 0, mtime 0; a pax header for a name over ustar's 255 bytes),
+ * each padded to 512 bytes, the archive ended by two zero blocks: what
+ * Python's tarfile and the webdataset library read.
+ *
+ * Sources: an ImageFolder or a list file (indexed as the loader indexes
+ * them: src/source/index.h), or a COCO annotation file (*.json, images
+ * under --image-root, default its folder, in id order as task=detect).
+ * URLs are not packed. A file that cannot be read is reported, left out
+ * and counted (exit status 1); a JPEG the rewrite (--transcode) keeps as
+ * it is or finds damaged is packed unchanged.
+ *
+ * Threads: --threads readers (default: online CPUs) read (and rewrite)
+ * files into a ring of slots in item order; this thread writes them in
+ * order, so the shards are the same bytes whatever the thread count. The
+ * ring's mutex guards the slots' states and the cursors.
+ *
+ * This tool includes two library headers beyond nostall.h
+ * (src/source/index.h, tar.h: self-contained) so that the loader and pack
+ * share one indexing of sources and one writer of the index format.
+ */
+#include "commands.h"
+#include "util.h"
+
+#include "../src/source/index.h"
+#include "../src/source/shards.h"
+#include "../src/source/tar.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_THREADS 256
+#define DEFAULT_SHARD_BYTES (512ULL << 20)
+
+typedef struct pk_opts {
+    const char *src, *dst, *prefix, *image_root;
+    uint64_t shard_bytes, max_file_bytes, seed;
+    long threads;
+    int shuffle, transcode, force, quiet, index_only;
+} pk_opts;
+
+/* One item to pack. */
+typedef struct pk_item {
+    const char *path; /* the file */
+    char *key;        /* its sample key (malloc'd) */
+    int64_t label;
+    int has_label;
+    json_t *json; /* COCO: the sample's .json (owned) */
+} pk_item;
+
+/* A slot of the ring: the bytes of item `item` once READY. */
+enum { SLOT_FREE, SLOT_BUSY, SLOT_READY };
+typedef struct pk_slot {
+    int state;
+    uint64_t item;
+    uint8_t *buf, *out; /* the file, the rewrite */
+    size_t cap, out_cap;
+    const uint8_t *data;
+    size_t len;
+    int err, transcoded, damaged;
+    char msg[512];
+} pk_slot;
+
+typedef struct pk_state {
+    const pk_opts *o;
+    pk_item *items;
+    uint64_t n, *order; /* write order: order[k] is the k-th item written */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* any slot's state changed */
+    pk_slot *slots;
+    uint32_t nslots;
+    uint64_t next_read, next_write; /* positions in order[] */
+    int stop;
+} pk_state;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nostall pack SRC DST [options]\n"
+               "       nostall pack --index SHARD.tar...\n"
+               "Write SRC (an ImageFolder, a file list, or a COCO annotation file *.json) into\n"
+               "DST as WebDataset tar shards PREFIX-000000.tar, ... (members KEY.jpg or KEY.png,\n"
+               "KEY.cls with the label, KEY.json with a COCO image's annotations), each with its\n"
+               "index file NAME.tar.nstidx so the loader indexes it without reading it. DST is\n"
+               "then a source: nostall bench DST, or DST/PREFIX-{000000..000009}.tar.\n"
+               "With --index, write the index files of existing tar shards (a pass over\n"
+               "their headers).\n"
+               "\n"
+               "options (--flag VALUE or --flag=VALUE):\n"
+               "  --shard-bytes N   largest shard, with K, M or G (binary) (default 512M);\n"
+               "                    a sample larger than that is a shard of its own\n"
+               "  --prefix NAME     shard names (default 'shard')\n"
+               "  --shuffle SEED    write samples in a random order drawn from SEED (default:\n"
+               "                    the source's order; shuffle for streaming reads)\n"
+               "  --transcode       rewrite JPEGs losslessly with restart markers as they are\n"
+               "                    packed (as nostall transcode does)\n"
+               "  --image-root DIR  COCO: the images' folder (default: the annotation file's)\n"
+               "  --max-file-bytes N  larger files are left out (default 1G)\n"
+               "  --threads N       files read at once, 1..256 (default: the online CPUs)\n"
+               "  --force           write into DST even if it is not empty\n"
+               "  --quiet           no progress line (the summary is still printed)\n"
+               "  --help            show this help\n");
+}
+
+static int parse_size(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || errno || *v == '-') return -1;
+    int sh = 0;
+    if (*end == 'K' || *end == 'k')
+        sh = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        sh = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        sh = 30, end++;
+    if (*end || x > (1ULL << (62 - sh))) return -1;
+    *out = (uint64_t)x << sh;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, pk_opts *o, int *help, int *first_shard)
+{
+    memset(o, 0, sizeof *o);
+    o->prefix = "shard";
+    o->shard_bytes = DEFAULT_SHARD_BYTES;
+    o->max_file_bytes = 1ULL << 30;
+    *help = 0;
+    *first_shard = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == '\0') {
+            if (o->index_only) {
+                if (!*first_shard) *first_shard = i;
+                continue;
+            }
+            if (!o->src)
+                o->src = a;
+            else if (!o->dst)
+                o->dst = a;
+            else {
+                fprintf(stderr, "pack: unexpected extra argument '%s' (SRC DST expected)\n", a);
+                return -1;
+            }
+            continue;
+        }
+        char name[32];
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        if (nlen >= sizeof name) nlen = sizeof name - 1;
+        memcpy(name, a, nlen);
+        name[nlen] = '\0';
+        const char *val = eq ? eq + 1 : NULL;
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            *help = 1;
+            return 0;
+        }
+        int flag = !strcmp(name, "--transcode") || !strcmp(name, "--force") ||
+                   !strcmp(name, "--quiet") || !strcmp(name, "--index");
+        if (flag) {
+            if (val) {
+                fprintf(stderr, "pack: %s takes no value\n", name);
+                return -1;
+            }
+            if (!strcmp(name, "--transcode"))
+                o->transcode = 1;
+            else if (!strcmp(name, "--force"))
+                o->force = 1;
+            else if (!strcmp(name, "--quiet"))
+                o->quiet = 1;
+            else
+                o->index_only = 1;
+            continue;
+        }
+        static const char *const valued[] = {"--shard-bytes", "--prefix",         "--shuffle",
+                                             "--image-root",  "--max-file-bytes", "--threads"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(name, valued[k]);
+        if (!known) {
+            fprintf(stderr, "pack: unknown option '%s' (see nostall pack --help)\n", a);
+            return -1;
+        }
+        if (!val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "pack: %s needs a value\n", name);
+                return -1;
+            }
+            val = argv[++i];
+        }
+        if (!strcmp(name, "--prefix")) {
+            if (!*val || strchr(val, '/') || strchr(val, '{') || strchr(val, '.')) {
+                fprintf(stderr, "pack: --prefix must be a name without '/', '.' or braces\n");
+                return -1;
+            }
+            o->prefix = val;
+        } else if (!strcmp(name, "--image-root")) {
+            o->image_root = val;
+        } else if (!strcmp(name, "--shard-bytes") || !strcmp(name, "--max-file-bytes")) {
+            uint64_t v;
+            if (parse_size(val, &v) < 0 || v < 10240) {
+                fprintf(stderr, "pack: %s must be a size of at least 10K (got '%s')\n", name, val);
+                return -1;
+            }
+            if (name[2] == 's')
+                o->shard_bytes = v;
+            else
+                o->max_file_bytes = v;
+        } else {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            const int threads = !strcmp(name, "--threads");
+            if (!(*val >= '0' && *val <= '9') || *end || errno ||
+                (threads && (v < 1 || v > MAX_THREADS))) {
+                fprintf(stderr, "pack: %s must be %s (got '%s')\n", name,
+                        threads ? "an integer in 1..256" : "a non-negative integer", val);
+                return -1;
+            }
+            if (threads)
+                o->threads = (long)v;
+            else
+                o->shuffle = 1, o->seed = v;
+        }
+    }
+    if (o->index_only) {
+        if (!*first_shard) {
+            fprintf(stderr, "pack: --index needs shard files (nostall pack --index SHARD.tar...)\n");
+            return -1;
+        }
+        return 0;
+    }
+    if (!o->threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    }
+    if (!o->src || !o->dst) {
+        fprintf(stderr, "pack: missing %s (usage: nostall pack SRC DST [options]; see --help)\n",
+                o->src ? "DST" : "SRC");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- items ------------------------------------------------------------- */
+
+/* The key of a file: its path relative to `root` (when under it) without
+ * the extension, dots of the last component turned into '_'. */
+static char *make_key(const char *path, const char *root)
+{
+    size_t rl = root ? strlen(root) : 0;
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    const char *rel = path;
+    if (rl && !strncmp(path, root, rl) && path[rl] == '/') rel = path + rl + 1;
+    while (*rel == '/') rel++;
+    while (!strncmp(rel, "./", 2)) rel += 2;
+    char *k = strdup(*rel ? rel : "item");
+    if (!k) return NULL;
+    char *base = strrchr(k, '/');
+    base = base ? base + 1 : k;
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base) *dot = '\0';
+    for (char *p = base; *p; p++)
+        if (*p == '.') *p = '_';
+    if (!*base) { /* ".jpg": the name was all extension */
+        char *k2 = malloc(strlen(k) + 5);
+        if (!k2) return free(k), NULL;
+        sprintf(k2, "%sitem", k);
+        free(k);
+        k = k2;
+    }
+    return k;
+}
+
+/* Keys made unique: a key met before gets "_N". */
+static int unique_keys(pk_item *it, uint64_t n)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    uint64_t *set = calloc(cap, sizeof *set);
+    if (!set) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        for (int round = 0; round < 2; round++) {
+            uint64_t h = 0;
+            nostall_checksum_update(&h, it[i].key, strlen(it[i].key));
+            h |= 1;
+            uint64_t j = h & (cap - 1);
+            int dup = 0;
+            while (set[j]) {
+                if (set[j] == h) {
+                    dup = 1;
+                    break;
+                }
+                j = (j + 1) & (cap - 1);
+            }
+            if (!dup) {
+                set[j] = h;
+                break;
+            }
+            char *k = malloc(strlen(it[i].key) + 24);
+            if (!k) return free(set), -1;
+            sprintf(k, "%s_%llu", it[i].key, (unsigned long long)i);
+            free(it[i].key);
+            it[i].key = k;
+        }
+    }
+    free(set);
+    return 0;
+}
+
+static int load_index(const pk_opts *o, nst_index **ixp, pk_item **out, uint64_t *n)
+{
+    nst_index *ix;
+    if (nst_index_build(&ix, o->src) < 0) {
+        fprintf(stderr, "pack: %s\n", nostall_last_error());
+        return -1;
+    }
+    *ixp = ix;
+    if (nst_index_shards(ix)) {
+        fprintf(stderr, "pack: %s is already tar shards\n", o->src);
+        return -1;
+    }
+    int kind = nst_index_label_kind(ix);
+    if (kind == NST_LABEL_FLOAT || kind == NST_LABEL_MULTI) {
+        fprintf(stderr, "pack: %s has %s labels; a .cls member holds one integer\n", o->src,
+                kind == NST_LABEL_FLOAT ? "float" : "multi-label");
+        return -1;
+    }
+    *n = nst_index_count(ix);
+    pk_item *it = calloc(*n, sizeof *it);
+    if (!it) return -1;
+    *out = it;
+    /* keys relative to the folder, or to the list's folder */
+    char root[PATH_MAX];
+    struct stat st;
+    snprintf(root, sizeof root, "%s", o->src);
+    if (stat(o->src, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(root, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(root, sizeof root, ".");
+    }
+    for (uint64_t i = 0; i < *n; i++) {
+        it[i].path = nst_index_path(ix, i);
+        it[i].has_label = kind == NST_LABEL_INT;
+        it[i].label = nst_index_label(ix, i);
+        if (!(it[i].key = make_key(it[i].path, root))) return -1;
+    }
+    return 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "id"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "id"));
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* COCO: images in id order with their annotations. */
+static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n, char **paths)
+{
+    json_error_t err;
+    json_t *doc = json_load_file(o->src, JSON_REJECT_DUPLICATES, &err);
+    *docp = doc;
+    if (!doc) {
+        fprintf(stderr, "pack: %s:%d:%d: %s\n", o->src, err.line, err.column, err.text);
+        return -1;
+    }
+    json_t *images = json_object_get(doc, "images"), *anns = json_object_get(doc, "annotations"),
+           *cats = json_object_get(doc, "categories");
+    if (!json_is_array(images) || (anns && !json_is_array(anns)) || (cats && !json_is_array(cats))) {
+        fprintf(stderr,
+                "pack: %s: expected \"images\" (and \"annotations\", \"categories\") arrays\n",
+                o->src);
+        return -1;
+    }
+    size_t ni = json_array_size(images), nc = cats ? json_array_size(cats) : 0;
+    json_t **sorted = calloc(ni ? ni : 1, sizeof *sorted);
+    json_int_t *catids = calloc(nc ? nc : 1, sizeof *catids);
+    pk_item *it = calloc(ni ? ni : 1, sizeof *it);
+    if (!sorted || !catids || !it) return -1;
+    *out = it;
+    for (size_t i = 0; i < ni; i++) {
+        sorted[i] = json_array_get(images, i);
+        if (!json_is_object(sorted[i]) || !json_is_integer(json_object_get(sorted[i], "id")) ||
+            !json_is_string(json_object_get(sorted[i], "file_name"))) {
+            fprintf(stderr,
+                    "pack: %s: images[%zu]: expected an object with an integer id and a file_name\n",
+                    o->src, i);
+            return -1;
+        }
+    }
+    qsort(sorted, ni, sizeof *sorted, cmp_id);
+    for (size_t c = 0; c < nc; c++)
+        catids[c] = json_integer_value(json_object_get(json_array_get(cats, c), "id"));
+    qsort(catids, nc, sizeof *catids, cmp_int);
+    json_t *catarr = json_array();
+    for (size_t c = 0; c < nc; c++) json_array_append_new(catarr, json_integer(catids[c]));
+    /* annotations by image id: each image's sample gets its list */
+    json_t *by_id = json_object();
+    char idbuf[32];
+    for (size_t i = 0; i < ni; i++) {
+        json_t *s = json_object();
+        json_object_set(s, "image", sorted[i]);
+        json_object_set_new(s, "annotations", json_array());
+        json_object_set(s, "categories", catarr);
+        snprintf(idbuf, sizeof idbuf, "%lld",
+                 (long long)json_integer_value(json_object_get(sorted[i], "id")));
+        json_object_set_new(by_id, idbuf, s);
+    }
+    for (size_t a = 0; anns && a < json_array_size(anns); a++) {
+        json_t *an = json_array_get(anns, a), *iid = json_object_get(an, "image_id");
+        if (!json_is_integer(iid)) continue;
+        snprintf(idbuf, sizeof idbuf, "%lld", (long long)json_integer_value(iid));
+        json_t *s = json_object_get(by_id, idbuf);
+        if (s) json_array_append(json_object_get(s, "annotations"), an);
+    }
+    char root[PATH_MAX];
+    if (o->image_root)
+        snprintf(root, sizeof root, "%s", o->image_root);
+    else {
+        snprintf(root, sizeof root, "%s", o->src);
+        char *slash = strrchr(root, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(root, sizeof root, ".");
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < ni; i++)
+        total +=
+            strlen(root) + 2 + strlen(json_string_value(json_object_get(sorted[i], "file_name")));
+    char *arena = malloc(total + 1), *p = arena;
+    *paths = arena;
+    if (!arena) return -1;
+    for (size_t i = 0; i < ni; i++) {
+        const char *fn = json_string_value(json_object_get(sorted[i], "file_name"));
+        it[i].path = p;
+        if (fn[0] == '/')
+            p += sprintf(p, "%s", fn) + 1;
+        else
+            p += sprintf(p, "%s/%s", root, fn) + 1;
+        if (!(it[i].key = make_key(fn, NULL))) return -1;
+        snprintf(idbuf, sizeof idbuf, "%lld",
+                 (long long)json_integer_value(json_object_get(sorted[i], "id")));
+        it[i].json = json_incref(json_object_get(by_id, idbuf));
+    }
+    json_decref(by_id);
+    json_decref(catarr);
+    free(sorted);
+    free(catids);
+    *n = ni;
+    return 0;
+}
+
+/* ---- reading (the ring) ---------------------------------------------------- */
+
+static void read_item(pk_state *s, pk_slot *sl)
+{
+    const pk_opts *o = s->o;
+    const pk_item *it = &s->items[s->order[sl->item]];
+    sl->err = sl->transcoded = sl->damaged = 0;
+    sl->msg[0] = '\0';
+    errno = 0;
+    long long len = strstr(it->path, "://")
+                        ? (errno = EINVAL, -1)
+                        : tool_read_file(it->path, &sl->buf, &sl->cap, (size_t)o->max_file_bytes);
+    if (len < 0) {
+        sl->err = 1;
+        snprintf(sl->msg, sizeof sl->msg, "%s",
+                 strstr(it->path, "://") ? "a URL (pack reads local files)"
+                 : errno == EFBIG        ? "over --max-file-bytes"
+                                         : strerror(errno));
+        return;
+    }
+    sl->data = sl->buf;
+    sl->len = (size_t)len;
+    if (!o->transcode || len < 3 || sl->buf[0] != 0xFF || sl->buf[1] != 0xD8 || sl->buf[2] != 0xFF)
+        return;
+    const size_t bound = nostall_transcode_bound((size_t)len);
+    if (bound > sl->out_cap) {
+        uint8_t *p = bound == SIZE_MAX ? NULL : realloc(sl->out, bound);
+        if (!p) return; /* packed as it is */
+        sl->out = p;
+        sl->out_cap = bound;
+    }
+    nostall_transcode_result res;
+    memset(&res, 0, sizeof res);
+    const nostall_transcode_options topt = {.restart_mcus = 1};
+    size_t n = 0;
+    int rc = nostall_transcode_jpeg(sl->out, sl->out_cap, &n, sl->buf, (size_t)len, &topt,
+                                    sizeof topt, &res, sizeof res);
+    if (rc == 0 && n > 0) {
+        sl->data = sl->out;
+        sl->len = n;
+        sl->transcoded = 1;
+    } else if (rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED) {
+        sl->damaged = 1;
+        snprintf(sl->msg, sizeof sl->msg, "%s", res.message);
+    }
+}
+
+static void *reader_main(void *arg)
+{
+    pk_state *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && s->next_read < s->n && s->next_read >= s->next_write + s->nslots)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop || s->next_read >= s->n) break;
+        pk_slot *sl = &s->slots[s->next_read % s->nslots];
+        sl->item = s->next_read++;
+        sl->state = SLOT_BUSY;
+        pthread_mutex_unlock(&s->mu);
+        read_item(s, sl);
+        pthread_mutex_lock(&s->mu);
+        sl->state = SLOT_READY;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- writing shards ---------------------------------------------------------- */
+
+typedef struct pk_writer {
+    const pk_opts *o;
+    FILE *f;
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    uint64_t pos, shards, samples_in;
+    nst_tidx_writer idx;
+    uint64_t total_bytes;
+    int failed;
+} pk_writer;
+
+static int put(pk_writer *w, const void *d, size_t n)
+{
+    if (n && fwrite(d, 1, n, w->f) != n) return -1;
+    w->pos += n;
+    return 0;
+}
+
+/* A member: its header (a pax header first when the name needs it), data, padding. */
+static int put_member(pk_writer *w, const char *name, const void *d, size_t n, uint64_t *data_off)
+{
+    static const uint8_t zero[NST_TAR_BLOCK];
+    uint8_t hdr[NST_TAR_BLOCK], pax[8192];
+    if (nst_tar_write_header(hdr, name, n, 0) < 0) {
+        size_t k = nst_tar_pax_path(pax, sizeof pax, name, 0);
+        char shortname[100];
+        snprintf(shortname, sizeof shortname, "pax-member");
+        if (!k || put(w, pax, k) < 0 || nst_tar_write_header(hdr, shortname, n, 0) < 0) return -1;
+    }
+    if (put(w, hdr, sizeof hdr) < 0) return -1;
+    *data_off = w->pos;
+    if (put(w, d, n) < 0 || put(w, zero, (NST_TAR_BLOCK - n % NST_TAR_BLOCK) % NST_TAR_BLOCK) < 0)
+        return -1;
+    return 0;
+}
+
+static uint64_t member_bytes(const char *name, size_t n)
+{
+    uint64_t b = NST_TAR_BLOCK + (n + NST_TAR_BLOCK - 1) / NST_TAR_BLOCK * NST_TAR_BLOCK;
+    if (strlen(name) > 100)
+        b += 2 * NST_TAR_BLOCK + (strlen(name) + 40) / NST_TAR_BLOCK * NST_TAR_BLOCK;
+    return b;
+}
+
+static int close_shard(pk_writer *w)
+{
+    if (!w->f) return 0;
+    static const uint8_t zero[2 * NST_TAR_BLOCK];
+    size_t len;
+    int bad = put(w, zero, sizeof zero) < 0;
+    bad |= fclose(w->f) != 0;
+    w->f = NULL;
+    if (!bad && rename(w->tmp, w->path) != 0) bad = 1;
+    if (!bad && nst_tidx_finish(&w->idx, w->pos, &len) < 0) bad = 1;
+    char side[PATH_MAX + 16];
+    snprintf(side, sizeof side, "%s%s", w->path, NST_TIDX_SUFFIX);
+    if (!bad) {
+        FILE *f = fopen(side, "wb");
+        bad = !f || fwrite(w->idx.buf, 1, len, f) != len;
+        if (f && fclose(f) != 0) bad = 1;
+    }
+    nst_tidx_writer_free(&w->idx);
+    w->total_bytes += w->pos;
+    if (bad) {
+        fprintf(stderr, "pack: cannot write '%s': %s\n", w->path, strerror(errno ? errno : EIO));
+        unlink(w->tmp);
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static int open_shard(pk_writer *w)
+{
+    snprintf(w->path, sizeof w->path, "%s/%s-%06llu.tar", w->o->dst, w->o->prefix,
+             (unsigned long long)w->shards);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
+    w->f = fopen(w->tmp, "wb");
+    if (!w->f) {
+        fprintf(stderr, "pack: cannot create '%s': %s\n", w->tmp, strerror(errno));
+        w->failed = 1;
+        return -1;
+    }
+    w->shards++;
+    w->pos = 0;
+    w->samples_in = 0;
+    nst_tidx_writer_init(&w->idx, 0);
+    return 0;
+}
+
+static const char *image_ext(const uint8_t *d, size_t n, const char *path)
+{
+    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return "jpg";
+    if (n >= 8 && !memcmp(d, "\x89PNG\r\n\x1a\n", 8)) return "png";
+    const char *base = strrchr(path, '/');
+    const char *dot = strrchr(base ? base + 1 : path, '.');
+    return dot && dot[1] ? dot + 1 : "bin";
+}
+
+/* Write one sample: image, label, json. */
+static int write_sample(pk_writer *w, const pk_item *it, const pk_slot *sl)
+{
+    char ext[32], name[PATH_MAX + 64], cls[32];
+    snprintf(ext, sizeof ext, "%s", image_ext(sl->data, sl->len, it->path));
+    for (char *p = ext; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+        else if (*p == '/' || *p == '.')
+            *p = '_';
+    char *js = it->json ? json_dumps(it->json, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    int cl = it->has_label ? snprintf(cls, sizeof cls, "%lld", (long long)it->label) : 0;
+    snprintf(name, sizeof name, "%s.%s", it->key, ext);
+    uint64_t need = member_bytes(name, sl->len) + (cl ? member_bytes(name, (size_t)cl) : 0) +
+                    (js ? member_bytes(name, strlen(js)) : 0);
+    if (w->f && w->samples_in && w->pos + need + 2 * NST_TAR_BLOCK > w->o->shard_bytes &&
+        close_shard(w) < 0)
+        goto bad;
+    if (!w->f && open_shard(w) < 0) goto bad;
+    nst_tidx_rec r;
+    memset(&r, 0, sizeof r);
+    r.key = it->key;
+    r.key_len = (uint32_t)strlen(it->key);
+    if (put_member(w, name, sl->data, sl->len, &r.m[0].offset) < 0) goto io;
+    r.m[0] = (nst_tidx_member){.ext = ext,
+                               .ext_len = (uint32_t)strlen(ext),
+                               .offset = r.m[0].offset,
+                               .size = sl->len};
+    r.nmembers = 1;
+    if (cl) {
+        snprintf(name, sizeof name, "%s.cls", it->key);
+        nst_tidx_member *m = &r.m[r.nmembers++];
+        if (put_member(w, name, cls, (size_t)cl, &m->offset) < 0) goto io;
+        *m = (nst_tidx_member){.ext = "cls",
+                               .ext_len = 3,
+                               .offset = m->offset,
+                               .size = (uint64_t)cl,
+                               .has_label = 1,
+                               .label = it->label};
+    }
+    if (js) {
+        snprintf(name, sizeof name, "%s.json", it->key);
+        nst_tidx_member *m = &r.m[r.nmembers++];
+        if (put_member(w, name, js, strlen(js), &m->offset) < 0) goto io;
+        *m = (nst_tidx_member){.ext = "json", .ext_len = 4, .offset = m->offset, .size = strlen(js)};
+    }
+    free(js);
+    if (nst_tidx_add(&w->idx, &r) < 0) {
+        fprintf(stderr, "pack: %s: the sample cannot be indexed (key too long?)\n", it->path);
+        w->failed = 1;
+        return -1;
+    }
+    w->samples_in++;
+    return 0;
+io:
+    fprintf(stderr, "pack: cannot write '%s': %s\n", w->tmp, strerror(errno ? errno : EIO));
+    w->failed = 1;
+bad:
+    free(js);
+    return -1;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+static int index_shards(int argc, char **argv, int first)
+{
+    int bad = 0;
+    for (int i = first; i < argc; i++) {
+        if (argv[i][0] == '-') continue;
+        uint8_t *file;
+        size_t len;
+        if (nst_shard_scan_file(argv[i], &file, &len) < 0) {
+            fprintf(stderr, "pack: %s\n", nostall_last_error());
+            bad = 1;
+            continue;
+        }
+        nst_tidx_reader r;
+        nst_tidx_rec rec;
+        uint64_t samples = 0, damaged = 0;
+        nst_tidx_open(&r, file, len, NULL, 0);
+        int e;
+        while ((e = nst_tidx_next(&r, &rec, NULL, 0)) == 1) rec.key ? samples++ : damaged++;
+        char side[PATH_MAX + 16];
+        snprintf(side, sizeof side, "%s%s", argv[i], NST_TIDX_SUFFIX);
+        FILE *f = fopen(side, "wb");
+        int wbad = !f || fwrite(file, 1, len, f) != len;
+        if (f && fclose(f) != 0) wbad = 1;
+        free(file);
+        if (wbad) {
+            fprintf(stderr, "pack: cannot write '%s': %s\n", side, strerror(errno ? errno : EIO));
+            bad = 1;
+            continue;
+        }
+        tool_line(stdout, "pack: %s: %llu samples%s%s", side, (unsigned long long)samples,
+                  damaged ? ", damaged regions: " : "", damaged ? "see nostall bench" : "");
+    }
+    return bad ? 1 : 0;
+}
+
+static void shuffle_order(uint64_t *order, uint64_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    for (uint64_t i = n; i > 1; i--) {
+        x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ULL, x ^= x >> 27, x *= 0x94D049BB133111EBULL,
+            x ^= x >> 31;
+        uint64_t j = x % i, t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+        x += 0x9E3779B97F4A7C15ULL;
+    }
+}
+
+static int prepare_dst(const pk_opts *o)
+{
+    struct stat st;
+    if (stat(o->dst, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "pack: '%s' exists and is not a directory\n", o->dst);
+            return 2;
+        }
+        int ne = tool_dir_nonempty(o->dst);
+        if (ne < 0) {
+            fprintf(stderr, "pack: cannot read '%s': %s\n", o->dst, strerror(errno));
+            return 1;
+        }
+        if (ne && !o->force) {
+            fprintf(stderr, "pack: '%s' exists and is not empty (use --force to write into it)\n",
+                    o->dst);
+            return 2;
+        }
+    }
+    if (tool_mkdir_p(o->dst) != 0) {
+        fprintf(stderr, "pack: cannot create '%s': %s\n", o->dst, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static void progress(const pk_writer *w, uint64_t done, uint64_t n, double t0, double *last,
+                     int final)
+{
+    double t = tool_now_s();
+    if (!final && t - *last < 0.1) return;
+    *last = t;
+    const int width = 30;
+    int fill = n ? (int)((double)done / (double)n * width) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    double mb = (double)(w->total_bytes + w->pos) / 1e6;
+    fprintf(stderr, "\rpack: [%s] %llu/%llu samples, %llu shard%s, %.1f MB, %.0f MB/s", bar,
+            (unsigned long long)done, (unsigned long long)n, (unsigned long long)w->shards,
+            w->shards == 1 ? "" : "s", mb, t > t0 ? mb / (t - t0) : 0.0);
+    fflush(stderr);
+}
+
+int cmd_pack(int argc, char **argv)
+{
+    pk_opts o;
+    int help, first;
+    if (parse_args(argc, argv, &o, &help, &first) < 0) return 2;
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (o.index_only) return index_shards(argc, argv, first);
+    if (strlen(o.dst) > 3000) {
+        fprintf(stderr, "pack: DST path is too long\n");
+        return 2;
+    }
+    int rc = prepare_dst(&o);
+    if (rc) return rc;
+
+    nst_index *ix = NULL;
+    json_t *doc = NULL;
+    char *arena = NULL;
+    pk_item *items = NULL;
+    uint64_t n = 0;
+    const size_t sl = strlen(o.src);
+    const int coco = sl > 5 && !strcmp(o.src + sl - 5, ".json");
+    int lrc = coco ? load_coco(&o, &doc, &items, &n, &arena) : load_index(&o, &ix, &items, &n);
+    if (lrc == 0 && unique_keys(items, n) < 0) lrc = -1;
+    if (lrc < 0 || n == 0) {
+        if (lrc == 0)
+            fprintf(stderr, "pack: %s has no items\n", o.src);
+        else if (!ix && !doc && !coco)
+            fprintf(stderr, "pack: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+
+    pk_state s;
+    memset(&s, 0, sizeof s);
+    s.o = &o;
+    s.items = items;
+    s.n = n;
+    s.order = malloc(n * sizeof *s.order);
+    s.nslots = (uint32_t)(o.threads * 4 < 1024 ? o.threads * 4 : 1024);
+    s.slots = calloc(s.nslots, sizeof *s.slots);
+    if (!s.order || !s.slots) {
+        fprintf(stderr, "pack: out of memory\n");
+        free(s.order);
+        free(s.slots);
+        rc = 1;
+        goto out;
+    }
+    for (uint64_t i = 0; i < n; i++) s.order[i] = i;
+    if (o.shuffle) shuffle_order(s.order, n, o.seed);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    pthread_t tids[MAX_THREADS];
+    long started = 0;
+    for (; started < o.threads; started++)
+        if (pthread_create(&tids[started], NULL, reader_main, &s) != 0) break;
+
+    pk_writer w;
+    memset(&w, 0, sizeof w);
+    w.o = &o;
+    const int show = !o.quiet && isatty(STDERR_FILENO);
+    const double t0 = tool_now_s();
+    double last = 0;
+    uint64_t packed = 0, skipped = 0, transcoded = 0, damaged = 0;
+    for (uint64_t k = 0; k < n && !w.failed; k++) {
+        pk_slot *slot = &s.slots[k % s.nslots];
+        if (started == 0) { /* no thread: read here */
+            slot->item = k;
+            read_item(&s, slot);
+            slot->state = SLOT_READY;
+        }
+        pthread_mutex_lock(&s.mu);
+        while (!(slot->state == SLOT_READY && slot->item == k)) pthread_cond_wait(&s.cv, &s.mu);
+        pthread_mutex_unlock(&s.mu);
+        const pk_item *it = &items[s.order[k]];
+        if (show && (slot->err || slot->damaged)) fprintf(stderr, "\r\033[K");
+        if (slot->err) {
+            tool_line(stderr, "pack: cannot read '%s': %s (left out)", it->path, slot->msg);
+            skipped++;
+        } else {
+            if (slot->damaged)
+                tool_line(stderr, "pack: %s: damaged JPEG (%s), packed unchanged", it->path,
+                          slot->msg);
+            if (write_sample(&w, it, slot) == 0) packed++;
+            transcoded += (uint64_t)slot->transcoded;
+            damaged += (uint64_t)slot->damaged;
+        }
+        pthread_mutex_lock(&s.mu);
+        slot->state = SLOT_FREE;
+        s.next_write = k + 1;
+        pthread_cond_broadcast(&s.cv);
+        pthread_mutex_unlock(&s.mu);
+        if (show) progress(&w, k + 1, n, t0, &last, 0);
+    }
+    if (!w.failed)
+        close_shard(&w);
+    else if (w.f) {
+        fclose(w.f);
+        unlink(w.tmp);
+    }
+    pthread_mutex_lock(&s.mu);
+    s.stop = 1;
+    pthread_cond_broadcast(&s.cv);
+    pthread_mutex_unlock(&s.mu);
+    for (long i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    if (show) progress(&w, n, n, t0, &last, 1), fprintf(stderr, "\r\033[K");
+    for (uint32_t i = 0; i < s.nslots; i++) {
+        free(s.slots[i].buf);
+        free(s.slots[i].out);
+    }
+    free(s.slots);
+    free(s.order);
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+    double t = tool_now_s() - t0;
+    printf("pack: %llu samples in %llu shard%s (%.1f MB) in %.1f s into %s",
+           (unsigned long long)packed, (unsigned long long)w.shards, w.shards == 1 ? "" : "s",
+           (double)w.total_bytes / 1e6, t, o.dst);
+    if (o.transcode)
+        printf("; %llu JPEGs rewritten with restart markers, %llu damaged packed unchanged",
+               (unsigned long long)transcoded, (unsigned long long)damaged);
+    if (skipped) printf("; %llu files left out (see above)", (unsigned long long)skipped);
+    printf("\n");
+    rc = w.failed || skipped ? 1 : 0;
+out:
+    for (uint64_t i = 0; items && i < n; i++) {
+        free(items[i].key);
+        json_decref(items[i].json);
+    }
+    free(items);
+    free(arena);
+    json_decref(doc);
+    nst_index_free(ix);
+    return rc;
+}
