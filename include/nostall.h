@@ -200,7 +200,8 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",      \
       "images with more pixels (width * height) are bad items")                \
     X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",          \
-      "files larger than this are bad items")                                  \
+      "files larger than this are bad items (tokens: bounds one window or "   \
+      "cache unit read; bytes: also bounds each item's room)")                \
     X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                     \
       "minio: with cache_bytes > 0, keep encoded items in a fill-once, "       \
       "never-evict cache and read misses without filling the OS page cache; "  \
@@ -296,7 +297,8 @@ NOSTALL_API const char *nostall_last_error(void);
       "else uint16 (nanoGPT's .bin)")                                          \
     X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",             \
       "tokens: a window at a random offset drawn from (seed, epoch, item), or " \
-      "non-overlapping chunks in a permuted order")                            \
+      "chunks of context_length + 1 tokens at stride context_length "          \
+      "(consecutive chunks share one token), in a permuted order")             \
     X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                             \
       "tokens: also a targets field (the window shifted by one)")              \
     X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                          \
@@ -472,11 +474,13 @@ typedef enum nostall_layout { NOSTALL_LAYOUT_NCHW = 0, NOSTALL_LAYOUT_NHWC = 1 }
  * A ragged field (shape_field >= 0: raw bytes, full-size images, a
  * detection's boxes) has per item a room of item_bytes (shape is the
  * room's) and an actual shape: the values of field `shape_field` (INT64,
- * shape [k]) for that item, whose product of elements are packed from the
- * start of the item's room -- item i's bytes of such a field start at
- * data + i * item_bytes (an arena with fixed offsets). E.g. task=bytes:
- * "data" uint8 [max bytes] with "length" int64 [1]; boxes float32
- * [max_boxes, 4] with "box_count"... as [k] = [count, 4]. */
+ * shape [k]; a scalar counts as [1]) for that item, whose product of
+ * elements are packed from the start of the item's room -- item i's bytes
+ * of such a field start at data + i * item_bytes (an arena with fixed
+ * offsets; the rest of the room is zeros). E.g. task=bytes: "data" uint8
+ * [room] with "length" int64 [1]; task=detect: "boxes" float32
+ * [max_boxes, 4] with "boxes_shape" int64 [2] = (n, 4), and "box_labels"
+ * int64 [max_boxes] with the scalar "box_count" = n. */
 #define NOSTALL_FIELD_DIMS 4
 typedef struct nostall_field {
     const char *name;

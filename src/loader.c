@@ -172,12 +172,13 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
             return nst_error(NOSTALL_E_NOMEM,
                              "%s: the batch ring needs %s (%llu slots x %u items x %zu bytes)%s%s, "
                              "but only %s of memory is available (%s limit %s); lower "
-                             "batch_size, crop or batches_ahead",
+                             "batch_size, batches_ahead or %s",
                              fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
                              ld->recipe->item_bytes, echo ? " plus the adaptive echo pool's " : "",
                              echo ? human_bytes(echo, b, sizeof b) : "",
                              human_bytes(m.available, c, sizeof c), m.source,
-                             human_bytes(m.limit, b, sizeof b));
+                             human_bytes(m.limit, b, sizeof b),
+                             ld->recipe->size_hint ? ld->recipe->size_hint : "the item's size");
         if (cache && cache + ring + echo > m.limit)
             return nst_error(NOSTALL_E_NOMEM,
                              "%s: cache_bytes %s plus the batch ring's %s exceed the memory this "

@@ -26,15 +26,9 @@
 #include "common/rng.h"
 #include "recipe/recipe.h"
 
-/* tokens.c's parser (exposed for this test and fuzz_npy.c). */
-typedef struct nst_npy {
-    uint64_t data_offset, count;
-    int kind, major, minor;
-} nst_npy;
-int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
-                  size_t whyn);
+#include "recipe/npy.h"
 
-#define WINDOW_PURPOSE 0x746f6b656e73ULL
+#define WINDOW_PURPOSE NST_RNG_WINDOW
 
 static const char *dir;
 

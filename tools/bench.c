@@ -126,6 +126,23 @@ static echo_summary echo_summarize(const nostall_stats *st, const nostall_config
     return e;
 }
 
+/* What the recipe repaired at create (nothing silently lost). */
+static void print_repairs(const nostall_dataset_info *in)
+{
+    const struct {
+        uint64_t n;
+        const char *what;
+    } r[] = {
+        {in->items_missing, "item(s) left out: their file does not exist"},
+        {in->parts_unmatched, "annotation(s) name no image of the dataset"},
+        {in->parts_clipped, "box(es) reaching outside their image clipped to it"},
+        {in->parts_dropped, "degenerate box(es) dropped"},
+        {in->items_truncated, "item(s) with more boxes than max_boxes (truncated)"},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        if (r[i].n) printf("  repaired    %" PRIu64 " %s\n", r[i].n, r[i].what);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *data = NULL;
@@ -310,9 +327,12 @@ int cmd_bench(int argc, char **argv)
                 st.storage_bytes_read, st.cache_hits, st.cache_misses, st.cache_bytes);
         fprintf(f, ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
                    ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
-                   ", \"batches_per_epoch\": %" PRIu64 "}",
+                   ", \"batches_per_epoch\": %" PRIu64 ", \"items_truncated\": %" PRIu64
+                   ", \"parts_dropped\": %" PRIu64 ", \"parts_clipped\": %" PRIu64
+                   ", \"parts_unmatched\": %" PRIu64 ", \"items_missing\": %" PRIu64 "}",
                 info.items, info.classes, info.files_ignored, info.items_per_epoch,
-                info.batches_per_epoch);
+                info.batches_per_epoch, info.items_truncated, info.parts_dropped,
+                info.parts_clipped, info.parts_unmatched, info.items_missing);
         fprintf(f, ", \"skipped_count\": %" PRIu64 ", \"skipped\": [", st.skipped);
         for (uint64_t i = 0; i < nskip; i++) {
             nostall_skip_info si;
@@ -372,11 +392,11 @@ int cmd_bench(int argc, char **argv)
             printf(" (%" PRIu64 " file%s ignored: not named .jpg, .jpeg or .png, hidden, or outside "
                    "class folders)", info.files_ignored, info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
+        print_repairs(&info);
         uint64_t bs = 0;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);
         printf("  loader      %u threads, batch %" PRIu64 ", %u batches in the ring (%.1f MiB)\n",
-               info.threads, bs, info.ring_slots,
-               info.ring_slots * (double)info.batch_bytes / 1048576.0);
+               info.threads, bs, info.ring_slots, (double)info.ring_bytes / 1048576.0);
         printf("  delivered   %" PRIu64 " items in %" PRIu64 " batches over %" PRIu64
                " epoch(s) in %.2f s: %.1f items/s\n",
                items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0);

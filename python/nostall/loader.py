@@ -340,6 +340,14 @@ def _each_tensor(obj, fn):
     _map_tensors(obj, lambda t: fn(t) or t)
 
 
+# nostall_dataset_info's repair counts, as the warning at create words them.
+_REPAIRS = (("items_missing", "item(s) left out: their file does not exist"),
+            ("parts_unmatched", "annotation(s) naming no image of the dataset"),
+            ("parts_clipped", "box(es) reaching outside their image, clipped to it"),
+            ("parts_dropped", "degenerate box(es) dropped"),
+            ("items_truncated", "item(s) with more boxes than max_boxes, truncated"))
+
+
 def _list_line(entry):
     """One line of a list file for a Python list entry: a path, (path,),
     (path, int), (path, float) or (path, [int, ...]) (multi-label)."""
@@ -642,6 +650,11 @@ class Loader(_Base):
             warnings.warn("nostall: %d file(s) in %s ignored: not named .jpg, .jpeg or .png "
                           "(the formats nostall decodes), hidden, or outside class folders: %s"
                           % (self._info["files_ignored"], self.source, shown),
+                          RuntimeWarning, stacklevel=3)
+        repairs = [(self._info[k], what) for k, what in _REPAIRS if self._info.get(k)]
+        if repairs:  # what the recipe repaired at create (e.g. COCO boxes)
+            warnings.warn("nostall: %s: %s (see Loader.info())"
+                          % (self.source, "; ".join("%d %s" % r for r in repairs)),
                           RuntimeWarning, stacklevel=3)
 
     def _make_transform(self, fn, fields):

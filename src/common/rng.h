@@ -37,6 +37,9 @@ enum {
     NST_RNG_ECHO_BATCH = 5, /* batch echoing: uses of a batch */
     NST_RNG_ECHO_BATCH_DRAW = 6, /* batch echoing: shuffle-buffer draws */
 };
+/* task=tokens: a window's start (not per copy: an echoed window is the
+ * same window). "tokens" in ASCII, kept as the tests' references know it. */
+#define NST_RNG_WINDOW 0x746f6b656e73ULL
 /* Augmentation of the k-th echoed copy of an item (k = 0: the item's own
  * stream, as without echoing). */
 #define NST_RNG_AUGMENT_COPY(k) (NST_RNG_AUGMENT + ((uint64_t)(k) << 8))

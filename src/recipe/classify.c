@@ -372,6 +372,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     *out = NULL;
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &classify_ops;
+    r->base.size_hint = "crop (or out_height/out_width; image_mode=full: full_max_pixels)";
     if ((rc = image_options(r, v)) < 0) goto fail;
     if ((rc = nst_index_build(&r->base.index, source)) < 0) goto fail;
     nst_recipe_items_from_index(&r->base);

@@ -465,6 +465,7 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
     *out = NULL;
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &detect_ops;
+    r->base.size_hint = "out_height/out_width or max_boxes";
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->max_pixels = v[NOSTALL_OPT_MAX_PIXELS].u;
     r->train = v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_TRAIN;

@@ -562,6 +562,7 @@ int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char
     op_recipe *r = calloc(1, sizeof *r);
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &op_ops;
+    r->base.size_hint = "the op's fields (its output size)";
     r->base.label_field = UINT32_MAX;
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->max_pixels = v[NOSTALL_OPT_MAX_PIXELS].u;

@@ -122,6 +122,8 @@ struct nst_recipe {
     nst_field_decl fields[NST_FIELDS_MAX];
     size_t item_bytes;     /* the sum over the fields                     */
     uint32_t image_field;  /* the field nostall_batch.images points at    */
+    const char *size_hint; /* the options that set an item's size, for the
+                              ring's out-of-memory message (NULL: none)  */
     int image_layout;      /* 1 + NOSTALL_LAYOUT_* of the image field (the
                               batch header's layout); 0: from its shape,
                               [3, H, W] is NCHW                           */

@@ -16,7 +16,7 @@
  *   windows as fit end to end with stride L). Window starts:
  *     windows=random  item i of epoch e starts at
  *                     below(N - L) of the stream hash4(seed, e, i,
- *                     NST_TOKENS_RNG_WINDOW) (rng.h), uniform over
+ *                     NST_RNG_WINDOW) (rng.h), uniform over
  *                     [0, N - L - 1]; the echo copy is not an input, so an
  *                     echoed window is the same window;
  *     windows=chunks  item i starts at i * L: chunks of L + 1 tokens with
@@ -61,12 +61,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "recipe/npy.h"
 #include "recipe/recipe.h"
 #include "source/http.h"
 #include "source/reader.h"
 
 /* The purpose of the window-start stream (apart from rng.h's purposes). */
-#define NST_TOKENS_RNG_WINDOW 0x746f6b656e73ULL /* "tokens" */
 /* Random mode with a cache: windows per cache unit (of starts). */
 #define NST_TOKENS_UNIT_WINDOWS 64
 
@@ -80,16 +80,9 @@
 #define NST_NPY_HEADER_MAX (1u << 20) /* numpy's reader refuses > 10000 */
 #define NST_NPY_DIMS_MAX 64
 
-enum { NST_TOK_U16 = 0, NST_TOK_U32 = 1, NST_TOK_I32 = 2, NST_TOK_I64 = 3 };
 static const char *const tok_names[] = {"uint16", "uint32", "int32", "int64"};
 static const uint32_t tok_sizes[] = {2, 4, 4, 8};
 
-typedef struct nst_npy {
-    uint64_t data_offset; /* bytes before the first element */
-    uint64_t count;       /* elements (the 1-D shape)       */
-    int kind;             /* NST_TOK_*                       */
-    int major, minor;
-} nst_npy;
 
 /* The parser's cursor over the header text. */
 typedef struct npy_cur {
@@ -155,13 +148,7 @@ static int npy_word(npy_cur *c, const char *w)
     return 1;
 }
 
-/* Parse a .npy header from the first `len` bytes of a file. Returns 0 with
- * *out filled; 1 if `len` is too short and *need says how many bytes the
- * header takes (read that many and call again); -1 with the reason in why
- * if the header is malformed or describes what is not accepted. Reads only
- * buf[0, len). Exposed (not static) for tests/fuzz/fuzz_npy.c. */
-int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
-                  size_t whyn);
+/* npy.h */
 int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
                   size_t whyn)
 {
@@ -323,7 +310,7 @@ static uint64_t window_start(const tokens *r, uint64_t epoch, uint64_t index)
 {
     if (r->chunks) return index * r->L;
     nst_rng rng;
-    nst_rng_seed(&rng, nst_hash4(r->seed, epoch, index, NST_TOKENS_RNG_WINDOW));
+    nst_rng_seed(&rng, nst_hash4(r->seed, epoch, index, NST_RNG_WINDOW));
     return nst_rng_below(&rng, r->ntok - r->L);
 }
 
@@ -682,6 +669,7 @@ int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *s
     tokens *r = calloc(1, sizeof *r);
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &tokens_ops;
+    r->base.size_hint = "context_length";
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->L = v[NOSTALL_OPT_CONTEXT_LENGTH].u;
     r->chunks = v[NOSTALL_OPT_WINDOWS].u == NOSTALL_WINDOWS_CHUNKS;

@@ -22,12 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct nst_npy {
-    uint64_t data_offset, count;
-    int kind, major, minor;
-} nst_npy;
-int nst_npy_parse(const uint8_t *buf, size_t len, nst_npy *out, uint64_t *need, char *why,
-                  size_t whyn);
+#include "recipe/npy.h"
 
 #define WHY 96 /* smaller than most reasons: truncation must be safe */
 
