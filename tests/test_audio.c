@@ -866,7 +866,7 @@ static void test_bad_items(void)
     snprintf(path, sizeof path, "%s/a/trunc.flac", root);
     put_file(path, flac, len / 2);
     free(flac);
-    snprintf(path, sizeof path, "%s/a/notes.txt", root);
+    snprintf(path, sizeof path, "%s/a/notes.wav", root);
     put_file(path, "not audio", 9);
     snprintf(path, sizeof path, "%s/a/empty.wav", root);
     put_file(path, "", 0);
@@ -899,7 +899,7 @@ static void test_bad_items(void)
         const char *why;
     } want[] = {{"empty.wav", NOSTALL_E_EMPTY, "empty"},
                 {"long.wav", NOSTALL_E_FILE_TOO_LARGE, "max_audio_seconds"},
-                {"notes.txt", NOSTALL_E_UNSUPPORTED, "not an audio file"},
+                {"notes.wav", NOSTALL_E_UNSUPPORTED, "not an audio file"},
                 {"trunc.flac", NOSTALL_E_TRUNCATED, "truncated"}};
     for (uint64_t i = 0; i < 4; i++) {
         nostall_skip_info s;
