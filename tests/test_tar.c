@@ -556,8 +556,8 @@ static void test_writer(const char *tmp)
     size_t pos = 0;
     const char *names[] =
         {"plain.jpg", "a/b/c.cls",
-         "dir-of-eighty-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/"
-         "and-a-file-name-of-ninety-characters-yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy.jpg"};
+         ("dir-of-eighty-characters-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx/"
+          "and-a-file-name-of-ninety-characters-yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy.jpg")};
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(nst_tar_write_header(buf + pos, names[i], (uint64_t)i * 100 + 1, 1700000000), 0);
         pos += 512;
