@@ -12,7 +12,8 @@
 #   make bench      benchmarks (bench/)
 #   make install    install library, header, CLI, pkg-config file and the
 #                   Python package (PREFIX; PYSITE for the package)
-#   make format     clang-format the C sources
+#   make format     clang-format the C sources (.clang-format's style)
+#   make format-check  fail if any C source differs from that style (in make test)
 
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -29,13 +30,18 @@ BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
 # runtimes are in libclang-rt-14-dev).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
+# The style is pinned to clang-format 14 (another version formats some
+# constructs differently).
+FORMAT_PACKAGES := clang-format-14
+FORMAT_FILES = $(sort $(wildcard include/*.h src/*.c src/*/*.[ch] tools/*.[ch] tests/*.[ch] \
+                 tests/fuzz/*.c examples/*.c bench/*.c))
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
                  python3-setuptools python3-wheel python3-torchaudio
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
-.PHONY: fuzz-deps clang fuzz
+.PHONY: fuzz-deps clang fuzz format-check
 
 all: build
 
@@ -87,7 +93,7 @@ fuzz: deps fuzz-deps
 	@cmake --build build-fuzz -j$(JOBS) --target fuzz_all
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
-test: release-test python-test asan tsan clang
+test: release-test python-test asan tsan clang format-check
 	@echo "make test: all test suites passed"
 
 demo: build
@@ -108,7 +114,14 @@ install: build
 	  --no-index --quiet --upgrade --target $(PYSITE) .
 
 format:
-	clang-format -i include/*.h src/*.c src/*/*.[ch] tools/*.[ch] tests/*.[ch]
+	@bash tools/install-deps.sh $(FORMAT_PACKAGES)
+	clang-format-14 -i $(FORMAT_FILES)
+
+format-check:
+	@bash tools/install-deps.sh $(FORMAT_PACKAGES)
+	@clang-format-14 --dry-run -Werror $(FORMAT_FILES) || \
+	  { echo "format-check: the files above differ from .clang-format's style (make format)"; exit 1; }
+	@echo "format-check: $(words $(FORMAT_FILES)) files in .clang-format's style"
 
 clean:
 	rm -rf build build-asan build-tsan build-clang build-fuzz

@@ -191,8 +191,10 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--mode") && i + 1 < argc) {
             const char *m = argv[++i];
-            if (!strcmp(m, "full")) coeffs = 0;
-            else if (!strcmp(m, "coeffs")) coeffs = 1;
+            if (!strcmp(m, "full"))
+                coeffs = 0;
+            else if (!strcmp(m, "coeffs"))
+                coeffs = 1;
             else {
                 fprintf(stderr, "jpeg_decode: --mode must be full or coeffs\n");
                 return 2;
@@ -202,7 +204,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--warmup") && i + 1 < argc) {
             warmup = strtol(argv[++i], NULL, 10);
         } else if (a[0] == '-') {
-            fprintf(stderr, "usage: jpeg_decode DIR [--mode full|coeffs] [--epochs E] [--warmup W]\n");
+            fprintf(stderr,
+                    "usage: jpeg_decode DIR [--mode full|coeffs] [--epochs E] [--warmup W]\n");
             return 2;
         } else {
             dir = a;

@@ -69,56 +69,56 @@ extern "C" {
  * fewer items than an epoch: the model uses their per-item and per-batch
  * figures. New measurements are only ever appended.
  * ------------------------------------------------------------------------ */
-#define NOSTALL_ANALYZE_MEAS_TABLE(X)                                                          \
-    X(items_per_epoch, "items one epoch delivers to this rank")                                \
-    X(batch_size, "items per batch")                                                           \
-    X(dataset_items, "items in the dataset index")                                             \
-    X(dataset_bytes, "bytes of every dataset file (stat)")                                     \
-    X(item_out_bytes, "bytes of one delivered item (output tensor)")                           \
-    X(cores, "online CPUs of this machine")                                                    \
-    X(mem_available_bytes, "memory available for caching (MemAvailable)")                      \
-    X(threads, "worker threads of the measured runs")                                          \
-    X(io_depth, "configured reads in flight per worker (io_depth)")                            \
-    X(cache_minio, "1: the MinIO cache is on (cache=minio, cache_bytes > 0)")                  \
-    X(cache_bytes, "MinIO cache budget in bytes (0: none)")                                    \
-    X(emu_mbps, "emulated storage bandwidth, MB/s (0: not emulated)")                          \
-    X(emu_latency_ms, "emulated storage latency per read, ms")                                 \
-    X(echo_factor, "configured echo factor")                                                   \
-    X(echo_point, "configured echo point: 0 fetch, 1 decode, 2 augment, 3 batch")              \
-    X(step_s, "training step per batch (synthetic run: data already in memory)")               \
-    X(step_cpu_s, "CPU time of one training step")                                             \
-    X(syn_seconds, "synthetic run: wall time")                                                 \
-    X(syn_batches, "synthetic run: steps")                                                     \
-    X(prep_items, "prep run (loader alone, as fast as it goes, page cache warm): items")       \
-    X(prep_seconds, "prep run: wall time")                                                     \
-    X(prep_cpu_s, "prep run: CPU time of the process")                                         \
-    X(prep_fetch_ns, "prep run: worker busy ns fetching")                                      \
-    X(prep_decode_ns, "prep run: worker busy ns decoding")                                     \
-    X(prep_augment_ns, "prep run: worker busy ns augmenting")                                  \
-    X(warm_seconds, "cached run (page cache warm, no storage delay): wall time")               \
-    X(warm_items, "cached run: items delivered")                                               \
-    X(warm_batches, "cached run: batches delivered")                                           \
-    X(warm_stall_s, "cached run: time the step waited for data")                               \
-    X(warm_cpu_s, "cached run: CPU time of the process")                                       \
-    X(warm_fetch_ns, "cached run: worker busy ns fetching")                                    \
-    X(warm_decode_ns, "cached run: worker busy ns decoding")                                   \
-    X(warm_augment_ns, "cached run: worker busy ns augmenting")                                \
-    X(cold_seconds, "cold run (page cache dropped, configured storage): wall time")            \
-    X(cold_items, "cold run: items delivered")                                                 \
-    X(cold_batches, "cold run: batches delivered")                                             \
-    X(cold_stall_s, "cold run: time the step waited for data")                                 \
-    X(cold_storage_reads, "cold run: reads from storage")                                      \
-    X(cold_storage_bytes, "cold run: bytes read from storage")                                 \
-    X(cold_storage_wait_ns, "cold run: worker ns in emulated storage delays")                  \
-    X(cold_fetch_ns, "cold run: worker busy ns fetching")                                      \
-    X(disk_bw, "real storage: bandwidth with several reads in flight (bytes/s)")               \
-    X(disk_bw1, "real storage: bandwidth of one read at a time (bytes/s)")                     \
-    X(disk_latency_s, "real storage: latency per read, one in flight")                         \
-    X(mem_bw, "memory bandwidth (memcpy, bytes/s)")                                            \
-    X(cpu_available, "CPUs this process obtained with one busy thread per core (shared "       \
-                     "machine: < cores)")                                                      \
-    X(rst_sample_items, "restart-marker what-if: JPEG items of the sample (0: not measured)")  \
-    X(rst_cpu_ratio, "CPU per item of the sample after `nostall transcode` / as it is (0: "    \
+#define NOSTALL_ANALYZE_MEAS_TABLE(X)                                                              \
+    X(items_per_epoch, "items one epoch delivers to this rank")                                    \
+    X(batch_size, "items per batch")                                                               \
+    X(dataset_items, "items in the dataset index")                                                 \
+    X(dataset_bytes, "bytes of every dataset file (stat)")                                         \
+    X(item_out_bytes, "bytes of one delivered item (output tensor)")                               \
+    X(cores, "online CPUs of this machine")                                                        \
+    X(mem_available_bytes, "memory available for caching (MemAvailable)")                          \
+    X(threads, "worker threads of the measured runs")                                              \
+    X(io_depth, "configured reads in flight per worker (io_depth)")                                \
+    X(cache_minio, "1: the MinIO cache is on (cache=minio, cache_bytes > 0)")                      \
+    X(cache_bytes, "MinIO cache budget in bytes (0: none)")                                        \
+    X(emu_mbps, "emulated storage bandwidth, MB/s (0: not emulated)")                              \
+    X(emu_latency_ms, "emulated storage latency per read, ms")                                     \
+    X(echo_factor, "configured echo factor")                                                       \
+    X(echo_point, "configured echo point: 0 fetch, 1 decode, 2 augment, 3 batch")                  \
+    X(step_s, "training step per batch (synthetic run: data already in memory)")                   \
+    X(step_cpu_s, "CPU time of one training step")                                                 \
+    X(syn_seconds, "synthetic run: wall time")                                                     \
+    X(syn_batches, "synthetic run: steps")                                                         \
+    X(prep_items, "prep run (loader alone, as fast as it goes, page cache warm): items")           \
+    X(prep_seconds, "prep run: wall time")                                                         \
+    X(prep_cpu_s, "prep run: CPU time of the process")                                             \
+    X(prep_fetch_ns, "prep run: worker busy ns fetching")                                          \
+    X(prep_decode_ns, "prep run: worker busy ns decoding")                                         \
+    X(prep_augment_ns, "prep run: worker busy ns augmenting")                                      \
+    X(warm_seconds, "cached run (page cache warm, no storage delay): wall time")                   \
+    X(warm_items, "cached run: items delivered")                                                   \
+    X(warm_batches, "cached run: batches delivered")                                               \
+    X(warm_stall_s, "cached run: time the step waited for data")                                   \
+    X(warm_cpu_s, "cached run: CPU time of the process")                                           \
+    X(warm_fetch_ns, "cached run: worker busy ns fetching")                                        \
+    X(warm_decode_ns, "cached run: worker busy ns decoding")                                       \
+    X(warm_augment_ns, "cached run: worker busy ns augmenting")                                    \
+    X(cold_seconds, "cold run (page cache dropped, configured storage): wall time")                \
+    X(cold_items, "cold run: items delivered")                                                     \
+    X(cold_batches, "cold run: batches delivered")                                                 \
+    X(cold_stall_s, "cold run: time the step waited for data")                                     \
+    X(cold_storage_reads, "cold run: reads from storage")                                          \
+    X(cold_storage_bytes, "cold run: bytes read from storage")                                     \
+    X(cold_storage_wait_ns, "cold run: worker ns in emulated storage delays")                      \
+    X(cold_fetch_ns, "cold run: worker busy ns fetching")                                          \
+    X(disk_bw, "real storage: bandwidth with several reads in flight (bytes/s)")                   \
+    X(disk_bw1, "real storage: bandwidth of one read at a time (bytes/s)")                         \
+    X(disk_latency_s, "real storage: latency per read, one in flight")                             \
+    X(mem_bw, "memory bandwidth (memcpy, bytes/s)")                                                \
+    X(cpu_available, "CPUs this process obtained with one busy thread per core (shared "           \
+                     "machine: < cores)")                                                          \
+    X(rst_sample_items, "restart-marker what-if: JPEG items of the sample (0: not measured)")      \
+    X(rst_cpu_ratio, "CPU per item of the sample after `nostall transcode` / as it is (0: "        \
                      "not measured)")
 
 typedef struct nostall_analyze_meas {
@@ -138,8 +138,7 @@ NOSTALL_API const char *nostall_analyze_meas_help(int i);
  * report). Unknown names are passed over; measurements not in the file are
  * 0. E_IO naming the file when it cannot be read, E_INVALID when it is not
  * such an object or lacks items_per_epoch, batch_size or warm_items > 0. */
-NOSTALL_API int nostall_analyze_meas_read(nostall_analyze_meas *out, size_t size,
-                                          const char *path);
+NOSTALL_API int nostall_analyze_meas_read(nostall_analyze_meas *out, size_t size, const char *path);
 
 /* ------------------------------------------------------------------------
  * Measuring what needs no training step.
@@ -157,8 +156,8 @@ typedef struct nostall_analyze_measure_options {
      * 0.1 s, then once with finished = 1. */
     void *ctx;
     void (*message)(void *ctx, int warning, const char *text);
-    void (*progress)(void *ctx, const char *run, uint64_t done, uint64_t total,
-                     double seconds, int finished);
+    void (*progress)(void *ctx, const char *run, uint64_t done, uint64_t total, double seconds,
+                     int finished);
 } nostall_analyze_measure_options;
 
 /* Index `source` with `cfg` (NULL: defaults) as a loader would and fill
@@ -177,8 +176,8 @@ typedef struct nostall_analyze_measure_options {
  * each, the lowest kept; 0 when fewer than 16 undamaged JPEGs were found). Everything else is 0. Runs for as long as reading the dataset
  * twice and preparing it once take. `opts` may be NULL. Errors: those of
  * nostall_loader_create() (the message names `source`), E_NOMEM. */
-NOSTALL_API int nostall_analyze_measure(nostall_analyze_meas *out, size_t size,
-                                        const char *source, const nostall_config *cfg,
+NOSTALL_API int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *source,
+                                        const nostall_config *cfg,
                                         const nostall_analyze_measure_options *opts,
                                         size_t opts_size);
 
@@ -197,13 +196,13 @@ NOSTALL_API void nostall_analyze_free(nostall_analysis *a);
 
 /* A predicted epoch. Times in seconds per epoch. */
 typedef struct nostall_analyze_prediction {
-    double epoch_s;         /* predicted epoch time (steady state, or cold)   */
-    double compute_s;       /* the steps alone                                */
-    double prep_stall_s;    /* waiting caused by preprocessing (CPU)          */
-    double fetch_stall_s;   /* waiting caused by storage                      */
-    double nofetch_s;       /* the epoch if fetching cost nothing             */
-    double prep_s;          /* upstream CPU time / effective cores            */
-    double fetch_s;         /* storage bound (device or per-worker latency)   */
+    double epoch_s;       /* predicted epoch time (steady state, or cold)   */
+    double compute_s;     /* the steps alone                                */
+    double prep_stall_s;  /* waiting caused by preprocessing (CPU)          */
+    double fetch_stall_s; /* waiting caused by storage                      */
+    double nofetch_s;     /* the epoch if fetching cost nothing             */
+    double prep_s;        /* upstream CPU time / effective cores            */
+    double fetch_s;       /* storage bound (device or per-worker latency)   */
     double effective_cores;
     double delivered_items; /* items per epoch (echo included)                */
     const char *bound;      /* "compute", "prep" or "fetch" (static)          */
@@ -236,20 +235,19 @@ NOSTALL_API int nostall_analyze_predict(nostall_analysis *a, const char *spec,
 NOSTALL_API const char *nostall_analyze_bound(const nostall_analysis *a);
 
 typedef struct nostall_analyze_recommendation {
-    const char *what;      /* "cores", "cache", "echo", "transcode"            */
-    double value;          /* cores, cache fraction, echo factor, CPU ratio;
+    const char *what; /* "cores", "cache", "echo", "transcode"            */
+    double value;     /* cores, cache fraction, echo factor, CPU ratio;
                               < 0: none suffices, or not measured             */
-    int needed;            /* 0: the stall it targets is under 5% already      */
+    int needed;       /* 0: the stall it targets is under 5% already      */
     double epoch_before_s, epoch_after_s;
-    const char *text;      /* one sentence; `what` and `text` live as long as
+    const char *text; /* one sentence; `what` and `text` live as long as
                               the analysis                                    */
 } nostall_analyze_recommendation;
 
 /* Recommendations, in the order cores, cache, echo, transcode. */
 NOSTALL_API int nostall_analyze_recommendation_count(const nostall_analysis *a);
 NOSTALL_API int nostall_analyze_recommendation_get(const nostall_analysis *a, int i,
-                                                   nostall_analyze_recommendation *out,
-                                                   size_t size);
+                                                   nostall_analyze_recommendation *out, size_t size);
 
 /* ------------------------------------------------------------------------
  * Reports.

@@ -102,45 +102,42 @@ typedef struct nostall_mpi_options {
  * collective (rank 0 cannot index the dataset). */
 NOSTALL_MPI_API int nostall_mpi_attach(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm,
                                        const char *source, uint64_t cache_bytes);
-NOSTALL_MPI_API int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg,
-                                            MPI_Comm comm, const char *source,
-                                            uint64_t cache_bytes,
-                                            const nostall_mpi_options *opts,
-                                            size_t opts_size);
+NOSTALL_MPI_API int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm comm,
+                                            const char *source, uint64_t cache_bytes,
+                                            const nostall_mpi_options *opts, size_t opts_size);
 
 /* The hooks attach installed (for loaders built from another config). */
 NOSTALL_MPI_API int nostall_mpi_peer_cache(nostall_mpi *m, nostall_peer_cache *out);
 
 typedef struct nostall_mpi_stats {
     uint64_t rank, world;
-    uint64_t items;           /* dataset items                               */
-    uint64_t owned_items;     /* items this rank owns under the plan        */
+    uint64_t items;       /* dataset items                               */
+    uint64_t owned_items; /* items this rank owns under the plan        */
     uint64_t owned_bytes;
-    uint64_t unowned_items;   /* items no rank can hold (read from storage) */
-    uint64_t local_hits;      /* items served to this rank's loader from its arena */
-    uint64_t remote_hits;     /* items fetched from a peer's arena          */
-    uint64_t remote_misses;   /* peer answered: not cached (yet)            */
-    uint64_t storage_reads;   /* items this rank's loader read from storage */
+    uint64_t unowned_items; /* items no rank can hold (read from storage) */
+    uint64_t local_hits;    /* items served to this rank's loader from its arena */
+    uint64_t remote_hits;   /* items fetched from a peer's arena          */
+    uint64_t remote_misses; /* peer answered: not cached (yet)            */
+    uint64_t storage_reads; /* items this rank's loader read from storage */
     uint64_t storage_bytes;
     uint64_t net_bytes_in;    /* payload bytes received (remote hits, pushes) */
     uint64_t net_bytes_out;   /* payload bytes sent (replies, pushes)        */
     uint64_t requests_served; /* peers' requests answered by this rank       */
     uint64_t served_hits;     /* ... of which from the arena                 */
     uint64_t pushes_sent, pushes_received;
-    uint64_t timeouts;        /* requests not answered within timeout_ms     */
-    uint64_t skipped_down;    /* requests not sent: owner considered down    */
-    uint64_t verify_failures; /* replies rejected (size, checksum, identity) */
-    uint64_t peers_down;      /* peers currently considered down             */
+    uint64_t timeouts;                 /* requests not answered within timeout_ms     */
+    uint64_t skipped_down;             /* requests not sent: owner considered down    */
+    uint64_t verify_failures;          /* replies rejected (size, checksum, identity) */
+    uint64_t peers_down;               /* peers currently considered down             */
     uint64_t cache_items, cache_bytes; /* held in this rank's arena          */
-    uint64_t remote_ns;       /* sum of request-to-reply times of remote hits */
-    uint64_t parked;          /* peers' requests held until the item's push
+    uint64_t remote_ns;                /* sum of request-to-reply times of remote hits */
+    uint64_t parked;                   /* peers' requests held until the item's push
                                  arrived (it was being read right then)      */
 } nostall_mpi_stats;
 
 /* Snapshot (relaxed; any thread) into at most `size` bytes of *out (pass
  * sizeof *out: counters are only ever appended). */
-NOSTALL_MPI_API int nostall_mpi_stats_get(const nostall_mpi *m, nostall_mpi_stats *out,
-                                          size_t size);
+NOSTALL_MPI_API int nostall_mpi_stats_get(const nostall_mpi *m, nostall_mpi_stats *out, size_t size);
 
 /* Collective over the communicator, bounded: after every loader using the
  * hooks is freed, keeps serving peers until every rank has called detach

@@ -103,17 +103,17 @@ enum { NOSTALL_OP_INPUT_BYTES = 0, NOSTALL_OP_INPUT_IMAGE = 1 };
  * shape [ndim] holding each item's actual shape; its elements are packed
  * from the start of the item's room (see nostall_field in nostall.h). */
 typedef struct nostall_op_field {
-    char name[NOSTALL_OP_NAME_MAX];      /* unique; letters, digits, '_'   */
+    char name[NOSTALL_OP_NAME_MAX]; /* unique; letters, digits, '_'   */
     nostall_dtype dtype;
     uint32_t ndim;
-    uint64_t shape[NOSTALL_FIELD_DIMS];  /* each >= 1                      */
-    int32_t shape_field;                 /* -1: dense                      */
+    uint64_t shape[NOSTALL_FIELD_DIMS]; /* each >= 1                      */
+    int32_t shape_field;                /* -1: dense                      */
     uint32_t reserved_;
 } nostall_op_field;
 
 /* One use of one item, handed to run (and, as setup->sample, to create). */
 typedef struct nostall_op_item {
-    size_t size;            /* sizeof(nostall_op_item) of nostall's build:
+    size_t size; /* sizeof(nostall_op_item) of nostall's build:
                                members are only ever appended            */
     /* The input. BYTES: data[0..len), the fetched bytes. IMAGE: the RGB8
      * pixels, row y at data + y * stride, 3 bytes per pixel (HWC). Valid
@@ -123,11 +123,11 @@ typedef struct nostall_op_item {
     uint32_t width, height; /* IMAGE                                     */
     size_t stride;          /* IMAGE: bytes per row (>= 3 * width)       */
     /* Which item. */
-    uint64_t index;         /* dataset item index                        */
+    uint64_t index; /* dataset item index                        */
     uint64_t epoch;
-    uint32_t copy;          /* which use of the item in its epoch (echo)  */
-    uint32_t nfields;       /* places in dst (0 for setup->sample)       */
-    const char *path;       /* the item's file, for messages             */
+    uint32_t copy;    /* which use of the item in its epoch (echo)  */
+    uint32_t nfields; /* places in dst (0 for setup->sample)       */
+    const char *path; /* the item's file, for messages             */
     /* Randomness: seed is the item's stream (a pure function of the
      * loader's seed, epoch, index and copy); random_state starts equal to
      * it and is advanced by nostall_op_random(). */
@@ -142,12 +142,12 @@ typedef struct nostall_op_item {
 
 /* create's inputs (from the loader's options) and its declarations. */
 typedef struct nostall_op_setup {
-    size_t size;            /* sizeof(nostall_op_setup) of nostall's build */
+    size_t size; /* sizeof(nostall_op_setup) of nostall's build */
     /* In. */
-    const char *args;       /* op_args ("" when unset)                   */
-    uint32_t task;          /* NOSTALL_TASK_CLASSIFY or NOSTALL_TASK_BYTES */
-    uint32_t train;         /* 1: mode=train, 0: mode=eval               */
-    uint64_t seed;          /* the loader's seed                         */
+    const char *args;                     /* op_args ("" when unset)                   */
+    uint32_t task;                        /* NOSTALL_TASK_CLASSIFY or NOSTALL_TASK_BYTES */
+    uint32_t train;                       /* 1: mode=train, 0: mode=eval               */
+    uint64_t seed;                        /* the loader's seed                         */
     uint32_t crop, out_height, out_width; /* the options, for ops that
                                take their output size from them (0: unset) */
     uint32_t reserved_;
@@ -157,24 +157,24 @@ typedef struct nostall_op_setup {
      * an op can derive its fields from a real item; NULL if none. */
     const nostall_op_item *sample;
     /* Out. */
-    uint32_t nfields;       /* 1 .. NOSTALL_OP_FIELDS_MAX                */
-    uint32_t image_field;   /* the field nostall_batch.images points at
+    uint32_t nfields;     /* 1 .. NOSTALL_OP_FIELDS_MAX                */
+    uint32_t image_field; /* the field nostall_batch.images points at
                                (default 0)                              */
     nostall_op_field fields[NOSTALL_OP_FIELDS_MAX];
     char message[NOSTALL_OP_MESSAGE_MAX]; /* create's reason for failing */
 } nostall_op_setup;
 
 typedef struct nostall_op {
-    uint32_t version;       /* NOSTALL_OP_VERSION                        */
-    uint32_t size;          /* sizeof(nostall_op)                        */
-    const char *name;       /* in messages and the resume fingerprint    */
-    uint32_t input;         /* NOSTALL_OP_INPUT_*                        */
-    uint32_t flags;         /* 0 (reserved)                              */
+    uint32_t version; /* NOSTALL_OP_VERSION                        */
+    uint32_t size;    /* sizeof(nostall_op)                        */
+    const char *name; /* in messages and the resume fingerprint    */
+    uint32_t input;   /* NOSTALL_OP_INPUT_*                        */
+    uint32_t flags;   /* 0 (reserved)                              */
     /* ctx: nostall_config_set_op's (NULL for a library op). Required. */
     int (*create)(void *ctx, nostall_op_setup *setup, void **state);
-    void (*destroy)(void *state);                       /* may be NULL */
-    int (*create_worker)(void *state, void **worker);   /* may be NULL */
-    void (*free_worker)(void *state, void *worker);     /* may be NULL */
+    void (*destroy)(void *state);                     /* may be NULL */
+    int (*create_worker)(void *state, void **worker); /* may be NULL */
+    void (*free_worker)(void *state, void *worker);   /* may be NULL */
     /* Required. Concurrent calls, each with its thread's worker. */
     int (*run)(void *state, void *worker, nostall_op_item *item);
 } nostall_op;
@@ -226,7 +226,8 @@ static inline uint64_t nostall_op_random_below(nostall_op_item *item, uint64_t n
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static inline int nostall_op_fail(nostall_op_item *item, int status, const char *fmt, ...)
+static inline int
+nostall_op_fail(nostall_op_item *item, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -98,7 +98,8 @@ static int validate(const nostall_config *c, const char *fn)
         (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
-                         "is no cache: set cache=minio and cache_bytes > 0", fn);
+                         "is no cache: set cache=minio and cache_bytes > 0",
+                         fn);
     if (v[NOSTALL_OPT_COORDINATE].s[0] &&
         (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
@@ -123,9 +124,12 @@ static int validate(const nostall_config *c, const char *fn)
 /* "1.5 GB" */
 static const char *human_bytes(uint64_t n, char *buf, size_t len)
 {
-    if (n >= 1000000000ULL) snprintf(buf, len, "%.1f GB", (double)n / 1e9);
-    else if (n >= 1000000ULL) snprintf(buf, len, "%.1f MB", (double)n / 1e6);
-    else snprintf(buf, len, "%llu bytes", (unsigned long long)n);
+    if (n >= 1000000000ULL)
+        snprintf(buf, len, "%.1f GB", (double)n / 1e9);
+    else if (n >= 1000000ULL)
+        snprintf(buf, len, "%.1f MB", (double)n / 1e6);
+    else
+        snprintf(buf, len, "%llu bytes", (unsigned long long)n);
     return buf;
 }
 
@@ -155,8 +159,10 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
         nslots += bbuf;
     }
     if (nslots > NST_BQ_MAX_SLOTS)
-        return nst_error(NOSTALL_E_OPTION, "%s: %llu ring slots (batches_ahead + echo buffer) "
-                         "exceed %d", fn, (unsigned long long)nslots, NST_BQ_MAX_SLOTS);
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %llu ring slots (batches_ahead + echo buffer) "
+                         "exceed %d",
+                         fn, (unsigned long long)nslots, NST_BQ_MAX_SLOTS);
     size_t ring = nst_bq_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
     uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
     if (!ring)
@@ -229,26 +235,39 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
                      (ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP ? NST_BQ_FILL : 0);
     nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
     if (v[NOSTALL_OPT_COORDINATE].s[0]) {
-        nst_coord_params cp = {.cfg = &ld->cfg, .source = ld->source,
+        nst_coord_params cp = {.cfg = &ld->cfg,
+                               .source = ld->source,
                                .dataset_items = ld->recipe->items,
-                               .items_per_epoch = ld->sampler.per_rank, .flags = flags,
-                               .recipe = ld->recipe, .sink = sink};
+                               .items_per_epoch = ld->sampler.per_rank,
+                               .flags = flags,
+                               .recipe = ld->recipe,
+                               .sink = sink};
         return nst_coord_backend_create(&ld->bq, &cp, fn);
     }
     uint32_t nslots = 0, items = 0, bbuf = 0;
     int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
     if (rc < 0) return rc;
-    nst_ring_params p = {
-        .nslots = nslots, .slot_items = items, .batch_size = ld->batch_size, .flags = flags,
-        .recipe = ld->recipe, .plan = ld->plan, .sink = sink, .echo = ld->echo,
-        .sched = &ld->esched, .echo_factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
-        .echo_buffer = ld->echo == NST_ECHO_BATCHES ? bbuf : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
-        .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u, .seed = v[NOSTALL_OPT_SEED].u};
+    nst_ring_params p = {.nslots = nslots,
+                         .slot_items = items,
+                         .batch_size = ld->batch_size,
+                         .flags = flags,
+                         .recipe = ld->recipe,
+                         .plan = ld->plan,
+                         .sink = sink,
+                         .echo = ld->echo,
+                         .sched = &ld->esched,
+                         .echo_factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
+                         .echo_buffer = ld->echo == NST_ECHO_BATCHES
+                                            ? bbuf
+                                            : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                         .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u,
+                         .seed = v[NOSTALL_OPT_SEED].u};
     if (ld->echo == NST_ECHO_ITEMS) {
         /* Entries live from an item's first draw to its last use's finish:
          * at most the pool plus every ticket of the ring's open batches. */
         uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)nslots * items;
-        if (cap > UINT32_MAX - 1) return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
+        if (cap > UINT32_MAX - 1)
+            return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
         if ((rc = nst_echo_sched_init(&ld->esched, &ld->sampler, v[NOSTALL_OPT_ECHO_FACTOR].d,
                                       v[NOSTALL_OPT_SEED].u, (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
                                       (uint32_t)cap)) < 0)
@@ -305,7 +324,8 @@ static int make_source(struct nostall_loader *ld, const char *source, const char
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
         ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
     }
-    ld->plan = (nst_bq_plan){.batch_len = nst_loader_batch_len, .ctx = ld, .epochs = ld->epochs_limit};
+    ld->plan =
+        (nst_bq_plan){.batch_len = nst_loader_batch_len, .ctx = ld, .epochs = ld->epochs_limit};
     return 0;
 }
 
@@ -336,7 +356,8 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     pthread_mutex_init(&ld->plan_mu, NULL);
     pthread_mutex_init(&ld->skip_mu, NULL);
     const nst_optval *v = ld->cfg.v;
-    nst_throttle_init(&ld->throttle, v[NOSTALL_OPT_STORAGE_MBPS].d, v[NOSTALL_OPT_STORAGE_LATENCY_MS].d);
+    nst_throttle_init(&ld->throttle, v[NOSTALL_OPT_STORAGE_MBPS].d,
+                      v[NOSTALL_OPT_STORAGE_LATENCY_MS].d);
     ld->batch_size = (uint32_t)v[NOSTALL_OPT_BATCH_SIZE].u;
     ld->on_bad = (int)v[NOSTALL_OPT_ON_BAD_ITEM].u;
     ld->drop_last = (int)v[NOSTALL_OPT_DROP_LAST].u;
@@ -357,14 +378,13 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     *out = ld;
     return 0;
 
-fail:
-    {
-        /* Keep the message: freeing must not overwrite it. */
-        char keep[NST_ERROR_MAX];
-        snprintf(keep, sizeof keep, "%s", nostall_last_error());
-        nostall_loader_free(ld);
-        nst_error_set(rc, keep);
-    }
+fail : {
+    /* Keep the message: freeing must not overwrite it. */
+    char keep[NST_ERROR_MAX];
+    snprintf(keep, sizeof keep, "%s", nostall_last_error());
+    nostall_loader_free(ld);
+    nst_error_set(rc, keep);
+}
     return rc;
 fail_early:
     nostall_config_free(defaults);

@@ -26,10 +26,11 @@
 /* Options that change the bytes delivered for a given (seed, epoch,
  * position), besides the seed itself (checked on its own). world_size and
  * rank are not here: a state is remapped to another world size. */
-static const char *const state_options[] = {
-    "shuffle", "drop_last", "mode", "crop", "resize", "scale_min", "scale_max", "ratio_min",
-    "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item", "max_pixels",
-    "max_file_bytes", "echo", "echo_point", "echo_factor", "echo_buffer"};
+static const char *const state_options[] =
+    {"shuffle",        "drop_last", "mode",       "crop",        "resize",
+     "scale_min",      "scale_max", "ratio_min",  "ratio_max",   "flip_prob",
+     "output",         "mean",      "std",        "on_bad_item", "max_pixels",
+     "max_file_bytes", "echo",      "echo_point", "echo_factor", "echo_buffer"};
 
 /* The fingerprint of the item list (each path and label) and of the options
  * above, computed once, on first use (skip_mu held). Never 0. */
@@ -155,7 +156,8 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
     plain.res_on = 0;
     uint64_t len = plain.per_rank;
     if (ld->echo == NST_ECHO_ITEMS) {
-        nst_echo_sched tmp = {.factor = ld->esched.factor, .seed = ld->esched.seed,
+        nst_echo_sched tmp = {.factor = ld->esched.factor,
+                              .seed = ld->esched.seed,
                               .sampler = &plain};
         len = nst_echo_epoch_len(&tmp, st->epoch);
     } else if (ld->echo == NST_ECHO_BATCHES) { /* deliveries: each batch's uses */
@@ -170,8 +172,8 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
         }
     }
     if (*position > len)
-        return nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items",
-                         fn, (unsigned long long)*position, (unsigned long long)len);
+        return nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
+                         (unsigned long long)*position, (unsigned long long)len);
     int fill = ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP;
     if (*taken && (!fill || *taken >= ld->batch_size))
         return nst_error(NOSTALL_E_INVALID,

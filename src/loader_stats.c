@@ -21,8 +21,10 @@ static void skip_record(struct nostall_loader *ld, uint64_t index, int status, c
     ld->skipped_total++;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (ld->skips[mid].index < index) lo = mid + 1;
-        else hi = mid;
+        if (ld->skips[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo < ld->nskips && ld->skips[lo].index == index) return;
     if (ld->nskips == ld->skips_cap) {
@@ -72,7 +74,8 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.augment_bytes += STAT_GET(w->augment_bytes);
         s.augment_busy_ns += STAT_GET(w->augment_ns);
         s.worker_idle_ns += STAT_GET(w->idle_ns);
-        s.upstream_busy_ns += STAT_GET(w->fetch_ns) + STAT_GET(w->decode_ns) + STAT_GET(w->augment_ns);
+        s.upstream_busy_ns +=
+            STAT_GET(w->fetch_ns) + STAT_GET(w->decode_ns) + STAT_GET(w->augment_ns);
         s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
         s.cache_transcoded += STAT_GET(w->transcoded);
         s.cache_transcode_ns += STAT_GET(w->transcode_ns);

@@ -54,8 +54,10 @@ static void copy_fields(const nst_recipe *r, uint8_t *const *dst, uint8_t *flat,
     size_t off = 0;
     for (uint32_t f = 0; f < r->nfields; f++) {
         size_t n = r->fields[f].item_bytes;
-        if (to_flat) memcpy(flat + off, dst[f], n);
-        else memcpy(dst[f], flat + off, n);
+        if (to_flat)
+            memcpy(flat + off, dst[f], n);
+        else
+            memcpy(dst[f], flat + off, n);
         off += n;
     }
 }
@@ -65,8 +67,8 @@ static void copy_fields(const nst_recipe *r, uint8_t *const *dst, uint8_t *flat,
  * the finished item) and then its own item; the other uses wait for the
  * entry (always produced by an earlier ticket, so the wait ends) and make
  * their item from it. */
-static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c,
-                     const nst_fetch_req *r, nst_recipe_times *tm, char *msg, size_t msgn)
+static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, const nst_fetch_req *r,
+                     nst_recipe_times *tm, char *msg, size_t msgn)
 {
     struct nostall_loader *ld = w->ld;
     const nst_recipe_ops *ops = ld->recipe->ops;
@@ -186,7 +188,8 @@ static void submit(worker *w, uint32_t first)
         nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
         if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->position);
         *t->index_dst = t->index;
-        if (t->echo && !t->produce) nst_fetch_submit_none(w->fetch, t->index);
+        if (t->echo && !t->produce)
+            nst_fetch_submit_none(w->fetch, t->index);
         else {
             nst_item_loc loc;
             nst_recipe_locate(ld->recipe, t->epoch, t->index, &loc);
@@ -200,8 +203,11 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg
 {
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
-    nst_item_ctx c = {.epoch = t->epoch, .index = t->index, .copy = t->copy,
-                      .path = nst_recipe_path(ld->recipe, t->index), .dst = t->dst};
+    nst_item_ctx c = {.epoch = t->epoch,
+                      .index = t->index,
+                      .copy = t->copy,
+                      .path = nst_recipe_path(ld->recipe, t->index),
+                      .dst = t->dst};
     int rc;
     if (t->echo) {
         rc = echo_item(w, t, &c, r, &tm, msg, msgn);
@@ -253,7 +259,8 @@ void *nst_worker_main(void *arg)
         int rc = 0;
         msg[0] = '\0';
         if (!bq->ops->stale(bq, t)) rc = make_item(w, t, r, msg, sizeof msg);
-        if (t->apool != UINT32_MAX) nst_adaptive_put(ld->adaptive, t->apool, t->dst, t->index, rc == 0);
+        if (t->apool != UINT32_MAX)
+            nst_adaptive_put(ld->adaptive, t->apool, t->dst, t->index, rc == 0);
         io_add_fetch(t->io, &r->io);
         depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);

@@ -22,55 +22,53 @@
 
 static int check_failures_;
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-            check_failures_++;                                                 \
-        }                                                                      \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            check_failures_++;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ(a, b)                                                         \
-    do {                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                    \
-        if (a_ != b_) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%lld vs %lld)\n", \
-                    __FILE__, __LINE__, #a, #b, a_, b_);                       \
-            check_failures_++;                                                 \
-        }                                                                      \
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%lld vs %lld)\n", __FILE__,         \
+                    __LINE__, #a, #b, a_, b_);                                                     \
+            check_failures_++;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_OK(expr)                                                         \
-    do {                                                                       \
-        int rc_ = (expr);                                                      \
-        if (rc_ < 0) {                                                         \
-            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__,      \
-                    __LINE__, #expr, rc_, nostall_status_name(rc_),            \
-                    nostall_last_error());                                     \
-            check_failures_++;                                                 \
-        }                                                                      \
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ < 0) {                                                                             \
+            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, rc_,    \
+                    nostall_status_name(rc_), nostall_last_error());                               \
+            check_failures_++;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_RC(expr, want)                                                   \
-    do {                                                                       \
-        int rc_ = (expr), want_ = (want);                                      \
-        if (rc_ != want_) {                                                    \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), want %d (%s): %s\n",  \
-                    __FILE__, __LINE__, #expr, rc_, nostall_status_name(rc_),  \
-                    want_, nostall_status_name(want_), nostall_last_error());  \
-            check_failures_++;                                                 \
-        }                                                                      \
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr), want_ = (want);                                                          \
+        if (rc_ != want_) {                                                                        \
+            fprintf(stderr, "%s:%d: %s returned %d (%s), want %d (%s): %s\n", __FILE__, __LINE__,  \
+                    #expr, rc_, nostall_status_name(rc_), want_, nostall_status_name(want_),       \
+                    nostall_last_error());                                                         \
+            check_failures_++;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define TEST_EXIT()                                                            \
-    do {                                                                       \
-        if (check_failures_) {                                                 \
-            fprintf(stderr, "FAIL: %d check(s) failed\n", check_failures_);   \
-            return 1;                                                          \
-        }                                                                      \
-        printf("PASS\n");                                                      \
-        return 0;                                                              \
+#define TEST_EXIT()                                                                                \
+    do {                                                                                           \
+        if (check_failures_) {                                                                     \
+            fprintf(stderr, "FAIL: %d check(s) failed\n", check_failures_);                        \
+            return 1;                                                                              \
+        }                                                                                          \
+        printf("PASS\n");                                                                          \
+        return 0;                                                                                  \
     } while (0)
 
 /* A fresh directory under $NOSTALL_TEST_TMP (or /tmp) for this test. The

@@ -108,11 +108,11 @@ static void test_budget(void)
     item_fill(2, buf, 101);
     CHECK_EQ(nst_cache_put(c, 2, buf, 101), 0); /* one byte too many */
     item_fill(3, buf, 60);
-    CHECK_EQ(nst_cache_put(c, 3, buf, 60), 1);  /* smaller still fits */
+    CHECK_EQ(nst_cache_put(c, 3, buf, 60), 1); /* smaller still fits */
     item_fill(4, buf, 40);
-    CHECK_EQ(nst_cache_put(c, 4, buf, 40), 1);  /* exactly fills */
+    CHECK_EQ(nst_cache_put(c, 4, buf, 40), 1); /* exactly fills */
     item_fill(5, buf, 1);
-    CHECK_EQ(nst_cache_put(c, 5, buf, 1), 0);   /* full */
+    CHECK_EQ(nst_cache_put(c, 5, buf, 1), 0); /* full */
     nst_cache_stats st;
     nst_cache_stats_get(c, &st);
     CHECK_EQ(st.budget, 1000);
@@ -339,8 +339,8 @@ static void test_rss(void)
     }
     long after = rss_pages();
     double grown_mb = (double)(after - before) * (double)page / (1024.0 * 1024.0);
-    CHECK(grown_mb >= 9.0);   /* the cached bytes are really resident */
-    CHECK(grown_mb < 64.0);   /* ... and the budget is not */
+    CHECK(grown_mb >= 9.0); /* the cached bytes are really resident */
+    CHECK(grown_mb < 64.0); /* ... and the budget is not */
     if (grown_mb < 9.0 || grown_mb >= 64.0)
         fprintf(stderr, "RSS grew by %.1f MiB for 10 MiB cached\n", grown_mb);
     nst_cache_stats st;

@@ -39,19 +39,19 @@
 
 typedef struct role {
     int workers;
-    int wait_members;      /* start once the group has this many          */
-    uint32_t item_us;      /* work per item                               */
-    int hang_after;        /* >0: after this many tickets, hold the next forever */
-    int die_locked_after;  /* >0: die holding the mutex after this many    */
+    int wait_members;     /* start once the group has this many          */
+    uint32_t item_us;     /* work per item                               */
+    int hang_after;       /* >0: after this many tickets, hold the next forever */
+    int die_locked_after; /* >0: die holding the mutex after this many    */
     int die_what;
-    int wait_go;           /* consume only after sh->go                   */
-    int leave_after;       /* >0: leave after this many batches, one lent */
-    int bad_mod;           /* >0: positions p with p % bad_mod == 3 are bad */
-    uint32_t burn_us;      /* CPU work per item                           */
-    int hold_after;        /* >0: after this many batches, keep the last lent
+    int wait_go;        /* consume only after sh->go                   */
+    int leave_after;    /* >0: leave after this many batches, one lent */
+    int bad_mod;        /* >0: positions p with p % bad_mod == 3 are bad */
+    uint32_t burn_us;   /* CPU work per item                           */
+    int hold_after;     /* >0: after this many batches, keep the last lent
                               and stop consuming (until killed)            */
-    int pause_after;       /* >0: after this many batches, wait for sh->go */
-    int worker_barrier;    /* >0: workers take no ticket before this many
+    int pause_after;    /* >0: after this many batches, wait for sh->go */
+    int worker_barrier; /* >0: workers take no ticket before this many
                               workers (of every member) have started       */
 } role;
 
@@ -79,15 +79,25 @@ static uint8_t item_byte(uint64_t e, uint64_t pos, uint32_t k)
     return (uint8_t)(e * 131 + pos * 31 + k * 7 + ((pos * k) >> 2));
 }
 
-static const nst_group_opt default_fp[] = {
-    {"source", "/data/train"}, {"seed", "7"}, {"crop", "224"}, {"output", "uint8"}};
+static const nst_group_opt default_fp[] = {{"source", "/data/train"},
+                                           {"seed", "7"},
+                                           {"crop", "224"},
+                                           {"output", "uint8"}};
 
 static nst_group_params params(uint32_t epochs)
 {
     nst_group_params p = {
-        .name = gname, .fp = default_fp, .nfp = 4, .items_per_epoch = ITEMS,
-        .batch_size = BATCH, .drop_last = 0, .epochs = epochs, .nslots = 4,
-        .item_bytes = ITEM_BYTES, .max_lead = 0, .fail_on_bad = 0,
+        .name = gname,
+        .fp = default_fp,
+        .nfp = 4,
+        .items_per_epoch = ITEMS,
+        .batch_size = BATCH,
+        .drop_last = 0,
+        .epochs = epochs,
+        .nslots = 4,
+        .item_bytes = ITEM_BYTES,
+        .max_lead = 0,
+        .fail_on_bad = 0,
     };
     return p;
 }
@@ -224,7 +234,8 @@ static int member_run(const role *r, const nst_group_params *p, mres *me)
         uint32_t want = pos + BATCH <= ITEMS ? BATCH : (uint32_t)(ITEMS - pos);
         if (b.epoch != e || b.position != pos || b.len != want ||
             b.count != expected_good(r, pos, want)) {
-            fprintf(stderr, "batch seq %llu: epoch %llu pos %llu len %u count %u, want %llu %llu %u\n",
+            fprintf(stderr,
+                    "batch seq %llu: epoch %llu pos %llu len %u count %u, want %llu %llu %u\n",
                     (unsigned long long)b.seq, (unsigned long long)b.epoch,
                     (unsigned long long)b.position, b.len, b.count, (unsigned long long)e,
                     (unsigned long long)pos, want);
@@ -413,7 +424,10 @@ static void test_members(int n, int bad_mod)
     set_name(t);
     reset_shared();
     nst_group_params p = params(EPOCHS);
-    role r = {.workers = 2, .wait_members = n, .item_us = 2000, .bad_mod = bad_mod,
+    role r = {.workers = 2,
+              .wait_members = n,
+              .item_us = 2000,
+              .bad_mod = bad_mod,
               .worker_barrier = 2 * n};
     pid_t pid[MAXM];
     for (int i = 0; i < n; i++) pid[i] = spawn(&r, &p, i);
@@ -790,13 +804,13 @@ int main(void)
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return 1;
     const char *only = getenv("COORD_TEST");
-#define RUN(name, call)                                                         \
-    if (!only || strcmp(only, name) == 0) {                                     \
-        uint64_t t0_ = nst_now_ns();                                            \
-        call;                                                                   \
-        printf("%-12s %.2f s (failures so far: %d)\n", name, (nst_now_ns() - t0_) / 1e9, \
-               check_failures_);                                                \
-        fflush(stdout);                                                         \
+#define RUN(name, call)                                                                            \
+    if (!only || strcmp(only, name) == 0) {                                                        \
+        uint64_t t0_ = nst_now_ns();                                                               \
+        call;                                                                                      \
+        printf("%-12s %.2f s (failures so far: %d)\n", name, (nst_now_ns() - t0_) / 1e9,           \
+               check_failures_);                                                                   \
+        fflush(stdout);                                                                            \
     }
     RUN("join_leave", test_join_leave());
     RUN("mismatch", test_mismatch());

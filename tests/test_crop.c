@@ -27,9 +27,8 @@ static void test_bounds(double smin, double smax, double rmin, double rmax)
     for (int t = 0; t < 10000; t++) {
         nst_window win;
         nst_crop_random_resized(W, H, smin, smax, rmin, rmax, &r, &win);
-        if (!(is_int(win.x) && is_int(win.y) && is_int(win.w) && is_int(win.h) &&
-              win.w > 0 && win.h > 0 && win.x >= 0 && win.y >= 0 &&
-              win.x + win.w <= W && win.y + win.h <= H))
+        if (!(is_int(win.x) && is_int(win.y) && is_int(win.w) && is_int(win.h) && win.w > 0 &&
+              win.h > 0 && win.x >= 0 && win.y >= 0 && win.x + win.w <= W && win.y + win.h <= H))
             bad_inside++;
         int fallback = win.x == 0 && win.y == 0 && win.w == W && win.h == H;
         if (fallback) continue;
@@ -74,8 +73,8 @@ static void test_draw_order_and_stats(void)
     }
     CHECK_EQ(mismatch, 0);
     double mean = sum_frac / N, mlr = sum_lr / N;
-    printf("first-try draws: mean area fraction %.4f (expect ~%.3f), mean log ratio %.4f\n",
-           mean, (smin + smax) / 2, mlr);
+    printf("first-try draws: mean area fraction %.4f (expect ~%.3f), mean log ratio %.4f\n", mean,
+           (smin + smax) / 2, mlr);
     CHECK(fabs(mean - (smin + smax) / 2) < 0.01);
     CHECK(fabs(mlr) < 0.01);
 }

@@ -260,7 +260,7 @@ static void test_jpeg_rgb(nst_decoder *d)
         CHECK_EQ(im.src_width, w);
         CHECK_EQ(im.src_height, h);
         CHECK_EQ(im.stride, (size_t)im.width * 3);
-        CHECK(im.x0 + 1 <= 5 && im.y0 + 1 <= 2);     /* roi starts at 5, 2.5 */
+        CHECK(im.x0 + 1 <= 5 && im.y0 + 1 <= 2);                  /* roi starts at 5, 2.5 */
         CHECK(im.x0 + im.width >= 31 && im.y0 + im.height >= 25); /* ends 30.25, 22.5 */
         CHECK(im.x0 + im.width <= 87 && im.y0 + im.height <= 46);
         CHECK(im.width < 87 || im.height < 46);
@@ -325,9 +325,9 @@ static void test_jpeg_cmyk(nst_decoder *d)
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
             uint8_t *q = cmyk + ((size_t)y * w + x) * 4;
-            q[0] = (uint8_t)(255 - x * 2);      /* stored C */
-            q[1] = (uint8_t)(255 - y * 3);      /* stored M */
-            q[2] = (uint8_t)(200);              /* stored Y */
+            q[0] = (uint8_t)(255 - x * 2);       /* stored C */
+            q[1] = (uint8_t)(255 - y * 3);       /* stored M */
+            q[2] = (uint8_t)(200);               /* stored Y */
             q[3] = (uint8_t)(255 - (x + y) / 2); /* stored K */
             for (int c = 0; c < 3; c++)
                 want[((size_t)y * w + x) * 3 + c] = (uint8_t)floor(q[c] * q[3] / 255.0 + 0.5);
@@ -336,8 +336,8 @@ static void test_jpeg_cmyk(nst_decoder *d)
      * (Adobe transform 2); 2: CMYK without Adobe marker, which PIL also
      * reads as Adobe-inverted. */
     for (int variant = 0; variant < 3; variant++) {
-        test_jpeg_opts o = {w, h, 4, JCS_CMYK, variant == 1 ? JCS_YCCK : JCS_UNKNOWN, 95, 0, 0,
-                       variant == 2};
+        test_jpeg_opts o = {w,  h, 4, JCS_CMYK,    variant == 1 ? JCS_YCCK : JCS_UNKNOWN,
+                            95, 0, 0, variant == 2};
         size_t len;
         uint8_t *j = test_jpeg_encode(cmyk, &o, &len);
         int has_adobe = 0;
@@ -501,8 +501,8 @@ static void test_png(nst_decoder *d)
 }
 
 /* Copy of `j` with `n` bytes of `junk` inserted at `at`. */
-static uint8_t *insert_bytes(const uint8_t *j, size_t len, size_t at, const uint8_t *junk,
-                             size_t n, size_t *out_len)
+static uint8_t *insert_bytes(const uint8_t *j, size_t len, size_t at, const uint8_t *junk, size_t n,
+                             size_t *out_len)
 {
     uint8_t *o = malloc(len + n);
     memcpy(o, j, at);
@@ -627,8 +627,8 @@ static void test_bad_inputs(nst_decoder *d)
         int detected = 0, total = 0;
         for (int rep = 0; rep < 20; rep++) {
             uint8_t *px = make_rgb(160, 120);
-            test_jpeg_opts o = {160, 120, 3, JCS_RGB, JCS_UNKNOWN, 90, !restarts && (rep & 1),
-                           restarts, 0};
+            test_jpeg_opts o = {160,      120, 3, JCS_RGB, JCS_UNKNOWN, 90, !restarts && (rep & 1),
+                                restarts, 0};
             uint8_t *j = test_jpeg_encode(px, &o, &len);
             size_t s = jpeg_scan_start(j, len);
             CHECK(s > 0);
@@ -646,8 +646,8 @@ static void test_bad_inputs(nst_decoder *d)
             free(j);
             free(px);
         }
-        printf("garbage in entropy data (restarts=%d): %d of %d detected\n", restarts,
-               detected, total);
+        printf("garbage in entropy data (restarts=%d): %d of %d detected\n", restarts, detected,
+               total);
         CHECK(detected * 2 > total);
     }
 
@@ -705,8 +705,7 @@ static void test_limits(void)
         /* With region hints (a tiny roi, DCT scaling) too: the check is on
          * the file's dimensions, before scale or region are considered. */
         nst_window roi = {100, 100, 2000, 2000};
-        CHECK_RC(nst_decode(d, j, len, "huge.jpg", &roi, 224, 224, &im),
-                 NOSTALL_E_TOO_MANY_PIXELS);
+        CHECK_RC(nst_decode(d, j, len, "huge.jpg", &roi, 224, 224, &im), NOSTALL_E_TOO_MANY_PIXELS);
         CHECK(msg_has("huge.jpg"));
         CHECK_RC(nst_decode_probe(d, j, len, "huge.jpg", &info), NOSTALL_E_TOO_MANY_PIXELS);
         CHECK_EQ(d->out.cap, cap0);
@@ -811,8 +810,7 @@ static void test_reuse(nst_decoder *d)
             CHECK_OK(nst_decode(d, p, plen, "reuse.png", NULL, 0, 0, &im));
             check_full(&im, (uint32_t)w, (uint32_t)h);
             CHECK(same_pixels(&im, px));
-            CHECK_RC(nst_decode(d, p, plen - 30, "reuse.png", NULL, 0, 0, &im),
-                     NOSTALL_E_TRUNCATED);
+            CHECK_RC(nst_decode(d, p, plen - 30, "reuse.png", NULL, 0, 0, &im), NOSTALL_E_TRUNCATED);
             CHECK_RC(nst_decode(d, j, 0, "reuse.jpg", NULL, 0, 0, &im), NOSTALL_E_EMPTY);
             CHECK_OK(nst_decode(d, p, plen, "reuse.png", NULL, 0, 0, &im));
             CHECK(same_pixels(&im, px));
@@ -827,8 +825,8 @@ static void test_reuse(nst_decoder *d)
 
 /* Mutated valid files: any status, never a crash or leak (ASan), and a
  * success must agree with probe on the dimensions and be fully readable. */
-static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *buf,
-                     int is_png, int *ok_count)
+static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *buf, int is_png,
+                     int *ok_count)
 {
     memcpy(buf, orig, len);
     size_t n = len;
@@ -839,7 +837,9 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
         case 0: buf[at] = (uint8_t)rnd(); break;
         case 1: buf[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
         case 2: buf[at] = (rnd() & 1) ? 0xFF : 0x00; break;
-        default: if (rnd() % 4 == 0) n = at + 1; break; /* truncate */
+        default:
+            if (rnd() % 4 == 0) n = at + 1;
+            break; /* truncate */
         }
     }
     if (is_png && (rnd() & 1)) png_fix_crcs(buf, n);
@@ -850,9 +850,8 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
     CHECK(rc <= 0);
     CHECK(prc <= 0);
     if (rc < 0) {
-        CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED ||
-              rc == NOSTALL_E_NOT_IMAGE || rc == NOSTALL_E_TOO_MANY_PIXELS ||
-              rc == NOSTALL_E_UNSUPPORTED);
+        CHECK(rc == NOSTALL_E_CORRUPT || rc == NOSTALL_E_TRUNCATED || rc == NOSTALL_E_NOT_IMAGE ||
+              rc == NOSTALL_E_TOO_MANY_PIXELS || rc == NOSTALL_E_UNSUPPORTED);
         CHECK(msg_has("fuzz"));
     } else {
         (*ok_count)++;
@@ -868,8 +867,7 @@ static void fuzz_one(nst_decoder *d, const uint8_t *orig, size_t len, uint8_t *b
         /* The same bytes through region decode (a fixed roi, so the rnd()
          * sequence above stays as it was); damage below the roi may go
          * unnoticed, so a success here says nothing about `rc`. */
-        nst_window roi = {info.width / 4.0, info.height / 3.0, info.width / 2.0,
-                          info.height / 2.0};
+        nst_window roi = {info.width / 4.0, info.height / 3.0, info.width / 2.0, info.height / 2.0};
         int rrc = nst_decode(d, buf, n, "fuzz", &roi, 8, 8, &im);
         CHECK(rrc <= 0);
         if (rrc < 0) {
@@ -1032,9 +1030,9 @@ static int same_as_fresh(nst_decoder *d, const uint8_t *buf, size_t len, const c
             fprintf(stderr, "  %s (roi %d): after other files %d '%s', fresh %d '%s'\n", what, r,
                     ra, ma, rb, mb);
             ok = 0;
-        } else if (ra == 0 && (a.width != b.width || a.height != b.height || a.x0 != b.x0 ||
-                               a.y0 != b.y0 || a.scale_den != b.scale_den ||
-                               memcmp(apx, b.data, asz) != 0)) {
+        } else if (ra == 0 &&
+                   (a.width != b.width || a.height != b.height || a.x0 != b.x0 || a.y0 != b.y0 ||
+                    a.scale_den != b.scale_den || memcmp(apx, b.data, asz) != 0)) {
             fprintf(stderr, "  %s (roi %d): pixels differ from a fresh decoder's\n", what, r);
             ok = 0;
         }
@@ -1171,8 +1169,7 @@ static void test_clean_state(void)
             if (round == 0) after_first = nst_jpeg_permanent_allocs(d);
         }
         printf("permanent-pool allocations: %llu after one round, %llu after 20\n",
-               (unsigned long long)after_first,
-               (unsigned long long)nst_jpeg_permanent_allocs(d));
+               (unsigned long long)after_first, (unsigned long long)nst_jpeg_permanent_allocs(d));
         CHECK_EQ(nst_jpeg_permanent_allocs(d), after_first);
         CHECK(after_first <= 4 + 8 + 1); /* tables and jpeg_mem_src's manager */
         nst_buf_free(&out);
@@ -1254,8 +1251,8 @@ static void test_png_chunks(nst_decoder *d)
     int rc;
     const long base_kb = child_peak_kb(ok, olen, &rc);
     CHECK_EQ(rc, 0);
-    static const char *types[] = {"pCAL", "iCCP", "sPLT", "tEXt", "zTXt", "iTXt", "eXIf", "sCAL",
-                                  "prVt"};
+    static const char *types[] = {"pCAL", "iCCP", "sPLT", "tEXt", "zTXt",
+                                  "iTXt", "eXIf", "sCAL", "prVt"};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         uint8_t p[57];
         memcpy(p, sig, 8);
@@ -1354,8 +1351,10 @@ static void test_palette_range(nst_decoder *d)
                     const int sh = 8 - depth - (x * depth) % 8;
                     src[y * rb + (size_t)x * depth / 8] |= (uint8_t)(v << sh);
                     uint8_t *q = want + ((size_t)y * w + x) * 3;
-                    if ((int)v < npal) q[0] = pal[v].red, q[1] = pal[v].green, q[2] = pal[v].blue;
-                    else q[0] = q[1] = q[2] = (uint8_t)v;
+                    if ((int)v < npal)
+                        q[0] = pal[v].red, q[1] = pal[v].green, q[2] = pal[v].blue;
+                    else
+                        q[0] = q[1] = q[2] = (uint8_t)v;
                 }
             png_opts o = {w, h, PNG_COLOR_TYPE_PALETTE, depth, interlace, pal, npal, NULL, 0};
             size_t len;

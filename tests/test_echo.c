@@ -112,8 +112,8 @@ static void run(const char *point, const char *factor, const char *threads, int 
 {
     char ep[8];
     snprintf(ep, sizeof ep, "%d", epochs);
-    const char *kv[][2] = {{"threads", threads}, {"batch_size", "6"}, {"crop", "20"},
-                           {"epochs", ep},        {"seed", "4"},       {"echo_point", point},
+    const char *kv[][2] = {{"threads", threads},    {"batch_size", "6"},  {"crop", "20"},
+                           {"epochs", ep},          {"seed", "4"},        {"echo_point", point},
                            {"echo_factor", factor}, {"echo_buffer", "5"}, {"output", "uint8"}};
     nostall_loader *ld = make_loader(data_dir, kv, 9);
     memset(r, 0, sizeof *r);
@@ -155,7 +155,7 @@ static void test_loader_points(void)
         int exact = 1;
         for (int e = 0; e < 2; e++)
             for (int i = 0; i < NITEMS; i++) exact &= a.uses[e][i] == 2;
-        CHECK(exact); /* every item exactly twice per epoch */
+        CHECK(exact);           /* every item exactly twice per epoch */
         CHECK_EQ(a.sum, b.sum); /* any thread count: the same bytes */
         sums[p] = a.sum;
     }
@@ -176,9 +176,9 @@ static void test_loader_points(void)
 /* Resume with set_state mid-epoch gives the same remaining batches. */
 static void test_loader_resume(void)
 {
-    const char *kv[][2] = {{"threads", "2"},        {"batch_size", "6"},  {"crop", "20"},
-                           {"seed", "9"},           {"echo_factor", "2.5"}, {"echo_point", "fetch"},
-                           {"echo_buffer", "7"},    {"output", "uint8"}};
+    const char *kv[][2] = {{"threads", "2"},     {"batch_size", "6"},    {"crop", "20"},
+                           {"seed", "9"},        {"echo_factor", "2.5"}, {"echo_point", "fetch"},
+                           {"echo_buffer", "7"}, {"output", "uint8"}};
     nostall_loader *a = make_loader(data_dir, kv, 8), *b = make_loader(data_dir, kv, 8);
     if (!a || !b) return;
     nostall_batch x, y;
@@ -212,9 +212,14 @@ static void test_loader_resume(void)
 /* Stop and free while echoed uses may be waiting for their producer. */
 static void test_loader_stop(void)
 {
-    const char *kv[][2] = {{"threads", "3"},         {"batch_size", "4"},         {"crop", "16"},
-                           {"echo_factor", "4"},     {"echo_point", "decode"},   {"echo_buffer", "1"},
-                           {"storage_latency_ms", "30"}, {"io_depth", "2"}};
+    const char *kv[][2] = {{"threads", "3"},
+                           {"batch_size", "4"},
+                           {"crop", "16"},
+                           {"echo_factor", "4"},
+                           {"echo_point", "decode"},
+                           {"echo_buffer", "1"},
+                           {"storage_latency_ms", "30"},
+                           {"io_depth", "2"}};
     for (int i = 0; i < 3; i++) {
         nostall_loader *ld = make_loader(data_dir, kv, 8);
         if (!ld) return;
@@ -241,7 +246,7 @@ static void test_loader_bad_items(void)
     }
     static const char *points[] = {"fetch", "decode", "augment"};
     for (int p = 0; p < 3; p++) {
-        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "6"}, {"crop", "16"},
+        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "6"},  {"crop", "16"},
                                {"epochs", "1"},  {"echo_factor", "3"}, {"echo_point", points[p]}};
         nostall_loader *ld = make_loader(data_dir, kv, 6);
         if (!ld) return;
@@ -257,8 +262,8 @@ static void test_loader_bad_items(void)
         }
         nostall_stats st;
         nostall_loader_stats(ld, &st, sizeof st);
-        CHECK_EQ(items, 3 * NITEMS);  /* every good item 3 times */
-        CHECK_EQ(st.skipped, 3);      /* the bad one, each of its uses */
+        CHECK_EQ(items, 3 * NITEMS); /* every good item 3 times */
+        CHECK_EQ(st.skipped, 3);     /* the bad one, each of its uses */
         CHECK_EQ(st.skipped_unique, 1);
         nostall_loader_free(ld);
     }
@@ -271,8 +276,8 @@ static void test_loader_bad_items(void)
  * every item is still delivered fresh once per epoch. */
 static void test_adaptive(void)
 {
-    const char *kv[][2] = {{"threads", "1"},     {"batch_size", "4"},       {"crop", "16"},
-                           {"epochs", "2"},      {"echo", "adaptive"},     {"echo_max", "3"},
+    const char *kv[][2] = {{"threads", "1"},     {"batch_size", "4"},          {"crop", "16"},
+                           {"epochs", "2"},      {"echo", "adaptive"},         {"echo_max", "3"},
                            {"echo_buffer", "8"}, {"storage_latency_ms", "15"}, {"io_depth", "1"}};
     nostall_loader *ld = make_loader(data_dir, kv, 9);
     if (!ld) return;

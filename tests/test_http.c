@@ -41,7 +41,7 @@
 
 static char g_root[4096], g_tmp[4096];
 static int g_port, g_fport; /* nginx, faulty server */
-static int g_tls_port;       /* nginx's https listener (self-signed), 0: none */
+static int g_tls_port;      /* nginx's https listener (self-signed), 0: none */
 static size_t g_size[NFILES];
 static uint8_t *g_data[NFILES];
 
@@ -74,7 +74,7 @@ static void make_files(void)
     char p[4300];
     for (int i = 0; i < NFILES; i++) {
         size_t n = 1000 + (size_t)(xs() % 150000);
-        if (i == 0) n = 1;  /* smallest possible body */
+        if (i == 0) n = 1; /* smallest possible body */
         if (i == 1) n = 65536;
         uint8_t *d = malloc(n);
         if (!d) exit(1);
@@ -100,12 +100,16 @@ static void make_files(void)
     write_bytes(p, NULL, 0);
 }
 
-static nst_http *make(uint32_t inflight, uint32_t timeout_ms, uint32_t retries,
-                      uint32_t backoff_ms, uint64_t max_bytes, const atomic_int *stop)
+static nst_http *make(uint32_t inflight, uint32_t timeout_ms, uint32_t retries, uint32_t backoff_ms,
+                      uint64_t max_bytes, const atomic_int *stop)
 {
-    nst_http_opts o = {.max_inflight = inflight, .timeout_ms = timeout_ms,
-                       .retries = retries, .backoff_ms = backoff_ms, .verify_tls = 1,
-                       .max_bytes = max_bytes, .stop = stop};
+    nst_http_opts o = {.max_inflight = inflight,
+                       .timeout_ms = timeout_ms,
+                       .retries = retries,
+                       .backoff_ms = backoff_ms,
+                       .verify_tls = 1,
+                       .max_bytes = max_bytes,
+                       .stop = stop};
     nst_http *h = NULL;
     CHECK_OK(nst_http_create(&h, &o));
     return h;
@@ -219,8 +223,7 @@ static void test_success(const char *ngdir, uint32_t inflight)
         CHECK_EQ(d.status, 0);
         CHECK_EQ(d.attempts, 1);
         CHECK_EQ(d.len, g_size[i]);
-        if (d.status == 0 && d.len == g_size[i])
-            CHECK(memcmp(bufs[b].data, g_data[i], d.len) == 0);
+        if (d.status == 0 && d.len == g_size[i]) CHECK(memcmp(bufs[b].data, g_data[i], d.len) == 0);
         busy[b] = 0;
         got[i] = 1;
         finished++;
@@ -683,8 +686,8 @@ static void test_server_gone(int hang)
     CHECK_EQ(errors, 8);
     CHECK_EQ(seen, 255);
     CHECK(s < bound);
-    printf("server %s: 8 transfers failed within %.2f s (bound %.2f s)\n",
-           hang ? "hung" : "gone", s, bound);
+    printf("server %s: 8 transfers failed within %.2f s (bound %.2f s)\n", hang ? "hung" : "gone",
+           s, bound);
     nst_http_free(h);
     for (int i = 0; i < 8; i++) nst_buf_free(&bufs[i]);
     if (hang) {
@@ -702,8 +705,7 @@ static int start_faulty(const char *root, const char *rate)
     const char *py = "/usr/bin/python3";
     char script[4096], portfile[4300];
     const char *hs = nginx_script();
-    snprintf(script, sizeof script, "%.*s/http_faulty_server.py",
-             (int)(strrchr(hs, '/') - hs), hs);
+    snprintf(script, sizeof script, "%.*s/http_faulty_server.py", (int)(strrchr(hs, '/') - hs), hs);
     snprintf(portfile, sizeof portfile, "%s/faulty.port", g_tmp);
     unlink(portfile);
     if (access(py, X_OK) != 0) py = "python3";
@@ -779,8 +781,8 @@ static double bench_run(int port, const char *prefix, const char *what)
             fin++;
         }
         t[r] = (double)(nst_now_ns() - t0) / 1e9;
-        printf("bench %s: %2u in flight: 32 x 100 KB in %.3f s (%.0f KB/s)\n", what, depth[r],
-               t[r], 3200.0 / t[r]);
+        printf("bench %s: %2u in flight: 32 x 100 KB in %.3f s (%.0f KB/s)\n", what, depth[r], t[r],
+               3200.0 / t[r]);
         fflush(stdout);
         nst_http_free(h);
         for (int b = 0; b < 16; b++) nst_buf_free(&bufs[b]);
@@ -827,8 +829,8 @@ static int bench(int use_nginx, const char *rate)
 
 int main(int argc, char **argv)
 {
-    static const char *proxies[] = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                                    "ALL_PROXY", "all_proxy"};
+    static const char *proxies[] = {"http_proxy",  "https_proxy", "HTTP_PROXY",
+                                    "HTTPS_PROXY", "ALL_PROXY",   "all_proxy"};
     for (size_t i = 0; i < sizeof proxies / sizeof proxies[0]; i++) unsetenv(proxies[i]);
     snprintf(g_tmp, sizeof g_tmp, "%s", test_tmpdir("http"));
     snprintf(g_root, sizeof g_root, "%s/root", g_tmp);

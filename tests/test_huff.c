@@ -51,8 +51,8 @@ static uint64_t noise_s = 0x243F6A8885A308D3ull;
 static uint32_t noise(void) { return test_xorshift(&noise_s); }
 
 enum { L_GRAY, L_444, L_422, L_420, L_440, L_411, L_31, L_42, L_CMYK, L_COUNT };
-static const char *layout_name[] = {"gray", "4:4:4", "4:2:2", "4:2:0", "4:4:0",
-                                    "4:1:1", "3x1", "4x2", "cmyk"};
+static const char *layout_name[] = {"gray",  "4:4:4", "4:2:2", "4:2:0", "4:4:0",
+                                    "4:1:1", "3x1",   "4x2",   "cmyk"};
 static const int luma_hv[][2] = {{1, 1}, {1, 1}, {2, 1}, {2, 2}, {1, 2},
                                  {4, 1}, {3, 1}, {4, 2}, {2, 2}};
 
@@ -73,10 +73,17 @@ static uint8_t *encode(const spec *s, size_t *len)
                 if (s->grain) v += (int)(noise() % (unsigned)s->grain);
                 px[((size_t)y * s->w + x) * comps + c] = (uint8_t)(v & 255);
             }
-    test_jpeg_opts o = {s->w, s->h, comps,
-                        comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
-                        s->layout == L_CMYK ? JCS_YCCK : JCS_UNKNOWN, s->quality,
-                        s->progressive, s->restart > 0 ? s->restart : 0, 0};
+    test_jpeg_opts o = {s->w,
+                        s->h,
+                        comps,
+                        comps == 1   ? JCS_GRAYSCALE
+                        : comps == 4 ? JCS_CMYK
+                                     : JCS_RGB,
+                        s->layout == L_CMYK ? JCS_YCCK : JCS_UNKNOWN,
+                        s->quality,
+                        s->progressive,
+                        s->restart > 0 ? s->restart : 0,
+                        0};
     test_jpeg_layout l = {.luma_h = luma_hv[s->layout][0],
                           .luma_v = luma_hv[s->layout][1],
                           .restart_mcus = s->restart < 0 ? -s->restart : 0,
@@ -97,8 +104,8 @@ static int same(const char *what, int rc_a, const nst_image *a, int rc_b, const 
         return 0;
     }
     if (rc_a < 0) return 0;
-    CHECK(a->width == b->width && a->height == b->height && a->x0 == b->x0 &&
-          a->y0 == b->y0 && a->scale_den == b->scale_den && a->stride == b->stride);
+    CHECK(a->width == b->width && a->height == b->height && a->x0 == b->x0 && a->y0 == b->y0 &&
+          a->scale_den == b->scale_den && a->stride == b->stride);
     if (a->width != b->width || a->height != b->height || a->stride != b->stride) return 0;
     long diff = 0;
     for (uint32_t y = 0; y < a->height; y++)
@@ -151,8 +158,8 @@ static void compare_file(nst_decoder *own, nst_decoder *lj, const uint8_t *buf, 
         rb = nst_decode(lj, buf, len, what, &roi, ow, oh, &b);
         ra = nst_decode(own, buf, len, what, &roi, ow, oh, &a);
         char label[256];
-        snprintf(label, sizeof label, "%s roi %.1f,%.1f %.1fx%.1f -> %ux%u rst %d", what,
-                 roi.x, roi.y, roi.w, roi.h, ow, oh, rst);
+        snprintf(label, sizeof label, "%s roi %.1f,%.1f %.1fx%.1f -> %ux%u rst %d", what, roi.x,
+                 roi.y, roi.w, roi.h, ow, oh, rst);
         same(label, ra, &a, rb, &b);
     }
     nst_jpeg_rst_enable(own, 1);
@@ -174,16 +181,14 @@ static void exactness(nst_decoder *own, nst_decoder *lj)
             const int q = qualities[(layout + si) % 4];
             const int rst = restarts[(layout * 3 + si) % 4];
             const int opt = (layout + 2 * si) % 3 == 0;
-            spec s = {sizes[si].w, sizes[si].h, layout, q, opt, 0, rst,
-                      q >= 95 ? 160 : 40};
+            spec s = {sizes[si].w, sizes[si].h, layout, q, opt, 0, rst, q >= 95 ? 160 : 40};
             size_t len;
             uint8_t *buf = encode(&s, &len);
             char what[128];
-            snprintf(what, sizeof what, "%s %dx%d q%d%s rst %d", layout_name[layout], s.w,
-                     s.h, q, opt ? " optimized" : "", rst);
+            snprintf(what, sizeof what, "%s %dx%d q%d%s rst %d", layout_name[layout], s.w, s.h, q,
+                     opt ? " optimized" : "", rst);
             const uint64_t scans = nst_jpeg_huff_hits(own);
-            compare_file(own, lj, buf, len, what, s.w * s.h > 100 ? 24 : 4,
-                         (uint64_t)n * 7919 + 1);
+            compare_file(own, lj, buf, len, what, s.w * s.h > 100 ? 24 : 4, (uint64_t)n * 7919 + 1);
             if (nst_jpeg_huff_hits(own) == scans) {
                 fprintf(stderr, "  %s: our decoder did not run\n", what);
                 check_failures_++;
@@ -227,8 +232,9 @@ static void declined(nst_decoder *own, nst_decoder *lj)
     free(buf);
 
     /* sequential, one component per scan */
-    static const jpeg_scan_info script[] = {
-        {1, {0}, 0, 63, 0, 0}, {1, {1}, 0, 63, 0, 0}, {1, {2}, 0, 63, 0, 0}};
+    static const jpeg_scan_info script[] = {{1, {0}, 0, 63, 0, 0},
+                                            {1, {1}, 0, 63, 0, 0},
+                                            {1, {2}, 0, 63, 0, 0}};
     const int w = 120, h = 90;
     uint8_t *px = malloc((size_t)w * h * 3);
     for (int i = 0; i < w * h * 3; i++) px[i] = (uint8_t)(i * 7 + (int)(noise() % 30));
@@ -274,16 +280,15 @@ static void expect_status(nst_decoder *own, const uint8_t *buf, size_t len, int 
                 nostall_status_name(want), nostall_last_error());
         check_failures_++;
     } else if (rc < 0 && !strstr(nostall_last_error(), what)) {
-        fprintf(stderr, "  %s: message does not name the file: %s\n", what,
-                nostall_last_error());
+        fprintf(stderr, "  %s: message does not name the file: %s\n", what, nostall_last_error());
         check_failures_++;
     }
     CHECK(nst_jpeg_huff_hits(own) == scans + 1); /* ours ran */
 }
 
 /* expect_status() for our decoder, and libjpeg-turbo's says the same. */
-static void expect_both(nst_decoder *own, nst_decoder *lj, const uint8_t *buf, size_t len,
-                        int want, const char *what)
+static void expect_both(nst_decoder *own, nst_decoder *lj, const uint8_t *buf, size_t len, int want,
+                        const char *what)
 {
     nst_image img;
     const int rc = nst_decode(lj, buf, len, what, NULL, 0, 0, &img);
@@ -442,9 +447,12 @@ static void fuzz(nst_decoder *own, nst_decoder *lj)
         const int edits = 1 + (int)(nst_rng_u64(&r) % 4);
         for (int e = 0; e < edits; e++) {
             const size_t at = sos + nst_rng_u64(&r) % (len - sos);
-            if (kind == 0) buf[at] ^= (uint8_t)(1u << (nst_rng_u64(&r) % 8));
-            else if (kind == 1) buf[at] = 0xFF;
-            else len = at > sos ? at : len;
+            if (kind == 0)
+                buf[at] ^= (uint8_t)(1u << (nst_rng_u64(&r) % 8));
+            else if (kind == 1)
+                buf[at] = 0xFF;
+            else
+                len = at > sos ? at : len;
         }
         char what[64];
         snprintf(what, sizeof what, "fuzz-%d.jpg", i);

@@ -50,15 +50,14 @@ static void write_file(const char *dir, const char *rel, const char *text)
 }
 
 /* Checks path i of ix is dir/rel. */
-static int path_is(const nst_index *ix, uint64_t i, const char *dir,
-                   const char *rel)
+static int path_is(const nst_index *ix, uint64_t i, const char *dir, const char *rel)
 {
     const char *p = nst_index_path(ix, i);
     char want[4096];
     snprintf(want, sizeof want, "%s/%s", dir, rel);
     if (!p || strcmp(p, want) != 0) {
-        fprintf(stderr, "item %llu: got '%s', want '%s'\n",
-                (unsigned long long)i, p ? p : "(null)", want);
+        fprintf(stderr, "item %llu: got '%s', want '%s'\n", (unsigned long long)i, p ? p : "(null)",
+                want);
         return 0;
     }
     return 1;
@@ -71,22 +70,22 @@ static void test_folder(const char *tmp)
     mkdir_p(tmp, "folder");
     mkdir_p(root, "b");
     mkdir_p(root, "a");
-    mkdir_p(root, "c");          /* empty class */
-    mkdir_p(root, ".cache");     /* hidden dir: not a class */
+    mkdir_p(root, "c");      /* empty class */
+    mkdir_p(root, ".cache"); /* hidden dir: not a class */
     mkdir_p(root, "b/sub");
     mkdir_p(root, "b/sub/deeper");
     mkdir_p(root, "b/.hiddendir");
     write_file(root, "b/z.jpg", "x");
-    write_file(root, "b/A.JPG", "x");      /* upper case extension */
+    write_file(root, "b/A.JPG", "x"); /* upper case extension */
     write_file(root, "b/m.png", "x");
     write_file(root, "b/sub/k.jpeg", "x");
     write_file(root, "b/sub/deeper/q.PnG", "x");
-    write_file(root, "b/sub.jpg", "x");    /* "sub.jpg" < "sub/..." bytewise */
-    write_file(root, "b/.hidden.jpg", "x"); /* hidden file: ignored */
+    write_file(root, "b/sub.jpg", "x");          /* "sub.jpg" < "sub/..." bytewise */
+    write_file(root, "b/.hidden.jpg", "x");      /* hidden file: ignored */
     write_file(root, "b/.hiddendir/x.jpg", "x"); /* inside hidden dir: skipped */
-    write_file(root, "b/notes.txt", "x");  /* ignored */
-    write_file(root, "b/jpg", "x");        /* no extension: ignored */
-    write_file(root, "b/x.jpgx", "x");     /* ignored */
+    write_file(root, "b/notes.txt", "x");        /* ignored */
+    write_file(root, "b/jpg", "x");              /* no extension: ignored */
+    write_file(root, "b/x.jpgx", "x");           /* ignored */
     write_file(root, "a/2.jpg", "x");
     write_file(root, "a/10.jpg", "x");     /* bytewise: "10.jpg" < "2.jpg" */
     write_file(root, "README.txt", "x");   /* root level: ignored */
@@ -107,7 +106,7 @@ static void test_folder(const char *tmp)
      * .DS_Store = 3. */
     CHECK_EQ(nst_index_ignored(ix), 7);
     static const char *const want[] = {
-        "a/10.jpg", "a/2.jpg", "b/A.JPG", "b/m.png", "b/sub.jpg",
+        "a/10.jpg",           "a/2.jpg",      "b/A.JPG", "b/m.png", "b/sub.jpg",
         "b/sub/deeper/q.PnG", "b/sub/k.jpeg", "b/z.jpg",
     };
     static const int64_t labels[] = {0, 0, 1, 1, 1, 1, 1, 1};
@@ -117,8 +116,8 @@ static void test_folder(const char *tmp)
     }
     CHECK(nst_index_path(ix, 8) == NULL);
     /* The ignored files by name: root first (sorted), then the walk's order. */
-    static const char *const ign[] = {".DS_Store", "README.txt", "top.jpg", "b/.hidden.jpg",
-                                      "b/jpg", "b/notes.txt", "b/x.jpgx"};
+    static const char *const ign[] = {".DS_Store", "README.txt",  "top.jpg", "b/.hidden.jpg",
+                                      "b/jpg",     "b/notes.txt", "b/x.jpgx"};
     for (uint64_t i = 0; i < 7; i++) {
         const char *got = nst_index_ignored_path(ix, i);
         char w[4300];
@@ -258,7 +257,7 @@ static void test_list(const char *tmp)
         const char *text;
         const char *line;
     } bad[] = {
-        {"a.jpg\t1\nno_tab_here\n", ":2:"},  /* a label on some lines only */
+        {"a.jpg\t1\nno_tab_here\n", ":2:"}, /* a label on some lines only */
         {"no_tab\na.jpg\t1\n", ":2:"},
         {"a.jpg\t0.5\nb.jpg\t1,2\n", ":2:"}, /* floats and lists do not mix */
         {"a.jpg\t,,\n", ":1:"},
@@ -277,14 +276,14 @@ static void test_list(const char *tmp)
         {"a.jpg\t1\nb.jpg\t4611686018427387904\n", ":2:"},  /* 2^62 */
         {"a.jpg\t99999999999999999999999\n", ":1:"},        /* overflow */
         {"a.jpg\t1\nb.jpg\t18446744073709551616\n", ":2:"}, /* 2^64: wrapped to 0 */
-        {"a.jpg\t18446744073709551617\n", ":1:"},          /* 2^64 + 1: wrapped to 1 */
-        {"a.jpg\t36893488147419103232\n", ":1:"},          /* 2^65: wrapped to 0 */
-        {"a.jpg\t9223372036854775808\n", ":1:"},           /* 2^63 */
-        {"a.jpg\t18446744073709551615\n", ":1:"},          /* 2^64 - 1 */
+        {"a.jpg\t18446744073709551617\n", ":1:"},           /* 2^64 + 1: wrapped to 1 */
+        {"a.jpg\t36893488147419103232\n", ":1:"},           /* 2^65: wrapped to 0 */
+        {"a.jpg\t9223372036854775808\n", ":1:"},            /* 2^63 */
+        {"a.jpg\t18446744073709551615\n", ":1:"},           /* 2^64 - 1 */
         {"a.jpg\t+1\n", ":1:"},
         {"a.jpg\t1 \n", ":1:"},
         {"a.jpg\t0x10\n", ":1:"},
-        {"a.jpg\t1\n\t5\n", ":2:"},                          /* empty path */
+        {"a.jpg\t1\n\t5\n", ":2:"}, /* empty path */
         {"a.jpg\t 1\n", ":1:"},
         {"a.jpg\t1x\n", ":1:"},
         /* URLs: only http:// and https:// */
@@ -300,10 +299,8 @@ static void test_list(const char *tmp)
         CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
         CHECK(ix == NULL);
         const char *msg = nostall_last_error();
-        if (!strstr(msg, bad[i].line) || !strstr(msg, list) ||
-            !strstr(msg, "index")) {
-            fprintf(stderr, "bad list %zu: message '%s' lacks '%s' or path\n", i,
-                    msg, bad[i].line);
+        if (!strstr(msg, bad[i].line) || !strstr(msg, list) || !strstr(msg, "index")) {
+            fprintf(stderr, "bad list %zu: message '%s' lacks '%s' or path\n", i, msg, bad[i].line);
             check_failures_++;
         }
     }
@@ -467,7 +464,7 @@ static void test_odd_entries(const char *tmp)
     snprintf(root, sizeof root, "%s/odd", tmp);
     mkdir_p(tmp, "odd");
     mkdir_p(root, "c");
-    mkdir_p(root, "c/dir.jpg");          /* a directory named like an image */
+    mkdir_p(root, "c/dir.jpg");                   /* a directory named like an image */
     write_file(root, "c/dir.jpg/inner.jpg", "x"); /* not walked: its parent is an item */
     write_file(root, "c/good.jpg", "x");
     write_file(root, "c/notes.txt", "x"); /* the only ignored file */
@@ -541,7 +538,8 @@ static void test_odd_entries(const char *tmp)
         check_read_fails(p, NOSTALL_E_PERMISSION, "permission denied");
         /* The index does not open it: still an item. */
         nst_index *ix2 = NULL;
-        if (nst_index_build(&ix2, root) < 0 || find_item(ix2, "/c/secret.jpg") < 0) check_failures_++;
+        if (nst_index_build(&ix2, root) < 0 || find_item(ix2, "/c/secret.jpg") < 0)
+            check_failures_++;
         nst_index_free(ix2);
         _exit(check_failures_ ? 1 : 0);
     }
@@ -628,9 +626,9 @@ static void test_order(const char *tmp)
 {
     static const char *const dirs[] = {"a", "a-b", "a0", "a/a", "a/a.b", "\xff", "a!", "a.jpgx"};
     static const char *const files[] = {
-        "a.jpg",   "a-b.jpg",   "a0.jpg", "a/x.jpg",   "a/a.jpg", "a/a/z.png",  "a/a.b/q.jpg",
-        "a-b/k.jpeg", "a0/m.jpg", "\xff/n.jpg", "\xfe.jpg", "a!/b.jpg", "a!.jpg", "a.jpgx/y.JPG",
-        "A.jpg",   " .jpg",     "a.b.jpg",
+        "a.jpg",       "a-b.jpg",      "a0.jpg",   "a/x.jpg",    "a/a.jpg",  "a/a/z.png",
+        "a/a.b/q.jpg", "a-b/k.jpeg",   "a0/m.jpg", "\xff/n.jpg", "\xfe.jpg", "a!/b.jpg",
+        "a!.jpg",      "a.jpgx/y.JPG", "A.jpg",    " .jpg",      "a.b.jpg",
     };
     char root[4096], cls[4200];
     snprintf(root, sizeof root, "%s/order", tmp);
@@ -735,7 +733,8 @@ static void test_long_paths(const char *tmp)
         fclose(f);
     }
     CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
-    check_reason_kept(nostall_last_error(), "bad-label.txt:2: label '18446744073709551616' is out of range");
+    check_reason_kept(nostall_last_error(),
+                      "bad-label.txt:2: label '18446744073709551616' is out of range");
 }
 
 int main(void)

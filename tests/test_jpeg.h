@@ -23,9 +23,9 @@ static inline uint32_t test_xorshift(uint64_t *s)
 }
 
 typedef struct test_jpeg_opts {
-    int w, h, comps;        /* input components: 1, 3, 4 */
+    int w, h, comps; /* input components: 1, 3, 4 */
     J_COLOR_SPACE in_cs;
-    J_COLOR_SPACE jpeg_cs;  /* JCS_UNKNOWN: libjpeg's default for in_cs */
+    J_COLOR_SPACE jpeg_cs; /* JCS_UNKNOWN: libjpeg's default for in_cs */
     int quality, progressive, restart_rows, no_adobe;
 } test_jpeg_opts;
 
@@ -78,8 +78,10 @@ static inline uint8_t *test_jpeg_encode_ex(const uint8_t *px, const test_jpeg_op
         c.scan_info = l->scans;
         c.num_scans = l->nscans;
     }
-    if (o->restart_rows) c.restart_in_rows = o->restart_rows;
-    else if (l && l->restart_mcus) c.restart_interval = (unsigned)l->restart_mcus;
+    if (o->restart_rows)
+        c.restart_in_rows = o->restart_rows;
+    else if (l && l->restart_mcus)
+        c.restart_interval = (unsigned)l->restart_mcus;
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
         JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * o->w * o->comps);

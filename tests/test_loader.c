@@ -52,14 +52,17 @@ static uint64_t run_checksum(const char *src, const char *threads, const char *s
     char ep[16];
     snprintf(ep, sizeof ep, "%d", epochs);
     const char *kv[][2] = {{"threads", threads}, {"seed", seed}, {"batch_size", "7"},
-                           {"crop", "24"},       {"epochs", ep},  {"output", output}};
+                           {"crop", "24"},       {"epochs", ep}, {"output", output}};
     return run_options(src, kv, 6, NULL);
 }
 
 static void test_epochs_exactly_once(void)
 {
-    const char *kv[][2] = {{"threads", "3"}, {"batch_size", "8"}, {"crop", "32"},
-                           {"epochs", "2"},  {"output", "uint8"}};
+    const char *kv[][2] = {{"threads", "3"},
+                           {"batch_size", "8"},
+                           {"crop", "32"},
+                           {"epochs", "2"},
+                           {"output", "uint8"}};
     nostall_config *cfg = make_cfg(kv, 5);
     nostall_loader *ld = NULL;
     nostall_dataset_info info;
@@ -83,8 +86,10 @@ static void test_epochs_exactly_once(void)
         if (rc == NOSTALL_EPOCH_END) {
             for (int i = 0; i < 60; i++) CHECK_EQ(seen[i], 1);
             CHECK_EQ(n, 60);
-            if (epoch == 0) memcpy(first_order, order, sizeof order);
-            else CHECK(memcmp(first_order, order, sizeof order) != 0); /* reshuffled */
+            if (epoch == 0)
+                memcpy(first_order, order, sizeof order);
+            else
+                CHECK(memcmp(first_order, order, sizeof order) != 0); /* reshuffled */
             memset(seen, 0, sizeof seen);
             n = 0;
             epoch++;
@@ -156,10 +161,16 @@ static void test_determinism(void)
 /* float output == LUT(uint8 output) for the same seed: one pixel path. */
 static void test_float_matches_uint8(void)
 {
-    const char *ku[][2] = {{"threads", "2"}, {"batch_size", "5"}, {"crop", "16"},
-                           {"output", "uint8"}, {"seed", "9"}};
-    const char *kf[][2] = {{"threads", "2"}, {"batch_size", "5"}, {"crop", "16"},
-                           {"output", "float"}, {"seed", "9"}};
+    const char *ku[][2] = {{"threads", "2"},
+                           {"batch_size", "5"},
+                           {"crop", "16"},
+                           {"output", "uint8"},
+                           {"seed", "9"}};
+    const char *kf[][2] = {{"threads", "2"},
+                           {"batch_size", "5"},
+                           {"crop", "16"},
+                           {"output", "float"},
+                           {"seed", "9"}};
     nostall_config *cu = make_cfg(ku, 5), *cf = make_cfg(kf, 5);
     nostall_loader *lu = NULL, *lf = NULL;
     CHECK_OK(nostall_loader_create(&lu, data_dir, cu));
@@ -212,7 +223,10 @@ static void test_resume(void)
     for (int ends = 0; ends < 2;) {
         nostall_batch x;
         int rc = nostall_loader_next(a, &x);
-        if (rc == NOSTALL_EPOCH_END) { ends++; continue; }
+        if (rc == NOSTALL_EPOCH_END) {
+            ends++;
+            continue;
+        }
         CHECK_OK(rc);
         if (rc < 0) goto out;
         if (x.epoch == 1 && x.position >= 21 && na < 32) {
@@ -265,9 +279,9 @@ static void test_sharding(void)
     for (int r = 0; r < 3; r++) {
         char rank[8];
         snprintf(rank, sizeof rank, "%d", r);
-        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "6"}, {"crop", "8"},
-                               {"world_size", "3"}, {"rank", rank}, {"drop_last", "1"},
-                               {"seed", "11"}, {"epochs", "1"}};
+        const char *kv[][2] = {{"threads", "2"},    {"batch_size", "6"}, {"crop", "8"},
+                               {"world_size", "3"}, {"rank", rank},      {"drop_last", "1"},
+                               {"seed", "11"},      {"epochs", "1"}};
         nostall_config *cfg = make_cfg(kv, 8);
         nostall_loader *ld = NULL;
         CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
@@ -293,8 +307,11 @@ static void test_sharding(void)
 
 static void test_lending_rules(void)
 {
-    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "8"},
-                           {"batches_ahead", "2"}, {"epochs", "3"}};
+    const char *kv[][2] = {{"threads", "2"},
+                           {"batch_size", "4"},
+                           {"crop", "8"},
+                           {"batches_ahead", "2"},
+                           {"epochs", "3"}};
     nostall_config *cfg = make_cfg(kv, 5);
     nostall_loader *ld = NULL;
     CHECK_OK(nostall_loader_create(&ld, data_dir, cfg));
@@ -309,7 +326,7 @@ static void test_lending_rules(void)
     nostall_checksum_batch(&sum2, &b[2]);
     /* ring of 3 slots all lent */
     CHECK_RC(nostall_loader_next(ld, &b[3]), NOSTALL_E_STATE);
-    CHECK_OK(nostall_loader_release(ld, &b[1])); /* any order */
+    CHECK_OK(nostall_loader_release(ld, &b[1]));                    /* any order */
     CHECK_RC(nostall_loader_release(ld, &b[1]), NOSTALL_E_INVALID); /* twice */
     CHECK_OK(nostall_loader_next(ld, &b[3]));
     CHECK_EQ(b[3].position, 12);
@@ -348,7 +365,9 @@ static void *stopper(void *arg)
 static void test_stop_and_free(void)
 {
     /* One thread and a tiny ring: the consumer will be waiting. */
-    const char *kv[][2] = {{"threads", "1"}, {"batch_size", "60"}, {"crop", "64"},
+    const char *kv[][2] = {{"threads", "1"},
+                           {"batch_size", "60"},
+                           {"crop", "64"},
                            {"batches_ahead", "1"}};
     nostall_config *cfg = make_cfg(kv, 4);
     nostall_loader *ld = NULL;
@@ -513,10 +532,19 @@ static void test_determinism_layouts(void)
                 for (int x = 0; x < w; x++)
                     for (int c = 0; c < comps; c++)
                         px[((size_t)y * w + x) * comps + c] =
-                            (uint8_t)((x * (c + 1) + y * (3 - c) + (test_xorshift(&rng) & 31)) & 255);
-            test_jpeg_opts o = {w, h, comps,
-                                comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
-                                comps == 4 ? JCS_YCCK : JCS_UNKNOWN, 70 + kind * 2, 0, 0, 0};
+                            (uint8_t)((x * (c + 1) + y * (3 - c) + (test_xorshift(&rng) & 31)) &
+                                      255);
+            test_jpeg_opts o = {w,
+                                h,
+                                comps,
+                                comps == 1   ? JCS_GRAYSCALE
+                                : comps == 4 ? JCS_CMYK
+                                             : JCS_RGB,
+                                comps == 4 ? JCS_YCCK : JCS_UNKNOWN,
+                                70 + kind * 2,
+                                0,
+                                0,
+                                0};
             test_jpeg_layout l = {0};
             if (kind < 8) {
                 l.luma_h = samp[kind][0];
@@ -539,8 +567,8 @@ static void test_determinism_layouts(void)
     for (int t = 0; t < 3; t++) {
         char th[8];
         snprintf(th, sizeof th, "%d", t + 1);
-        const char *kv[][2] = {{"threads", th},    {"seed", "11"},      {"batch_size", "5"},
-                               {"crop", "56"},     {"epochs", "3"},     {"output", "uint8"},
+        const char *kv[][2] = {{"threads", th},      {"seed", "11"},  {"batch_size", "5"},
+                               {"crop", "56"},       {"epochs", "3"}, {"output", "uint8"},
                                {"scale_min", "0.02"}};
         uint64_t items = 0;
         sums[t] = run_options(dir, kv, 7, &items);
@@ -594,17 +622,23 @@ static void test_bad_items(void)
     free(bad);
     free(jpg);
     static const struct bad_case cases[] = {
-        {"zz_bigfile.jpg", NOSTALL_E_FILE_TOO_LARGE}, {"zz_corrupt.jpg", NOSTALL_E_CORRUPT},
-        {"zz_empty.jpg", NOSTALL_E_EMPTY},           {"zz_huge.jpg", NOSTALL_E_TOO_MANY_PIXELS},
-        {"zz_text.jpg", NOSTALL_E_NOT_IMAGE},         {"zz_truncated.jpg", NOSTALL_E_TRUNCATED},
+        {"zz_bigfile.jpg", NOSTALL_E_FILE_TOO_LARGE},
+        {"zz_corrupt.jpg", NOSTALL_E_CORRUPT},
+        {"zz_empty.jpg", NOSTALL_E_EMPTY},
+        {"zz_huge.jpg", NOSTALL_E_TOO_MANY_PIXELS},
+        {"zz_text.jpg", NOSTALL_E_NOT_IMAGE},
+        {"zz_truncated.jpg", NOSTALL_E_TRUNCATED},
     };
 
     /* skip: every good item delivered each epoch, every bad one listed. */
     for (int threads = 1; threads <= 4; threads += 3) {
         char th[8];
         snprintf(th, sizeof th, "%d", threads);
-        const char *kv[][2] = {{"threads", th}, {"batch_size", "4"}, {"crop", "16"},
-                               {"epochs", "2"}, {"max_file_bytes", "64K"}};
+        const char *kv[][2] = {{"threads", th},
+                               {"batch_size", "4"},
+                               {"crop", "16"},
+                               {"epochs", "2"},
+                               {"max_file_bytes", "64K"}};
         nostall_config *cfg = make_cfg(kv, 5);
         nostall_loader *ld = NULL;
         CHECK_OK(nostall_loader_create(&ld, dir, cfg));
@@ -658,9 +692,12 @@ static void test_bad_items(void)
      * threads. */
     char first_msg[2][1024];
     for (int k = 0; k < 2; k++) {
-        const char *kv[][2] = {{"threads", k ? "4" : "1"}, {"batch_size", "4"},
-                               {"crop", "16"}, {"on_bad_item", "fail"},
-                               {"max_file_bytes", "64K"}, {"seed", "1"}};
+        const char *kv[][2] = {{"threads", k ? "4" : "1"},
+                               {"batch_size", "4"},
+                               {"crop", "16"},
+                               {"on_bad_item", "fail"},
+                               {"max_file_bytes", "64K"},
+                               {"seed", "1"}};
         nostall_config *cfg = make_cfg(kv, 6);
         nostall_loader *ld = NULL;
         CHECK_OK(nostall_loader_create(&ld, dir, cfg));
@@ -713,7 +750,7 @@ static void test_drop_last_full_batches(const char *dir)
     for (int threads = 1; threads <= 3; threads++) {
         char th[8];
         snprintf(th, sizeof th, "%d", threads);
-        const char *kv[][2] = {{"threads", th}, {"batch_size", "3"}, {"crop", "16"},
+        const char *kv[][2] = {{"threads", th}, {"batch_size", "3"},       {"crop", "16"},
                                {"epochs", "3"}, {"max_file_bytes", "64K"}, {"drop_last", "1"},
                                {"seed", "5"}};
         nostall_config *cfg = make_cfg(kv, 7);
@@ -766,8 +803,8 @@ static void test_drop_last_full_batches(const char *dir)
     }
     /* Resume after each batch of epoch 1: the rest matches the full run. */
     for (int at = 0; at < 6; at++) {
-        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "3"}, {"crop", "16"},
-                               {"epochs", "3"}, {"max_file_bytes", "64K"}, {"drop_last", "1"},
+        const char *kv[][2] = {{"threads", "2"}, {"batch_size", "3"},       {"crop", "16"},
+                               {"epochs", "3"},  {"max_file_bytes", "64K"}, {"drop_last", "1"},
                                {"seed", "5"}};
         nostall_config *cfg = make_cfg(kv, 7);
         nostall_loader *a = NULL, *b = NULL;
@@ -784,8 +821,10 @@ static void test_drop_last_full_batches(const char *dir)
             CHECK_OK(rc);
             if (rc < 0) break;
             nostall_loader_release(a, &x);
-            if (x.epoch == 1 && ++k > at) done = 1;
-            else if (x.epoch == 0) k = 0;
+            if (x.epoch == 1 && ++k > at)
+                done = 1;
+            else if (x.epoch == 0)
+                k = 0;
         }
         CHECK_OK(nostall_loader_get_state(a, &st));
         CHECK_EQ(st.epoch, 1);
@@ -804,7 +843,10 @@ static void test_drop_last_full_batches(const char *dir)
  * union of what the old and new ranks deliver is one epoch. */
 static void test_state_identity(const char *dir)
 {
-    const char *kv[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "16"}, {"seed", "9"},
+    const char *kv[][2] = {{"threads", "2"},
+                           {"batch_size", "4"},
+                           {"crop", "16"},
+                           {"seed", "9"},
                            {"epochs", "4"}};
     nostall_config *cfg = make_cfg(kv, 5);
     nostall_loader *a = NULL, *other = NULL;
@@ -855,8 +897,8 @@ static void test_state_identity(const char *dir)
         for (int r = 0; r < 2; r++) {
             char rank[4];
             snprintf(rank, sizeof rank, "%d", r);
-            const char *kr[][2] = {{"threads", "2"},    {"batch_size", "4"}, {"crop", "8"},
-                                   {"seed", "9"},       {"rank", rank},      {"world_size", "2"}};
+            const char *kr[][2] = {{"threads", "2"}, {"batch_size", "4"}, {"crop", "8"},
+                                   {"seed", "9"},    {"rank", rank},      {"world_size", "2"}};
             nostall_config *c = make_cfg(kr, 6);
             nostall_loader *ld = NULL;
             CHECK_OK(nostall_loader_create(&ld, data_dir, c));
@@ -943,9 +985,12 @@ static void test_echo_counters_with_bad_items(const char *dir)
 {
     static const char *const points[] = {"fetch", "decode", "augment", "batch"};
     for (int p = 0; p < 4; p++) {
-        const char *kv[][2] = {{"threads", "2"},       {"batch_size", "4"},
-                               {"crop", "16"},         {"epochs", "1"},
-                               {"max_file_bytes", "64K"}, {"echo_factor", "2"},
+        const char *kv[][2] = {{"threads", "2"},
+                               {"batch_size", "4"},
+                               {"crop", "16"},
+                               {"epochs", "1"},
+                               {"max_file_bytes", "64K"},
+                               {"echo_factor", "2"},
                                {"echo_point", points[p]}};
         nostall_config *cfg = make_cfg(kv, 7);
         nostall_loader *ld = NULL;
@@ -957,8 +1002,10 @@ static void test_echo_counters_with_bad_items(const char *dir)
         nostall_stats st;
         CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
         if (st.fresh_items != 20 || st.echo_uses_2 != 20)
-            fprintf(stderr, "echo_point=%s: fresh %llu echoed %llu delivered %llu uses_1 %llu "
-                    "uses_2 %llu\n", points[p], (unsigned long long)st.fresh_items,
+            fprintf(stderr,
+                    "echo_point=%s: fresh %llu echoed %llu delivered %llu uses_1 %llu "
+                    "uses_2 %llu\n",
+                    points[p], (unsigned long long)st.fresh_items,
                     (unsigned long long)st.echoed_items, (unsigned long long)st.items_delivered,
                     (unsigned long long)st.echo_uses_1, (unsigned long long)st.echo_uses_2);
         CHECK_EQ(st.items_delivered, 40);
@@ -1022,8 +1069,11 @@ static void test_state_between_files(void)
     for (int threads = 1; threads <= 8; threads++) {
         char th[8];
         snprintf(th, sizeof th, "%d", threads);
-        const char *kv[][2] = {{"threads", th}, {"batch_size", "5"}, {"crop", "16"},
-                               {"epochs", "2"}, {"seed", "4"}};
+        const char *kv[][2] = {{"threads", th},
+                               {"batch_size", "5"},
+                               {"crop", "16"},
+                               {"epochs", "2"},
+                               {"seed", "4"}};
         uint64_t items = 0, sum = run_options(list, kv, 5, &items);
         if (threads == 1) {
             ref = sum;
@@ -1044,10 +1094,10 @@ static void test_batch_echo_resume(void)
 {
     static const char *const factors[] = {"2", "1.5"};
     for (int f = 0; f < 2; f++) {
-        const char *kv[][2] = {{"threads", "2"},       {"batch_size", "7"},
-                               {"crop", "16"},         {"epochs", "3"},
+        const char *kv[][2] = {{"threads", "2"},        {"batch_size", "7"},
+                               {"crop", "16"},          {"epochs", "3"},
                                {"echo_point", "batch"}, {"echo_factor", factors[f]},
-                               {"echo_buffer", "14"},  {"seed", "6"}};
+                               {"echo_buffer", "14"},   {"seed", "6"}};
         for (int at = 1; at < 12; at += 3) {
             nostall_config *cfg = make_cfg(kv, 8);
             nostall_loader *a = NULL, *b = NULL;

@@ -58,8 +58,8 @@ static uint8_t *make_image(int w, int h, int comps)
             double grain = (double)(noise() % 17) - 8.0;
             uint8_t *q = p + ((size_t)y * w + x) * comps;
             for (int c = 0; c < comps; c++) {
-                double v = 70 + g + t * (c == 1 ? -0.7 : 1.0) + (in ? 60 - 40 * c : 0) +
-                           grain + 15 * c;
+                double v =
+                    70 + g + t * (c == 1 ? -0.7 : 1.0) + (in ? 60 - 40 * c : 0) + grain + 15 * c;
                 q[c] = clamp8(v);
             }
         }
@@ -69,18 +69,37 @@ static uint8_t *make_image(int w, int h, int comps)
 /* SUB_410 (4x2 luma) and SUB_410V (2x4): chroma upsampled 4x in one
  * direction and 2x in the other, which libjpeg-turbo's crop gets wrong at
  * reduced scales (see jpeg.c, crop_safe); SUB_411 (4x1), SUB_440 (1x2). */
-enum { SUB_420, SUB_422, SUB_444, SUB_GRAY, SUB_CMYK, SUB_410, SUB_410V, SUB_411, SUB_440,
-       SUB_COUNT };
-static const char *sub_name[] = {"4:2:0", "4:2:2", "4:4:4", "gray", "cmyk",
-                                 "4:1:0 (4x2)", "4x2 vertical (2x4)", "4:1:1", "4:4:0"};
+enum {
+    SUB_420,
+    SUB_422,
+    SUB_444,
+    SUB_GRAY,
+    SUB_CMYK,
+    SUB_410,
+    SUB_410V,
+    SUB_411,
+    SUB_440,
+    SUB_COUNT
+};
+static const char *sub_name[] =
+    {"4:2:0", "4:2:2", "4:4:4", "gray", "cmyk", "4:1:0 (4x2)", "4x2 vertical (2x4)",
+     "4:1:1", "4:4:0"};
 
 static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size_t *len)
 {
     int comps = sub == SUB_GRAY ? 1 : sub == SUB_CMYK ? 4 : 3;
     uint8_t *px = make_image(w, h, comps);
-    test_jpeg_opts o = {w, h, comps,
-                        comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
-                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, quality, progressive, 0, 0};
+    test_jpeg_opts o = {w,
+                        h,
+                        comps,
+                        comps == 1   ? JCS_GRAYSCALE
+                        : comps == 4 ? JCS_CMYK
+                                     : JCS_RGB,
+                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN,
+                        quality,
+                        progressive,
+                        0,
+                        0};
     test_jpeg_layout l = {0};
     if (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) {
         l.luma_h = 2;
@@ -103,7 +122,7 @@ static uint8_t *encode(int w, int h, int sub, int progressive, int quality, size
  * pixels with a triangle filter of support max(1, scale) (antialiased),
  * taps clamped to the edge: w[i * n + x]. Dense and slow on purpose. */
 typedef struct {
-    double *w;   /* w[i * n + x], zero outside [lo[i], hi[i]) */
+    double *w; /* w[i * n + x], zero outside [lo[i], hi[i]) */
     int *lo, *hi;
 } ref_axis;
 
@@ -185,9 +204,8 @@ typedef struct {
     int den_count[9];
 } stats;
 
-static void one_roi(nst_decoder *d, nst_augmenter *a, const uint8_t *j, size_t len,
-                    const char *name, const nst_image *full, const nst_window *win, int size,
-                    stats *st)
+static void one_roi(nst_decoder *d, nst_augmenter *a, const uint8_t *j, size_t len, const char *name,
+                    const nst_image *full, const nst_window *win, int size, stats *st)
 {
     nst_image im;
     uint8_t *got = malloc((size_t)size * size * 3);
@@ -208,8 +226,7 @@ static void one_roi(nst_decoder *d, nst_augmenter *a, const uint8_t *j, size_t l
         CHECK_EQ(im.full_height, (full->height + im.scale_den - 1) / im.scale_den);
         CHECK(im.x0 + im.width <= im.full_width && im.y0 + im.height <= im.full_height);
         /* the chosen scale keeps the roi at least as large as the output */
-        CHECK(im.scale_den == 1 ||
-              (win->w / im.scale_den >= size && win->h / im.scale_den >= size));
+        CHECK(im.scale_den == 1 || (win->w / im.scale_den >= size && win->h / im.scale_den >= size));
         st->den_count[im.scale_den]++;
         CHECK_OK(nst_augment(a, &im, win, 0, &out));
         double p = psnr(got, ref, (size_t)size * size * 3);
@@ -282,8 +299,8 @@ static void test_quality(void)
                         {w * 0.4, h * 0.3, 5, 7},
                         {w - 3.0, h - 2.0, 3, 2},
                         {0.5, 0.25, 1.5, 1.5},
-                        {w + 20.0, -30.0, 10, 10},  /* wholly off the image */
-                        {w - 0.5, h * 0.5, 40, 3},  /* mostly off the right edge */
+                        {w + 20.0, -30.0, 10, 10}, /* wholly off the image */
+                        {w - 0.5, h * 0.5, 40, 3}, /* mostly off the right edge */
                         {w * 0.2 + 0.37, h * 0.1 + 0.81, w * 0.33, h * 0.51},
                     };
                     for (size_t f = 0; f < sizeof fixed / sizeof fixed[0]; f++)
@@ -303,8 +320,8 @@ static void test_quality(void)
             }
     printf("ALL %d cases: PSNR region min %.2f mean %.2f | full+augment min %.2f mean %.2f | "
            "scales 1:%d 1/2:%d 1/4:%d 1/8:%d\n",
-           all.n, all.min, all.sum / all.n, all.min_full, all.sum_full / all.n,
-           all.den_count[1], all.den_count[2], all.den_count[4], all.den_count[8]);
+           all.n, all.min, all.sum / all.n, all.min_full, all.sum_full / all.n, all.den_count[1],
+           all.den_count[2], all.den_count[4], all.den_count[8]);
     nst_augmenter_free(a);
     nst_decoder_free(d);
     nst_decoder_free(dfull);
@@ -345,8 +362,8 @@ static void test_exact(void)
                     }
                     for (int k = 0; k < 10; k++) {
                         nst_window win;
-                        nst_crop_random_resized((uint32_t)w, (uint32_t)h, 0.02, 0.6, 0.5, 2.0,
-                                                &rng, &win);
+                        nst_crop_random_resized((uint32_t)w, (uint32_t)h, 0.02, 0.6, 0.5, 2.0, &rng,
+                                                &win);
                         /* an output size that selects scale 1/den */
                         uint32_t out = 0;
                         if (den > 1) {
@@ -367,12 +384,11 @@ static void test_exact(void)
                                  * that is not the image edge */
                                 int inner = (im.x0 == 0 || x >= 2) && (im.y0 == 0 || y >= 2) &&
                                             (im.x0 + im.width == full.width || x + 2 < im.width) &&
-                                            (im.y0 + im.height == full.height ||
-                                             y + 2 < im.height);
+                                            (im.y0 + im.height == full.height || y + 2 < im.height);
                                 for (int c = 0; c < 3; c++) {
                                     int v = im.data[y * im.stride + x * 3 + c];
-                                    int r = full.data[(im.y0 + y) * full.stride +
-                                                      (im.x0 + x) * 3 + c];
+                                    int r =
+                                        full.data[(im.y0 + y) * full.stride + (im.x0 + x) * 3 + c];
                                     int e = abs(v - r);
                                     s += e;
                                     if (e > maxdiff) maxdiff = e;

@@ -56,8 +56,8 @@ static nst_image full_image(const uint8_t *data, uint32_t w, uint32_t h)
     return im;
 }
 
-static int aug_u8(nst_augmenter *a, const nst_image *im, double x, double y,
-                  double w, double h, uint32_t size, int flip, uint8_t *dst)
+static int aug_u8(nst_augmenter *a, const nst_image *im, double x, double y, double w, double h,
+                  uint32_t size, int flip, uint8_t *dst)
 {
     nst_window win = {x, y, w, h};
     nst_output out = {NST_OUT_UINT8_NHWC, size, dst, NULL};
@@ -67,8 +67,7 @@ static int aug_u8(nst_augmenter *a, const nst_image *im, double x, double y,
 /* ---- double-precision reference: triangle filter, support max(1, scale),
  * edge-clamped taps, no fixed point, no intermediate rounding ---- */
 
-static int ref_taps(double in0, double len, int n, int size, int i, int *idx,
-                    double *wt)
+static int ref_taps(double in0, double len, int n, int size, int i, int *idx, double *wt)
 {
     double scale = len / size, sup = scale > 1 ? scale : 1;
     double c = in0 + (i + 0.5) * scale, tot = 0;
@@ -84,8 +83,8 @@ static int ref_taps(double in0, double len, int n, int size, int i, int *idx,
     return cnt;
 }
 
-static double *ref_resample(const uint8_t *src, int W, int H, double x, double y,
-                            double w, double h, int size)
+static double *ref_resample(const uint8_t *src, int W, int H, double x, double y, double w,
+                            double h, int size)
 {
     int kmax = 2 * (int)ceil(fmax(w, h) / size + 1) + 8;
     int *idx = malloc(sizeof(int) * kmax);
@@ -164,7 +163,8 @@ static void test_flip(nst_augmenter *a)
     const uint32_t W = 320, H = 240;
     uint8_t *img = make_natural(W, H, 30);
     nst_image im = full_image(img, W, H);
-    const double wins[][5] = {{10.5, 20.25, 250.7, 200.1, 96}, {100, 50, 30, 40, 77},
+    const double wins[][5] = {{10.5, 20.25, 250.7, 200.1, 96},
+                              {100, 50, 30, 40, 77},
                               {-10, -5, 340, 250, 64}};
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++) {
         uint32_t s = (uint32_t)wins[t][4];
@@ -190,12 +190,12 @@ static void test_quality(nst_augmenter *a)
     uint8_t *img = make_natural(W, H, 40);
     nst_image im = full_image(img, W, H);
     const double wins[][5] = {
-        {80.25, 60.5, 480, 360, 224},   /* ~2.1x down, fractional origin */
-        {100.3, 200.7, 50, 40, 224},    /* strong upscale */
-        {10, 150, 400, 100, 224},       /* down in x, up in y */
-        {33.3, 21.9, 417.6, 401.2, 224},/* fractional everything */
-        {0, 0, 640, 480, 32},           /* strong downscale (20x / 15x) */
-        {5.5, 7.75, 600.5, 33.3, 160},  /* very elongated */
+        {80.25, 60.5, 480, 360, 224},    /* ~2.1x down, fractional origin */
+        {100.3, 200.7, 50, 40, 224},     /* strong upscale */
+        {10, 150, 400, 100, 224},        /* down in x, up in y */
+        {33.3, 21.9, 417.6, 401.2, 224}, /* fractional everything */
+        {0, 0, 640, 480, 32},            /* strong downscale (20x / 15x) */
+        {5.5, 7.75, 600.5, 33.3, 160},   /* very elongated */
         {0, 0, 640, 480, 224},
         {0, 0, 640, 480, 7},            /* ~90x: many taps, generic path */
         {-50.5, 100.2, 700.3, 20.1, 5}, /* outside the image, 140x */
@@ -205,8 +205,8 @@ static void test_quality(nst_augmenter *a)
         size_t n = (size_t)s * s * 3;
         uint8_t *o = malloc(n);
         CHECK_OK(aug_u8(a, &im, wins[t][0], wins[t][1], wins[t][2], wins[t][3], s, 0, o));
-        double *ref = ref_resample(img, W, H, wins[t][0], wins[t][1], wins[t][2],
-                                   wins[t][3], (int)s);
+        double *ref =
+            ref_resample(img, W, H, wins[t][0], wins[t][1], wins[t][2], wins[t][3], (int)s);
         double p = psnr_ref(o, ref, n);
         double maxerr = 0;
         for (size_t i = 0; i < n; i++) maxerr = fmax(maxerr, fabs(o[i] - ref[i]));
@@ -227,15 +227,16 @@ static void test_tiny(nst_augmenter *a)
         uint32_t W = dims[t][0], H = dims[t][1];
         uint8_t *img = make_natural(W, H, 200);
         nst_image im = full_image(img, W, H);
-        const double wins[][5] = {{0, 0, W, H, 9}, {-0.5, 0.25, W + 1.5, H * 0.5, 4},
+        const double wins[][5] = {{0, 0, W, H, 9},
+                                  {-0.5, 0.25, W + 1.5, H * 0.5, 4},
                                   {0, 0, W, H, 1}};
         for (size_t u = 0; u < 3; u++) {
             uint32_t s = (uint32_t)wins[u][4];
             size_t n = (size_t)s * s * 3;
             uint8_t *o = malloc(n);
             CHECK_OK(aug_u8(a, &im, wins[u][0], wins[u][1], wins[u][2], wins[u][3], s, 0, o));
-            double *ref = ref_resample(img, (int)W, (int)H, wins[u][0], wins[u][1],
-                                       wins[u][2], wins[u][3], (int)s);
+            double *ref = ref_resample(img, (int)W, (int)H, wins[u][0], wins[u][1], wins[u][2],
+                                       wins[u][3], (int)s);
             double maxerr = 0;
             for (size_t i = 0; i < n; i++) maxerr = fmax(maxerr, fabs(o[i] - ref[i]));
             CHECK(maxerr <= 1.0);
@@ -287,8 +288,10 @@ static void test_constant(nst_augmenter *a)
     uint8_t *img = malloc(W * H * 3);
     for (size_t i = 0; i < W * H; i++) memcpy(img + 3 * i, rgb, 3);
     nst_image im = full_image(img, W, H);
-    const double wins[][5] = {{0, 0, 123, 77, 64}, {3.3, 4.4, 10.1, 7.7, 100},
-                              {-20.5, -3, 160, 90, 31}, {1, 1, 121, 75, 1},
+    const double wins[][5] = {{0, 0, 123, 77, 64},
+                              {3.3, 4.4, 10.1, 7.7, 100},
+                              {-20.5, -3, 160, 90, 31},
+                              {1, 1, 121, 75, 1},
                               {0.123, 0.456, 117.7, 70.3, 224}};
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++) {
         uint32_t s = (uint32_t)wins[t][4];
@@ -384,8 +387,7 @@ static void test_mapping(nst_augmenter *a)
             for (int c = 0; c < 3; c++) {
                 uint32_t fx = 2 * (RX + x), fy = 2 * (RY + y);
                 int s = full[(fy * W + fx) * 3 + c] + full[(fy * W + fx + 1) * 3 + c] +
-                        full[((fy + 1) * W + fx) * 3 + c] +
-                        full[((fy + 1) * W + fx + 1) * 3 + c];
+                        full[((fy + 1) * W + fx) * 3 + c] + full[((fy + 1) * W + fx + 1) * 3 + c];
                 reg[(y * RW + x) * 3 + c] = (uint8_t)((s + 2) / 4);
             }
     nst_image fi = full_image(full, W, H);
@@ -403,7 +405,8 @@ static void test_mapping(nst_augmenter *a)
     hi.full_height = H / 2;
     hi.src_width = W;
     hi.src_height = H;
-    const double wins[][5] = {{60, 40, 200, 180, 64}, {70.5, 33.3, 150.2, 150.7, 96},
+    const double wins[][5] = {{60, 40, 200, 180, 64},
+                              {70.5, 33.3, 150.2, 150.7, 96},
                               {45, 25, 230, 190, 224}};
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++) {
         uint32_t s = (uint32_t)wins[t][4];
@@ -490,8 +493,8 @@ static void test_bitexact(nst_augmenter *a)
     lcg_state = 777;
     uint8_t *img = make_natural(W, H, 50);
     nst_image im = full_image(img, W, H);
-    const double wins[][5] = {{3.3, 7.9, 190.2, 150.1, 64}, {20.5, 10.25, 40.3, 30.7, 97},
-                              {-15.2, 5.5, 230.9, 60.3, 50}, {0, 0, 211, 167, 9},
+    const double wins[][5] = {{3.3, 7.9, 190.2, 150.1, 64},    {20.5, 10.25, 40.3, 30.7, 97},
+                              {-15.2, 5.5, 230.9, 60.3, 50},   {0, 0, 211, 167, 9},
                               {100.1, 80.7, 111.3, 90.2, 111}, {7, 3, 17, 160, 33}};
     uint64_t h = 1469598103934665603ull;
     for (size_t t = 0; t < sizeof wins / sizeof wins[0]; t++)
@@ -499,8 +502,7 @@ static void test_bitexact(nst_augmenter *a)
             uint32_t s = (uint32_t)wins[t][4];
             size_t n = (size_t)s * s * 3;
             uint8_t *o = malloc(n);
-            CHECK_OK(aug_u8(a, &im, wins[t][0], wins[t][1], wins[t][2], wins[t][3], s,
-                            flip, o));
+            CHECK_OK(aug_u8(a, &im, wins[t][0], wins[t][1], wins[t][2], wins[t][3], s, flip, o));
             for (size_t i = 0; i < n; i++) h = (h ^ o[i]) * 1099511628211ull;
             free(o);
         }
@@ -527,8 +529,10 @@ static void test_avx2(void)
     CHECK_OK(nst_augmenter_create(&on));
     setenv("NOSTALL_NO_AVX2", "1", 1);
     CHECK_OK(nst_augmenter_create(&off));
-    if (saved) setenv("NOSTALL_NO_AVX2", saved, 1);
-    else unsetenv("NOSTALL_NO_AVX2");
+    if (saved)
+        setenv("NOSTALL_NO_AVX2", saved, 1);
+    else
+        unsetenv("NOSTALL_NO_AVX2");
     free(saved);
     if (!on || !off) {
         nst_augmenter_free(on);

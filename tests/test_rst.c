@@ -86,15 +86,22 @@ static uint8_t *encode(int w, int h, int sub, int restart, int progressive, size
             for (int c = 0; c < comps; c++)
                 px[((size_t)y * w + x) * comps + c] =
                     (uint8_t)((x * (3 + c) + y * (5 - c) + (int)(noise() % 40) +
-                               ((x / 7 + y / 5) % 2) * 60) & 255);
-    test_jpeg_opts o = {w, h, comps,
-                        comps == 1 ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB,
-                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN, 90, progressive,
-                        restart > 0 ? restart : 0, 0};
-    test_jpeg_layout l = {
-        .luma_h = (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1,
-        .luma_v = (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1,
-        .restart_mcus = restart < 0 ? -restart : 0};
+                               ((x / 7 + y / 5) % 2) * 60) &
+                              255);
+    test_jpeg_opts o = {w,
+                        h,
+                        comps,
+                        comps == 1   ? JCS_GRAYSCALE
+                        : comps == 4 ? JCS_CMYK
+                                     : JCS_RGB,
+                        sub == SUB_CMYK ? JCS_YCCK : JCS_UNKNOWN,
+                        90,
+                        progressive,
+                        restart > 0 ? restart : 0,
+                        0};
+    test_jpeg_layout l = {.luma_h = (sub == SUB_420 || sub == SUB_422 || sub == SUB_CMYK) ? 2 : 1,
+                          .luma_v = (sub == SUB_420 || sub == SUB_440 || sub == SUB_CMYK) ? 2 : 1,
+                          .restart_mcus = restart < 0 ? -restart : 0};
     uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
     return out;
@@ -121,8 +128,8 @@ static long compare(const nst_image *a, const nst_image *b, long *overlap)
 {
     *overlap = 0;
     if (a->scale_den != b->scale_den || a->full_width != b->full_width ||
-        a->full_height != b->full_height || a->src_height != b->src_height ||
-        a->x0 != b->x0 || a->width != b->width)
+        a->full_height != b->full_height || a->src_height != b->src_height || a->x0 != b->x0 ||
+        a->width != b->width)
         return -1;
     uint32_t y0 = a->y0 > b->y0 ? a->y0 : b->y0;
     uint32_t ya = a->y0 + a->height, yb = b->y0 + b->height, y1 = ya < yb ? ya : yb;
@@ -148,21 +155,35 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
     static const struct {
         int w, h, sub, restart;
     } cases[] = {
-        {333, 517, SUB_420, 1}, {333, 517, SUB_420, 2}, {470, 425, SUB_420, 1},
-        {97, 61, SUB_420, 1},   {333, 517, SUB_444, 1}, {333, 517, SUB_422, 2},
-        {200, 301, SUB_440, 1}, {333, 517, SUB_GRAY, 1}, {97, 61, SUB_GRAY, 2},
-        {250, 190, SUB_CMYK, 1}, {333, 517, SUB_420, -63}, /* 21 MCUs/row x 3 rows */
+        {333, 517, SUB_420, 1},
+        {333, 517, SUB_420, 2},
+        {470, 425, SUB_420, 1},
+        {97, 61, SUB_420, 1},
+        {333, 517, SUB_444, 1},
+        {333, 517, SUB_422, 2},
+        {200, 301, SUB_440, 1},
+        {333, 517, SUB_GRAY, 1},
+        {97, 61, SUB_GRAY, 2},
+        {250, 190, SUB_CMYK, 1},
+        {333, 517, SUB_420, -63}, /* 21 MCUs/row x 3 rows */
         {64, 2000, SUB_420, 1},
         /* column mode: a restart every k MCUs, k dividing the MCUs per row */
-        {333, 517, SUB_420, -1}, {333, 517, SUB_420, -3}, /* 21 MCUs/row */
-        {470, 425, SUB_420, -1}, {470, 425, SUB_420, -2}, /* 30 */
-        {97, 61, SUB_420, -1},                             /* 7 */
-        {333, 517, SUB_444, -1}, {333, 517, SUB_444, -2}, /* 42 */
-        {333, 517, SUB_422, -1}, {333, 517, SUB_422, -7}, /* 21 */
-        {200, 301, SUB_440, -1},                           /* 25 */
-        {333, 517, SUB_GRAY, -1}, {97, 61, SUB_GRAY, -1}, /* 42, 13 */
-        {250, 190, SUB_CMYK, -1}, {250, 190, SUB_CMYK, -2}, /* 16 */
-        {64, 2000, SUB_420, -1}, {64, 2000, SUB_420, -2}, /* 4 */
+        {333, 517, SUB_420, -1},
+        {333, 517, SUB_420, -3}, /* 21 MCUs/row */
+        {470, 425, SUB_420, -1},
+        {470, 425, SUB_420, -2}, /* 30 */
+        {97, 61, SUB_420, -1},   /* 7 */
+        {333, 517, SUB_444, -1},
+        {333, 517, SUB_444, -2}, /* 42 */
+        {333, 517, SUB_422, -1},
+        {333, 517, SUB_422, -7}, /* 21 */
+        {200, 301, SUB_440, -1}, /* 25 */
+        {333, 517, SUB_GRAY, -1},
+        {97, 61, SUB_GRAY, -1}, /* 42, 13 */
+        {250, 190, SUB_CMYK, -1},
+        {250, 190, SUB_CMYK, -2}, /* 16 */
+        {64, 2000, SUB_420, -1},
+        {64, 2000, SUB_420, -2}, /* 4 */
     };
     nst_rng rng;
     nst_rng_seed(&rng, 42);
@@ -177,9 +198,12 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
         /* Interval geometry: rows of `irows` MCU rows, of groups `gw`
          * pixels wide (0: whole rows). */
         uint32_t irows = 1, gw = 0;
-        if (cases[ci].restart > 0) irows = (uint32_t)cases[ci].restart;
-        else if ((uint32_t)-cases[ci].restart % mpr == 0) irows = (uint32_t)-cases[ci].restart / mpr;
-        else gw = (uint32_t)-cases[ci].restart * mcu_w;
+        if (cases[ci].restart > 0)
+            irows = (uint32_t)cases[ci].restart;
+        else if ((uint32_t)-cases[ci].restart % mpr == 0)
+            irows = (uint32_t)-cases[ci].restart / mpr;
+        else
+            gw = (uint32_t)-cases[ci].restart * mcu_w;
         if (gw) CHECK_EQ(mpr % ((uint32_t)-cases[ci].restart), 0);
         const int iters = 120;
         for (int it = 0; it < iters; it++) {
@@ -196,8 +220,8 @@ static void exactness(nst_decoder *fast, nst_decoder *slow)
             CHECK(a.y0 == b.y0 && a.height == b.height);
             if (d > 0)
                 fprintf(stderr, "  %s %dx%d rst %d: roi %.1f,%.1f %.1fx%.1f -> %ux%u: %ld differ\n",
-                        sub_name[cases[ci].sub], cases[ci].w, cases[ci].h, cases[ci].restart,
-                        roi.x, roi.y, roi.w, roi.h, ow, oh, d);
+                        sub_name[cases[ci].sub], cases[ci].w, cases[ci].h, cases[ci].restart, roi.x,
+                        roi.y, roi.w, roi.h, ow, oh, d);
             diffs += d > 0 ? d : 0;
             overlap += ov;
             /* A region starting well below the first interval row (plus
@@ -246,7 +270,8 @@ static void declined(nst_decoder *fast, nst_decoder *slow)
         long ov, d = compare(&a, &b, &ov);
         CHECK_EQ(d, 0);
         CHECK(a.y0 == b.y0 && a.height == b.height);
-        if (nst_jpeg_rst_hits(fast) != h0) fprintf(stderr, "  fast path taken: %s\n", cases[i].what);
+        if (nst_jpeg_rst_hits(fast) != h0)
+            fprintf(stderr, "  fast path taken: %s\n", cases[i].what);
         CHECK_EQ(nst_jpeg_rst_hits(fast), h0);
         free(jpg);
     }
@@ -376,8 +401,7 @@ static void check_rewrite(const uint8_t *p, size_t n, int w, int h, int sub)
  * standard ones), a restart every `restart` MCUs (0: none). Malloc'd,
  * *out_len set. */
 static uint8_t *libjpeg_rewrite(const uint8_t *jpg, size_t len, unsigned restart, int optimize,
-                                void (*edit)(j_decompress_ptr, jvirt_barray_ptr *),
-                                size_t *out_len)
+                                void (*edit)(j_decompress_ptr, jvirt_barray_ptr *), size_t *out_len)
 {
     struct jpeg_decompress_struct d;
     struct jpeg_compress_struct c;
@@ -422,8 +446,8 @@ static uint8_t *reference_rewrite(const uint8_t *jpg, size_t len, int progressiv
 
 /* Rows of the whole image that differ between the rewrite (decoded by
  * `fast`) and the original (by `slow`); all of them if the sizes differ. */
-static long full_rows_differ(nst_decoder *fast, const uint8_t *rw, size_t rw_len,
-                             nst_decoder *slow, const uint8_t *jpg, size_t len)
+static long full_rows_differ(nst_decoder *fast, const uint8_t *rw, size_t rw_len, nst_decoder *slow,
+                             const uint8_t *jpg, size_t len)
 {
     nst_image a, b;
     CHECK_OK(nst_decode(fast, rw, rw_len, "rewrite", NULL, 0, 0, &a));
@@ -496,8 +520,8 @@ static void transcoded_exact(nst_decoder *fast, nst_decoder *slow)
                 const long rows_differ = full_rows_differ(fast, out.data, tlen, slow, jpg, len);
                 printf("transcoded %-5s %s %3dx%-3d: %6zu -> %6zu bytes, fast path %2llu of "
                        "%d rois, %ld pixels differ, %ld full rows differ\n",
-                       sub_name[sub], progressive ? "progressive" : "baseline   ", w, h, len,
-                       tlen, (unsigned long long)hits, iters, diffs, rows_differ);
+                       sub_name[sub], progressive ? "progressive" : "baseline   ", w, h, len, tlen,
+                       (unsigned long long)hits, iters, diffs, rows_differ);
                 CHECK_EQ(diffs, 0);
                 CHECK_EQ(rows_differ, 0);
                 if (h > 200) CHECK(hits * 4 > (uint64_t)iters);
@@ -679,8 +703,11 @@ static uint8_t *encode_scans(int w, int h, int gray, const jpeg_scan_info *scans
     const int comps = gray ? 1 : 3;
     uint8_t *px = malloc((size_t)w * h * comps);
     for (size_t i = 0; i < (size_t)w * h * comps; i++) px[i] = (uint8_t)(i * 7 + (noise() % 50));
-    const test_jpeg_opts o = {.w = w, .h = h, .comps = comps,
-                              .in_cs = gray ? JCS_GRAYSCALE : JCS_RGB, .quality = 90};
+    const test_jpeg_opts o = {.w = w,
+                              .h = h,
+                              .comps = comps,
+                              .in_cs = gray ? JCS_GRAYSCALE : JCS_RGB,
+                              .quality = 90};
     const test_jpeg_layout l = {.scans = scans, .nscans = nscans};
     uint8_t *out = test_jpeg_encode_ex(px, &o, &l, len);
     free(px);
@@ -692,15 +719,17 @@ static uint8_t *encode_scans(int w, int h, int gray, const jpeg_scan_info *scans
  * lose: declined. A complete custom script is rewritten, same pixels. */
 static void transcoded_incomplete_scans(nst_decoder *fast, nst_decoder *slow)
 {
-    static const jpeg_scan_info complete[] = {
-        {3, {0, 1, 2, 0}, 0, 0, 0, 1}, {3, {0, 1, 2, 0}, 0, 0, 1, 0},
-        {1, {0, 0, 0, 0}, 1, 63, 0, 0}, {1, {1, 0, 0, 0}, 1, 63, 0, 0},
-        {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
-    static const jpeg_scan_info no_chroma_ac[] = {
-        {3, {0, 1, 2, 0}, 0, 0, 0, 0}, {1, {0, 0, 0, 0}, 1, 63, 0, 0}};
-    static const jpeg_scan_info ac_unrefined[] = {
-        {3, {0, 1, 2, 0}, 0, 0, 0, 0}, {1, {0, 0, 0, 0}, 1, 63, 0, 1},
-        {1, {1, 0, 0, 0}, 1, 63, 0, 0}, {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info complete[] = {{3, {0, 1, 2, 0}, 0, 0, 0, 1},
+                                              {3, {0, 1, 2, 0}, 0, 0, 1, 0},
+                                              {1, {0, 0, 0, 0}, 1, 63, 0, 0},
+                                              {1, {1, 0, 0, 0}, 1, 63, 0, 0},
+                                              {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info no_chroma_ac[] = {{3, {0, 1, 2, 0}, 0, 0, 0, 0},
+                                                  {1, {0, 0, 0, 0}, 1, 63, 0, 0}};
+    static const jpeg_scan_info ac_unrefined[] = {{3, {0, 1, 2, 0}, 0, 0, 0, 0},
+                                                  {1, {0, 0, 0, 0}, 1, 63, 0, 1},
+                                                  {1, {1, 0, 0, 0}, 1, 63, 0, 0},
+                                                  {1, {2, 0, 0, 0}, 1, 63, 0, 0}};
     static const jpeg_scan_info gray_dc_only[] = {{1, {0, 0, 0, 0}, 0, 0, 0, 0}};
     const struct {
         const jpeg_scan_info *scans;
@@ -807,8 +836,8 @@ static void transcoded_damaged(nst_decoder *fast, nst_decoder *slow)
         nst_image a, b;
         int rb = nst_decode(slow, buf, n, "mutant", &roi, ow, oh, &b);
         if (rb != 0)
-            fprintf(stderr, "  damaged %d (kind %d): rewritten, but decoding fails: %s\n", it,
-                    kind, nostall_last_error());
+            fprintf(stderr, "  damaged %d (kind %d): rewritten, but decoding fails: %s\n", it, kind,
+                    nostall_last_error());
         CHECK_OK(rb);
         int ra = nst_decode(fast, out.data, tlen, "rewrite", &roi, ow, oh, &a);
         CHECK_OK(ra);
@@ -944,10 +973,11 @@ static void public_metadata(nst_decoder *fast, nst_decoder *slow)
 {
     size_t len;
     uint8_t *plain = encode(200, 150, SUB_420, 0, 0, &len);
-    static const uint8_t app1[] = {0xFF, 0xE1, 0, 16, 'E', 'x', 'i', 'f', 0, 0,
-                                   'M', 'M', 0, 42, 0, 0, 0, 8};
+    static const uint8_t app1[] = {0xFF, 0xE1, 0,   16, 'E', 'x', 'i', 'f', 0,
+                                   0,    'M',  'M', 0,  42,  0,   0,   0,   8};
     static const uint8_t com[] = {0xFF, 0xFE, 0, 9, 'n', 'o', 's', 't', 'a', 'l', 'l'};
-    const size_t app0 = find_marker(plain, len, 0xE0), at = app0 + 2 + (plain[app0 + 2] << 8 | plain[app0 + 3]);
+    const size_t app0 = find_marker(plain, len, 0xE0),
+                 at = app0 + 2 + (plain[app0 + 2] << 8 | plain[app0 + 3]);
     CHECK(app0 != 0);
     const size_t n = len + sizeof app1 + sizeof com;
     uint8_t *jpg = malloc(n);
@@ -1085,7 +1115,8 @@ static void public_kept(void)
 static void public_errors(void)
 {
     size_t len;
-    uint8_t *jpg = encode(333, 517, SUB_420, 0, 0, &len), *out = malloc(nostall_transcode_bound(len));
+    uint8_t *jpg = encode(333, 517, SUB_420, 0, 0, &len),
+            *out = malloc(nostall_transcode_bound(len));
     size_t tlen = 1;
     nostall_transcode_result res;
     const size_t cap = nostall_transcode_bound(len);
@@ -1106,7 +1137,8 @@ static void public_errors(void)
     CHECK_RC(nostall_transcode_jpeg(out, cap, &tlen, jpg, len, &flags, sizeof flags, NULL, 0),
              NOSTALL_E_INVALID);
     CHECK_RC(nostall_transcode_jpeg(out, cap, NULL, jpg, len, NULL, 0, NULL, 0), NOSTALL_E_INVALID);
-    CHECK_RC(nostall_transcode_jpeg(NULL, cap, &tlen, jpg, len, NULL, 0, NULL, 0), NOSTALL_E_INVALID);
+    CHECK_RC(nostall_transcode_jpeg(NULL, cap, &tlen, jpg, len, NULL, 0, NULL, 0),
+             NOSTALL_E_INVALID);
     /* sizes: an older caller's shorter option and result structs */
     const nostall_transcode_options three = {.restart_mcus = 3, .max_pixels = 1};
     memset(&res, 0x5A, sizeof res);

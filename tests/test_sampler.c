@@ -29,8 +29,7 @@ static int is_bijection(uint64_t n, uint64_t seed, uint64_t epoch)
 
 static void test_bijection(void)
 {
-    static const uint64_t ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 1000,
-                                  4096, 4097, 100003};
+    static const uint64_t ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 1000, 4096, 4097, 100003};
     static const uint64_t seeds[] = {0, 1, 42, 0xdeadbeefcafef00dULL};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof seeds / sizeof seeds[0]; b++)
@@ -38,8 +37,8 @@ static void test_bijection(void)
                 if (ns[a] > 5000 && (b > 1 || e > 1)) continue; /* keep fast */
                 if (!is_bijection(ns[a], seeds[b], e)) {
                     fprintf(stderr, "not a bijection: n=%llu seed=%llu e=%llu\n",
-                            (unsigned long long)ns[a],
-                            (unsigned long long)seeds[b], (unsigned long long)e);
+                            (unsigned long long)ns[a], (unsigned long long)seeds[b],
+                            (unsigned long long)e);
                     check_failures_++;
                 }
             }
@@ -62,8 +61,7 @@ static void test_bijection(void)
     for (uint64_t i = 0; i < 16; i++) CHECK(nst_permute(huge, 9, 0, i) < huge);
 }
 
-static int same_order(uint64_t n, uint64_t s1, uint64_t e1, uint64_t s2,
-                      uint64_t e2)
+static int same_order(uint64_t n, uint64_t s1, uint64_t e1, uint64_t s2, uint64_t e2)
 {
     for (uint64_t i = 0; i < n; i++)
         if (nst_permute(n, s1, e1, i) != nst_permute(n, s2, e2, i)) return 0;
@@ -81,8 +79,7 @@ static void test_keying(void)
     for (uint64_t nn = 10; nn <= 40; nn++)
         for (uint64_t e = 0; e < 4; e++) {
             uint64_t fixed = 0;
-            for (uint64_t i = 0; i < nn; i++)
-                fixed += nst_permute(nn, 11, e, i) == i;
+            for (uint64_t i = 0; i < nn; i++) fixed += nst_permute(nn, 11, e, i) == i;
             CHECK(fixed < nn);
         }
     /* Few fixed points on a large n (a random permutation has ~1). */
@@ -99,8 +96,7 @@ static void test_uniformity(void)
     for (uint64_t s = 0; s < DRAWS; s++) count[nst_permute(N, s, 0, 0)]++;
     for (int k = 0; k < N; k++) {
         if (count[k] < DRAWS / N * 8 / 10 || count[k] > DRAWS / N * 12 / 10) {
-            fprintf(stderr, "position 0 holds item %d %u times of %d\n", k,
-                    count[k], DRAWS);
+            fprintf(stderr, "position 0 holds item %d %u times of %d\n", k, count[k], DRAWS);
             check_failures_++;
         }
     }
@@ -109,8 +105,7 @@ static void test_uniformity(void)
     for (uint64_t e = 0; e < DRAWS; e++) count2[nst_permute(N, 77, e, 7)]++;
     for (int k = 0; k < N; k++) {
         if (count2[k] < DRAWS / N * 8 / 10 || count2[k] > DRAWS / N * 12 / 10) {
-            fprintf(stderr, "position 7 holds item %d %u times of %d\n", k,
-                    count2[k], DRAWS);
+            fprintf(stderr, "position 7 holds item %d %u times of %d\n", k, count2[k], DRAWS);
             check_failures_++;
         }
     }
@@ -156,8 +151,7 @@ static void test_sharding(void)
                         uint64_t want = drop ? n / w : (n + w - 1) / w;
                         for (uint32_t r = 0; r < w; r++) {
                             nst_sampler s;
-                            CHECK_OK(nst_sampler_init(&s, n, 1234, r, w,
-                                                      shuffle, drop));
+                            CHECK_OK(nst_sampler_init(&s, n, 1234, r, w, shuffle, drop));
                             CHECK_EQ(s.per_rank, want);
                             for (uint64_t pos = 0; pos < s.per_rank; pos++) {
                                 uint64_t it = nst_sampler_item(&s, epoch, pos);

@@ -198,7 +198,8 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
         if (rc == NOSTALL_DONE || rc == NOSTALL_EPOCH_END) break;
         if (rc < 0) {
             if (show) fputc('\n', stderr);
-            fprintf(stderr, "nostall analyze: %s run on %s: %s\n", label, data, nostall_last_error());
+            fprintf(stderr, "nostall analyze: %s run on %s: %s\n", label, data,
+                    nostall_last_error());
             status = -1;
             break;
         }
@@ -206,7 +207,8 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
         o->batches++;
         sleep_s(step_s);
         if (nostall_loader_release(ld, &b) < 0) {
-            fprintf(stderr, "nostall analyze: %s run on %s: %s\n", label, data, nostall_last_error());
+            fprintf(stderr, "nostall analyze: %s run on %s: %s\n", label, data,
+                    nostall_last_error());
             status = -1;
             break;
         }
@@ -224,7 +226,8 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
     const uint64_t *z = (const uint64_t *)&st0;
     int nst = nostall_stats_count();
     for (int i = 0; i < nst && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
-        if (strcmp(nostall_stats_name(i), "threads") && strcmp(nostall_stats_name(i), "cache_bytes") &&
+        if (strcmp(nostall_stats_name(i), "threads") &&
+            strcmp(nostall_stats_name(i), "cache_bytes") &&
             strcmp(nostall_stats_name(i), "cache_items"))
             a[i] -= z[i];
     o->stall_s = o->st.consumer_wait_ns * 1e-9;
@@ -242,7 +245,8 @@ static nostall_config *config_variant(const nostall_config *cfg, const char *con
         nostall_option_info oi;
         char val[256];
         nostall_option_info_get(i, &oi);
-        if (nostall_config_get(cfg, oi.name, val, sizeof val) == 0) nostall_config_set(c, oi.name, val);
+        if (nostall_config_get(cfg, oi.name, val, sizeof val) == 0)
+            nostall_config_set(c, oi.name, val);
     }
     for (; set && set[0]; set += 2) nostall_config_set(c, set[0], set[1]);
     return c;
@@ -254,24 +258,29 @@ static nostall_config *config_variant(const nostall_config *cfg, const char *con
  * progress bar (ctx: show, the progress line is wanted). */
 static void on_message(void *ctx, int warning, const char *text)
 {
-    if (warning) tool_line(stderr, "nostall analyze: warning: %s", text);
-    else if (*(const int *)ctx) tool_line(stderr, "%s", text);
+    if (warning)
+        tool_line(stderr, "nostall analyze: warning: %s", text);
+    else if (*(const int *)ctx)
+        tool_line(stderr, "%s", text);
 }
 
 static void on_progress(void *ctx, const char *run, uint64_t done, uint64_t total, double seconds,
                         int finished)
 {
     (void)ctx;
-    if (finished) fputc('\n', stderr);
-    else draw(run, done, total, seconds);
+    if (finished)
+        fputc('\n', stderr);
+    else
+        draw(run, done, total, seconds);
 }
 
 /* The dataset's local files (a loader of one thread, freed at once): what
  * the cached run warms and the cold run drops. */
 static int dataset_paths(const char *data, const nostall_config *cfg, paths *p, uint64_t *batches)
 {
-    static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", "cache_bytes", "0",
-                                            "coordinate", "", "cache_transcode", "0", NULL};
+    static const char *const probe_set[] =
+        {"threads",    "1", "batches_ahead",   "1", "cache_bytes", "0",
+         "coordinate", "",  "cache_transcode", "0", NULL};
     nostall_config *probe_cfg = config_variant(cfg, probe_set);
     nostall_loader *ld;
     if (!probe_cfg || nostall_loader_create(&ld, data, probe_cfg) < 0) {
@@ -291,8 +300,10 @@ static int dataset_paths(const char *data, const nostall_config *cfg, paths *p, 
         int64_t label;
         if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
         if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) continue;
-        if (!(p->v[p->n] = strdup(path))) rc = -1;
-        else p->n++;
+        if (!(p->v[p->n] = strdup(path)))
+            rc = -1;
+        else
+            p->n++;
     }
     nostall_loader_free(ld);
     if (rc < 0) fprintf(stderr, "nostall analyze: out of memory indexing %s\n", data);
@@ -310,9 +321,24 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
     int status = -1;
     uint64_t nb = 0;
     if (dataset_paths(data, cfg, &p, &nb) < 0) goto out;
-    static const char *const warm_set[] = {"cache", "none", "cache_bytes", "0", "storage_mbps", "0",
-                                           "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
-                                           "epochs", "1", "coordinate", "", "cache_transcode", "0",
+    static const char *const warm_set[] = {"cache",
+                                           "none",
+                                           "cache_bytes",
+                                           "0",
+                                           "storage_mbps",
+                                           "0",
+                                           "storage_latency_ms",
+                                           "0",
+                                           "echo",
+                                           "fixed",
+                                           "echo_factor",
+                                           "1",
+                                           "epochs",
+                                           "1",
+                                           "coordinate",
+                                           "",
+                                           "cache_transcode",
+                                           "0",
                                            NULL};
     if (!(wcfg = config_variant(cfg, warm_set))) goto out;
     if (max_batches && max_batches < nb) nb = max_batches;
@@ -342,8 +368,10 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
     /* 3. cold: the configuration as given, the dataset dropped from the page cache */
     int failed = drop_all(&p);
     if (failed)
-        tool_line(stderr, "nostall analyze: warning: could not drop %d file(s) from the page cache "
-                          "(e.g. %s)", failed, p.v[0]);
+        tool_line(stderr,
+                  "nostall analyze: warning: could not drop %d file(s) from the page cache "
+                  "(e.g. %s)",
+                  failed, p.v[0]);
     nostall_config_set(cfg, "epochs", "1");
     nostall_config_set(cfg, "echo", "fixed");
     nostall_config_set(cfg, "echo_factor", "1");
@@ -370,24 +398,27 @@ out:
 static int measure(const char *data, nostall_config *cfg, double step_s, uint64_t max_batches,
                    int show, const nostall_analyze_meas *runs, nostall_analyze_meas *m)
 {
-    nostall_analyze_measure_options o = {.max_batches = max_batches, .keep_cached = !runs,
-                                         .ctx = &show, .message = on_message,
+    nostall_analyze_measure_options o = {.max_batches = max_batches,
+                                         .keep_cached = !runs,
+                                         .ctx = &show,
+                                         .message = on_message,
                                          .progress = show ? on_progress : NULL};
     if (nostall_analyze_measure(m, sizeof *m, data, cfg, &o, sizeof o) < 0) {
         tool_line(stderr, "nostall analyze: %s", nostall_last_error());
         return -1;
     }
     if (!runs) return step_runs(data, cfg, step_s, max_batches, show, m);
-    /* the three runs were measured elsewhere (Python, with a real step) */
+        /* the three runs were measured elsewhere (Python, with a real step) */
 #define AN_TAKE_(f) m->f = runs->f;
-    AN_TAKE_(step_s) AN_TAKE_(step_cpu_s) AN_TAKE_(syn_seconds) AN_TAKE_(syn_batches)
-    AN_TAKE_(warm_seconds) AN_TAKE_(warm_items) AN_TAKE_(warm_batches) AN_TAKE_(warm_stall_s)
-    AN_TAKE_(warm_cpu_s) AN_TAKE_(warm_fetch_ns) AN_TAKE_(warm_decode_ns) AN_TAKE_(warm_augment_ns)
-    AN_TAKE_(cold_seconds) AN_TAKE_(cold_items) AN_TAKE_(cold_batches) AN_TAKE_(cold_stall_s)
-    AN_TAKE_(cold_storage_reads) AN_TAKE_(cold_storage_bytes) AN_TAKE_(cold_storage_wait_ns)
-    AN_TAKE_(cold_fetch_ns)
+    AN_TAKE_(step_s)
+    AN_TAKE_(step_cpu_s) AN_TAKE_(syn_seconds) AN_TAKE_(syn_batches) AN_TAKE_(warm_seconds)
+        AN_TAKE_(warm_items) AN_TAKE_(warm_batches) AN_TAKE_(warm_stall_s) AN_TAKE_(warm_cpu_s)
+            AN_TAKE_(warm_fetch_ns) AN_TAKE_(warm_decode_ns) AN_TAKE_(warm_augment_ns)
+                AN_TAKE_(cold_seconds) AN_TAKE_(cold_items) AN_TAKE_(cold_batches)
+                    AN_TAKE_(cold_stall_s) AN_TAKE_(cold_storage_reads) AN_TAKE_(cold_storage_bytes)
+                        AN_TAKE_(cold_storage_wait_ns) AN_TAKE_(cold_fetch_ns)
 #undef AN_TAKE_
-    if (runs->cores > 0) m->cores = runs->cores;
+                            if (runs->cores > 0) m->cores = runs->cores;
     return 0;
 }
 
@@ -451,11 +482,18 @@ int cmd_analyze(int argc, char **argv)
             nostall_config_free(cfg);
             return 0;
         }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) {
             if (data) {
-                fprintf(stderr, "nostall analyze: unexpected argument '%s' (DATA is '%s')\n", a, data);
+                fprintf(stderr, "nostall analyze: unexpected argument '%s' (DATA is '%s')\n", a,
+                        data);
                 goto usage_error;
             }
             data = a;
@@ -464,13 +502,15 @@ int cmd_analyze(int argc, char **argv)
         char name[128];
         const char *value;
         tool_flag_name(a, name, sizeof name, &value);
-        int ours = !strcmp(name, "step_ms") || !strcmp(name, "step_rate") || !strcmp(name, "report") ||
-                   !strcmp(name, "measurements") || !strcmp(name, "predict") || !strcmp(name, "runs") ||
+        int ours = !strcmp(name, "step_ms") || !strcmp(name, "step_rate") ||
+                   !strcmp(name, "report") || !strcmp(name, "measurements") ||
+                   !strcmp(name, "predict") || !strcmp(name, "runs") ||
                    !strcmp(name, "max_batches");
         if (!ours) {
             int id = tool_loader_option(cfg, "analyze", name, value, argc, argv, &i);
             if (id == -1)
-                fprintf(stderr, "nostall analyze: unknown option '%s' (see nostall analyze --help)\n", a);
+                fprintf(stderr,
+                        "nostall analyze: unknown option '%s' (see nostall analyze --help)\n", a);
             if (id < 0) goto usage_error;
             continue;
         }
@@ -486,9 +526,12 @@ int cmd_analyze(int argc, char **argv)
             char *end;
             double x = strtod(value, &end);
             int num = end != value && !*end;
-            if (!strcmp(name, "report")) report = value;
-            else if (!strcmp(name, "measurements")) meas_file = value;
-            else if (!strcmp(name, "runs")) runs_file = value;
+            if (!strcmp(name, "report"))
+                report = value;
+            else if (!strcmp(name, "measurements"))
+                meas_file = value;
+            else if (!strcmp(name, "runs"))
+                runs_file = value;
             else if (!strcmp(name, "predict")) {
                 if (npredict >= 32) {
                     fprintf(stderr, "nostall analyze: at most 32 --predict\n");
@@ -497,19 +540,24 @@ int cmd_analyze(int argc, char **argv)
                 predict[npredict++] = value;
             } else if (!strcmp(name, "step_ms")) {
                 if (!num || !(x >= 0) || x > 3.6e6) {
-                    fprintf(stderr, "nostall analyze: --step-ms '%s': need milliseconds in [0, 3600000]\n", value);
+                    fprintf(stderr,
+                            "nostall analyze: --step-ms '%s': need milliseconds in [0, 3600000]\n",
+                            value);
                     goto usage_error;
                 }
                 step_ms = x;
             } else if (!strcmp(name, "step_rate")) {
                 if (!num || !(x > 0)) {
-                    fprintf(stderr, "nostall analyze: --step-rate '%s': need items per second > 0\n", value);
+                    fprintf(stderr,
+                            "nostall analyze: --step-rate '%s': need items per second > 0\n", value);
                     goto usage_error;
                 }
                 step_rate = x;
             } else {
                 if (!num || !(x >= 1) || x != floor(x)) {
-                    fprintf(stderr, "nostall analyze: --max-batches '%s': need a whole number >= 1\n", value);
+                    fprintf(stderr,
+                            "nostall analyze: --max-batches '%s': need a whole number >= 1\n",
+                            value);
                     goto usage_error;
                 }
                 max_batches = (uint64_t)x;
@@ -530,7 +578,8 @@ int cmd_analyze(int argc, char **argv)
         goto usage_error;
     }
     if (!meas_file && !runs_file && step_ms < 0 && step_rate < 0) {
-        fprintf(stderr, "nostall analyze: need --step-ms MS or --step-rate ITEMS_PER_S (the training step)\n");
+        fprintf(stderr,
+                "nostall analyze: need --step-ms MS or --step-rate ITEMS_PER_S (the training step)\n");
         goto usage_error;
     }
     nostall_analyze_meas m;

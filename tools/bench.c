@@ -79,8 +79,8 @@ static void bench_usage(FILE *f)
         else if (info.type == NOSTALL_TYPE_STRING || info.type == NOSTALL_TYPE_PATH)
             fprintf(f, "  %-18s %s (%s; default '%s')\n", flag, info.help, info.type_name, def);
         else
-            fprintf(f, "  %-18s %s (%s in [%s, %s]; default %s)\n", flag, info.help,
-                    info.type_name, info.min, info.max, def);
+            fprintf(f, "  %-18s %s (%s in [%s, %s]; default %s)\n", flag, info.help, info.type_name,
+                    info.min, info.max, def);
     }
 }
 
@@ -91,8 +91,9 @@ static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per
     char bar[64];
     for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\repoch %" PRIu64 "/%" PRIu64 " [%s] %" PRIu64 "/%" PRIu64
-                    "  %.0f items/s  stall %.0f%%   ",
+    fprintf(stderr,
+            "\repoch %" PRIu64 "/%" PRIu64 " [%s] %" PRIu64 "/%" PRIu64
+            "  %.0f items/s  stall %.0f%%   ",
             epoch + 1, epochs, bar, pos, per_epoch, elapsed > 0 ? items / elapsed : 0.0,
             elapsed > 0 ? 100.0 * stall / elapsed : 0.0);
     fflush(stderr);
@@ -115,8 +116,11 @@ static echo_summary echo_summarize(const nostall_stats *st, const nostall_config
     nostall_config_get_uint(cfg, NOSTALL_OPT_ECHO, &mode);
     e.echoing = st->echoed_items > 0 || want > 1 || mode == 1;
     e.factor = st->fresh_items ? (double)st->items_delivered / (double)st->fresh_items : 0;
-    e.dups_per_batch = st->batches_delivered ? (double)st->echo_batch_duplicates / (double)st->batches_delivered : 0;
-    e.mean_distance = st->echoed_items ? (double)st->echo_repeat_distance / (double)st->echoed_items : 0;
+    e.dups_per_batch = st->batches_delivered
+                           ? (double)st->echo_batch_duplicates / (double)st->batches_delivered
+                           : 0;
+    e.mean_distance =
+        st->echoed_items ? (double)st->echo_repeat_distance / (double)st->echoed_items : 0;
     if (st->consumer_busy_ns && st->fresh_items && st->items_delivered && st->threads) {
         double up = (double)st->upstream_busy_ns / st->threads / (double)st->fresh_items;
         double down = (double)st->consumer_busy_ns / (double)st->items_delivered;
@@ -167,9 +171,18 @@ int cmd_bench(int argc, char **argv)
             nostall_config_free(cfg);
             return 0;
         }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!strcmp(a, "--no-checksum")) { no_checksum = 1; continue; }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-checksum")) {
+            no_checksum = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) {
             if (data) {
                 tool_line(stderr, "nostall bench: unexpected argument '%s' (DATA is '%s')", a, data);
@@ -185,7 +198,8 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(name, "partitioned_cache")) {
             if (!value) value = i + 1 < argc ? argv[++i] : NULL;
             if (!value) {
-                fprintf(stderr, "nostall bench: --partitioned-cache needs a size (e.g. 8G or 25%%)\n");
+                fprintf(stderr,
+                        "nostall bench: --partitioned-cache needs a size (e.g. 8G or 25%%)\n");
                 goto usage_error;
             }
             pcache = value;
@@ -196,7 +210,8 @@ int cmd_bench(int argc, char **argv)
             char *end;
             step_ms = value ? strtod(value, &end) : -1;
             if (!value || *end || !(step_ms >= 0) || step_ms > 3.6e6) {
-                fprintf(stderr, "nostall bench: --step-ms needs a number of milliseconds in [0, 3600000]\n");
+                fprintf(stderr,
+                        "nostall bench: --step-ms needs a number of milliseconds in [0, 3600000]\n");
                 goto usage_error;
             }
             continue;
@@ -258,12 +273,17 @@ int cmd_bench(int argc, char **argv)
             nostall_loader_stats(ld, &st, sizeof st);
             double stall = st.consumer_wait_ns * 1e-9;
             if (ep < epochs) {
-                recs[ep] = (epoch_rec){ep_batches ? ep_epoch : ep, ep_items, ep_batches, ep_sum,
-                                       t - t_ep, stall - stall_ep0,
+                recs[ep] = (epoch_rec){ep_batches ? ep_epoch : ep,
+                                       ep_items,
+                                       ep_batches,
+                                       ep_sum,
+                                       t - t_ep,
+                                       stall - stall_ep0,
                                        st.storage_bytes_read - st0.storage_bytes_read,
                                        st.storage_reads - st0.storage_reads,
                                        st.cache_hits - st0.cache_hits,
-                                       st.cache_misses - st0.cache_misses, st.cache_bytes};
+                                       st.cache_misses - st0.cache_misses,
+                                       st.cache_bytes};
             }
             st0 = st;
             stall_ep0 = stall;
@@ -312,24 +332,29 @@ int cmd_bench(int argc, char **argv)
         FILE *f = stdout;
         fprintf(f, "{");
         tool_json_member(f, "data", data);
-        fprintf(f, ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64 ", \"epochs\": %" PRIu64
-                   ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
-                   ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
+        fprintf(f,
+                ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64 ", \"epochs\": %" PRIu64
+                ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
+                ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
                 items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
-        if (no_checksum) fprintf(f, ", \"checksum\": null");
-        else fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
+        if (no_checksum)
+            fprintf(f, ", \"checksum\": null");
+        else
+            fprintf(f, ", \"checksum\": \"%016" PRIx64 "\"", checksum);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         fprintf(f, ", \"peak_rss_bytes\": %lld", (long long)ru.ru_maxrss * 1024);
-        fprintf(f, ", \"storage_bytes_read\": %" PRIu64 ", \"cache_hits\": %" PRIu64
-                   ", \"cache_misses\": %" PRIu64 ", \"cache_bytes\": %" PRIu64,
+        fprintf(f,
+                ", \"storage_bytes_read\": %" PRIu64 ", \"cache_hits\": %" PRIu64
+                ", \"cache_misses\": %" PRIu64 ", \"cache_bytes\": %" PRIu64,
                 st.storage_bytes_read, st.cache_hits, st.cache_misses, st.cache_bytes);
-        fprintf(f, ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
-                   ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
-                   ", \"batches_per_epoch\": %" PRIu64 ", \"items_truncated\": %" PRIu64
-                   ", \"parts_dropped\": %" PRIu64 ", \"parts_clipped\": %" PRIu64
-                   ", \"parts_unmatched\": %" PRIu64 ", \"items_missing\": %" PRIu64 "}",
+        fprintf(f,
+                ", \"dataset\": {\"items\": %" PRIu64 ", \"classes\": %" PRIu64
+                ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
+                ", \"batches_per_epoch\": %" PRIu64 ", \"items_truncated\": %" PRIu64
+                ", \"parts_dropped\": %" PRIu64 ", \"parts_clipped\": %" PRIu64
+                ", \"parts_unmatched\": %" PRIu64 ", \"items_missing\": %" PRIu64 "}",
                 info.items, info.classes, info.files_ignored, info.items_per_epoch,
                 info.batches_per_epoch, info.items_truncated, info.parts_dropped,
                 info.parts_clipped, info.parts_unmatched, info.items_missing);
@@ -345,28 +370,32 @@ int cmd_bench(int argc, char **argv)
         }
         fprintf(f, "], \"per_epoch\": [");
         for (uint64_t e = 0; e < ep && e < epochs; e++)
-            fprintf(f, "%s{\"epoch\": %" PRIu64 ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64
-                       ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
-                       ", \"storage_bytes_read\": %" PRIu64 ", \"storage_reads\": %" PRIu64
-                       ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
-                       ", \"cache_bytes\": %" PRIu64 ", \"checksum\": \"%016" PRIx64 "\"}",
+            fprintf(f,
+                    "%s{\"epoch\": %" PRIu64 ", \"items\": %" PRIu64 ", \"batches\": %" PRIu64
+                    ", \"seconds\": %.6f, \"items_per_second\": %.3f, \"stall_seconds\": %.6f"
+                    ", \"storage_bytes_read\": %" PRIu64 ", \"storage_reads\": %" PRIu64
+                    ", \"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
+                    ", \"cache_bytes\": %" PRIu64 ", \"checksum\": \"%016" PRIx64 "\"}",
                     e ? ", " : "", recs[e].epoch, recs[e].items, recs[e].batches, recs[e].seconds,
                     recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
                     recs[e].stall_seconds, recs[e].storage_bytes_read, recs[e].storage_reads,
-                    recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes,
-                    recs[e].checksum);
+                    recs[e].cache_hits, recs[e].cache_misses, recs[e].cache_bytes, recs[e].checksum);
         fprintf(f, "]");
         echo_summary es = echo_summarize(&st, cfg);
-        fprintf(f, ", \"echo\": {\"fresh_items\": %" PRIu64 ", \"echoed_items\": %" PRIu64
-                   ", \"achieved_factor\": %.6f, \"uses_histogram\": {\"1\": %" PRIu64
-                   ", \"2\": %" PRIu64 ", \"3\": %" PRIu64 ", \"4\": %" PRIu64
-                   ", \"5-8\": %" PRIu64 ", \"9+\": %" PRIu64 "}, \"duplicates_per_batch\": %.6f"
-                   ", \"mean_repeat_distance\": %.3f, \"estimated_R\": %.4f, \"warning\": ",
+        fprintf(f,
+                ", \"echo\": {\"fresh_items\": %" PRIu64 ", \"echoed_items\": %" PRIu64
+                ", \"achieved_factor\": %.6f, \"uses_histogram\": {\"1\": %" PRIu64
+                ", \"2\": %" PRIu64 ", \"3\": %" PRIu64 ", \"4\": %" PRIu64 ", \"5-8\": %" PRIu64
+                ", \"9+\": %" PRIu64 "}, \"duplicates_per_batch\": %.6f"
+                ", \"mean_repeat_distance\": %.3f, \"estimated_R\": %.4f, \"warning\": ",
                 st.fresh_items, st.echoed_items, es.factor, st.echo_uses_1, st.echo_uses_2,
                 st.echo_uses_3, st.echo_uses_4, st.echo_uses_5_8, st.echo_uses_9_up,
                 es.dups_per_batch, es.mean_distance, es.r_est);
-        if (es.warn) fprintf(f, "\"echo_factor exceeds the estimated R: repeats beyond R only slow training\"}");
-        else fprintf(f, "null}");
+        if (es.warn)
+            fprintf(f,
+                    "\"echo_factor exceeds the estimated R: repeats beyond R only slow training\"}");
+        else
+            fprintf(f, "null}");
         fprintf(f, ", \"config\": {");
         for (int i = 0; i < nostall_option_count(); i++) {
             nostall_option_info oi;
@@ -390,7 +419,8 @@ int cmd_bench(int argc, char **argv)
         printf("  dataset     %" PRIu64 " items in %" PRIu64 " classes", info.items, info.classes);
         if (info.files_ignored)
             printf(" (%" PRIu64 " file%s ignored: not named .jpg, .jpeg or .png, hidden, or outside "
-                   "class folders)", info.files_ignored, info.files_ignored == 1 ? "" : "s");
+                   "class folders)",
+                   info.files_ignored, info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
         print_repairs(&info);
         uint64_t bs = 0;
@@ -401,7 +431,8 @@ int cmd_bench(int argc, char **argv)
                " epoch(s) in %.2f s: %.1f items/s\n",
                items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0);
         for (uint64_t e = 0; e < ep && e < epochs; e++)
-            printf("    epoch %-4" PRIu64 " %8" PRIu64 " items  %7.2f s  %8.1f items/s  stall %.2f s\n",
+            printf("    epoch %-4" PRIu64 " %8" PRIu64
+                   " items  %7.2f s  %8.1f items/s  stall %.2f s\n",
                    e, recs[e].items, recs[e].seconds,
                    recs[e].seconds > 0 ? recs[e].items / recs[e].seconds : 0.0,
                    recs[e].stall_seconds);
@@ -421,15 +452,19 @@ int cmd_bench(int argc, char **argv)
             printf("  transcode   %" PRIu64 " items cached with restart markers; %.2f s spent "
                    "rewriting\n",
                    st.cache_transcoded, st.cache_transcode_ns * 1e-9);
-        printf("  storage     %.1f MiB read in %" PRIu64 " reads", st.storage_bytes_read / 1048576.0,
-               st.storage_reads);
-        if (st.storage_wait_ns) printf("; workers waited %.2f s for them", st.storage_wait_ns * 1e-9);
+        printf("  storage     %.1f MiB read in %" PRIu64 " reads",
+               st.storage_bytes_read / 1048576.0, st.storage_reads);
+        if (st.storage_wait_ns)
+            printf("; workers waited %.2f s for them", st.storage_wait_ns * 1e-9);
         {
             uint64_t depth_opt = 0;
             nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &depth_opt);
-            if (depth_opt) printf("; %" PRIu64 " in flight per worker", st.io_depth_max);
-            else printf("; %" PRIu64 " in flight per worker (io_depth auto: grows while they wait, "
-                        "up to %d)", st.io_depth_max, NOSTALL_IO_DEPTH_AUTO_MAX);
+            if (depth_opt)
+                printf("; %" PRIu64 " in flight per worker", st.io_depth_max);
+            else
+                printf("; %" PRIu64 " in flight per worker (io_depth auto: grows while they wait, "
+                       "up to %d)",
+                       st.io_depth_max, NOSTALL_IO_DEPTH_AUTO_MAX);
         }
         printf("\n");
         echo_summary es = echo_summarize(&st, cfg);
@@ -440,8 +475,10 @@ int cmd_bench(int argc, char **argv)
             if (es.r_est > 0) printf("; estimated R %.2f", es.r_est);
             printf("\n");
             if (es.warn)
-                fprintf(stderr, "nostall bench: warning: echo_factor exceeds the estimated R (%.2f): "
-                                "repeats beyond R only slow training\n", es.r_est);
+                fprintf(stderr,
+                        "nostall bench: warning: echo_factor exceeds the estimated R (%.2f): "
+                        "repeats beyond R only slow training\n",
+                        es.r_est);
         }
         printf("  skipped     %" PRIu64 " bad item(s)", nskip);
         if (nskip) printf(":");

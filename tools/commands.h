@@ -7,12 +7,12 @@
 #ifndef NOSTALL_TOOLS_COMMANDS_H
 #define NOSTALL_TOOLS_COMMANDS_H
 
-int cmd_gen(int argc, char **argv);   /* gen.c:   write a synthetic ImageFolder dataset */
-int cmd_bench(int argc, char **argv); /* bench.c: run the loader, report throughput     */
+int cmd_gen(int argc, char **argv);       /* gen.c:   write a synthetic ImageFolder dataset */
+int cmd_bench(int argc, char **argv);     /* bench.c: run the loader, report throughput     */
 int cmd_transcode(int argc, char **argv); /* transcode.c: lossless JPEG copy with restart
                                              markers for faster region decode            */
-int cmd_analyze(int argc, char **argv); /* analyze.c: where the data stall comes from, what-if
+int cmd_analyze(int argc, char **argv);   /* analyze.c: where the data stall comes from, what-if
                                            predictions and recommendations              */
-int cmd_pack(int argc, char **argv);    /* pack.c: WebDataset tar shards with index files  */
+int cmd_pack(int argc, char **argv);      /* pack.c: WebDataset tar shards with index files  */
 
 #endif

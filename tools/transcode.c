@@ -91,30 +91,29 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nostall transcode SRC DST [options]\n"
-            "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
-            "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
-            "as a baseline JPEG with a restart marker every N MCUs (or MCU rows): standard\n"
-            "Huffman tables, or optimized ones where those would grow the file by more\n"
-            "than an eighth; EXIF, ICC and other segments kept. nostall's region decode\n"
-            "then skips the MCUs above (and with --restart-mcus beside) a crop without\n"
-            "decoding them. Other files are copied as they are; a damaged JPEG is\n"
-            "reported and copied unchanged, and so is one the rewrite keeps as it is\n"
-            "(said why: not 8-bit grayscale or YCbCr, the restart markers asked for\n"
-            "already there, over 33.5 Mpixel, a progressive file whose scans leave\n"
-            "coefficients incomplete, or a rewrite more than an eighth larger).\n"
-            "\n"
-            "options (--flag VALUE or --flag=VALUE):\n"
-            "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
-            "                    1..64 (default 1); lowered per image to the largest\n"
-            "                    divisor of its MCUs per row, so intervals tile the rows\n"
-            "  --restart-rows N  instead: MCU rows per restart interval, 1..64 (rows\n"
-            "                    only: the columns beside a crop are still decoded)\n"
-            "  --threads N       files transcoded at once, 1..256 (default: the online CPUs)\n"
-            "  --force           write into DST even if it is not empty\n"
-            "  --quiet           no progress line (the summary is still printed)\n"
-            "  --help            show this help\n");
+    fprintf(f, "usage: nostall transcode SRC DST [options]\n"
+               "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
+               "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
+               "as a baseline JPEG with a restart marker every N MCUs (or MCU rows): standard\n"
+               "Huffman tables, or optimized ones where those would grow the file by more\n"
+               "than an eighth; EXIF, ICC and other segments kept. nostall's region decode\n"
+               "then skips the MCUs above (and with --restart-mcus beside) a crop without\n"
+               "decoding them. Other files are copied as they are; a damaged JPEG is\n"
+               "reported and copied unchanged, and so is one the rewrite keeps as it is\n"
+               "(said why: not 8-bit grayscale or YCbCr, the restart markers asked for\n"
+               "already there, over 33.5 Mpixel, a progressive file whose scans leave\n"
+               "coefficients incomplete, or a rewrite more than an eighth larger).\n"
+               "\n"
+               "options (--flag VALUE or --flag=VALUE):\n"
+               "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
+               "                    1..64 (default 1); lowered per image to the largest\n"
+               "                    divisor of its MCUs per row, so intervals tile the rows\n"
+               "  --restart-rows N  instead: MCU rows per restart interval, 1..64 (rows\n"
+               "                    only: the columns beside a crop are still decoded)\n"
+               "  --threads N       files transcoded at once, 1..256 (default: the online CPUs)\n"
+               "  --force           write into DST even if it is not empty\n"
+               "  --quiet           no progress line (the summary is still printed)\n"
+               "  --help            show this help\n");
 }
 
 static int parse_args(int argc, char **argv, tc_opts *o, int *help)
@@ -125,8 +124,10 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (no_more_flags || a[0] != '-' || a[1] == '\0') {
-            if (!o->src) o->src = a;
-            else if (!o->dst) o->dst = a;
+            if (!o->src)
+                o->src = a;
+            else if (!o->dst)
+                o->dst = a;
             else {
                 fprintf(stderr, "transcode: unexpected extra argument '%s' (SRC DST expected)\n", a);
                 return -1;
@@ -153,8 +154,10 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
                 fprintf(stderr, "transcode: %s takes no value\n", name);
                 return -1;
             }
-            if (name[2] == 'q') o->quiet = 1;
-            else o->force = 1;
+            if (name[2] == 'q')
+                o->quiet = 1;
+            else
+                o->force = 1;
             continue;
         }
         const int is_mcus = strcmp(name, "--restart-mcus") == 0;
@@ -175,12 +178,16 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
         long v = strtol(val, &end, 10);
         const long hi = is_threads ? MAX_THREADS : 64;
         if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE || v < 1 || v > hi) {
-            fprintf(stderr, "transcode: %s must be an integer in 1..%ld (got '%s')\n", name, hi, val);
+            fprintf(stderr, "transcode: %s must be an integer in 1..%ld (got '%s')\n", name, hi,
+                    val);
             return -1;
         }
-        if (is_threads) o->threads = v;
-        else if (is_mcus) o->mcus = v;
-        else o->rows = v;
+        if (is_threads)
+            o->threads = v;
+        else if (is_mcus)
+            o->mcus = v;
+        else
+            o->rows = v;
         if (o->mcus && o->rows) {
             fprintf(stderr, "transcode: --restart-mcus and --restart-rows exclude each other\n");
             return -1;
@@ -192,8 +199,10 @@ static int parse_args(int argc, char **argv, tc_opts *o, int *help)
         o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
     }
     if (!o->src || !o->dst) {
-        fprintf(stderr, "transcode: missing %s (usage: nostall transcode SRC DST [options]; "
-                        "see --help)\n", o->src ? "DST" : "SRC");
+        fprintf(stderr,
+                "transcode: missing %s (usage: nostall transcode SRC DST [options]; "
+                "see --help)\n",
+                o->src ? "DST" : "SRC");
         return -1;
     }
     return 0;
@@ -264,8 +273,8 @@ static int rewrite(const tc_opts *o, tc_buf *b, size_t len, size_t *out_len,
     }
     const nostall_transcode_options opts = {.restart_mcus = (uint32_t)o->mcus,
                                             .restart_rows = (uint32_t)o->rows};
-    return nostall_transcode_jpeg(b->out, b->out_cap, out_len, b->buf, len, &opts, sizeof opts,
-                                  res, sizeof *res);
+    return nostall_transcode_jpeg(b->out, b->out_cap, out_len, b->buf, len, &opts, sizeof opts, res,
+                                  sizeof *res);
 }
 
 static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
@@ -302,7 +311,8 @@ static void do_file(tc_state *s, tc_buf *b, const char *from, const char *to)
     errno = 0;
     int wrc = write_file(to, data, out_len), we = errno;
     pthread_mutex_lock(&s->mu);
-    if (damaged) report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, res.message);
+    if (damaged)
+        report(s, "transcode: %s: damaged JPEG (%s), copied unchanged\n", from, res.message);
     if (kept) report(s, "transcode: %s: kept as it is (%s)\n", from, res.message);
     if (failed) {
         report(s, "transcode: cannot rewrite '%s': %s (copied unchanged)\n", from, res.message);
@@ -444,8 +454,8 @@ int cmd_transcode(int argc, char **argv)
     }
     struct stat st;
     if (stat(o.src, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "transcode: SRC '%s' is not a directory%s%s\n", o.src,
-                errno ? ": " : "", errno ? strerror(errno) : "");
+        fprintf(stderr, "transcode: SRC '%s' is not a directory%s%s\n", o.src, errno ? ": " : "",
+                errno ? strerror(errno) : "");
         return 2;
     }
     errno = 0;
@@ -460,8 +470,10 @@ int cmd_transcode(int argc, char **argv)
             return 1;
         }
         if (ne && !o.force) {
-            fprintf(stderr, "transcode: '%s' exists and is not empty (use --force to write "
-                            "into it)\n", o.dst);
+            fprintf(stderr,
+                    "transcode: '%s' exists and is not empty (use --force to write "
+                    "into it)\n",
+                    o.dst);
             return 2;
         }
     }
@@ -523,9 +535,7 @@ int cmd_transcode(int argc, char **argv)
            s.files, t, s.jpegs, (double)s.jpeg_in / 1e6, (double)s.jpeg_out / 1e6,
            o.rows ? o.rows : o.mcus, o.rows ? " row" : "",
            (o.rows ? o.rows : o.mcus) == 1 ? "" : "s", s.copied - s.corrupt - s.kept, s.corrupt,
-           s.kept,
-           (double)s.in_bytes / 1e6,
-           (double)s.out_bytes / 1e6, "");
+           s.kept, (double)s.in_bytes / 1e6, (double)s.out_bytes / 1e6, "");
     if (s.errors) {
         fprintf(stderr, "transcode: %ld error(s), see above\n", s.errors);
         return 1;

@@ -33,7 +33,8 @@ int nostall_analyze_create(nostall_analysis **out, const nostall_analyze_meas *m
     if (!(full.items_per_epoch > 0) || !(full.batch_size > 0))
         return nst_error(NOSTALL_E_INVALID,
                          "nostall_analyze_create: items_per_epoch (%g) and batch_size (%g) must "
-                         "be > 0", full.items_per_epoch, full.batch_size);
+                         "be > 0",
+                         full.items_per_epoch, full.batch_size);
     nostall_analysis *a = calloc(1, sizeof *a);
     if (!a) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_create: out of memory");
     a->m = full;
@@ -46,11 +47,16 @@ void nostall_analyze_free(nostall_analysis *a) { free(a); }
 
 static void pred_out(const nst_an_pred *p, nostall_analyze_prediction *out, size_t size)
 {
-    nostall_analyze_prediction o = {
-        .epoch_s = p->epoch_s, .compute_s = p->compute_s, .prep_stall_s = p->prep_stall_s,
-        .fetch_stall_s = p->fetch_stall_s, .nofetch_s = p->nofetch_s, .prep_s = p->prep_s,
-        .fetch_s = p->fetch_s, .effective_cores = p->eff_cores, .delivered_items = p->delivered,
-        .bound = p->bound};
+    nostall_analyze_prediction o = {.epoch_s = p->epoch_s,
+                                    .compute_s = p->compute_s,
+                                    .prep_stall_s = p->prep_stall_s,
+                                    .fetch_stall_s = p->fetch_stall_s,
+                                    .nofetch_s = p->nofetch_s,
+                                    .prep_s = p->prep_s,
+                                    .fetch_s = p->fetch_s,
+                                    .effective_cores = p->eff_cores,
+                                    .delivered_items = p->delivered,
+                                    .bound = p->bound};
     copy_out(out, size, &o, sizeof o);
 }
 
@@ -58,12 +64,15 @@ int nostall_analyze_prediction_get(const nostall_analysis *a, int which,
                                    nostall_analyze_prediction *out, size_t size)
 {
     nst_error_clear();
-    if (!a || !out) return nst_error(NOSTALL_E_INVALID, "nostall_analyze_prediction_get: NULL argument");
+    if (!a || !out)
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_prediction_get: NULL argument");
     const nst_an_pred *p = which == NOSTALL_ANALYZE_STEADY_STATE ? &a->now
                            : which == NOSTALL_ANALYZE_CACHED_RUN ? &a->warm_run
                            : which == NOSTALL_ANALYZE_COLD_RUN   ? &a->cold_run
                                                                  : NULL;
-    if (!p) return nst_error(NOSTALL_E_INVALID, "nostall_analyze_prediction_get: no prediction %d", which);
+    if (!p)
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_prediction_get: no prediction %d",
+                         which);
     pred_out(p, out, size);
     return 0;
 }
@@ -97,13 +106,18 @@ int nostall_analyze_recommendation_get(const nostall_analysis *a, int i,
                                        nostall_analyze_recommendation *out, size_t size)
 {
     nst_error_clear();
-    if (!a || !out) return nst_error(NOSTALL_E_INVALID, "nostall_analyze_recommendation_get: NULL argument");
+    if (!a || !out)
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_recommendation_get: NULL argument");
     if (i < 0 || i >= a->nreco)
-        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_recommendation_get: %d of %d", i, a->nreco);
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_recommendation_get: %d of %d", i,
+                         a->nreco);
     const nst_an_reco *r = &a->reco[i];
-    nostall_analyze_recommendation o = {.what = r->what, .value = r->value, .needed = r->needed,
+    nostall_analyze_recommendation o = {.what = r->what,
+                                        .value = r->value,
+                                        .needed = r->needed,
                                         .epoch_before_s = r->epoch_before_s,
-                                        .epoch_after_s = r->epoch_after_s, .text = r->text};
+                                        .epoch_after_s = r->epoch_after_s,
+                                        .text = r->text};
     copy_out(out, size, &o, sizeof o);
     return 0;
 }
@@ -121,16 +135,20 @@ int nostall_analyze_report(const nostall_analysis *a, int format, const char *da
     FILE *f = open_memstream(&text, &n);
     if (!f) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_report: out of memory");
     if (!data) data = "";
-    if (format == NOSTALL_ANALYZE_TEXT) nst_an_report_text(f, a, data);
-    else if (format == NOSTALL_ANALYZE_JSON) nst_an_report_json(f, a, data);
-    else nst_an_report_html(f, a, data);
+    if (format == NOSTALL_ANALYZE_TEXT)
+        nst_an_report_text(f, a, data);
+    else if (format == NOSTALL_ANALYZE_JSON)
+        nst_an_report_json(f, a, data);
+    else
+        nst_an_report_html(f, a, data);
     if (fclose(f) != 0 || !text) {
         free(text);
         return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_report: out of memory");
     }
     *len = n;
     int rc = 0;
-    if (buf && cap > n) memcpy(buf, text, n + 1);
+    if (buf && cap > n)
+        memcpy(buf, text, n + 1);
     else if (buf)
         rc = nst_error(NOSTALL_E_INVALID,
                        "nostall_analyze_report: a buffer of %zu bytes, the report needs %zu", cap,

@@ -25,24 +25,24 @@
 
 /* A configuration to predict. Start from nst_an_scenario_current(). */
 typedef struct nst_an_scenario {
-    double threads;       /* worker threads                                  */
-    double io_depth;      /* reads in flight per worker                      */
-    double cores;         /* CPUs of the machine                             */
-    double cache_frac;    /* MinIO cache, fraction of the dataset's bytes    */
-    int minio;            /* 1: MinIO cache (misses bypass the page cache)   */
-    double emu_mbps;      /* emulated storage MB/s (0: off)                  */
+    double threads;    /* worker threads                                  */
+    double io_depth;   /* reads in flight per worker                      */
+    double cores;      /* CPUs of the machine                             */
+    double cache_frac; /* MinIO cache, fraction of the dataset's bytes    */
+    int minio;         /* 1: MinIO cache (misses bypass the page cache)   */
+    double emu_mbps;   /* emulated storage MB/s (0: off)                  */
     double emu_latency_ms;
-    double bw_scale;      /* multiplies every storage bandwidth (what-if)    */
-    double step_s;        /* training step per batch                         */
+    double bw_scale; /* multiplies every storage bandwidth (what-if)    */
+    double step_s;   /* training step per batch                         */
     double echo_factor;
-    int echo_point;       /* 0 fetch, 1 decode, 2 augment, 3 batch           */
-    int cold;             /* 1: first epoch after dropping the page cache    */
+    int echo_point; /* 0 fetch, 1 decode, 2 augment, 3 batch           */
+    int cold;       /* 1: first epoch after dropping the page cache    */
     /* Partitioned cache over MPI (libnostall_mpi): `nodes` ranks each cache
      * cache_frac of the dataset, disjointly; items a peer holds come over
      * the network. nodes <= 1: off. */
     double nodes;
-    double net_mbps;      /* network bandwidth per rank, MB/s                */
-    double net_latency_ms;/* one remote request                              */
+    double net_mbps;       /* network bandwidth per rank, MB/s                */
+    double net_latency_ms; /* one remote request                              */
     /* Restart-marker what-if: CPU per item multiplied by this (1: the files
      * as they are; m->rst_cpu_ratio: after `nostall transcode`). */
     double cpu_scale;
@@ -61,33 +61,33 @@ typedef struct nst_an_pred {
     double prep_s;        /* upstream CPU time / effective cores             */
     double fetch_s;       /* storage bound (device or per-worker latency)    */
     double eff_cores;
-    double delivered;     /* items per epoch (echo included)                 */
-    const char *bound;    /* "compute", "prep", "fetch"                      */
+    double delivered;  /* items per epoch (echo included)                 */
+    const char *bound; /* "compute", "prep", "fetch"                      */
 } nst_an_pred;
 
 /* The rates behind the stalls, in items per second. */
 typedef struct nst_an_rates {
-    double cpu_item_s;   /* CPU seconds of preprocessing per item (one core)     */
-    double per_core;     /* items/s one core prepares                            */
-    double prep;         /* items/s the configured threads prepare               */
-    double fetch;        /* items/s storage delivers (cold, configured storage)  */
-    double accel;        /* items/s the training step consumes                   */
-    double item_bytes;   /* mean bytes of a dataset file                         */
+    double cpu_item_s; /* CPU seconds of preprocessing per item (one core)     */
+    double per_core;   /* items/s one core prepares                            */
+    double prep;       /* items/s the configured threads prepare               */
+    double fetch;      /* items/s storage delivers (cold, configured storage)  */
+    double accel;      /* items/s the training step consumes                   */
+    double item_bytes; /* mean bytes of a dataset file                         */
 } nst_an_rates;
 
 typedef struct nst_an_row {
-    char group[16];  /* "cache", "cores", "storage", "echo", "partitioned",
+    char group[16]; /* "cache", "cores", "storage", "echo", "partitioned",
                         "combined", "predict" */
     char label[96];
-    double x;        /* the varied value (for the curves) */
+    double x; /* the varied value (for the curves) */
     nst_an_scenario s;
     nst_an_pred p;
 } nst_an_row;
 
 typedef struct nst_an_reco {
-    char what[16];   /* "cores", "cache", "echo", "transcode" */
-    double value;    /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
-    int needed;      /* 0: the stall it targets is already under the threshold */
+    char what[16]; /* "cores", "cache", "echo", "transcode" */
+    double value;  /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
+    int needed;    /* 0: the stall it targets is already under the threshold */
     double epoch_before_s, epoch_after_s;
     char text[512];
 } nst_an_reco;
@@ -98,8 +98,8 @@ struct nostall_analysis {
     nostall_analyze_meas m;
     nst_an_pred cold_run, warm_run; /* the model of the runs that were measured */
     nst_an_scenario cur;
-    nst_an_pred now;       /* steady state of the configuration as given */
-    const char *bound;     /* classification of `now` */
+    nst_an_pred now;   /* steady state of the configuration as given */
+    const char *bound; /* classification of `now` */
     nst_an_row rows[96];
     int nrows;
     nst_an_reco reco[4];

@@ -27,10 +27,14 @@ static int utf8_seq(const unsigned char *s, uint32_t *cp)
     }
     int n;
     uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;
     for (int i = 1; i < n; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
         v = (v << 6) | (s[i] & 0x3F);
@@ -55,19 +59,32 @@ static void text_write(FILE *f, const char *str, int html)
     while (*s) {
         uint32_t cp;
         int n = utf8_seq(s, &cp);
-        if (n == 0) fprintf(f, "\\x%02x", *s), n = 1;
-        else if (html && cp == '&') fputs("&amp;", f);
-        else if (html && cp == '<') fputs("&lt;", f);
-        else if (html && cp == '>') fputs("&gt;", f);
-        else if (html && cp == '"') fputs("&quot;", f);
-        else if (html && cp == '\'') fputs("&#39;", f);
-        else if (cp == '\\') fputs("\\\\", f);
-        else if (cp == '\n') fputs("\\n", f);
-        else if (cp == '\t') fputs("\\t", f);
-        else if (cp == '\r') fputs("\\r", f);
-        else if (cp < 0x20 || cp == 0x7F) fprintf(f, "\\x%02x", (unsigned)cp);
-        else if (cp_hidden(cp)) fprintf(f, "\\u%04x", (unsigned)cp);
-        else fwrite(s, 1, (size_t)n, f);
+        if (n == 0)
+            fprintf(f, "\\x%02x", *s), n = 1;
+        else if (html && cp == '&')
+            fputs("&amp;", f);
+        else if (html && cp == '<')
+            fputs("&lt;", f);
+        else if (html && cp == '>')
+            fputs("&gt;", f);
+        else if (html && cp == '"')
+            fputs("&quot;", f);
+        else if (html && cp == '\'')
+            fputs("&#39;", f);
+        else if (cp == '\\')
+            fputs("\\\\", f);
+        else if (cp == '\n')
+            fputs("\\n", f);
+        else if (cp == '\t')
+            fputs("\\t", f);
+        else if (cp == '\r')
+            fputs("\\r", f);
+        else if (cp < 0x20 || cp == 0x7F)
+            fprintf(f, "\\x%02x", (unsigned)cp);
+        else if (cp_hidden(cp))
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        else
+            fwrite(s, 1, (size_t)n, f);
         s += n;
     }
 }
@@ -123,15 +140,24 @@ int nst_an_json_string(FILE *f, const char *str)
     while (*s) {
         uint32_t cp;
         int n = utf8_seq(s, &cp);
-        if (n == 0) fputs("\\ufffd", f), lossy = 1, n = 1;
-        else if (cp == '"' || cp == '\\') fprintf(f, "\\%c", (char)cp);
-        else if (cp == '\n') fputs("\\n", f);
-        else if (cp == '\t') fputs("\\t", f);
-        else if (cp == '\r') fputs("\\r", f);
-        else if (cp == '\b') fputs("\\b", f);
-        else if (cp == '\f') fputs("\\f", f);
-        else if (cp_hidden(cp)) fprintf(f, "\\u%04x", (unsigned)cp);
-        else fwrite(s, 1, (size_t)n, f);
+        if (n == 0)
+            fputs("\\ufffd", f), lossy = 1, n = 1;
+        else if (cp == '"' || cp == '\\')
+            fprintf(f, "\\%c", (char)cp);
+        else if (cp == '\n')
+            fputs("\\n", f);
+        else if (cp == '\t')
+            fputs("\\t", f);
+        else if (cp == '\r')
+            fputs("\\r", f);
+        else if (cp == '\b')
+            fputs("\\b", f);
+        else if (cp == '\f')
+            fputs("\\f", f);
+        else if (cp_hidden(cp))
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        else
+            fwrite(s, 1, (size_t)n, f);
         s += n;
     }
     fputc('"', f);

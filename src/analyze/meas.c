@@ -50,7 +50,8 @@ const char *nostall_analyze_meas_help(int i)
 static int read_text(const char *path, char **out)
 {
     FILE *f = fopen(path, "r");
-    if (!f) return nst_error(NOSTALL_E_IO, "cannot open measurements %s: %s", path, strerror(errno));
+    if (!f)
+        return nst_error(NOSTALL_E_IO, "cannot open measurements %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap + 1);
     for (size_t n; text && (n = fread(text + len, 1, cap - len, f)) > 0;) {
@@ -127,16 +128,18 @@ static int parse(const char *text, nostall_analyze_meas *m)
         }
         p = skip_ws(end);
         found += set_field(m, k, klen, x);
-        if (*p == ',') p++;
-        else if (*p != '}') return -1;
+        if (*p == ',')
+            p++;
+        else if (*p != '}')
+            return -1;
     }
 }
 
-int nostall_analyze_meas_read(nostall_analyze_meas *out, size_t size,
-                                          const char *path)
+int nostall_analyze_meas_read(nostall_analyze_meas *out, size_t size, const char *path)
 {
     nst_error_clear();
-    if (!out || !path) return nst_error(NOSTALL_E_INVALID, "nostall_analyze_meas_read: NULL argument");
+    if (!out || !path)
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_meas_read: NULL argument");
     char *text = NULL;
     const int rc = read_text(path, &text);
     if (rc < 0) return rc;
@@ -146,11 +149,13 @@ int nostall_analyze_meas_read(nostall_analyze_meas *out, size_t size,
     if (found < 0)
         return nst_error(NOSTALL_E_INVALID,
                          "measurements %s: not a JSON object of numbers (or an object with a "
-                         "\"measurements\" member holding one)", path);
+                         "\"measurements\" member holding one)",
+                         path);
     if (!(m.items_per_epoch > 0) || !(m.batch_size > 0) || !(m.warm_items > 0))
         return nst_error(NOSTALL_E_INVALID,
                          "measurements %s: items_per_epoch, batch_size and warm_items must be > 0 "
-                         "(%d known fields read)", path, found);
+                         "(%d known fields read)",
+                         path, found);
     memcpy(out, &m, size < sizeof m ? size : sizeof m);
     return 0;
 }

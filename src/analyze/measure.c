@@ -68,7 +68,8 @@ static double cpu_now_s(void)
 }
 
 /* A note (warning = 0) or a warning for the caller, one line. */
-static void say(const ctx *c, int warning, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(const ctx *c, int warning, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void say(const ctx *c, int warning, const char *fmt, ...)
 {
     if (!c->o->message) return;
@@ -246,8 +247,10 @@ static void storage_bench(const paths *all, nostall_analyze_meas *m)
     if (!one.v || !many.v || !buf) goto out;
     for (size_t i = 0; i < ns; i++) {
         char *path = all->v[(i * all->n) / ns];
-        if (i % 2 == 0 && one.n < 24) one.v[one.n++] = path;
-        else many.v[many.n++] = path;
+        if (i % 2 == 0 && one.n < 24)
+            one.v[one.n++] = path;
+        else
+            many.v[many.n++] = path;
     }
     drop_all(&one);
     drop_all(&many);
@@ -303,7 +306,8 @@ static nostall_config *config_variant(const nostall_config *cfg, const char *con
         nostall_option_info oi;
         char val[256];
         nostall_option_info_get(i, &oi);
-        if (nostall_config_get(cfg, oi.name, val, sizeof val) == 0) nostall_config_set(c, oi.name, val);
+        if (nostall_config_get(cfg, oi.name, val, sizeof val) == 0)
+            nostall_config_set(c, oi.name, val);
     }
     for (; set && set[0]; set += 2) nostall_config_set(c, set[0], set[1]);
     return c;
@@ -348,7 +352,8 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     uint64_t *a = (uint64_t *)(void *)&o->st;
     const uint64_t *z = (const uint64_t *)(const void *)&st0;
     for (int i = 0; i < nostall_stats_count() && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
-        if (strcmp(nostall_stats_name(i), "threads") && strcmp(nostall_stats_name(i), "cache_bytes") &&
+        if (strcmp(nostall_stats_name(i), "threads") &&
+            strcmp(nostall_stats_name(i), "cache_bytes") &&
             strcmp(nostall_stats_name(i), "cache_items"))
             a[i] -= z[i];
     if (progress) c->o->progress(c->o->ctx, label, o->batches, total, o->seconds, 1);
@@ -373,9 +378,9 @@ typedef struct sample {
     int fds[NST_AN_RST_SAMPLE]; /* the rewritten items (memfd)        */
     size_t made;
     uint64_t bytes;
-    char *orig, *rst;           /* the two lists (open_memstream)      */
+    char *orig, *rst; /* the two lists (open_memstream)      */
     size_t orig_len, rst_len;
-    uint8_t *in, *out;          /* file and rewrite buffers (grow-only) */
+    uint8_t *in, *out; /* file and rewrite buffers (grow-only) */
     size_t in_cap, out_cap;
 } sample;
 
@@ -549,10 +554,25 @@ static void transcode_sample(const ctx *c, const paths *p, const nostall_config 
  * once), fresh items per epoch without echoing (the model applies it). */
 static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_analyze_meas *m)
 {
-    static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", "cache_bytes", "0",
-                                            "storage_mbps", "0", "storage_latency_ms", "0",
-                                            "echo", "fixed", "echo_factor", "1", "coordinate", "",
-                                            "cache_transcode", "0", NULL};
+    static const char *const probe_set[] = {"threads",
+                                            "1",
+                                            "batches_ahead",
+                                            "1",
+                                            "cache_bytes",
+                                            "0",
+                                            "storage_mbps",
+                                            "0",
+                                            "storage_latency_ms",
+                                            "0",
+                                            "echo",
+                                            "fixed",
+                                            "echo_factor",
+                                            "1",
+                                            "coordinate",
+                                            "",
+                                            "cache_transcode",
+                                            "0",
+                                            NULL};
     nostall_config *probe_cfg = config_variant(cfg, probe_set);
     nostall_loader *ld;
     if (!probe_cfg) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
@@ -570,8 +590,10 @@ static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_an
         if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
         /* http(s) items: no page cache to drop, no file to stat (not measured here) */
         if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) continue;
-        if (!(p->v[p->n] = strdup(path))) oom = 1;
-        else p->n++;
+        if (!(p->v[p->n] = strdup(path)))
+            oom = 1;
+        else
+            p->n++;
         struct stat sb;
         if (stat(path, &sb) == 0) m->dataset_bytes += (double)sb.st_size;
     }
@@ -597,7 +619,7 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
     /* the CPUs this process may run on (taskset, cgroup cpusets), else online ones */
     cpu_set_t set;
     m->cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                          : (double)sysconf(_SC_NPROCESSORS_ONLN);
+                                                           : (double)sysconf(_SC_NPROCESSORS_ONLN);
     m->mem_available_bytes = mem_available();
     nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
     m->threads = u ? (double)u : m->cores;
@@ -624,7 +646,8 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
 /* Per-core prep cost: the loader alone, as fast as it goes, every file in
  * the page cache (workers busy all the time, as when prep is the
  * bottleneck; with a step they idle and each item costs more CPU). */
-static int prep_run(const ctx *c, const paths *p, const nostall_config *warm, nostall_analyze_meas *m)
+static int prep_run(const ctx *c, const paths *p, const nostall_config *warm,
+                    nostall_analyze_meas *m)
 {
     char *buf = malloc(1 << 20);
     if (!buf) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
@@ -671,9 +694,24 @@ int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *
     m.mem_bw = mem_bandwidth();
     m.cpu_available = cpu_available((int)m.cores);
     storage_bench(&p, &m);
-    static const char *const warm_set[] = {"cache", "none", "cache_bytes", "0", "storage_mbps", "0",
-                                           "storage_latency_ms", "0", "echo", "fixed", "echo_factor", "1",
-                                           "epochs", "1", "coordinate", "", "cache_transcode", "0",
+    static const char *const warm_set[] = {"cache",
+                                           "none",
+                                           "cache_bytes",
+                                           "0",
+                                           "storage_mbps",
+                                           "0",
+                                           "storage_latency_ms",
+                                           "0",
+                                           "echo",
+                                           "fixed",
+                                           "echo_factor",
+                                           "1",
+                                           "epochs",
+                                           "1",
+                                           "coordinate",
+                                           "",
+                                           "cache_transcode",
+                                           "0",
                                            NULL};
     warm = config_variant(cfg, warm_set);
     if (!warm) {

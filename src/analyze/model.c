@@ -48,7 +48,9 @@ nst_an_scenario nst_an_scenario_current(const nostall_analyze_meas *m)
     s.io_depth = m->io_depth >= 1 ? m->io_depth : 1;
     s.cores = m->cores;
     s.minio = m->cache_minio > 0;
-    s.cache_frac = s.minio && nst_an_shard_bytes(m) > 0 ? fmin(1.0, m->cache_bytes / nst_an_shard_bytes(m)) : 0;
+    s.cache_frac = s.minio && nst_an_shard_bytes(m) > 0
+                       ? fmin(1.0, m->cache_bytes / nst_an_shard_bytes(m))
+                       : 0;
     s.emu_mbps = m->emu_mbps;
     s.emu_latency_ms = m->emu_latency_ms;
     s.bw_scale = 1;
@@ -57,7 +59,7 @@ nst_an_scenario nst_an_scenario_current(const nostall_analyze_meas *m)
     s.echo_point = (int)m->echo_point;
     s.nodes = 1;
     s.cpu_scale = 1;
-    s.net_mbps = 1250;     /* 10 Gb/s Ethernet, until told (--predict net_mbps=) */
+    s.net_mbps = 1250; /* 10 Gb/s Ethernet, until told (--predict net_mbps=) */
     s.net_latency_ms = 0.2;
     return s;
 }
@@ -75,8 +77,8 @@ static double cpu_per_item(const nostall_analyze_meas *m)
 }
 
 /* Upstream time of one epoch; with_fetch = 0 leaves out every storage cost. */
-static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s, double n, int with_fetch,
-                         double *prep_out, double *fetch_out, double *eff_out)
+static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s, double n,
+                         int with_fetch, double *prep_out, double *fetch_out, double *eff_out)
 {
     double e = s->echo_factor >= 1 ? s->echo_factor : 1, delivered = n * e;
     /* CPU per item, split by stage (the transcode what-ifs scale it; with
@@ -89,16 +91,18 @@ static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s
         cpu_x = s->cache_frac * m->rst_cpu_ratio + (1 - s->cache_frac);
     double cpu = cpu_per_item(m) * cpu_x;
     int pr = m->prep_items > 0;
-    double bf = pr ? m->prep_fetch_ns : m->warm_fetch_ns, bd = pr ? m->prep_decode_ns : m->warm_decode_ns;
+    double bf = pr ? m->prep_fetch_ns : m->warm_fetch_ns,
+           bd = pr ? m->prep_decode_ns : m->warm_decode_ns;
     double ba = pr ? m->prep_augment_ns : m->warm_augment_ns, busy = bf + bd + ba;
-    double ff = busy > 0 ? bf / busy : 0, fd = busy > 0 ? bd / busy : 1, fa = busy > 0 ? ba / busy : 0;
+    double ff = busy > 0 ? bf / busy : 0, fd = busy > 0 ? bd / busy : 1,
+           fa = busy > 0 ? ba / busy : 0;
     double cf = cpu * ff, cd = cpu * fd, ca = cpu * fa, copy = 0;
     if (m->mem_bw > 0) copy = m->item_out_bytes / m->mem_bw;
     double work;
     switch (s->echo_point) {
-    case 0: work = n * cf + delivered * (cd + ca); break;            /* fetch */
-    case 1: work = n * (cf + cd) + delivered * ca; break;            /* decode */
-    default: work = n * cpu + (delivered - n) * copy; break;         /* augment, batch */
+    case 0: work = n * cf + delivered * (cd + ca); break;    /* fetch */
+    case 1: work = n * (cf + cd) + delivered * ca; break;    /* decode */
+    default: work = n * cpu + (delivered - n) * copy; break; /* augment, batch */
     }
     double step_cores = s->step_s > 0 ? fmin(m->step_cpu_s / s->step_s, s->cores - 1) : 0;
     if (step_cores < 0) step_cores = 0;
@@ -126,7 +130,7 @@ static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s
             if (net_bw > 0) device = fmax(device, rreads * mean_b / net_bw);
             wait += rreads * (s->net_latency_ms * 1e-3 + (net_bw > 0 ? mean_b / net_bw : 0));
         }
-        double miss_emu = s->cold ? 1 : 1 - agg;        /* reads that reach the emulated storage */
+        double miss_emu = s->cold ? 1 : 1 - agg; /* reads that reach the emulated storage */
         double miss_real = s->cold ? 1 : s->minio ? 1 - agg : fits ? 0 : 1; /* ... and the disk */
         if (s->emu_mbps > 0 || s->emu_latency_ms > 0) {
             double bw = s->emu_mbps > 0 ? s->emu_mbps * 1e6 * s->bw_scale : 0;
@@ -198,11 +202,14 @@ void nst_an_predict(const nostall_analyze_meas *m, const nst_an_scenario *s, nst
     p->prep_stall_s = fmax(0, t_prep - p->compute_s);
     p->fetch_stall_s = fmax(0, p->epoch_s - t_prep);
     double stall = p->prep_stall_s + p->fetch_stall_s;
-    if (p->epoch_s <= 0 || stall < NST_AN_STALL_OK * p->epoch_s) p->bound = "compute";
-    else p->bound = p->fetch_stall_s > p->prep_stall_s ? "fetch" : "prep";
+    if (p->epoch_s <= 0 || stall < NST_AN_STALL_OK * p->epoch_s)
+        p->bound = "compute";
+    else
+        p->bound = p->fetch_stall_s > p->prep_stall_s ? "fetch" : "prep";
 }
 
-int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, const char *spec, char *err, size_t errlen)
+int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, const char *spec,
+                          char *err, size_t errlen)
 {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", spec);
@@ -222,7 +229,8 @@ int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, con
             for (int i = 0; i < 4; i++)
                 if (!strcmp(v, pts[i])) found = i;
             if (found < 0) {
-                snprintf(err, errlen, "--predict '%s': echo_point must be fetch|decode|augment|batch", spec);
+                snprintf(err, errlen,
+                         "--predict '%s': echo_point must be fetch|decode|augment|batch", spec);
                 return -1;
             }
             s->echo_point = found;
@@ -232,48 +240,65 @@ int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, con
             snprintf(err, errlen, "--predict '%s': value of '%s' is not a number >= 0", spec, k);
             return -1;
         }
-        if (!strcmp(k, "threads")) s->threads = x;
-        else if (!strcmp(k, "io_depth") || !strcmp(k, "io-depth")) s->io_depth = x < 1 ? 1 : x;
-        else if (!strcmp(k, "cores")) s->cores = x;
+        if (!strcmp(k, "threads"))
+            s->threads = x;
+        else if (!strcmp(k, "io_depth") || !strcmp(k, "io-depth"))
+            s->io_depth = x < 1 ? 1 : x;
+        else if (!strcmp(k, "cores"))
+            s->cores = x;
         else if (!strcmp(k, "cache_fraction") || !strcmp(k, "cache-fraction")) {
             s->cache_frac = fmin(1, x);
             s->minio = x > 0 || s->minio;
         } else if (!strcmp(k, "cache_bytes") || !strcmp(k, "cache-bytes")) {
             s->cache_frac = nst_an_shard_bytes(m) > 0 ? fmin(1, x / nst_an_shard_bytes(m)) : 0;
             s->minio = x > 0 || s->minio;
-        } else if (!strcmp(k, "minio")) s->minio = x > 0;
-        else if (!strcmp(k, "storage_mbps") || !strcmp(k, "storage-mbps")) s->emu_mbps = x;
-        else if (!strcmp(k, "storage_latency_ms") || !strcmp(k, "storage-latency-ms")) s->emu_latency_ms = x;
-        else if (!strcmp(k, "bw_scale")) s->bw_scale = x;
-        else if (!strcmp(k, "step_ms") || !strcmp(k, "step-ms")) s->step_s = x / 1000;
-        else if (!strcmp(k, "echo_factor") || !strcmp(k, "echo-factor")) s->echo_factor = x < 1 ? 1 : x;
-        else if (!strcmp(k, "cold")) s->cold = x > 0;
+        } else if (!strcmp(k, "minio"))
+            s->minio = x > 0;
+        else if (!strcmp(k, "storage_mbps") || !strcmp(k, "storage-mbps"))
+            s->emu_mbps = x;
+        else if (!strcmp(k, "storage_latency_ms") || !strcmp(k, "storage-latency-ms"))
+            s->emu_latency_ms = x;
+        else if (!strcmp(k, "bw_scale"))
+            s->bw_scale = x;
+        else if (!strcmp(k, "step_ms") || !strcmp(k, "step-ms"))
+            s->step_s = x / 1000;
+        else if (!strcmp(k, "echo_factor") || !strcmp(k, "echo-factor"))
+            s->echo_factor = x < 1 ? 1 : x;
+        else if (!strcmp(k, "cold"))
+            s->cold = x > 0;
         else if (!strcmp(k, "transcode")) {
             if (x > 0 && !(m->rst_cpu_ratio > 0)) {
-                snprintf(err, errlen, "--predict '%s': transcode: the restart-marker sample was not "
-                         "measured (no JPEG items, or none could be transcoded)", spec);
+                snprintf(err, errlen,
+                         "--predict '%s': transcode: the restart-marker sample was not "
+                         "measured (no JPEG items, or none could be transcoded)",
+                         spec);
                 return -1;
             }
             s->cpu_scale = x > 0 ? m->rst_cpu_ratio : 1;
         } else if (!strcmp(k, "cache_transcode") || !strcmp(k, "cache-transcode")) {
             if (x > 0 && !(m->rst_cpu_ratio > 0)) {
-                snprintf(err, errlen, "--predict '%s': cache_transcode: the restart-marker sample "
-                         "was not measured (no JPEG items, or none could be transcoded)", spec);
+                snprintf(err, errlen,
+                         "--predict '%s': cache_transcode: the restart-marker sample "
+                         "was not measured (no JPEG items, or none could be transcoded)",
+                         spec);
                 return -1;
             }
             s->cache_transcode = x > 0;
-        }
-        else if (!strcmp(k, "nodes")) s->nodes = x < 1 ? 1 : x;
-        else if (!strcmp(k, "net_mbps") || !strcmp(k, "net-mbps")) s->net_mbps = x;
-        else if (!strcmp(k, "net_latency_ms") || !strcmp(k, "net-latency-ms")) s->net_latency_ms = x;
+        } else if (!strcmp(k, "nodes"))
+            s->nodes = x < 1 ? 1 : x;
+        else if (!strcmp(k, "net_mbps") || !strcmp(k, "net-mbps"))
+            s->net_mbps = x;
+        else if (!strcmp(k, "net_latency_ms") || !strcmp(k, "net-latency-ms"))
+            s->net_latency_ms = x;
         else {
-            snprintf(err, errlen, "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
-                     "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
-                     "echo_factor, echo_point, cold, transcode, cache_transcode, nodes, net_mbps, net_latency_ms)",
-                     spec, k);
+            snprintf(
+                err, errlen,
+                "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
+                "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
+                "echo_factor, echo_point, cold, transcode, cache_transcode, nodes, net_mbps, net_latency_ms)",
+                spec, k);
             return -1;
         }
     }
     return 0;
 }
-

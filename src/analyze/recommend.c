@@ -15,8 +15,8 @@
 
 #include "analyze/analyze_impl.h"
 
-static nst_an_row *add_row(struct nostall_analysis *r, const char *group, double x, const nst_an_scenario *s,
-                       const char *fmt, double a, double b)
+static nst_an_row *add_row(struct nostall_analysis *r, const char *group, double x,
+                           const nst_an_scenario *s, const char *fmt, double a, double b)
 {
     if (r->nrows >= (int)(sizeof r->rows / sizeof r->rows[0])) return NULL;
     nst_an_row *row = &r->rows[r->nrows++];
@@ -89,7 +89,8 @@ static void whatif_rows(struct nostall_analysis *r)
         s.bw_scale = scales[i];
         if (scales[i] >= 1e6) {
             s.emu_latency_ms = 0;
-            nst_an_row *row = add_row(r, "storage", base_bw * 1e3, &s, "unlimited storage (no fetch cost)", 0, 0);
+            nst_an_row *row =
+                add_row(r, "storage", base_bw * 1e3, &s, "unlimited storage (no fetch cost)", 0, 0);
             if (row) {
                 nostall_analyze_meas mm = *m;
                 mm.disk_bw = 0;
@@ -118,13 +119,12 @@ static void whatif_rows(struct nostall_analysis *r)
         s.nodes = nodes[i];
         if (!(s.cache_frac > 0)) s.cache_frac = 1 / nodes[i];
         s.minio = 1;
-        nst_an_row *row = add_row(r, "partitioned", nodes[i], &s, "%.0f ranks x cache %.0f%%", nodes[i],
-                              100 * s.cache_frac);
+        nst_an_row *row = add_row(r, "partitioned", nodes[i], &s, "%.0f ranks x cache %.0f%%",
+                                  nodes[i], 100 * s.cache_frac);
         if (row)
             snprintf(row->label, sizeof row->label, "%.0f ranks x cache %.0f%%, peers at %.0f MB/s",
                      nodes[i], 100 * s.cache_frac, s.net_mbps);
     }
-
 }
 
 /* 1. Cores per accelerator: the fewest cores whose prep stall is negligible. */
@@ -192,7 +192,8 @@ static void reco_cache(struct nostall_analysis *r, double *cache_rec_out, double
     /* Reads in flight come first: a fixed io_depth under auto's cap whose
      * reads wait (latency) is fixed without memory. */
     double io_fix_epoch = 0;
-    if (r->now.fetch_stall_s >= NST_AN_STALL_OK * r->now.epoch_s && r->cur.io_depth < NOSTALL_IO_DEPTH_AUTO_MAX) {
+    if (r->now.fetch_stall_s >= NST_AN_STALL_OK * r->now.epoch_s &&
+        r->cur.io_depth < NOSTALL_IO_DEPTH_AUTO_MAX) {
         s = r->cur;
         s.io_depth = NOSTALL_IO_DEPTH_AUTO_MAX;
         nst_an_predict(m, &s, &p);
@@ -220,31 +221,38 @@ static void reco_cache(struct nostall_analysis *r, double *cache_rec_out, double
             rc->epoch_after_s = r->now.epoch_s;
             snprintf(rc->text, sizeof rc->text,
                      "Storage: the fetch stall is under %.0f%% already; no cache needed%s.",
-                     100 * NST_AN_STALL_OK, r->cur.minio && r->cur.cache_frac > 0 ? " beyond the configured one" : "");
+                     100 * NST_AN_STALL_OK,
+                     r->cur.minio && r->cur.cache_frac > 0 ? " beyond the configured one" : "");
         } else if (io_fix_epoch > 0) {
             rc->value = r->cur.minio ? r->cur.cache_frac : 0; /* no more cache than now */
             rc->epoch_after_s = io_fix_epoch;
-            snprintf(rc->text, sizeof rc->text,
-                     "Storage: the reads wait rather than saturate the device: more of them in flight "
-                     "remove the fetch stall without a cache. --io-depth 0 (auto: up to %d per worker "
-                     "thread, as reads wait; now %.0f) predicts epoch %.2f s instead of %.2f s (%.0f%% "
-                     "faster).",
-                     NOSTALL_IO_DEPTH_AUTO_MAX, r->cur.io_depth, rc->epoch_after_s, rc->epoch_before_s,
-                     100 * (rc->epoch_before_s / rc->epoch_after_s - 1));
+            snprintf(
+                rc->text, sizeof rc->text,
+                "Storage: the reads wait rather than saturate the device: more of them in flight "
+                "remove the fetch stall without a cache. --io-depth 0 (auto: up to %d per worker "
+                "thread, as reads wait; now %.0f) predicts epoch %.2f s instead of %.2f s (%.0f%% "
+                "faster).",
+                NOSTALL_IO_DEPTH_AUTO_MAX, r->cur.io_depth, rc->epoch_after_s, rc->epoch_before_s,
+                100 * (rc->epoch_before_s / rc->epoch_after_s - 1));
         } else if (rc->value < 0) {
-            snprintf(rc->text, sizeof rc->text, "Storage: even a cache of the whole dataset leaves a fetch stall.");
+            snprintf(rc->text, sizeof rc->text,
+                     "Storage: even a cache of the whole dataset leaves a fetch stall.");
         } else {
             cache_rec = rc->value;
             double bytes = rc->value * nst_an_shard_bytes(m);
             char sz[32];
-            if (bytes >= 1073741824.0) snprintf(sz, sizeof sz, "%.2fG", bytes / 1073741824.0);
-            else snprintf(sz, sizeof sz, "%.0fM", ceil(bytes / 1048576.0));
+            if (bytes >= 1073741824.0)
+                snprintf(sz, sizeof sz, "%.2fG", bytes / 1073741824.0);
+            else
+                snprintf(sz, sizeof sz, "%.0fM", ceil(bytes / 1048576.0));
             snprintf(rc->text, sizeof rc->text,
                      "Storage: a MinIO cache of %.0f%% of the data this rank reads (--cache-bytes %s) removes the fetch "
                      "stall: predicted epoch %.2f s instead of %.2f s (%.0f%% faster)%s.",
                      100 * rc->value, sz, rc->epoch_after_s, rc->epoch_before_s,
                      100 * (rc->epoch_before_s / rc->epoch_after_s - 1),
-                     rc->value > cache_feasible ? "; more than this machine's available memory allows" : "");
+                     rc->value > cache_feasible
+                         ? "; more than this machine's available memory allows"
+                         : "");
             if (rc->value > cache_feasible) cache_rec = cache_feasible;
         }
     }
@@ -268,8 +276,9 @@ static void reco_echo(struct nostall_analysis *r, double cache_rec, double io_fi
         base.cache_frac = cache_rec;
     }
     if (io_fix_epoch > 0) base.io_depth = NOSTALL_IO_DEPTH_AUTO_MAX;
-    const char *with = cache_rec > 0 ? " and the cache above"
-                       : io_fix_epoch > 0 ? " and the reads in flight above" : "";
+    const char *with = cache_rec > 0      ? " and the cache above"
+                       : io_fix_epoch > 0 ? " and the reads in flight above"
+                                          : "";
     nst_an_pred pb;
     nst_an_predict(m, &base, &pb);
     rc->value = -1;
@@ -287,10 +296,11 @@ static void reco_echo(struct nostall_analysis *r, double cache_rec, double io_fi
     }
     if (!rc->needed)
         snprintf(rc->text, sizeof rc->text,
-                 "Echoing: not needed; with %.0f threads%s the predicted stall is %.1f%%.", base.threads,
-                 with, 100 * stall_frac(&pb));
+                 "Echoing: not needed; with %.0f threads%s the predicted stall is %.1f%%.",
+                 base.threads, with, 100 * stall_frac(&pb));
     else if (rc->value < 0)
-        snprintf(rc->text, sizeof rc->text, "Echoing: no echo factor up to 16 removes the remaining stall.");
+        snprintf(rc->text, sizeof rc->text,
+                 "Echoing: no echo factor up to 16 removes the remaining stall.");
     else {
         s = base;
         s.echo_factor = rc->value;
@@ -299,8 +309,8 @@ static void reco_echo(struct nostall_analysis *r, double cache_rec, double io_fi
                  "Echoing: what remains (%.1f%% stall with %.0f threads%s) is covered by --echo-factor "
                  "%.2g (echo point %s): %.0f -> %.0f items/s to the step (repeated items count less "
                  "than fresh ones for accuracy).",
-                 100 * stall_frac(&pb), base.threads, with,
-                 rc->value, (const char *[]){"fetch", "decode", "augment", "batch"}[base.echo_point & 3],
+                 100 * stall_frac(&pb), base.threads, with, rc->value,
+                 (const char *[]){"fetch", "decode", "augment", "batch"}[base.echo_point & 3],
                  rate(&pb), rate(&p));
     }
 }
@@ -332,7 +342,8 @@ static void reco_transcode(struct nostall_analysis *r)
         snprintf(rc->text, sizeof rc->text,
                  "Decoding: `nostall transcode` would not help these files (CPU per item x%.2f on "
                  "a sample of %.0f: they already have restart markers, or the crops cover most of "
-                 "each image).", rc->value, m->rst_sample_items);
+                 "each image).",
+                 rc->value, m->rst_sample_items);
     else if (!rc->needed)
         snprintf(rc->text, sizeof rc->text,
                  "Decoding: not needed (the prep stall is under %.0f%%); for CPU to spare, "
@@ -349,7 +360,7 @@ static void reco_transcode(struct nostall_analysis *r)
                  rc->value, m->rst_sample_items, rc->epoch_after_s, rc->epoch_before_s,
                  100 * (rc->epoch_before_s / rc->epoch_after_s - 1),
                  r->now.fetch_stall_s >= NST_AN_STALL_OK * r->now.epoch_s ? " once storage keeps up"
-                                                                     : "");
+                                                                          : "");
 }
 
 /* Combinations: cache x cores, and all recommendations together. */

@@ -28,24 +28,30 @@ void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
     o->prep_stall = fmax(0, ws);
     o->fetch_stall = fmax(0, cs - ws);
     o->stall_frac = o->cold > 0 ? (o->prep_stall + o->fetch_stall) / o->cold : 0;
-    if (o->stall_frac < NST_AN_STALL_OK) o->bound = "compute";
-    else o->bound = o->fetch_stall > o->prep_stall ? "fetch" : "prep";
+    if (o->stall_frac < NST_AN_STALL_OK)
+        o->bound = "compute";
+    else
+        o->bound = o->fetch_stall > o->prep_stall ? "fetch" : "prep";
 }
 
 static double pct(double a, double b) { return b > 0 ? 100 * a / b : 0; }
 
 const char *nst_an_bound_words(const char *b)
 {
-    if (!strcmp(b, "compute")) return "compute-bound (the step is the bottleneck; stalls are negligible)";
+    if (!strcmp(b, "compute"))
+        return "compute-bound (the step is the bottleneck; stalls are negligible)";
     if (!strcmp(b, "prep")) return "prep-bound (CPU preprocessing cannot keep up)";
     return "fetch-bound (storage cannot keep up)";
 }
 
 static void fmt_bytes(char *buf, size_t len, double b)
 {
-    if (b >= 1073741824.0) snprintf(buf, len, "%.2f GiB", b / 1073741824.0);
-    else if (b >= 1048576.0) snprintf(buf, len, "%.1f MiB", b / 1048576.0);
-    else snprintf(buf, len, "%.1f KiB", b / 1024.0);
+    if (b >= 1073741824.0)
+        snprintf(buf, len, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0)
+        snprintf(buf, len, "%.1f MiB", b / 1048576.0);
+    else
+        snprintf(buf, len, "%.1f KiB", b / 1024.0);
 }
 
 /* ---- terminal ------------------------------------------------------------- */
@@ -61,40 +67,50 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     fmt_bytes(b1, sizeof b1, m->dataset_bytes);
     fmt_bytes(b2, sizeof b2, rt.item_bytes);
     nst_an_line(f, "nostall analyze: %s", data);
-    fprintf(f, "  dataset      %.0f items, %s (mean %s per file); %.0f items and %.0f batches per epoch\n",
-            m->dataset_items, b1, b2, m->items_per_epoch, ceil(m->items_per_epoch / fmax(1, m->batch_size)));
-    fprintf(f, "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
-               "flight, %.1f MB/s one at a time, latency %.2f ms",
+    fprintf(f,
+            "  dataset      %.0f items, %s (mean %s per file); %.0f items and %.0f batches per epoch\n",
+            m->dataset_items, b1, b2, m->items_per_epoch,
+            ceil(m->items_per_epoch / fmax(1, m->batch_size)));
+    fprintf(f,
+            "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
+            "flight, %.1f MB/s one at a time, latency %.2f ms",
             m->cores, m->cpu_available, m->mem_bw / 1e9, m->disk_bw / 1e6, m->disk_bw1 / 1e6,
             m->disk_latency_s * 1e3);
     if (m->emu_mbps > 0 || m->emu_latency_ms > 0)
         fprintf(f, "; emulated storage %.1f MB/s, %.1f ms", m->emu_mbps, m->emu_latency_ms);
     fprintf(f, "\n");
     if (m->cpu_available > 0 && m->cpu_available < 0.9 * m->cores)
-        fprintf(f, "  WARNING      other processes left this job only %.1f of the %.0f cores while it measured:\n"
-                   "               the runs are slowed by them; predictions assume dedicated cores (to model the\n"
-                   "               share, add --predict cores=%.1f)\n",
+        fprintf(f,
+                "  WARNING      other processes left this job only %.1f of the %.0f cores while it measured:\n"
+                "               the runs are slowed by them; predictions assume dedicated cores (to model the\n"
+                "               share, add --predict cores=%.1f)\n",
                 m->cpu_available, m->cores, m->cpu_available);
-    fprintf(f, "  rates        step %.0f items/s; prep %.0f items/s per core, %.0f with %.0f threads; "
-               "storage %.0f items/s\n",
+    fprintf(f,
+            "  rates        step %.0f items/s; prep %.0f items/s per core, %.0f with %.0f threads; "
+            "storage %.0f items/s\n",
             rt.accel, rt.per_core, rt.prep, m->threads, rt.fetch);
     fprintf(f, "\n  measured (per epoch)       time      compute   prep stall        fetch stall\n");
     fprintf(f, "    synthetic (step only) %7.2f s\n", ms.syn);
-    fprintf(f, "    cached                %7.2f s  %7.2f s  %6.2f s\n", ms.warm, ms.syn, ms.prep_stall);
-    fprintf(f, "    cold                  %7.2f s  %7.2f s  %6.2f s %5.1f%%  %6.2f s %5.1f%%\n", ms.cold,
-            ms.syn, ms.prep_stall, pct(ms.prep_stall, ms.cold), ms.fetch_stall, pct(ms.fetch_stall, ms.cold));
+    fprintf(f, "    cached                %7.2f s  %7.2f s  %6.2f s\n", ms.warm, ms.syn,
+            ms.prep_stall);
+    fprintf(f, "    cold                  %7.2f s  %7.2f s  %6.2f s %5.1f%%  %6.2f s %5.1f%%\n",
+            ms.cold, ms.syn, ms.prep_stall, pct(ms.prep_stall, ms.cold), ms.fetch_stall,
+            pct(ms.fetch_stall, ms.cold));
     fprintf(f, "  model of the same runs: cached %.2f s, cold %.2f s (errors %+.0f%%, %+.0f%%)\n",
             r->warm_run.epoch_s, r->cold_run.epoch_s, pct(r->warm_run.epoch_s - ms.warm, ms.warm),
             pct(r->cold_run.epoch_s - ms.cold, ms.cold));
     const nst_an_pred *p = &r->now;
-    fprintf(f, "\n  steady state as configured (epochs after the first): %.2f s per epoch; prep stall "
-               "%.2f s (%.1f%%), fetch stall %.2f s (%.1f%%)\n",
+    fprintf(f,
+            "\n  steady state as configured (epochs after the first): %.2f s per epoch; prep stall "
+            "%.2f s (%.1f%%), fetch stall %.2f s (%.1f%%)\n",
             p->epoch_s, p->prep_stall_s, pct(p->prep_stall_s, p->epoch_s), p->fetch_stall_s,
             pct(p->fetch_stall_s, p->epoch_s));
     fprintf(f, "  the job is %s\n", nst_an_bound_words(r->bound));
     fprintf(f, "\n  recommendations\n");
     for (int i = 0; i < r->nreco; i++) nst_an_line(f, "    - %s", r->reco[i].text);
-    fprintf(f, "\n  what if (predicted, steady state)                      epoch     compute  prep stall  fetch stall  bound\n");
+    fprintf(
+        f,
+        "\n  what if (predicted, steady state)                      epoch     compute  prep stall  fetch stall  bound\n");
     const nst_an_row *rows[2] = {r->rows, r->predict};
     int counts[2] = {r->nrows, r->npredict};
     for (int k = 0; k < 2; k++)
@@ -112,8 +128,10 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
 
 static void json_num(FILE *f, double x)
 {
-    if (isfinite(x)) fprintf(f, "%.9g", x);
-    else fputs("null", f);
+    if (isfinite(x))
+        fprintf(f, "%.9g", x);
+    else
+        fputs("null", f);
 }
 
 /* ", \"key\": number" */
@@ -156,14 +174,16 @@ static void json_rows(FILE *f, const nst_an_row *rows, int n)
         nst_an_json_string(f, row->label);
         fprintf(f, ", \"x\": ");
         json_num(f, row->x);
-        fprintf(f, ", \"config\": {\"threads\": %g, \"io_depth\": %g, \"cores\": %g, \"cache_fraction\": %g, \"minio\": %d, "
-                   "\"storage_mbps\": %g, \"storage_latency_ms\": %g, \"bw_scale\": %g, \"step_ms\": %g, "
-                   "\"echo_factor\": %g, \"echo_point\": \"%s\", \"cold\": %d, \"nodes\": %g, "
-                   "\"net_mbps\": %g, \"net_latency_ms\": %g, \"cpu_scale\": %g, "
-                   "\"cache_transcode\": %d}, \"prediction\": ",
-                s->threads, s->io_depth, s->cores, s->cache_frac, s->minio, s->emu_mbps, s->emu_latency_ms, s->bw_scale,
-                s->step_s * 1e3, s->echo_factor, point_name(s->echo_point), s->cold, s->nodes,
-                s->net_mbps, s->net_latency_ms, s->cpu_scale, s->cache_transcode);
+        fprintf(f,
+                ", \"config\": {\"threads\": %g, \"io_depth\": %g, \"cores\": %g, \"cache_fraction\": %g, \"minio\": %d, "
+                "\"storage_mbps\": %g, \"storage_latency_ms\": %g, \"bw_scale\": %g, \"step_ms\": %g, "
+                "\"echo_factor\": %g, \"echo_point\": \"%s\", \"cold\": %d, \"nodes\": %g, "
+                "\"net_mbps\": %g, \"net_latency_ms\": %g, \"cpu_scale\": %g, "
+                "\"cache_transcode\": %d}, \"prediction\": ",
+                s->threads, s->io_depth, s->cores, s->cache_frac, s->minio, s->emu_mbps,
+                s->emu_latency_ms, s->bw_scale, s->step_s * 1e3, s->echo_factor,
+                point_name(s->echo_point), s->cold, s->nodes, s->net_mbps, s->net_latency_ms,
+                s->cpu_scale, s->cache_transcode);
         json_pred(f, &row->p);
         fputc('}', f);
     }
@@ -180,10 +200,12 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     nst_an_json_member(f, "data", data);
     fprintf(f, ", \"measurements\": {");
     int first = 1;
-#define NST_AN_JSON_MEAS_(name, help)                                                                  \
+#define NST_AN_JSON_MEAS_(name, help)                                                              \
     fprintf(f, "%s\"" #name "\": ", first ? "" : ", ");                                            \
-    if (isfinite(m->name)) fprintf(f, "%.17g", m->name); /* exact round trip */                    \
-    else fputs("null", f);                                                                         \
+    if (isfinite(m->name))                                                                         \
+        fprintf(f, "%.17g", m->name); /* exact round trip */                                       \
+    else                                                                                           \
+        fputs("null", f);                                                                          \
     first = 0;
     NOSTALL_ANALYZE_MEAS_TABLE(NST_AN_JSON_MEAS_)
 #undef NST_AN_JSON_MEAS_
@@ -211,14 +233,17 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     json_pred(f, &r->now);
     fprintf(f, "}, \"bound\": \"%s\", \"warnings\": [", r->bound);
     if (m->cpu_available > 0 && m->cpu_available < 0.9 * m->cores)
-        fprintf(f, "\"shared machine: other processes left this job %.1f of %.0f cores while it measured\"",
+        fprintf(f,
+                "\"shared machine: other processes left this job %.1f of %.0f cores while it measured\"",
                 m->cpu_available, m->cores);
     fprintf(f, "], \"recommendations\": [");
     for (int i = 0; i < r->nreco; i++) {
         const nst_an_reco *rc = &r->reco[i];
         fprintf(f, "%s{\"what\": \"%s\", \"value\": ", i ? ", " : "", rc->what);
-        if (rc->value >= 0) json_num(f, rc->value);
-        else fputs("null", f);
+        if (rc->value >= 0)
+            json_num(f, rc->value);
+        else
+            fputs("null", f);
         fprintf(f, ", \"needed\": %s, \"epoch_before_s\": ", rc->needed ? "true" : "false");
         json_num(f, rc->epoch_before_s);
         fprintf(f, ", \"epoch_after_s\": ");
@@ -233,4 +258,3 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     json_rows(f, r->predict, r->npredict);
     fprintf(f, "]}\n");
 }
-

@@ -23,8 +23,9 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
     for (int i = 0; i < n; i++) maxv = fmax(maxv, v[i][0] + v[i][1] + v[i][2]);
     if (maxv <= 0) maxv = 1;
     int w = 720, left = 230, bar = 26, gap = 14, h = 40 + n * (bar + gap) + 30;
-    fprintf(f, "<svg class=\"chart\" data-chart=\"breakdown\" xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
+    fprintf(f,
+            "<svg class=\"chart\" data-chart=\"breakdown\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
             w, h, w, h);
     fprintf(f, "<title>Time per epoch: compute, prep stall, fetch stall</title>\n");
     double scale = (w - left - 70) / maxv;
@@ -39,8 +40,9 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
         for (int k = 0; k < 3; k++) {
             double bw = v[i][k] * scale;
             if (bw <= 0) continue;
-            fprintf(f, "<rect class=\"seg\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-                       "<title>%s %.2f s</title></rect>\n",
+            fprintf(f,
+                    "<rect class=\"seg\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
+                    "<title>%s %.2f s</title></rect>\n",
                     x, y, bw, bar, cols[k], names[k], v[i][k]);
             x += bw;
         }
@@ -51,8 +53,9 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
     const char *cols[3] = {COL_COMPUTE, COL_PREP, COL_FETCH};
     const char *names[3] = {"compute", "prep stall", "fetch stall"};
     for (int k = 0; k < 3; k++) {
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                   "<text x=\"%d\" y=\"%d\">%s</text>\n",
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                "<text x=\"%d\" y=\"%d\">%s</text>\n",
                 left + k * 130, ly - 10, cols[k], left + k * 130 + 16, ly, names[k]);
     }
     fprintf(f, "</svg>\n");
@@ -60,8 +63,8 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
 
 /* A what-if curve: epoch time and compute time over the rows of one group,
  * evenly spaced in x (the values are labels). */
-static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *group, const char *title,
-                      const char *xfmt, double xmul)
+static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *group,
+                      const char *title, const char *xfmt, double xmul)
 {
     const nst_an_row *pts[32];
     int n = 0;
@@ -73,8 +76,9 @@ static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *gro
     if (maxv <= 0) maxv = 1;
     int w = 350, h = 240, l = 50, rt = 15, t = 30, b = 45;
     double pw = w - l - rt, ph = h - t - b;
-    fprintf(f, "<svg class=\"chart\" data-chart=\"whatif-%s\" xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
+    fprintf(f,
+            "<svg class=\"chart\" data-chart=\"whatif-%s\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
             group, w, h, w, h);
     fprintf(f, "<title>");
     nst_an_html_text(f, title);
@@ -82,17 +86,22 @@ static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *gro
     nst_an_html_text(f, title);
     fprintf(f, "</text>\n");
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", l, t, l, h - b);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", l, h - b, w - rt, h - b);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", l, h - b,
+            w - rt, h - b);
     for (int k = 0; k <= 4; k++) {
         double yv = maxv * k / 4, y = t + ph - ph * k / 4;
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"ax\">%.2g</text>\n", l - 4, y + 4, yv);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>\n", l, y, w - rt, y);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" class=\"ax\">%.2g</text>\n",
+                l - 4, y + 4, yv);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>\n", l, y,
+                w - rt, y);
     }
-    fprintf(f, "<text x=\"12\" y=\"%d\" class=\"ax\" transform=\"rotate(-90 12 %d)\">seconds / epoch</text>\n",
+    fprintf(f,
+            "<text x=\"12\" y=\"%d\" class=\"ax\" transform=\"rotate(-90 12 %d)\">seconds / epoch</text>\n",
             t + (int)ph / 2 + 30, t + (int)ph / 2 + 30);
     const char *cols[2] = {"#222", COL_COMPUTE};
     for (int line = 0; line < 2; line++) {
-        fprintf(f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+        fprintf(f,
+                "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
                 line ? "compute" : "epoch", cols[line], line ? " stroke-dasharray=\"5,3\"" : "");
         for (int i = 0; i < n; i++) {
             double x = l + (n > 1 ? pw * i / (n - 1) : pw / 2);
@@ -104,17 +113,23 @@ static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *gro
     for (int i = 0; i < n; i++) {
         double x = l + (n > 1 ? pw * i / (n - 1) : pw / 2), v = pts[i]->p.epoch_s;
         const char *c = !strcmp(pts[i]->p.bound, "compute") ? COL_COMPUTE
-                        : !strcmp(pts[i]->p.bound, "prep") ? COL_PREP : COL_FETCH;
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", x, t + ph - ph * v / maxv, c);
+                        : !strcmp(pts[i]->p.bound, "prep")  ? COL_PREP
+                                                            : COL_FETCH;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>", x,
+                t + ph - ph * v / maxv, c);
         nst_an_html_text(f, pts[i]->label);
         fprintf(f, ": %.2f s, %s-bound</title></circle>\n", v, pts[i]->p.bound);
         char xl[32];
-        if (pts[i]->x * xmul >= 1e5) snprintf(xl, sizeof xl, "inf");
-        else snprintf(xl, sizeof xl, xfmt, pts[i]->x * xmul);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%s</text>\n", x, h - b + 14, xl);
+        if (pts[i]->x * xmul >= 1e5)
+            snprintf(xl, sizeof xl, "inf");
+        else
+            snprintf(xl, sizeof xl, xfmt, pts[i]->x * xmul);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"ax\">%s</text>\n", x,
+                h - b + 14, xl);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"ax\">— epoch   - - compute   ● colour: bound</text>\n", l,
-            h - 8);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" class=\"ax\">— epoch   - - compute   ● colour: bound</text>\n",
+            l, h - 8);
     fprintf(f, "</svg>\n");
 }
 
@@ -128,20 +143,24 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                "<title>nostall analyze: ");
     nst_an_html_text(f, data);
-    fprintf(f, "</title>\n<style>\n"
-               "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\n"
-               "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-               "text-align:right}th{background:#f3f3f3}td.l{text-align:left}\n"
-               "svg{font-size:12px;margin:6px}.ct{font-weight:bold}.ax{fill:#555;font-size:11px}\n"
-               ".warn{background:#fff3cd;padding:6px}.b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}\n"
-               "</style></head>\n<body>\n<h1>Data stall analysis</h1>\n<p>Dataset <code>");
+    fprintf(f,
+            "</title>\n<style>\n"
+            "body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}\n"
+            "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+            "text-align:right}th{background:#f3f3f3}td.l{text-align:left}\n"
+            "svg{font-size:12px;margin:6px}.ct{font-weight:bold}.ax{fill:#555;font-size:11px}\n"
+            ".warn{background:#fff3cd;padding:6px}.b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}\n"
+            "</style></head>\n<body>\n<h1>Data stall analysis</h1>\n<p>Dataset <code>");
     nst_an_html_text(f, data);
-    fprintf(f, "</code>: %.0f items, %.1f MB; %.0f items per epoch in batches of %.0f; %.0f worker threads "
-               "on %.0f cores.</p>\n",
-            m->dataset_items, m->dataset_bytes / 1e6, m->items_per_epoch, m->batch_size, m->threads, m->cores);
+    fprintf(f,
+            "</code>: %.0f items, %.1f MB; %.0f items per epoch in batches of %.0f; %.0f worker threads "
+            "on %.0f cores.</p>\n",
+            m->dataset_items, m->dataset_bytes / 1e6, m->items_per_epoch, m->batch_size, m->threads,
+            m->cores);
     if (m->cpu_available > 0 && m->cpu_available < 0.9 * m->cores)
-        fprintf(f, "<p class=\"warn\"><strong>Warning:</strong> other processes left this job only %.1f of the "
-                   "%.0f cores while it measured; predictions assume dedicated cores.</p>\n",
+        fprintf(f,
+                "<p class=\"warn\"><strong>Warning:</strong> other processes left this job only %.1f of the "
+                "%.0f cores while it measured; predictions assume dedicated cores.</p>\n",
                 m->cpu_available, m->cores);
     fprintf(f, "<p id=\"verdict\">The job is <strong class=\"b-%s\">%s</strong>.</p>\n", r->bound,
             nst_an_bound_words(r->bound));
@@ -154,11 +173,10 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
     fprintf(f, "</ul>\n<h2>Where the time goes (per epoch)</h2>\n");
     const char *labels[4] = {"measured: cold (first) epoch", "model: cold epoch",
                              "model: steady state as configured", "model: all recommendations"};
-    double v[4][3] = {
-        {ms.syn, ms.prep_stall, ms.fetch_stall},
-        {r->cold_run.compute_s, r->cold_run.prep_stall_s, r->cold_run.fetch_stall_s},
-        {r->now.compute_s, r->now.prep_stall_s, r->now.fetch_stall_s},
-        {0, 0, 0}};
+    double v[4][3] = {{ms.syn, ms.prep_stall, ms.fetch_stall},
+                      {r->cold_run.compute_s, r->cold_run.prep_stall_s, r->cold_run.fetch_stall_s},
+                      {r->now.compute_s, r->now.prep_stall_s, r->now.fetch_stall_s},
+                      {0, 0, 0}};
     const nst_an_row *all = &r->rows[r->nrows - 1];
     v[3][0] = all->p.compute_s;
     v[3][1] = all->p.prep_stall_s;
@@ -169,8 +187,9 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
     svg_curve(f, r, "cores", "CPU cores", "%.0f", 1);
     svg_curve(f, r, "storage", "storage bandwidth (MB/s)", "%.3g", 1);
     svg_curve(f, r, "echo", "echo factor", "%.1f", 1);
-    fprintf(f, "</div>\n<table><tr><th>what if</th><th>epoch s</th><th>compute s</th><th>prep stall</th>"
-               "<th>fetch stall</th><th>bound</th></tr>\n");
+    fprintf(f,
+            "</div>\n<table><tr><th>what if</th><th>epoch s</th><th>compute s</th><th>prep stall</th>"
+            "<th>fetch stall</th><th>bound</th></tr>\n");
     for (int k = 0; k < 2; k++) {
         const nst_an_row *rows = k ? r->predict : r->rows;
         int n = k ? r->npredict : r->nrows;
@@ -178,26 +197,31 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
             const nst_an_pred *p = &rows[i].p;
             fprintf(f, "<tr><td class=\"l\">%s: ", rows[i].group);
             nst_an_html_text(f, rows[i].label);
-            fprintf(f, "</td><td>%.2f</td><td>%.2f</td><td>%.1f%%</td><td>%.1f%%</td>"
-                       "<td class=\"b-%s\">%s</td></tr>\n",
+            fprintf(f,
+                    "</td><td>%.2f</td><td>%.2f</td><td>%.1f%%</td><td>%.1f%%</td>"
+                    "<td class=\"b-%s\">%s</td></tr>\n",
                     p->epoch_s, p->compute_s, pct(p->prep_stall_s, p->epoch_s),
                     pct(p->fetch_stall_s, p->epoch_s), p->bound, p->bound);
         }
     }
     fprintf(f, "</table>\n<h2>Measurements</h2>\n<table>\n");
-    fprintf(f, "<tr><td class=\"l\">synthetic / cached / cold epoch</td><td>%.2f s / %.2f s / %.2f s</td></tr>\n",
+    fprintf(f,
+            "<tr><td class=\"l\">synthetic / cached / cold epoch</td><td>%.2f s / %.2f s / %.2f s</td></tr>\n",
             ms.syn, ms.warm, ms.cold);
-    fprintf(f, "<tr><td class=\"l\">model of cached / cold epoch</td><td>%.2f s / %.2f s</td></tr>\n",
+    fprintf(f,
+            "<tr><td class=\"l\">model of cached / cold epoch</td><td>%.2f s / %.2f s</td></tr>\n",
             r->warm_run.epoch_s, r->cold_run.epoch_s);
-    fprintf(f, "<tr><td class=\"l\">rates (items/s): step / prep per core / prep / storage</td>"
-               "<td>%.0f / %.0f / %.0f / %.0f</td></tr>\n",
+    fprintf(f,
+            "<tr><td class=\"l\">rates (items/s): step / prep per core / prep / storage</td>"
+            "<td>%.0f / %.0f / %.0f / %.0f</td></tr>\n",
             rt.accel, rt.per_core, rt.prep, rt.fetch);
-    fprintf(f, "<tr><td class=\"l\">storage: MB/s (8 in flight) / MB/s (1) / latency ms</td>"
-               "<td>%.1f / %.1f / %.3f</td></tr>\n",
+    fprintf(f,
+            "<tr><td class=\"l\">storage: MB/s (8 in flight) / MB/s (1) / latency ms</td>"
+            "<td>%.1f / %.1f / %.3f</td></tr>\n",
             m->disk_bw / 1e6, m->disk_bw1 / 1e6, m->disk_latency_s * 1e3);
-    fprintf(f, "<tr><td class=\"l\">memory bandwidth</td><td>%.1f GB/s</td></tr>\n", m->mem_bw / 1e9);
+    fprintf(f, "<tr><td class=\"l\">memory bandwidth</td><td>%.1f GB/s</td></tr>\n",
+            m->mem_bw / 1e9);
     fprintf(f, "</table>\n<p>Model and assumptions: docs/analyzer.md.</p>\n"
                "<script>document.body.setAttribute('data-charts', "
                "String(document.querySelectorAll('svg.chart').length));</script>\n</body></html>\n");
 }
-

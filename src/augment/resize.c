@@ -158,8 +158,8 @@ static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 }
 
 /* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels. */
-static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
-                      uint32_t n, uint32_t size, int flip, int rel)
+static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len, uint32_t n,
+                      uint32_t size, int flip, int rel)
 {
     const double scale = len / (double)size;
     const double support = scale > 1.0 ? scale : 1.0; /* triangle: 1 * scale */
@@ -169,10 +169,8 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
     const double kd = ceil(support) * 2.0 + 1.0;
     const uint32_t kc = kd < (double)n ? (uint32_t)kd : n;
     size_t nb, nk, nc, nw;
-    if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) ||
-        nst_mul_overflow(size, kc, &nk) ||
-        nst_mul_overflow(nk, sizeof(int16_t), &nc) ||
-        nst_mul_overflow(nk, sizeof(double), &nw))
+    if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) || nst_mul_overflow(size, kc, &nk) ||
+        nst_mul_overflow(nk, sizeof(int16_t), &nc) || nst_mul_overflow(nk, sizeof(double), &nw))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
     int rc;
     if ((rc = nst_buf_reserve(&ax->bounds, nb)) < 0) return rc;
@@ -245,8 +243,7 @@ static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len,
         int32_t prev = 0;
         for (int64_t j = 0; j < cnt; j++) {
             cum += w[j];
-            int32_t next = j == cnt - 1 ? NST_AUG_ONE
-                                        : (int32_t)floor(cum * NST_AUG_ONE + 0.5);
+            int32_t next = j == cnt - 1 ? NST_AUG_ONE : (int32_t)floor(cum * NST_AUG_ONE + 0.5);
             if (next > NST_AUG_ONE) next = NST_AUG_ONE;
             if (next < prev) next = prev;
             c[j] = (int16_t)(next - prev);
@@ -303,13 +300,12 @@ static inline uint32_t load_u32(const void *p)
  * 2q+1 alternate: per pair of outputs, k2 256-bit vectors holding output
  * 2q's in the low lane, 2q+1's in the high one (zero past the last output),
  * so dst needs room for an even number of outputs. */
-static void expand_hcoefs(int16_t *restrict dst, const int16_t *restrict c,
-                          uint32_t k, uint32_t size, uint32_t lanes)
+static void expand_hcoefs(int16_t *restrict dst, const int16_t *restrict c, uint32_t k,
+                          uint32_t size, uint32_t lanes)
 {
     const uint32_t k2 = (k + 1) / 2;
     if (size % lanes) /* the unused lane of the last pair */
-        memset(dst + (size_t)(size / lanes) * k2 * lanes * 8, 0,
-               sizeof(int16_t) * 8 * k2 * lanes);
+        memset(dst + (size_t)(size / lanes) * k2 * lanes * 8, 0, sizeof(int16_t) * 8 * k2 * lanes);
     for (uint32_t i = 0; i < size; i++, c += k)
         for (uint32_t j = 0; j < k2; j++) {
             int16_t *d = dst + (((size_t)(i / lanes) * k2 + j) * lanes + i % lanes) * 8;
@@ -322,10 +318,9 @@ static void expand_hcoefs(int16_t *restrict dst, const int16_t *restrict c,
 
 /* uint8 input -> int16 intermediate (first pass). dst gets 4 elements per
  * pixel written (3 * size + 1 in all). */
-static NST_ALWAYS_INLINE void hpass_u8_k(const uint8_t *restrict src,
-                                         const int32_t *restrict xs,
-                                         const int16_t *restrict hc, uint32_t k2,
-                                         uint32_t size, int16_t *restrict dst)
+static NST_ALWAYS_INLINE void hpass_u8_k(const uint8_t *restrict src, const int32_t *restrict xs,
+                                         const int16_t *restrict hc, uint32_t k2, uint32_t size,
+                                         int16_t *restrict dst)
 {
     const __m128i z = _mm_setzero_si128();
     const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND1);
@@ -341,17 +336,15 @@ static NST_ALWAYS_INLINE void hpass_u8_k(const uint8_t *restrict src,
             acc = _mm_add_epi32(acc, _mm_madd_epi16(x, _mm_loadu_si128(c + j)));
         }
         acc = _mm_srai_epi32(acc, NST_AUG_SHIFT1);
-        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i),
-                         _mm_packs_epi32(acc, acc));
+        _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i), _mm_packs_epi32(acc, acc));
     }
 }
 
 /* int16 intermediate -> uint8 output (second pass). dst gets 4 bytes per
  * pixel written (3 * size + 1 in all). */
-static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
-                                          const int32_t *restrict xs,
-                                          const int16_t *restrict hc, uint32_t k2,
-                                          uint32_t size, uint8_t *restrict dst)
+static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src, const int32_t *restrict xs,
+                                          const int16_t *restrict hc, uint32_t k2, uint32_t size,
+                                          uint8_t *restrict dst)
 {
     const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND2);
     for (uint32_t i = 0; i < size; i++) {
@@ -362,8 +355,8 @@ static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
         for (uint32_t j = 0; j < k2; j++) {
             __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j));
             __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j + 3));
-            acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b),
-                                                    _mm_loadu_si128(c + j)));
+            acc = _mm_add_epi32(acc,
+                                _mm_madd_epi16(_mm_unpacklo_epi16(a, b), _mm_loadu_si128(c + j)));
         }
         acc = _mm_srai_epi32(acc, NST_AUG_SHIFT2);
         acc = _mm_packs_epi32(acc, acc);
@@ -377,13 +370,14 @@ static NST_ALWAYS_INLINE void hpass_i16_k(const int16_t *restrict src,
  * 8-byte load per pixel pair (the SSE2 form does two 4-byte ones), spread
  * by pshufb to {R0, R1, G0, G1, B0, B1, 0, 0}; reads reach 5 elements past
  * the last tap. An odd last output is done in 128 bits. */
-static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
-hpass_u8_k_avx2(const uint8_t *restrict src, const int32_t *restrict xs,
-                const int16_t *restrict hc, uint32_t k2, uint32_t size,
-                int16_t *restrict dst)
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void hpass_u8_k_avx2(const uint8_t *restrict src,
+                                                              const int32_t *restrict xs,
+                                                              const int16_t *restrict hc,
+                                                              uint32_t k2, uint32_t size,
+                                                              int16_t *restrict dst)
 {
-    const __m256i sh = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i sh = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
+                                        -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
     const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND1);
     uint32_t i = 0;
     for (; i + 2 <= size; i += 2) {
@@ -411,20 +405,22 @@ hpass_u8_k_avx2(const uint8_t *restrict src, const int32_t *restrict xs,
         for (uint32_t j = 0; j < k2; j++) {
             const __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(p + 6 * j));
             acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(a, _mm256_castsi256_si128(sh)),
-                                                    _mm_loadu_si128((const __m128i *)(const void *)(c + j))));
+                                                    _mm_loadu_si128(
+                                                        (const __m128i *)(const void *)(c + j))));
         }
         acc = _mm_srai_epi32(acc, NST_AUG_SHIFT1);
         _mm_storel_epi64((__m128i *)(void *)(dst + 3 * (size_t)i), _mm_packs_epi32(acc, acc));
     }
 }
 
-static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
-hpass_i16_k_avx2(const int16_t *restrict src, const int32_t *restrict xs,
-                 const int16_t *restrict hc, uint32_t k2, uint32_t size,
-                 uint8_t *restrict dst)
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void hpass_i16_k_avx2(const int16_t *restrict src,
+                                                               const int32_t *restrict xs,
+                                                               const int16_t *restrict hc,
+                                                               uint32_t k2, uint32_t size,
+                                                               uint8_t *restrict dst)
 {
-    const __m256i sh = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1,
-                                        0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1);
+    const __m256i sh = _mm256_setr_epi8(0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1, 0, 1,
+                                        6, 7, 2, 3, 8, 9, 4, 5, 10, 11, -1, -1, -1, -1);
     const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND2);
     uint32_t i = 0;
     for (; i + 2 <= size; i += 2) {
@@ -454,7 +450,8 @@ hpass_i16_k_avx2(const int16_t *restrict src, const int32_t *restrict xs,
         for (uint32_t j = 0; j < k2; j++) {
             const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + 6 * j));
             acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(a, _mm256_castsi256_si128(sh)),
-                                                    _mm_loadu_si128((const __m128i *)(const void *)(c + j))));
+                                                    _mm_loadu_si128(
+                                                        (const __m128i *)(const void *)(c + j))));
         }
         acc = _mm_srai_epi32(acc, NST_AUG_SHIFT2);
         acc = _mm_packs_epi32(acc, acc);
@@ -464,35 +461,33 @@ hpass_i16_k_avx2(const int16_t *restrict src, const int32_t *restrict xs,
 }
 #endif
 
-#define NST_HDISPATCH(FN, ...)                                                 \
-    switch (k2) { /* the usual tap counts, unrolled */                        \
-    case 1: FN(__VA_ARGS__, 1, size, dst); return;                             \
-    case 2: FN(__VA_ARGS__, 2, size, dst); return;                             \
-    case 3: FN(__VA_ARGS__, 3, size, dst); return;                             \
-    case 4: FN(__VA_ARGS__, 4, size, dst); return;                             \
-    case 5: FN(__VA_ARGS__, 5, size, dst); return;                             \
-    default: FN(__VA_ARGS__, k2, size, dst); return;                           \
+#define NST_HDISPATCH(FN, ...)                                                                     \
+    switch (k2) { /* the usual tap counts, unrolled */                                             \
+    case 1: FN(__VA_ARGS__, 1, size, dst); return;                                                 \
+    case 2: FN(__VA_ARGS__, 2, size, dst); return;                                                 \
+    case 3: FN(__VA_ARGS__, 3, size, dst); return;                                                 \
+    case 4: FN(__VA_ARGS__, 4, size, dst); return;                                                 \
+    case 5: FN(__VA_ARGS__, 5, size, dst); return;                                                 \
+    default: FN(__VA_ARGS__, k2, size, dst); return;                                               \
     }
 
 #if NST_RESIZE_AVX2
-static NST_TARGET_AVX2 void hpass_u8_avx2(const uint8_t *src, const int32_t *xs,
-                                          const int16_t *hc, uint32_t k2,
-                                          uint32_t size, int16_t *dst)
+static NST_TARGET_AVX2 void hpass_u8_avx2(const uint8_t *src, const int32_t *xs, const int16_t *hc,
+                                          uint32_t k2, uint32_t size, int16_t *dst)
 {
     NST_HDISPATCH(hpass_u8_k_avx2, src, xs, hc)
 }
 
-static NST_TARGET_AVX2 void hpass_i16_avx2(const int16_t *src, const int32_t *xs,
-                                           const int16_t *hc, uint32_t k2,
-                                           uint32_t size, uint8_t *dst)
+static NST_TARGET_AVX2 void hpass_i16_avx2(const int16_t *src, const int32_t *xs, const int16_t *hc,
+                                           uint32_t k2, uint32_t size, uint8_t *dst)
 {
     NST_HDISPATCH(hpass_i16_k_avx2, src, xs, hc)
 }
 #endif
 
 /* hc is in the layout of expand_hcoefs with lanes = avx2 ? 2 : 1. */
-static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
-                     uint32_t k, uint32_t size, int16_t *dst, int avx2)
+static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc, uint32_t k,
+                     uint32_t size, int16_t *dst, int avx2)
 {
     const uint32_t k2 = (k + 1) / 2;
 #if NST_RESIZE_AVX2
@@ -506,8 +501,8 @@ static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
     NST_HDISPATCH(hpass_u8_k, src, xs, hc)
 }
 
-static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
-                      uint32_t k, uint32_t size, uint8_t *dst, int avx2)
+static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc, uint32_t k,
+                      uint32_t size, uint8_t *dst, int avx2)
 {
     const uint32_t k2 = (k + 1) / 2;
 #if NST_RESIZE_AVX2
@@ -524,8 +519,8 @@ static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
 
 #else /* portable scalar: the same integer arithmetic, no over-reads */
 
-static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
-                     uint32_t k, uint32_t size, int16_t *dst, int avx2)
+static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc, uint32_t k,
+                     uint32_t size, int16_t *dst, int avx2)
 {
     (void)avx2;
     for (uint32_t i = 0; i < size; i++) {
@@ -543,8 +538,8 @@ static void hpass_u8(const uint8_t *src, const int32_t *xs, const int16_t *hc,
     }
 }
 
-static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
-                      uint32_t k, uint32_t size, uint8_t *dst, int avx2)
+static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc, uint32_t k,
+                      uint32_t size, uint8_t *dst, int avx2)
 {
     (void)avx2;
     for (uint32_t i = 0; i < size; i++) {
@@ -574,8 +569,8 @@ static void hpass_i16(const int16_t *src, const int32_t *xs, const int16_t *hc,
 /* uint8 rows -> int16 intermediate (first pass), n >= 16; reads exactly n
  * bytes of each row (the last block overlaps the one before). */
 static NST_ALWAYS_INLINE void vpass_u8_k(const uint8_t *const *restrict rows,
-                                         const __m128i *restrict cf, uint32_t k2,
-                                         size_t n, int16_t *restrict dst)
+                                         const __m128i *restrict cf, uint32_t k2, size_t n,
+                                         int16_t *restrict dst)
 {
     const __m128i z = _mm_setzero_si128();
     const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND1);
@@ -604,8 +599,8 @@ static NST_ALWAYS_INLINE void vpass_u8_k(const uint8_t *const *restrict rows,
 
 /* int16 intermediate rows -> uint8 (second pass); n is a multiple of 16. */
 static NST_ALWAYS_INLINE void vpass_i16_k(const int16_t *const *restrict rows,
-                                          const __m128i *restrict cf, uint32_t k2,
-                                          size_t n, uint8_t *restrict dst)
+                                          const __m128i *restrict cf, uint32_t k2, size_t n,
+                                          uint8_t *restrict dst)
 {
     const __m128i rnd = _mm_set1_epi32(NST_AUG_ROUND2);
     for (size_t x = 0; x < n; x += 16) {
@@ -634,9 +629,10 @@ static NST_ALWAYS_INLINE void vpass_i16_k(const int16_t *const *restrict rows,
 /* The AVX2 forms, 32 elements per iteration, n >= 32; the coefficients are
  * those of vcoefs, broadcast to both lanes. uint8 rows: zero-extended to
  * int16 first, so the in-lane unpacks and packs keep the element order. */
-static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
-vpass_u8_k_avx2(const uint8_t *const *restrict rows, const __m128i *restrict cf,
-                uint32_t k2, size_t n, int16_t *restrict dst)
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void vpass_u8_k_avx2(const uint8_t *const *restrict rows,
+                                                              const __m128i *restrict cf,
+                                                              uint32_t k2, size_t n,
+                                                              int16_t *restrict dst)
 {
     const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND1);
     for (size_t x = 0;; x += 32) {
@@ -668,9 +664,10 @@ vpass_u8_k_avx2(const uint8_t *const *restrict rows, const __m128i *restrict cf,
 
 /* int16 rows -> uint8, n >= 32 a multiple of 16 (the last block overlaps
  * the one before). */
-static NST_ALWAYS_INLINE NST_TARGET_AVX2 void
-vpass_i16_k_avx2(const int16_t *const *restrict rows, const __m128i *restrict cf,
-                 uint32_t k2, size_t n, uint8_t *restrict dst)
+static NST_ALWAYS_INLINE NST_TARGET_AVX2 void vpass_i16_k_avx2(const int16_t *const *restrict rows,
+                                                               const __m128i *restrict cf,
+                                                               uint32_t k2, size_t n,
+                                                               uint8_t *restrict dst)
 {
     const __m256i rnd = _mm256_set1_epi32(NST_AUG_ROUND2);
     for (size_t x = 0;; x += 32) {
@@ -693,8 +690,8 @@ vpass_i16_k_avx2(const int16_t *const *restrict rows, const __m128i *restrict cf
         a2 = _mm256_srai_epi32(a2, NST_AUG_SHIFT2);
         a3 = _mm256_srai_epi32(a3, NST_AUG_SHIFT2);
         /* Lanes hold elements {0-7, 16-23 | 8-15, 24-31}: reorder qwords. */
-        const __m256i r = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
-                                              _mm256_packs_epi32(a2, a3));
+        const __m256i r =
+            _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
         _mm256_storeu_si256((__m256i *)(void *)(dst + x),
                             _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
         if (x + 32 >= n) break;
@@ -702,13 +699,13 @@ vpass_i16_k_avx2(const int16_t *const *restrict rows, const __m128i *restrict cf
 }
 #endif
 
-#define NST_VDISPATCH(FN)                                                      \
-    switch (k2) { /* the usual tap counts, unrolled */                        \
-    case 1: FN(rows, cf, 1, n, dst); break;                                    \
-    case 2: FN(rows, cf, 2, n, dst); break;                                    \
-    case 3: FN(rows, cf, 3, n, dst); break;                                    \
-    case 4: FN(rows, cf, 4, n, dst); break;                                    \
-    default: FN(rows, cf, k2, n, dst); break;                                  \
+#define NST_VDISPATCH(FN)                                                                          \
+    switch (k2) { /* the usual tap counts, unrolled */                                             \
+    case 1: FN(rows, cf, 1, n, dst); break;                                                        \
+    case 2: FN(rows, cf, 2, n, dst); break;                                                        \
+    case 3: FN(rows, cf, 3, n, dst); break;                                                        \
+    case 4: FN(rows, cf, 4, n, dst); break;                                                        \
+    default: FN(rows, cf, k2, n, dst); break;                                                      \
     }
 
 /* Pair coefficients {c[2j], c[2j+1]} broadcast, c[k] = 0. */
@@ -736,8 +733,8 @@ static NST_TARGET_AVX2 void vpass_i16_avx2(const int16_t *const *rows, const __m
 #endif
 #endif
 
-static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs,
-                     uint32_t k, size_t n, int16_t *restrict dst, int avx2)
+static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs, uint32_t k, size_t n,
+                     int16_t *restrict dst, int avx2)
 {
 #if NST_RESIZE_SSE2
     if (n >= 16) { /* (malloc'ed cfs: 16-byte aligned) */
@@ -764,8 +761,8 @@ static void vpass_u8(const uint8_t *const *rows, const int16_t *c, void *cfs,
     }
 }
 
-static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs,
-                      uint32_t k, size_t n, uint8_t *restrict dst, int avx2)
+static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs, uint32_t k, size_t n,
+                      uint8_t *restrict dst, int avx2)
 {
 #if NST_RESIZE_SSE2
     __m128i *cf = cfs;
@@ -795,7 +792,10 @@ static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs,
 /* Rough cost, in vector operations, of each pass order (per unit: one output
  * pixel of the horizontal pass, one 16-element block of the vertical). */
 static double hcost(double outputs, uint32_t k) { return outputs * (8.0 + 6.0 * ((k + 1) / 2)); }
-static double vcost(double elems, uint32_t k) { return elems / 16.0 * (12.0 + 16.0 * ((k + 1) / 2)); }
+static double vcost(double elems, uint32_t k)
+{
+    return elems / 16.0 * (12.0 + 16.0 * ((k + 1) / 2));
+}
 
 /* Letterbox border: writes the item's border rows (those outside
  * [pad_top, pad_top + inner_height)) as pixel value 0 and, when the inner
@@ -815,8 +815,7 @@ static int border_begin(nst_augmenter *a, const nst_output *o)
 }
 
 /* Row y of the inner rectangle (inner_width pixels at `row`) to the item. */
-static inline void emit(const nst_augmenter *a, const nst_output *o, uint32_t y,
-                        const uint8_t *row)
+static inline void emit(const nst_augmenter *a, const nst_output *o, uint32_t y, const uint8_t *row)
 {
     if (o->inner_width == o->width) {
         nst_out_row(o, o->pad_top + y, row, a->simd);
@@ -829,13 +828,10 @@ static inline void emit(const nst_augmenter *a, const nst_output *o, uint32_t y,
 static int check_image(const nst_image *img)
 {
     if (!img->data || img->width == 0 || img->height == 0 ||
-        img->width > (uint32_t)NST_AUG_MAX_COORD ||
-        img->height > (uint32_t)NST_AUG_MAX_COORD ||
+        img->width > (uint32_t)NST_AUG_MAX_COORD || img->height > (uint32_t)NST_AUG_MAX_COORD ||
         img->stride / 3 < img->width || img->scale_num == 0 || img->scale_den == 0)
-        return nst_error(NOSTALL_E_INVALID,
-                         "augment: bad image (%ux%u, stride %zu, scale %u/%u)",
-                         img->width, img->height, img->stride, img->scale_num,
-                         img->scale_den);
+        return nst_error(NOSTALL_E_INVALID, "augment: bad image (%ux%u, stride %zu, scale %u/%u)",
+                         img->width, img->height, img->stride, img->scale_num, img->scale_den);
     return 0;
 }
 
@@ -847,9 +843,8 @@ int nst_augment_copy(nst_augmenter *a, const nst_image *img, int flip, const nst
     if (!a || !img) return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
     if ((rc = check_image(img)) < 0) return rc;
     if (img->width != o->inner_width || img->height != o->inner_height)
-        return nst_error(NOSTALL_E_INVALID,
-                         "augment: copying a %ux%u image into a %ux%u place", img->width,
-                         img->height, o->inner_width, o->inner_height);
+        return nst_error(NOSTALL_E_INVALID, "augment: copying a %ux%u image into a %ux%u place",
+                         img->width, img->height, o->inner_width, o->inner_height);
     const size_t row = (size_t)img->width * 3;
     if (flip && (rc = nst_buf_reserve(&a->orow, row)) < 0) return rc;
     if ((rc = border_begin(a, o)) < 0) return rc;
@@ -869,19 +864,17 @@ int nst_augment_copy(nst_augmenter *a, const nst_image *img, int flip, const nst
     return 0;
 }
 
-int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
-                int flip, const nst_output *out)
+int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win, int flip,
+                const nst_output *out)
 {
     nst_output ob, *o = &ob;
     int rc = nst_out_resolve(out, o);
     if (rc < 0) return rc;
-    if (!a || !img || !win)
-        return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
+    if (!a || !img || !win) return nst_error(NOSTALL_E_INVALID, "augment: missing argument");
     if ((rc = check_image(img)) < 0) return rc;
-    if (!isfinite(win->x) || !isfinite(win->y) || !isfinite(win->w) ||
-        !isfinite(win->h) || !(win->w > 0.0) || !(win->h > 0.0))
-        return nst_error(NOSTALL_E_INVALID,
-                         "augment: invalid window (x %g, y %g, w %g, h %g)",
+    if (!isfinite(win->x) || !isfinite(win->y) || !isfinite(win->w) || !isfinite(win->h) ||
+        !(win->w > 0.0) || !(win->h > 0.0))
+        return nst_error(NOSTALL_E_INVALID, "augment: invalid window (x %g, y %g, w %g, h %g)",
                          win->x, win->y, win->w, win->h);
 
     /* Window in the coordinates of img->data. */
@@ -890,10 +883,8 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
     const double wy = win->y * s - (double)img->y0;
     const double ww = win->w * s, wh = win->h * s;
     const double m = NST_AUG_MAX_COORD;
-    if (!(fabs(wx) <= m && fabs(wy) <= m && ww <= m && wh <= m && ww > 0.0 &&
-          wh > 0.0))
-        return nst_error(NOSTALL_E_INVALID,
-                         "augment: window (x %g, y %g, w %g, h %g) out of range",
+    if (!(fabs(wx) <= m && fabs(wy) <= m && ww <= m && wh <= m && ww > 0.0 && wh > 0.0))
+        return nst_error(NOSTALL_E_INVALID, "augment: window (x %g, y %g, w %g, h %g) out of range",
                          win->x, win->y, win->w, win->h);
 
     /* The resampled rectangle: ow x oh (the whole item without a border). */
@@ -912,10 +903,8 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
      * the nx columns the horizontal taps touch) or horizontal first (over
      * the ny input rows the vertical taps touch, kept in a ring of ky rows
      * when the rows are consumed in order). Whichever costs less. */
-    const double vfirst = vcost((double)oh * 3.0 * (double)nx, ky) +
-                          hcost((double)oh * ow, kx);
-    const double hfirst = hcost((double)ny * ow, kx) +
-                          vcost((double)oh * 3.0 * (double)ow, ky);
+    const double vfirst = vcost((double)oh * 3.0 * (double)nx, ky) + hcost((double)oh * ow, kx);
+    const double hfirst = hcost((double)ny * ow, kx) + vcost((double)oh * 3.0 * (double)ow, ky);
     const int vert_first = vfirst < hfirst;
 
     /* Scratch: the uint8 output row (+ slack for 4-byte stores), the rows
@@ -954,8 +943,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win,
         const uint8_t **rows = (const uint8_t **)(void *)a->rows.data;
         const uint8_t *base = img->data + (size_t)a->ax.lo * 3;
         for (uint32_t y = 0; y < oh; y++) {
-            for (uint32_t t = 0; t < ky; t++)
-                rows[t] = base + ((size_t)ys[y] + t) * img->stride;
+            for (uint32_t t = 0; t < ky; t++) rows[t] = base + ((size_t)ys[y] + t) * img->stride;
             rows[ky] = rows[ky - 1];
             vpass_u8(rows, yc + (size_t)y * ky, a->vco.data, ky, nx * 3, tmp, a->avx2);
             hpass_i16(tmp, xs, hc, kx, ow, orowp, a->avx2);

@@ -29,13 +29,13 @@ typedef struct nst_ticket {
                                  mapped by the worker from (epoch, position)  */
     uint8_t *dst[NST_FIELDS_MAX];
     uint64_t *index_dst;
-    uint64_t io[NST_BQ_IO];   /* accounting added to the batch at done       */
-    uint64_t gen;             /* backend's reset generation at take          */
+    uint64_t io[NST_BQ_IO]; /* accounting added to the batch at done       */
+    uint64_t gen;           /* backend's reset generation at take          */
     /* fixed item echoing (local ring) */
     uint8_t echo, produce, last, dup;
     uint32_t copy, store, uses;
     uint64_t distance;
-    uint32_t apool;           /* adaptive echoing: pool entry, or UINT32_MAX  */
+    uint32_t apool; /* adaptive echoing: pool entry, or UINT32_MAX  */
 } nst_ticket;
 
 /* What a backend tells the loader about delivered batches. */

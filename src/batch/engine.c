@@ -14,7 +14,12 @@
 
 #include "batch/engine.h"
 
-enum { J_NONE = NST_BQ_J_NONE, J_OPEN = NST_BQ_J_OPEN, J_FINAL = NST_BQ_J_FINAL, J_DROP = NST_BQ_J_DROP };
+enum {
+    J_NONE = NST_BQ_J_NONE,
+    J_OPEN = NST_BQ_J_OPEN,
+    J_FINAL = NST_BQ_J_FINAL,
+    J_DROP = NST_BQ_J_DROP
+};
 enum { TOP_FULL = 1, TOP_DROPPED = 2 };
 enum { I_FREE = 0, I_TAKEN, I_DONE };
 
@@ -83,8 +88,8 @@ char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j)
     return (char *)sdata(q, s) + q->off_msgs + (size_t)j * NST_BQ_MSG;
 }
 
-nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items,
-                    const nst_field_decl *fields, uint32_t nfields, uint32_t flags)
+nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                    uint32_t nfields, uint32_t flags)
 {
     layout l;
     if (plan_layout(nslots, slot_items, fields, nfields, &l) < 0) return NULL;
@@ -295,8 +300,8 @@ static void finalize(nst_bq *q, uint32_t s)
     maybe_free(q, sc); /* every member that needed it is gone */
 }
 
-int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status,
-                const char *msg, const uint64_t *io)
+int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, const char *msg,
+                const uint64_t *io)
 {
     if (t->slot >= q->nslots || t->j >= q->slot_items) return 0;
     nst_bq_slot *sc = &q->slots[t->slot];
@@ -352,8 +357,7 @@ static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, vo
 /* drop_last with skipped items: top the short batch in slot s up from the
  * batches after it (engine.h), once for every member. 0: recorded in the
  * slot; NST_BQ_WAIT; E_STATE (local ring: no slot left for a donor). */
-static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s,
-                  uint32_t taken)
+static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, uint32_t taken)
 {
     nst_bq_slot *sc = &q->slots[s];
     uint32_t own = sc->delivered - taken, left = sc->count - own, k = 0, di = s;
@@ -469,8 +473,10 @@ int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq)
         sc->users &= ~bit;
         return maybe_free(q, sc);
     }
-    return nst_error(NOSTALL_E_INVALID, "batch %llu is not lent (released already, or not "
-                     "from this loader)", (unsigned long long)seq);
+    return nst_error(NOSTALL_E_INVALID,
+                     "batch %llu is not lent (released already, or not "
+                     "from this loader)",
+                     (unsigned long long)seq);
 }
 
 void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t epoch)
@@ -604,8 +610,7 @@ void nst_bq_repair(nst_bq *q)
     case J_DROP:
         if (arg < NST_BQ_MEMBERS) drop(q, arg);
         break;
-    default:
-        break;
+    default: break;
     }
     q->journal = J_NONE;
     /* Counters are derived from item states. */
@@ -633,8 +638,7 @@ void nst_bq_repair(nst_bq *q)
 uint32_t nst_bq_lent_count(const nst_bq *q, uint32_t member)
 {
     uint32_t n = 0;
-    for (uint32_t s = 0; s < q->nslots; s++)
-        n += (q->slots[s].lent >> member) & 1;
+    for (uint32_t s = 0; s < q->nslots; s++) n += (q->slots[s].lent >> member) & 1;
     return n;
 }
 

@@ -52,44 +52,46 @@
 #include "recipe/recipe.h"
 
 #define NST_BQ_MEMBERS 64
-#define NST_BQ_IO 24        /* per-batch accounting counters (nst_slot_io)   */
-#define NST_BQ_MSG 512      /* each bad item's message (truncated)           */
-#define NST_BQ_ERRMSG 512   /* fail policy: the failing item's message       */
+#define NST_BQ_IO 24      /* per-batch accounting counters (nst_slot_io)   */
+#define NST_BQ_MSG 512    /* each bad item's message (truncated)           */
+#define NST_BQ_ERRMSG 512 /* fail policy: the failing item's message       */
 #define NST_BQ_MAX_SLOTS 1024
 
 /* item status while not finished */
 #define NST_ITEM_PENDING 1
 
 /* Per-batch accounting: where its items came from, and echoing. */
-#define NST_SLOT_IO_FIELDS(X)                                                  \
-    X(storage_bytes) X(storage_reads) X(cache_hits) X(cache_misses)            \
-    X(peer_hits) X(peer_bytes) X(http_transfers) X(http_retries)               \
-    X(fresh) X(echoed) X(uses_1) X(uses_2) X(uses_3) X(uses_4) X(uses_5_8)      \
-    X(uses_9_up) X(dups) X(distance)
+#define NST_SLOT_IO_FIELDS(X)                                                                      \
+    X(storage_bytes)                                                                               \
+    X(storage_reads) X(cache_hits) X(cache_misses) X(peer_hits) X(peer_bytes) X(http_transfers)    \
+        X(http_retries) X(fresh) X(echoed) X(uses_1) X(uses_2) X(uses_3) X(uses_4) X(uses_5_8)     \
+            X(uses_9_up) X(dups) X(distance)
 enum {
 #define NST_SLOT_IO_ID_(f) NST_IO_##f,
     NST_SLOT_IO_FIELDS(NST_SLOT_IO_ID_)
 #undef NST_SLOT_IO_ID_
-    NST_IO_COUNT_
+        NST_IO_COUNT_
 };
 _Static_assert(NST_IO_COUNT_ <= NST_BQ_IO, "batch accounting must fit a slot's io[]");
 
 enum { NST_BQ_FREE = 0, NST_BQ_OPENING, NST_BQ_FILLING, NST_BQ_FINALIZING, NST_BQ_READY };
 
 /* Flags of the plan. */
-enum { NST_BQ_FAIL = 1, /* on_bad_item=fail: no batch opened after a failing one */
-       NST_BQ_FILL = 2  /* drop_last with skip: top short batches up            */ };
+enum {
+    NST_BQ_FAIL = 1, /* on_bad_item=fail: no batch opened after a failing one */
+    NST_BQ_FILL = 2  /* drop_last with skip: top short batches up            */
+};
 
 typedef struct nst_bq_slot {
-    uint32_t state, count;      /* count: items planned                       */
+    uint32_t state, count; /* count: items planned                       */
     uint64_t seq, epoch, position;
-    uint32_t hint;              /* every item below is taken or done          */
+    uint32_t hint; /* every item below is taken or done          */
     uint32_t done, failed, delivered;
-    uint64_t users;             /* members still to consume and release it    */
-    uint64_t lent;              /* members holding it lent now                */
-    uint32_t topped;            /* NST_BQ_FILL: 0, TOP_FULL or TOP_DROPPED    */
+    uint64_t users;                             /* members still to consume and release it    */
+    uint64_t lent;                              /* members holding it lent now                */
+    uint32_t topped;                            /* NST_BQ_FILL: 0, TOP_FULL or TOP_DROPPED    */
     uint32_t top_count, skip_after, next_taken; /* what the top-up recorded  */
-    int32_t error;              /* fail policy: first failing item's status   */
+    int32_t error;                              /* fail policy: first failing item's status   */
     uint32_t error_item;
     uint64_t io[NST_BQ_IO];
     char errmsg[NST_BQ_ERRMSG];
@@ -97,11 +99,11 @@ typedef struct nst_bq_slot {
 
 typedef struct nst_bq_member {
     uint32_t active;
-    uint32_t taken;             /* items of the batch at (epoch, position)
+    uint32_t taken; /* items of the batch at (epoch, position)
                                    already delivered (top-up)               */
     uint64_t first_seq, next_seq;
-    uint64_t epoch, position;   /* the member's cursor: next batch to lend   */
-    uint64_t consumed;          /* batches lent                              */
+    uint64_t epoch, position; /* the member's cursor: next batch to lend   */
+    uint64_t consumed;        /* batches lent                              */
 } nst_bq_member;
 
 typedef struct nst_bq {
@@ -110,16 +112,16 @@ typedef struct nst_bq {
     uint32_t nslots, slot_items, nfields, flags;
     uint64_t field_off[NST_FIELDS_MAX], field_bytes[NST_FIELDS_MAX]; /* per item */
     uint64_t off_indices, off_status, off_items, off_msgs;
-    uint32_t max_lead;          /* a group's bound on how far the cursor may be
+    uint32_t max_lead; /* a group's bound on how far the cursor may be
                                    ahead of the oldest unfreed batch (0: none) */
     uint32_t pad_;
     /* mutable (the caller's lock) */
     uint64_t prod_seq, prod_epoch, prod_pos;
-    uint32_t prod_slot;         /* the open batch's slot, or NST_BQ_NONE     */
-    uint32_t halted;            /* fail policy: open no more batches         */
-    uint64_t free_hi;           /* 1 + the highest sequence number freed     */
+    uint32_t prod_slot; /* the open batch's slot, or NST_BQ_NONE     */
+    uint32_t halted;    /* fail policy: open no more batches         */
+    uint64_t free_hi;   /* 1 + the highest sequence number freed     */
     uint32_t journal, journal_arg;
-    uint64_t requeued;          /* tickets of dropped members taken again    */
+    uint64_t requeued; /* tickets of dropped members taken again    */
     nst_bq_member members[NST_BQ_MEMBERS];
     nst_bq_slot slots[];
 } nst_bq;
@@ -149,8 +151,8 @@ typedef struct nst_bq_ticket {
 size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
                    uint32_t nfields);
 /* Lay out and initialize `mem` (nst_bq_size bytes, 64-byte aligned, zeroed). */
-nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items,
-                    const nst_field_decl *fields, uint32_t nfields, uint32_t flags);
+nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                    uint32_t nfields, uint32_t flags);
 
 /* Data of slot s: field f, dataset indices, item status, item messages
  * (a bad item j's record: its dataset index, 8 bytes, then why, text). */
@@ -164,17 +166,16 @@ char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j);
  * left to take for now); NOSTALL_DONE (every batch of `epochs` opened and
  * none filling, or halted). With `commit` 0, *t says what would be taken
  * and nothing is marked (the caller may still decline). */
-int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t,
-                int commit);
+int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t, int commit);
 /* The item of t is written (status 0) or bad (status < 0, msg says why),
  * with io[] added to its batch. Returns 1 if that made the batch READY, 0
  * otherwise (also when the ticket was reassigned meanwhile: ignored). */
-int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status,
-                const char *msg, const uint64_t *io);
+int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, const char *msg,
+                const uint64_t *io);
 
 /* A lent batch. */
 typedef struct nst_bq_lend {
-    uint32_t slot, count;       /* count: items to deliver                   */
+    uint32_t slot, count; /* count: items to deliver                   */
     uint64_t seq, epoch, position;
 } nst_bq_lent;
 

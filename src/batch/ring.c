@@ -34,19 +34,19 @@ typedef struct ring {
     nostall_field *fields; /* nslots x nfields: what lent batches point at */
     /* mu: */
     int stopped, resetting;
-    uint64_t gen;          /* bumped by reset                               */
-    uint64_t inflight;     /* tickets taken and not done                    */
-    int failed;            /* sticky failure for the consumer               */
+    uint64_t gen;      /* bumped by reset                               */
+    uint64_t inflight; /* tickets taken and not done                    */
+    int failed;        /* sticky failure for the consumer               */
     char failmsg[NST_ERROR_MAX];
     /* echoing */
-    nst_estore *estore;    /* NST_ECHO_ITEMS                                */
-    nst_echo_batches eb;   /* NST_ECHO_BATCHES                              */
-    uint32_t *blends;      /* ... user lends outstanding per slot           */
-    uint8_t *bpool;        /* ... the slot is in the shuffle buffer          */
-    uint64_t restore_upto; /* ... after a reset: fresh batches below this
+    nst_estore *estore;     /* NST_ECHO_ITEMS                                */
+    nst_echo_batches eb;    /* NST_ECHO_BATCHES                              */
+    uint32_t *blends;       /* ... user lends outstanding per slot           */
+    uint8_t *bpool;         /* ... the slot is in the shuffle buffer          */
+    uint64_t restore_upto;  /* ... after a reset: fresh batches below this
                               that are not in the buffer are dropped        */
-    int bpending_end;      /* ... the engine said EPOCH_END / DONE           */
-    nst_adaptive *adaptive;/* NST_ECHO_ADAPTIVE                             */
+    int bpending_end;       /* ... the engine said EPOCH_END / DONE           */
+    nst_adaptive *adaptive; /* NST_ECHO_ADAPTIVE                             */
 } ring;
 
 static ring *R(nst_batches *b) { return (ring *)b; }
@@ -68,7 +68,8 @@ static void seen(void *ctx, nst_bq *q, uint32_t slot)
     const nst_bq_slot *sc = &q->slots[slot];
     uint64_t io[NST_BQ_IO];
     memcpy(io, sc->io, sizeof io);
-    if (r->p.echo == NST_ECHO_BATCHES) add_uses(io, nst_echo_batch_uses(&r->eb, sc->epoch, sc->position), sc->delivered);
+    if (r->p.echo == NST_ECHO_BATCHES)
+        add_uses(io, nst_echo_batch_uses(&r->eb, sc->epoch, sc->position), sc->delivered);
     if (r->p.sink.count) r->p.sink.count(r->p.sink.ctx, io);
     nst_batches_report_skips(q, slot, &r->p.sink);
 }
@@ -201,7 +202,7 @@ static void describe(ring *r, nostall_batch *out, uint32_t slot, uint32_t count,
     uint8_t *data[NST_FIELDS_MAX];
     for (uint32_t f = 0; f < r->p.recipe->nfields; f++) data[f] = nst_bq_field(r->q, slot, f);
     nst_recipe_describe(out, r->p.recipe, r->fields + (size_t)slot * r->p.recipe->nfields, data,
-                       nst_bq_indices(r->q, slot), count, epoch, position, seq);
+                        nst_bq_indices(r->q, slot), count, epoch, position, seq);
 }
 
 /* Batch echoing: the next delivery from the shuffle buffer, refilled with
@@ -549,15 +550,20 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
         rc = nst_error(NOSTALL_E_NOMEM, "ring: out of memory");
         goto fail;
     }
-    if (p->echo == NST_ECHO_ITEMS && (rc = nst_estore_create(&r->estore, p->echo_store, p->sched)) < 0)
+    if (p->echo == NST_ECHO_ITEMS &&
+        (rc = nst_estore_create(&r->estore, p->echo_store, p->sched)) < 0)
         goto fail;
     if (p->echo == NST_ECHO_BATCHES &&
         (rc = nst_echo_batches_init(&r->eb, p->echo_factor, p->seed, p->echo_buffer)) < 0)
         goto fail;
     if (p->echo == NST_ECHO_ADAPTIVE) {
-        nst_adaptive_params ap = {.pool = p->echo_buffer, .batch_size = p->batch_size,
-                                  .echo_max = p->echo_max, .seed = p->seed, .recipe = rec,
-                                  .wake = wake_consumer, .wake_ctx = r};
+        nst_adaptive_params ap = {.pool = p->echo_buffer,
+                                  .batch_size = p->batch_size,
+                                  .echo_max = p->echo_max,
+                                  .seed = p->seed,
+                                  .recipe = rec,
+                                  .wake = wake_consumer,
+                                  .wake_ctx = r};
         if ((rc = nst_adaptive_create(&r->adaptive, &ap)) < 0) goto fail;
     }
     *out = &r->base;

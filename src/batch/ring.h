@@ -28,17 +28,17 @@ enum { NST_ECHO_OFF = 0, NST_ECHO_ITEMS, NST_ECHO_BATCHES, NST_ECHO_ADAPTIVE };
 
 typedef struct nst_ring_params {
     uint32_t nslots, slot_items, batch_size;
-    uint32_t flags;             /* NST_BQ_FAIL, NST_BQ_FILL                  */
+    uint32_t flags; /* NST_BQ_FAIL, NST_BQ_FILL                  */
     const nst_recipe *recipe;
-    nst_bq_plan plan;           /* the delivery plan (item echoing included)  */
+    nst_bq_plan plan; /* the delivery plan (item echoing included)  */
     nst_batches_sink sink;
-    int echo;                   /* NST_ECHO_*                                */
-    nst_echo_sched *sched;      /* NST_ECHO_ITEMS: the order of deliveries    */
-    uint32_t echo_store;        /* NST_ECHO_ITEMS: store entries              */
-    double echo_factor;         /* NST_ECHO_BATCHES                           */
-    uint32_t echo_buffer;       /* NST_ECHO_BATCHES: batches in the buffer;
+    int echo;              /* NST_ECHO_*                                */
+    nst_echo_sched *sched; /* NST_ECHO_ITEMS: the order of deliveries    */
+    uint32_t echo_store;   /* NST_ECHO_ITEMS: store entries              */
+    double echo_factor;    /* NST_ECHO_BATCHES                           */
+    uint32_t echo_buffer;  /* NST_ECHO_BATCHES: batches in the buffer;
                                    NST_ECHO_ADAPTIVE: items in the pool       */
-    uint32_t echo_max;          /* NST_ECHO_ADAPTIVE                          */
+    uint32_t echo_max;     /* NST_ECHO_ADAPTIVE                          */
     uint64_t seed;
 } nst_ring_params;
 

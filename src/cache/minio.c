@@ -36,31 +36,29 @@ typedef struct nst_cache_slot {
 } nst_cache_slot;
 
 struct nst_cache {
-    uint8_t *arena;                /* budget bytes, MAP_NORESERVE        */
+    uint8_t *arena; /* budget bytes, MAP_NORESERVE        */
     uint64_t budget;
     uint64_t nitems;
-    nst_cache_slot *slot;          /* nitems                             */
-    _Atomic unsigned char *state;  /* nitems, ST_*                       */
-    _Atomic uint64_t used;         /* bytes reserved in the arena        */
-    _Atomic uint64_t items;        /* items READY                        */
-    _Atomic uint64_t nofit;        /* puts refused for lack of room      */
+    nst_cache_slot *slot;         /* nitems                             */
+    _Atomic unsigned char *state; /* nitems, ST_*                       */
+    _Atomic uint64_t used;        /* bytes reserved in the arena        */
+    _Atomic uint64_t items;       /* items READY                        */
+    _Atomic uint64_t nofit;       /* puts refused for lack of room      */
 };
 
 int nst_cache_create(nst_cache **out, uint64_t budget_bytes, uint64_t nitems)
 {
     if (!out) return nst_error(NOSTALL_E_INVALID, "cache: out is NULL");
     *out = NULL;
-    if (budget_bytes == 0)
-        return nst_error(NOSTALL_E_INVALID, "cache: budget must be > 0 bytes");
-    if (nitems == 0)
-        return nst_error(NOSTALL_E_INVALID, "cache: item count must be > 0");
+    if (budget_bytes == 0) return nst_error(NOSTALL_E_INVALID, "cache: budget must be > 0 bytes");
+    if (nitems == 0) return nst_error(NOSTALL_E_INVALID, "cache: item count must be > 0");
     if (budget_bytes > SIZE_MAX)
         return nst_error(NOSTALL_E_NOMEM,
                          "cache: budget of %" PRIu64 " bytes exceeds the address space",
                          budget_bytes);
     if (nitems > SIZE_MAX / sizeof(nst_cache_slot))
-        return nst_error(NOSTALL_E_NOMEM,
-                         "cache: metadata for %" PRIu64 " items is too large", nitems);
+        return nst_error(NOSTALL_E_NOMEM, "cache: metadata for %" PRIu64 " items is too large",
+                         nitems);
 
     nst_cache *c = calloc(1, sizeof *c);
     if (!c) return nst_error(NOSTALL_E_NOMEM, "cache: out of memory");
@@ -72,8 +70,8 @@ int nst_cache_create(nst_cache **out, uint64_t budget_bytes, uint64_t nitems)
         free(c->slot);
         free((void *)c->state);
         free(c);
-        return nst_error(NOSTALL_E_NOMEM,
-                         "cache: cannot allocate metadata for %" PRIu64 " items", nitems);
+        return nst_error(NOSTALL_E_NOMEM, "cache: cannot allocate metadata for %" PRIu64 " items",
+                         nitems);
     }
     void *p = mmap(NULL, (size_t)budget_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -82,13 +80,11 @@ int nst_cache_create(nst_cache **out, uint64_t budget_bytes, uint64_t nitems)
         free(c->slot);
         free((void *)c->state);
         free(c);
-        return nst_error(NOSTALL_E_NOMEM,
-                         "cache: cannot reserve a budget of %" PRIu64 " bytes: %s",
+        return nst_error(NOSTALL_E_NOMEM, "cache: cannot reserve a budget of %" PRIu64 " bytes: %s",
                          budget_bytes, strerror(err));
     }
     c->arena = p;
-    for (uint64_t i = 0; i < nitems; i++)
-        atomic_init(&c->state[i], ST_EMPTY);
+    for (uint64_t i = 0; i < nitems; i++) atomic_init(&c->state[i], ST_EMPTY);
     atomic_init(&c->used, 0);
     atomic_init(&c->items, 0);
     atomic_init(&c->nofit, 0);
@@ -108,8 +104,7 @@ void nst_cache_free(nst_cache *c)
 int nst_cache_get(const nst_cache *c, uint64_t index, const uint8_t **data, size_t *len)
 {
     if (!c || index >= c->nitems) return 0;
-    if (atomic_load_explicit(&c->state[index], memory_order_acquire) != ST_READY)
-        return 0;
+    if (atomic_load_explicit(&c->state[index], memory_order_acquire) != ST_READY) return 0;
     const nst_cache_slot *s = &c->slot[index];
     *data = c->arena + s->off;
     *len = (size_t)s->len;
@@ -120,12 +115,10 @@ int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len)
 {
     if (!c || index >= c->nitems || len == 0 || !data) return 0;
     /* Cheap pre-check so repeat puts of cached items skip the CAS. */
-    if (atomic_load_explicit(&c->state[index], memory_order_relaxed) != ST_EMPTY)
-        return 0;
+    if (atomic_load_explicit(&c->state[index], memory_order_relaxed) != ST_EMPTY) return 0;
     unsigned char expect = ST_EMPTY;
     if (!atomic_compare_exchange_strong_explicit(&c->state[index], &expect, ST_FILLING,
-                                                 memory_order_relaxed,
-                                                 memory_order_relaxed))
+                                                 memory_order_relaxed, memory_order_relaxed))
         return 0;
 
     /* Reserve [off, off+len) without ever letting used exceed the budget. */
@@ -137,8 +130,7 @@ int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len)
             return 0;
         }
         if (atomic_compare_exchange_weak_explicit(&c->used, &off, off + (uint64_t)len,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
+                                                  memory_order_relaxed, memory_order_relaxed))
             break;
     }
 

@@ -51,7 +51,9 @@ int nst_cache_wants(const nst_cache *c, uint64_t index, size_t len);
 /* A snapshot (relaxed loads; fields may be mutually slightly stale while
  * puts are in flight): budget, bytes cached (reserved), items cached, and
  * puts refused for lack of room. */
-typedef struct nst_cache_stats { uint64_t budget, bytes, items, nofit; } nst_cache_stats;
+typedef struct nst_cache_stats {
+    uint64_t budget, bytes, items, nofit;
+} nst_cache_stats;
 void nst_cache_stats_get(const nst_cache *c, nst_cache_stats *out);
 
 #endif

@@ -10,7 +10,10 @@ int nst_buf_reserve(nst_buf *b, size_t n)
     /* Grow geometrically so a slowly rising size does not reallocate often. */
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < n) {
-        if (cap > SIZE_MAX / 2) { cap = n; break; }
+        if (cap > SIZE_MAX / 2) {
+            cap = n;
+            break;
+        }
         cap *= 2;
     }
     uint8_t *p = malloc(cap);

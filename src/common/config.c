@@ -35,7 +35,7 @@ typedef struct opt_desc {
 } opt_desc;
 
 static const opt_desc opts[NOSTALL_OPT_COUNT_] = {
-#define NST_OPT_(id, value, name, type, def, lo, hi, help)                     \
+#define NST_OPT_(id, value, name, type, def, lo, hi, help)                                         \
     [value] = {name, NOSTALL_TYPE_##type, #type, def, lo, hi, help},
     NOSTALL_OPTION_TABLE(NST_OPT_)
 #undef NST_OPT_
@@ -46,7 +46,8 @@ static const opt_desc opts[NOSTALL_OPT_COUNT_] = {
 _Static_assert(0 NOSTALL_OPTION_TABLE(NST_OPT_ONE_) == NOSTALL_OPT_COUNT_,
                "option ids must be 0 .. count-1, each once");
 #undef NST_OPT_ONE_
-#define NST_OPT_PATH_(id, value, name, type, def, lo, hi, help) +(NOSTALL_TYPE_##type == NOSTALL_TYPE_PATH)
+#define NST_OPT_PATH_(id, value, name, type, def, lo, hi, help)                                    \
+    +(NOSTALL_TYPE_##type == NOSTALL_TYPE_PATH)
 _Static_assert(0 NOSTALL_OPTION_TABLE(NST_OPT_PATH_) <= NST_PATH_OPTIONS,
                "NST_PATH_OPTIONS (common/config.h) must hold every PATH option");
 #undef NST_OPT_PATH_
@@ -147,10 +148,22 @@ static int parse_size(const char *s, uint64_t *out)
     }
     double mul = 1;
     switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     case 'B': break;
     default: break;
     }
@@ -169,8 +182,14 @@ static int parse_bool(const char *s, uint64_t *out)
     static const char *yes[] = {"1", "true", "yes", "on"};
     static const char *no[] = {"0", "false", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) { *out = 1; return 0; }
-        if (strcasecmp(s, no[i]) == 0) { *out = 0; return 0; }
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
     }
     return -1;
 }
@@ -182,7 +201,10 @@ static int parse_enum(const char *choices, const char *s, uint64_t *out)
     for (const char *p = choices; *p; idx++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, s, n) == 0) { *out = idx; return 0; }
+        if (len == n && strncmp(p, s, n) == 0) {
+            *out = idx;
+            return 0;
+        }
         p += len + (bar ? 1 : 0);
     }
     return -1;
@@ -196,7 +218,10 @@ static void enum_name(const char *choices, uint64_t idx, char *buf, size_t len)
         p = strchr(p, '|');
         if (p) p++;
     }
-    if (!p) { snprintf(buf, len, "%llu", (unsigned long long)idx); return; }
+    if (!p) {
+        snprintf(buf, len, "%llu", (unsigned long long)idx);
+        return;
+    }
     const char *bar = strchr(p, '|');
     int n = bar ? (int)(bar - p) : (int)strlen(p);
     snprintf(buf, len, "%.*s", n, p);
@@ -231,8 +256,8 @@ static int parse_value(int id, const char *text, nst_optval *v)
         p(d->lo, &lo);
         p(d->hi, &hi);
         if (x < lo || x > hi)
-            return nst_error(NOSTALL_E_OPTION, "option '%s': %s is out of bounds [%s, %s]",
-                             d->name, text, d->lo, d->hi);
+            return nst_error(NOSTALL_E_OPTION, "option '%s': %s is out of bounds [%s, %s]", d->name,
+                             text, d->lo, d->hi);
         v->u = x;
         return 0;
     }
@@ -243,15 +268,15 @@ static int parse_value(int id, const char *text, nst_optval *v)
         parse_double(d->lo, &lo);
         parse_double(d->hi, &hi);
         if (x < lo || x > hi)
-            return nst_error(NOSTALL_E_OPTION, "option '%s': %s is out of bounds [%s, %s]",
-                             d->name, text, d->lo, d->hi);
+            return nst_error(NOSTALL_E_OPTION, "option '%s': %s is out of bounds [%s, %s]", d->name,
+                             text, d->lo, d->hi);
         v->d = x;
         return 0;
     }
     case NOSTALL_TYPE_BOOL:
         if (parse_bool(text, &v->u) != 0)
-            return nst_error(NOSTALL_E_OPTION, "option '%s': '%s' is not a boolean (0|1|true|false)",
-                             d->name, text);
+            return nst_error(NOSTALL_E_OPTION,
+                             "option '%s': '%s' is not a boolean (0|1|true|false)", d->name, text);
         return 0;
     case NOSTALL_TYPE_ENUM:
         if (parse_enum(d->lo, text, &v->u) != 0)
@@ -269,14 +294,18 @@ static int parse_value(int id, const char *text, nst_optval *v)
         parse_double(d->hi, &hi);
         for (char *save = NULL, *tok = strtok_r(tmp, ",", &save); tok;
              tok = strtok_r(NULL, ",", &save)) {
-            if (n == 3 || parse_double(tok, &x[n]) != 0) { n = -1; break; }
+            if (n == 3 || parse_double(tok, &x[n]) != 0) {
+                n = -1;
+                break;
+            }
             if (x[n] < lo || x[n] > hi)
                 return nst_error(NOSTALL_E_OPTION,
                                  "option '%s': %s is out of bounds [%s, %s] (in '%s')", d->name,
                                  tok, d->lo, d->hi, text);
             n++;
         }
-        if (n == 1) x[1] = x[2] = x[0];
+        if (n == 1)
+            x[1] = x[2] = x[0];
         else if (n != 3)
             return nst_error(NOSTALL_E_OPTION,
                              "option '%s': '%s' is not one or three comma-separated numbers",
@@ -344,15 +373,15 @@ int nostall_config_set_peer_cache(nostall_config *cfg, const nostall_peer_cache 
 int nostall_config_set(nostall_config *cfg, const char *name, const char *value)
 {
     nst_error_clear();
-    if (!cfg || !value)
-        return nst_error(NOSTALL_E_INVALID, "nostall_config_set: NULL argument");
+    if (!cfg || !value) return nst_error(NOSTALL_E_INVALID, "nostall_config_set: NULL argument");
     int id = nostall_option_find(name);
     if (id < 0) return id;
     nst_optval v;
     int rc = parse_value(id, value, &v);
     if (rc < 0) return rc;
     cfg->v[id] = v;
-    if (opts[id].type == NOSTALL_TYPE_PATH) snprintf(cfg->paths[v.u], NOSTALL_PATH_MAX, "%s", value);
+    if (opts[id].type == NOSTALL_TYPE_PATH)
+        snprintf(cfg->paths[v.u], NOSTALL_PATH_MAX, "%s", value);
     return 0;
 }
 
@@ -368,12 +397,8 @@ int nostall_config_get(const nostall_config *cfg, const char *name, char *buf, s
     switch (opts[id].type) {
     case NOSTALL_TYPE_UINT:
     case NOSTALL_TYPE_SIZE:
-    case NOSTALL_TYPE_BOOL:
-        n = snprintf(buf, buflen, "%llu", (unsigned long long)v->u);
-        break;
-    case NOSTALL_TYPE_DOUBLE:
-        n = snprintf(buf, buflen, "%.17g", v->d);
-        break;
+    case NOSTALL_TYPE_BOOL: n = snprintf(buf, buflen, "%llu", (unsigned long long)v->u); break;
+    case NOSTALL_TYPE_DOUBLE: n = snprintf(buf, buflen, "%.17g", v->d); break;
     case NOSTALL_TYPE_ENUM: { /* the whole name's length, so a short buffer is an error */
         char choice[64];
         enum_name(opts[id].lo, v->u, choice, sizeof choice);
@@ -383,12 +408,8 @@ int nostall_config_get(const nostall_config *cfg, const char *name, char *buf, s
     case NOSTALL_TYPE_DOUBLE3:
         n = snprintf(buf, buflen, "%.17g,%.17g,%.17g", v->d3[0], v->d3[1], v->d3[2]);
         break;
-    case NOSTALL_TYPE_STRING:
-        n = snprintf(buf, buflen, "%s", v->s);
-        break;
-    case NOSTALL_TYPE_PATH:
-        n = snprintf(buf, buflen, "%s", cfg->paths[v->u]);
-        break;
+    case NOSTALL_TYPE_STRING: n = snprintf(buf, buflen, "%s", v->s); break;
+    case NOSTALL_TYPE_PATH: n = snprintf(buf, buflen, "%s", cfg->paths[v->u]); break;
     }
     if (n < 0 || (size_t)n >= buflen)
         return nst_error(NOSTALL_E_INVALID, "nostall_config_get: buffer too small for '%s'", name);
@@ -429,7 +450,8 @@ int nostall_config_get_uint(const nostall_config *cfg, nostall_option id, uint64
     nst_error_clear();
     int rc = check_id((int)id, 0, "nostall_config_get_uint");
     if (rc < 0) return rc;
-    if (!cfg || !value) return nst_error(NOSTALL_E_INVALID, "nostall_config_get_uint: NULL argument");
+    if (!cfg || !value)
+        return nst_error(NOSTALL_E_INVALID, "nostall_config_get_uint: NULL argument");
     *value = cfg->v[id].u;
     return 0;
 }
@@ -450,7 +472,8 @@ int nostall_config_get_double(const nostall_config *cfg, nostall_option id, doub
     nst_error_clear();
     int rc = check_id((int)id, 1, "nostall_config_get_double");
     if (rc < 0) return rc;
-    if (!cfg || !value) return nst_error(NOSTALL_E_INVALID, "nostall_config_get_double: NULL argument");
+    if (!cfg || !value)
+        return nst_error(NOSTALL_E_INVALID, "nostall_config_get_double: NULL argument");
     *value = cfg->v[id].d;
     return 0;
 }

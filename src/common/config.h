@@ -12,7 +12,7 @@
 #include "nostall.h"
 
 typedef union nst_optval {
-    uint64_t u;        /* PATH: its slot in nostall_config.paths           */
+    uint64_t u; /* PATH: its slot in nostall_config.paths           */
     double d;
     double d3[3];
     char s[NOSTALL_STRING_MAX];

@@ -16,7 +16,8 @@ static _Thread_local char tls_msg[NST_ERROR_MAX];
 const char *nostall_strerror(int status)
 {
     switch (status) {
-#define NST_CASE_(name, value, msg) case value: return msg;
+#define NST_CASE_(name, value, msg)                                                                \
+    case value: return msg;
         NOSTALL_STATUS_TABLE(NST_CASE_)
 #undef NST_CASE_
     }
@@ -26,7 +27,8 @@ const char *nostall_strerror(int status)
 const char *nostall_status_name(int status)
 {
     switch (status) {
-#define NST_CASE_(name, value, msg) case value: return #name;
+#define NST_CASE_(name, value, msg)                                                                \
+    case value: return #name;
         NOSTALL_STATUS_TABLE(NST_CASE_)
 #undef NST_CASE_
     }

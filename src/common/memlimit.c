@@ -39,8 +39,10 @@ static void meminfo(uint64_t *total, uint64_t *avail)
     if (f) {
         while (fgets(line, sizeof line, f)) {
             unsigned long long kb;
-            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total = kb * 1024;
-            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *avail = kb * 1024;
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+                *total = kb * 1024;
+            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                *avail = kb * 1024;
         }
         fclose(f);
     }

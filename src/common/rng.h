@@ -30,11 +30,11 @@ static inline uint64_t nst_hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 
 /* Purposes keep the streams of different uses of (seed, epoch, item) apart. */
 enum {
-    NST_RNG_ORDER = 1,   /* item order of an epoch    */
-    NST_RNG_AUGMENT = 2, /* per-item augmentation     */
-    NST_RNG_ECHO_USES = 3, /* echoing: uses of an item  */
-    NST_RNG_ECHO_DRAW = 4, /* echoing: pool draws        */
-    NST_RNG_ECHO_BATCH = 5, /* batch echoing: uses of a batch */
+    NST_RNG_ORDER = 1,           /* item order of an epoch    */
+    NST_RNG_AUGMENT = 2,         /* per-item augmentation     */
+    NST_RNG_ECHO_USES = 3,       /* echoing: uses of an item  */
+    NST_RNG_ECHO_DRAW = 4,       /* echoing: pool draws        */
+    NST_RNG_ECHO_BATCH = 5,      /* batch echoing: uses of a batch */
     NST_RNG_ECHO_BATCH_DRAW = 6, /* batch echoing: shuffle-buffer draws */
 };
 /* task=tokens: a window's start (not per copy: an echoed window is the

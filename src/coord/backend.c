@@ -20,8 +20,8 @@ typedef struct coord {
     const nst_recipe *recipe;
     nst_batches_sink sink;
     uint32_t nslots, batch_size;
-    nostall_field *fields;       /* nslots x nfields: what lent batches show */
-    uint64_t epoch, position;    /* the consumer's cursor                   */
+    nostall_field *fields;    /* nslots x nfields: what lent batches show */
+    uint64_t epoch, position; /* the consumer's cursor                   */
     char name[NST_GROUP_NAME_MAX + 1];
 } coord;
 
@@ -33,8 +33,12 @@ static int c_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
     int rc = nst_group_take(C(b)->g, &gt, timeout_ms);
     if (rc != 0) return rc;
     memset(t, 0, sizeof *t);
-    t->bt = (nst_bq_ticket){.seq = gt.seq, .epoch = gt.epoch, .position = gt.position,
-                            .slot = gt.slot, .j = gt.j, .tag = gt.tag};
+    t->bt = (nst_bq_ticket){.seq = gt.seq,
+                            .epoch = gt.epoch,
+                            .position = gt.position,
+                            .slot = gt.slot,
+                            .j = gt.j,
+                            .tag = gt.tag};
     t->epoch = gt.epoch;
     t->position = gt.position;
     memcpy(t->dst, gt.dst, sizeof t->dst);
@@ -53,8 +57,12 @@ static int c_stale(nst_batches *b, const nst_ticket *t)
 
 static void c_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
 {
-    nst_group_ticket gt = {.seq = t->bt.seq, .epoch = t->bt.epoch, .position = t->bt.position,
-                           .j = t->bt.j, .slot = t->bt.slot, .tag = t->bt.tag};
+    nst_group_ticket gt = {.seq = t->bt.seq,
+                           .epoch = t->bt.epoch,
+                           .position = t->bt.position,
+                           .j = t->bt.j,
+                           .slot = t->bt.slot,
+                           .tag = t->bt.tag};
     if (status < 0) /* not delivered: neither fresh nor used */
         for (int k = NST_IO_fresh; k <= NST_IO_distance; k++) t->io[k] = 0;
     memcpy(gt.io, t->io, sizeof gt.io < sizeof t->io ? sizeof gt.io : sizeof t->io);
@@ -89,7 +97,7 @@ static int c_next(nst_batches *b, nostall_batch *out, uint64_t deadline, const c
         c->position = 0;
     } else if (rc == 0) {
         nst_recipe_describe(out, c->recipe, c->fields + (size_t)gb.slot * c->recipe->nfields,
-                           gb.data, gb.indices, gb.count, gb.epoch, gb.position, gb.seq);
+                            gb.data, gb.indices, gb.count, gb.epoch, gb.position, gb.seq);
         c->epoch = gb.epoch;
         c->position = gb.position + gb.len;
     } else if (rc < 0 && rc != NOSTALL_E_STOPPED) {
@@ -172,11 +180,12 @@ static const nst_batches_ops coord_ops = {
 
 /* The options whose values must be the group's: everything that changes
  * the delivered bytes or the batch plan, as text, plus the dataset. */
-static const char *const fp_options[] = {
-    "seed", "shuffle", "drop_last", "rank", "world_size", "batch_size", "epochs",
-    "coordinate_lead", "mode", "crop", "resize", "scale_min", "scale_max", "ratio_min",
-    "ratio_max", "flip_prob", "output", "mean", "std", "on_bad_item", "max_pixels",
-    "max_file_bytes", "task", "image_mode", "layout", "out_height", "out_width"};
+static const char *const fp_options[] =
+    {"seed",      "shuffle",         "drop_last",  "rank",           "world_size", "batch_size",
+     "epochs",    "coordinate_lead", "mode",       "crop",           "resize",     "scale_min",
+     "scale_max", "ratio_min",       "ratio_max",  "flip_prob",      "output",     "mean",
+     "std",       "on_bad_item",     "max_pixels", "max_file_bytes", "task",       "image_mode",
+     "layout",    "out_height",      "out_width"};
 
 /* Every option of the item recipes (task and later: paths included, which
  * may be long) as one hash, beside the readable ones above. */

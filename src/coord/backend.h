@@ -12,10 +12,10 @@
 
 typedef struct nst_coord_params {
     const nostall_config *cfg;
-    const char *source;          /* for the fingerprint: its real path      */
+    const char *source; /* for the fingerprint: its real path      */
     uint64_t dataset_items;
-    uint64_t items_per_epoch;    /* this rank's shard                      */
-    uint32_t flags;              /* NST_BQ_FAIL, NST_BQ_FILL               */
+    uint64_t items_per_epoch; /* this rank's shard                      */
+    uint32_t flags;           /* NST_BQ_FAIL, NST_BQ_FILL               */
     const nst_recipe *recipe;
     nst_batches_sink sink;
 } nst_coord_params;

@@ -90,8 +90,12 @@ void nst_group_done(nst_group *g, const nst_group_ticket *t, int status, const c
     header *h = g->h;
     if (grp_lock(g, 2000) < 0) return; /* the ticket is returned at leave */
     grp_heartbeat(g);
-    nst_bq_ticket bt = {.seq = t->seq, .epoch = t->epoch, .position = t->position,
-                        .slot = t->slot, .j = t->j, .tag = t->tag};
+    nst_bq_ticket bt = {.seq = t->seq,
+                        .epoch = t->epoch,
+                        .position = t->position,
+                        .slot = t->slot,
+                        .j = t->j,
+                        .tag = t->tag};
     uint64_t io[NST_BQ_IO];
     for (int k = 0; k < NST_BQ_IO; k++) io[k] = k < NST_GROUP_IO_MAX ? t->io[k] : 0;
     uint32_t done_before = g->q->slots[t->slot].done;

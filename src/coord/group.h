@@ -49,8 +49,8 @@ typedef struct nst_group_opt {
 } nst_group_opt;
 
 typedef struct nst_group_params {
-    const char *name;             /* group name (--coordinate NAME)          */
-    const nst_group_opt *fp;      /* fingerprint: compared in order           */
+    const char *name;        /* group name (--coordinate NAME)          */
+    const nst_group_opt *fp; /* fingerprint: compared in order           */
     uint32_t nfp;
     /* Epoch plan: the batch at (epoch, position) holds positions
      * [position, position + len) of the epoch's order; every batch has
@@ -58,19 +58,19 @@ typedef struct nst_group_params {
     uint64_t items_per_epoch;
     uint32_t batch_size;
     int drop_last;
-    uint64_t epochs;              /* 0: unlimited                            */
+    uint64_t epochs; /* 0: unlimited                            */
     /* Slot geometry. */
     uint32_t nslots;              /* ring slots (1 .. NST_GROUP_MAX_SLOTS)    */
     const nst_field_decl *fields; /* the item recipe's fields, or NULL: one
                                      uint8 field of item_bytes plus an int64
                                      label                                   */
     uint32_t nfields;
-    size_t item_bytes;            /* bytes of one item's first field         */
-    uint32_t max_lead;            /* 0: nslots; at most nslots               */
-    int fail_on_bad;              /* 0: skip (compact bad items away);
+    size_t item_bytes; /* bytes of one item's first field         */
+    uint32_t max_lead; /* 0: nslots; at most nslots               */
+    int fail_on_bad;   /* 0: skip (compact bad items away);
                                      1: fail (no batch after the failing
                                      one; next returns its error)            */
-    int fill;                     /* drop_last with skip: batches short of
+    int fill;          /* drop_last with skip: batches short of
                                      bad items are topped up (engine.h)      */
 } nst_group_params;
 
@@ -81,15 +81,15 @@ typedef struct nst_group nst_group;
  * label and dataset index to *label / *index, optionally adds accounting to
  * io[], then calls nst_group_done with the ticket. */
 typedef struct nst_group_ticket {
-    uint64_t seq;         /* batch sequence number (group-wide)            */
+    uint64_t seq; /* batch sequence number (group-wide)            */
     uint64_t epoch;
-    uint64_t position;    /* position of the item in the epoch's order     */
-    uint32_t j;           /* index of the item in its batch                */
-    uint32_t slot;        /* ring slot                                     */
-    uint32_t tag;         /* private: identifies this assignment           */
+    uint64_t position;            /* position of the item in the epoch's order     */
+    uint32_t j;                   /* index of the item in its batch                */
+    uint32_t slot;                /* ring slot                                     */
+    uint32_t tag;                 /* private: identifies this assignment           */
     uint8_t *dst[NST_FIELDS_MAX]; /* each field's place (this process's mapping) */
-    uint8_t *image;       /* dst[0]                                        */
-    int64_t *label;       /* dst[1]                                        */
+    uint8_t *image;               /* dst[0]                                        */
+    int64_t *label;               /* dst[1]                                        */
     uint64_t *index;
     uint64_t io[NST_GROUP_IO_MAX]; /* zeroed by take; added to the batch    */
 } nst_group_ticket;
@@ -99,31 +99,31 @@ typedef struct nst_group_batch {
     uint64_t seq;
     uint64_t epoch, position;
     uint32_t slot;
-    uint32_t count;       /* items after compaction of bad items           */
-    uint32_t len;         /* items the batch was planned with              */
+    uint32_t count;                /* items after compaction of bad items           */
+    uint32_t len;                  /* items the batch was planned with              */
     uint8_t *data[NST_FIELDS_MAX]; /* each field (count items)             */
-    uint8_t *images;      /* data[0]                                       */
-    int64_t *labels;      /* data[1] (the tests' plain items)               */
+    uint8_t *images;               /* data[0]                                       */
+    int64_t *labels;               /* data[1] (the tests' plain items)               */
     uint64_t *indices;
     const int32_t *item_status; /* len entries by original index j (before
                                    compaction): 0 or E_*                    */
     const char *item_msgs;      /* len * NST_GROUP_ITEM_MSG: the message of
                                    bad item j at j * NST_GROUP_ITEM_MSG     */
-    const uint64_t *io;   /* NST_GROUP_IO_MAX counters summed over items   */
+    const uint64_t *io;         /* NST_GROUP_IO_MAX counters summed over items   */
 } nst_group_batch;
 
 typedef struct nst_group_stats {
-    uint32_t members;         /* live members now                           */
-    uint32_t member_id;       /* this member's index in the segment         */
-    uint64_t generation;      /* of the segment                             */
-    uint64_t first_seq;       /* first batch this member consumes           */
-    uint64_t first_epoch;     /* its epoch                                  */
+    uint32_t members;     /* live members now                           */
+    uint32_t member_id;   /* this member's index in the segment         */
+    uint64_t generation;  /* of the segment                             */
+    uint64_t first_seq;   /* first batch this member consumes           */
+    uint64_t first_epoch; /* its epoch                                  */
     /* this member */
-    uint64_t items_produced;  /* items it prepared (done() accepted)        */
-    uint64_t batches_produced;/* batches whose last item it finished        */
-    uint64_t batches_consumed;/* batches it was lent                        */
-    uint64_t wait_ns;         /* consumer time waiting in next              */
-    uint64_t take_wait_ns;    /* worker time waiting in take                */
+    uint64_t items_produced;   /* items it prepared (done() accepted)        */
+    uint64_t batches_produced; /* batches whose last item it finished        */
+    uint64_t batches_consumed; /* batches it was lent                        */
+    uint64_t wait_ns;          /* consumer time waiting in next              */
+    uint64_t take_wait_ns;     /* worker time waiting in take                */
     /* the whole group since the segment was created (live + departed) */
     uint64_t group_items_produced;
     uint64_t group_batches_produced;

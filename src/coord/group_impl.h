@@ -72,8 +72,8 @@ typedef struct header {
     member members[NST_GROUP_MAX_MEMBERS];
 } header;
 
-#define LAYOUT_SIG                                                                         \
-    ((uint64_t)sizeof(header) | (uint64_t)sizeof(nst_bq_slot) << 20 |                      \
+#define LAYOUT_SIG                                                                                 \
+    ((uint64_t)sizeof(header) | (uint64_t)sizeof(nst_bq_slot) << 20 |                              \
      (uint64_t)sizeof(member) << 36 | (uint64_t)sizeof(pthread_mutex_t) << 48)
 
 struct nst_group {

@@ -110,12 +110,10 @@ int grp_lock(nst_group *g, uint32_t bounded_ms)
             return 0;
         }
         if (r != ETIMEDOUT)
-            return nst_error(NOSTALL_E_STATE, "group %s: mutex unusable (%s)", g->name,
-                             strerror(r));
+            return nst_error(NOSTALL_E_STATE, "group %s: mutex unusable (%s)", g->name, strerror(r));
         if (bounded_ms ? nst_now_ns() >= until : atomic_load(&g->stop))
-            return nst_error(bounded_ms ? NOSTALL_E_STATE : NOSTALL_E_STOPPED,
-                             "group %s: %s", g->name,
-                             bounded_ms ? "mutex held too long" : "stopped");
+            return nst_error(bounded_ms ? NOSTALL_E_STATE : NOSTALL_E_STOPPED, "group %s: %s",
+                             g->name, bounded_ms ? "mutex held too long" : "stopped");
     }
 }
 

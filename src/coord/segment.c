@@ -81,9 +81,13 @@ int grp_make_plan(const nst_group_params *p, grp_plan *pl, const char *fn)
     } else { /* the tests' plain items: bytes and a label */
         memset(pl->fields, 0, sizeof pl->fields);
         pl->nfields = 2;
-        pl->fields[0] = (nst_field_decl){.name = "item", .dtype = NOSTALL_DTYPE_UINT8, .ndim = 1,
-                                         .shape = {p->item_bytes}, .item_bytes = p->item_bytes};
-        pl->fields[1] = (nst_field_decl){.name = "label", .dtype = NOSTALL_DTYPE_INT64,
+        pl->fields[0] = (nst_field_decl){.name = "item",
+                                         .dtype = NOSTALL_DTYPE_UINT8,
+                                         .ndim = 1,
+                                         .shape = {p->item_bytes},
+                                         .item_bytes = p->item_bytes};
+        pl->fields[1] = (nst_field_decl){.name = "label",
+                                         .dtype = NOSTALL_DTYPE_INT64,
                                          .item_bytes = sizeof(int64_t)};
     }
     size_t eng = nst_bq_size(p->nslots, p->batch_size, pl->fields, pl->nfields);
@@ -93,11 +97,13 @@ int grp_make_plan(const nst_group_params *p, grp_plan *pl, const char *fn)
     /* fingerprint: name\0value\0 ... */
     size_t off = 0;
     for (uint32_t i = 0; i < p->nfp; i++) {
-        const char *n = p->fp[i].name ? p->fp[i].name : "", *v = p->fp[i].value ? p->fp[i].value : "";
+        const char *n = p->fp[i].name ? p->fp[i].name : "",
+                   *v = p->fp[i].value ? p->fp[i].value : "";
         size_t ln = strlen(n) + 1, lv = strlen(v) + 1;
         if (off + ln + lv > sizeof pl->fp)
-            return nst_error(NOSTALL_E_OPTION, "%s: group %s: fingerprint over %d bytes at option %s",
-                             fn, nm, NST_GROUP_FP_MAX, n);
+            return nst_error(NOSTALL_E_OPTION,
+                             "%s: group %s: fingerprint over %d bytes at option %s", fn, nm,
+                             NST_GROUP_FP_MAX, n);
         memcpy(pl->fp + off, n, ln);
         memcpy(pl->fp + off + ln, v, lv);
         off += ln + lv;
@@ -114,14 +120,15 @@ int grp_compare(nst_group *g, const nst_group_params *p, const grp_plan *pl)
     while (a < ae || b < be) {
         if (a >= ae || b >= be) {
             const char *extra = a < ae ? a : b;
-            return nst_error(NOSTALL_E_OPTION,
-                             "group %s: option %s is set by %s but not by %s", g->name, extra,
-                             a < ae ? "the group" : "this job", a < ae ? "this job" : "the group");
+            return nst_error(NOSTALL_E_OPTION, "group %s: option %s is set by %s but not by %s",
+                             g->name, extra, a < ae ? "the group" : "this job",
+                             a < ae ? "this job" : "the group");
         }
         const char *av = a + strlen(a) + 1, *bv = b + strlen(b) + 1;
         if (strcmp(a, b) != 0)
-            return nst_error(NOSTALL_E_OPTION, "group %s: option lists differ: group has %s, this job %s",
-                             g->name, a, b);
+            return nst_error(NOSTALL_E_OPTION,
+                             "group %s: option lists differ: group has %s, this job %s", g->name, a,
+                             b);
         if (strcmp(av, bv) != 0)
             return nst_error(NOSTALL_E_OPTION,
                              "group %s: option %s differs: group has '%s', this job '%s'", g->name,
@@ -129,10 +136,11 @@ int grp_compare(nst_group *g, const nst_group_params *p, const grp_plan *pl)
         a = av + strlen(av) + 1;
         b = bv + strlen(bv) + 1;
     }
-#define CMP_(field, what, val)                                                                   \
-    if ((uint64_t)h->field != (uint64_t)(val))                                                   \
-        return nst_error(NOSTALL_E_OPTION, "group %s: option %s differs: group has %llu, this job %llu", \
-                         g->name, what, (unsigned long long)h->field, (unsigned long long)(val));
+#define CMP_(field, what, val)                                                                     \
+    if ((uint64_t)h->field != (uint64_t)(val))                                                     \
+        return nst_error(NOSTALL_E_OPTION,                                                         \
+                         "group %s: option %s differs: group has %llu, this job %llu", g->name,    \
+                         what, (unsigned long long)h->field, (unsigned long long)(val));
     CMP_(items_per_epoch, "items_per_epoch", p->items_per_epoch)
     CMP_(batch_size, "batch_size", p->batch_size)
     CMP_(drop_last, "drop_last", p->drop_last ? 1 : 0)
@@ -146,9 +154,11 @@ int grp_compare(nst_group *g, const nst_group_params *p, const grp_plan *pl)
 #undef CMP_
     for (uint32_t f = 1; f < pl->nfields; f++)
         if (h->field_bytes[f] != pl->fields[f].item_bytes)
-            return nst_error(NOSTALL_E_OPTION, "group %s: field %s differs: group has %llu bytes, "
-                             "this job %zu", g->name, pl->fields[f].name,
-                             (unsigned long long)h->field_bytes[f], pl->fields[f].item_bytes);
+            return nst_error(NOSTALL_E_OPTION,
+                             "group %s: field %s differs: group has %llu bytes, "
+                             "this job %zu",
+                             g->name, pl->fields[f].name, (unsigned long long)h->field_bytes[f],
+                             pl->fields[f].item_bytes);
     return 0;
 }
 
@@ -171,8 +181,7 @@ void grp_retire(nst_group *g)
     if (stat(path, &st) == 0 && st.st_ino == g->ino && st.st_dev == g->dev) shm_unlink(g->shm);
 }
 
-static void init_header(nst_group *g, const nst_group_params *p, const grp_plan *pl,
-                        uint64_t gen)
+static void init_header(nst_group *g, const nst_group_params *p, const grp_plan *pl, uint64_t gen)
 {
     header *h = g->h;
     h->abi = GRP_ABI;
@@ -212,7 +221,8 @@ int grp_create(nst_group *g, const nst_group_params *p, const grp_plan *pl, uint
         return nst_error(errno == EACCES ? NOSTALL_E_PERMISSION : NOSTALL_E_IO,
                          "group %s: cannot create %s: %s", g->name, tpath, strerror(errno));
     int rc, err;
-    if (ftruncate(fd, (off_t)pl->total) < 0 || (err = posix_fallocate(fd, 0, (off_t)pl->total)) != 0) {
+    if (ftruncate(fd, (off_t)pl->total) < 0 ||
+        (err = posix_fallocate(fd, 0, (off_t)pl->total)) != 0) {
         rc = nst_error(NOSTALL_E_NOMEM, "group %s: cannot reserve %llu bytes in /dev/shm", g->name,
                        (unsigned long long)pl->total);
         goto fail;
@@ -231,8 +241,7 @@ int grp_create(nst_group *g, const nst_group_params *p, const grp_plan *pl, uint
         grp_unmap(g);
         goto fail;
     }
-    g->q = nst_bq_init(g->base + pl->engine_off, p->nslots, p->batch_size, pl->fields,
-                       pl->nfields,
+    g->q = nst_bq_init(g->base + pl->engine_off, p->nslots, p->batch_size, pl->fields, pl->nfields,
                        (p->fail_on_bad ? NST_BQ_FAIL : 0) | (p->fill ? NST_BQ_FILL : 0));
     g->q->max_lead = pl->max_lead;
     grp_set_plan(g);

@@ -16,15 +16,13 @@
 #include "decode/decode_impl.h"
 
 static const uint8_t jpeg_magic[3] = {0xFF, 0xD8, 0xFF};
-static const uint8_t png_magic[8] = {0x89, 0x50, 0x4E, 0x47,
-                                     0x0D, 0x0A, 0x1A, 0x0A};
+static const uint8_t png_magic[8] = {0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A};
 
 int nst_decoder_create(nst_decoder **out, uint64_t max_pixels)
 {
     if (!out) return nst_error(NOSTALL_E_INVALID, "nst_decoder_create: out is NULL");
     *out = NULL;
-    if (max_pixels == 0)
-        return nst_error(NOSTALL_E_INVALID, "nst_decoder_create: max_pixels is 0");
+    if (max_pixels == 0) return nst_error(NOSTALL_E_INVALID, "nst_decoder_create: max_pixels is 0");
     nst_decoder *d = calloc(1, sizeof *d);
     if (!d) return nst_error(NOSTALL_E_NOMEM, "nst_decoder_create: out of memory");
     d->max_pixels = max_pixels;
@@ -45,13 +43,12 @@ void nst_decoder_free(nst_decoder *d)
     free(d);
 }
 
-int nst_decode_check_dims(const nst_decoder *d, uint32_t w, uint32_t h,
-                          const char *path, const char *fmt)
+int nst_decode_check_dims(const nst_decoder *d, uint32_t w, uint32_t h, const char *path,
+                          const char *fmt)
 {
     if (w == 0 || h == 0)
-        return nst_error(NOSTALL_E_TOO_MANY_PIXELS,
-                         "decode: %s: %s has a zero dimension (%ux%u)", path,
-                         fmt, (unsigned)w, (unsigned)h);
+        return nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: %s has a zero dimension (%ux%u)",
+                         path, fmt, (unsigned)w, (unsigned)h);
     if (w > NST_DECODE_MAX_SIDE || h > NST_DECODE_MAX_SIDE)
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS,
                          "decode: %s: %s is %ux%u, over the longest side decoded "
@@ -61,15 +58,13 @@ int nst_decode_check_dims(const nst_decoder *d, uint32_t w, uint32_t h,
     uint64_t px = (uint64_t)w * (uint64_t)h;
     if (px > d->max_pixels)
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS,
-                         "decode: %s: %s is %ux%u = %llu pixels, over max_pixels %llu",
-                         path, fmt, (unsigned)w, (unsigned)h,
-                         (unsigned long long)px,
+                         "decode: %s: %s is %ux%u = %llu pixels, over max_pixels %llu", path, fmt,
+                         (unsigned)w, (unsigned)h, (unsigned long long)px,
                          (unsigned long long)d->max_pixels);
     return 0;
 }
 
-void nst_decode_full_image(const nst_decoder *d, uint32_t w, uint32_t h,
-                           nst_image *out)
+void nst_decode_full_image(const nst_decoder *d, uint32_t w, uint32_t h, nst_image *out)
 {
     memset(out, 0, sizeof *out);
     out->data = d->out.data;
@@ -101,14 +96,13 @@ static int sniff(const uint8_t *buf, size_t len, const char *path, int *format)
     char hex[16] = "";
     size_t n = len < 4 ? len : 4, o = 0;
     for (size_t i = 0; i < n; i++)
-        o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "",
-                              (unsigned)buf[i]);
-    return nst_error(NOSTALL_E_NOT_IMAGE,
-                     "decode: %s: not a JPEG or PNG (starts with '%s')", path, hex);
+        o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", (unsigned)buf[i]);
+    return nst_error(NOSTALL_E_NOT_IMAGE, "decode: %s: not a JPEG or PNG (starts with '%s')", path,
+                     hex);
 }
 
-int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len,
-                     const char *path, nst_image_info *info)
+int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+                     nst_image_info *info)
 {
     if (!path) path = "(memory)";
     if (!d || !info || (!buf && len))
@@ -122,8 +116,7 @@ int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len,
 }
 
 int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
-               const nst_window *roi, uint32_t out_w, uint32_t out_h,
-               nst_image *out)
+               const nst_window *roi, uint32_t out_w, uint32_t out_h, nst_image *out)
 {
     if (!path) path = "(memory)";
     if (!d || !out || (!buf && len))

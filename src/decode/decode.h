@@ -79,9 +79,9 @@ enum { NST_FORMAT_UNKNOWN = 0, NST_FORMAT_JPEG = 1, NST_FORMAT_PNG = 2 };
 #define NST_DECODE_MAX_SIDE (1u << 26)
 
 typedef struct nst_image_info {
-    int format;          /* NST_FORMAT_*            */
+    int format; /* NST_FORMAT_*            */
     uint32_t width, height;
-    int components;      /* in the file: 1, 3, 4    */
+    int components; /* in the file: 1, 3, 4    */
 } nst_image_info;
 
 /* A window of the full image in source pixel coordinates (may be fractional). */
@@ -90,9 +90,9 @@ typedef struct nst_window {
 } nst_window;
 
 typedef struct nst_image {
-    const uint8_t *data; /* RGB8, owned by the decoder, valid until its next call */
-    uint32_t width, height;  /* of `data`                                   */
-    size_t stride;           /* bytes per row of `data`                     */
+    const uint8_t *data;    /* RGB8, owned by the decoder, valid until its next call */
+    uint32_t width, height; /* of `data`                                   */
+    size_t stride;          /* bytes per row of `data`                     */
     /* Where `data` lies: the full image decoded at scale scale_num/scale_den
      * would be full_width x full_height pixels; data's pixel (0,0) is pixel
      * (x0, y0) of that scaled full image. Full decode: 0, 0, 1/1. */
@@ -108,14 +108,13 @@ int nst_decoder_create(nst_decoder **out, uint64_t max_pixels);
 void nst_decoder_free(nst_decoder *d);
 
 /* Parse only the header: format and dimensions, with the limit checks. */
-int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len,
-                     const char *path, nst_image_info *info);
+int nst_decode_probe(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+                     nst_image_info *info);
 
 /* Decode to RGB8. `roi` (may be NULL: whole image) and out_w/out_h (the size
  * the roi will be resampled to; 0 if unknown) are hints, see above. */
 int nst_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
-               const nst_window *roi, uint32_t out_w, uint32_t out_h,
-               nst_image *out);
+               const nst_window *roi, uint32_t out_w, uint32_t out_h, nst_image *out);
 
 /* The MinIO cache's placement of the lossless restart-marker rewrite
  * (cache_transcode; the rewrite itself, its policy and the public entry

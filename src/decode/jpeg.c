@@ -114,10 +114,8 @@ static int unsupported(j_common_ptr cinfo)
     case JERR_FRACT_SAMPLE_NOTIMPL:
     case JERR_CONVERSION_NOTIMPL:
     case JERR_ARITH_NOTIMPL:
-    case JERR_NOT_COMPILED:
-        return 1;
-    default:
-        return 0;
+    case JERR_NOT_COMPILED: return 1;
+    default: return 0;
     }
 }
 
@@ -128,8 +126,7 @@ static void describe_unsupported(j_common_ptr cinfo, char *msg, size_t size)
     const int v = err->msg_parm.i[0];
     switch (err->msg_code) {
     case JERR_BAD_PRECISION:
-        snprintf(msg, size, "%d-bit JPEG (data precision %d) is not supported, only 8-bit",
-                 v, v);
+        snprintf(msg, size, "%d-bit JPEG (data precision %d) is not supported, only 8-bit", v, v);
         break;
     case JERR_SOF_UNSUPPORTED:
         snprintf(msg, size, "%s JPEG (SOF marker 0x%02x) is not supported",
@@ -139,9 +136,10 @@ static void describe_unsupported(j_common_ptr cinfo, char *msg, size_t size)
                  (unsigned)v);
         break;
     case JERR_FRACT_SAMPLE_NOTIMPL:
-        snprintf(msg, size, "JPEG with fractional chroma sampling (a component sampled "
-                            "more finely than the image's largest factor allows "
-                            "in whole steps) is not supported");
+        snprintf(msg, size,
+                 "JPEG with fractional chroma sampling (a component sampled "
+                 "more finely than the image's largest factor allows "
+                 "in whole steps) is not supported");
         break;
     default: /* libjpeg's words: "Unsupported color conversion request", ... */
         (*cinfo->err->format_message)(cinfo, msg);
@@ -153,24 +151,16 @@ static void error_exit(j_common_ptr cinfo)
 {
     int status;
     switch (cinfo->err->msg_code) {
-    case JERR_OUT_OF_MEMORY:
-        status = NOSTALL_E_NOMEM;
-        break;
+    case JERR_OUT_OF_MEMORY: status = NOSTALL_E_NOMEM; break;
     /* Zero dimension, a dimension over libjpeg's 65500, or a (progressive)
      * image whose working memory exceeds the cap derived from max_pixels:
      * all are "too big/degenerate", not damage. */
     case JERR_EMPTY_IMAGE:
     case JERR_IMAGE_TOO_BIG:
-    case JERR_NO_BACKING_STORE:
-        status = NOSTALL_E_TOO_MANY_PIXELS;
-        break;
+    case JERR_NO_BACKING_STORE: status = NOSTALL_E_TOO_MANY_PIXELS; break;
     case JERR_INPUT_EOF:
-    case JERR_INPUT_EMPTY:
-        status = NOSTALL_E_TRUNCATED;
-        break;
-    default:
-        status = NOSTALL_E_CORRUPT;
-        break;
+    case JERR_INPUT_EMPTY: status = NOSTALL_E_TRUNCATED; break;
+    default: status = NOSTALL_E_CORRUPT; break;
     }
     if (unsupported(cinfo)) {
         nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
@@ -236,8 +226,7 @@ static int warning_status(j_common_ptr cinfo)
 {
     const struct jpeg_error_mgr *err = cinfo->err;
     switch (err->msg_code) {
-    case JWRN_JPEG_EOF:
-        return NOSTALL_E_TRUNCATED;
+    case JWRN_JPEG_EOF: return NOSTALL_E_TRUNCATED;
     case JWRN_EXTRANEOUS_DATA: {
         int marker = err->msg_parm.i[1];
         return (marker >= 0xD0 && marker <= 0xD7) ? NOSTALL_E_CORRUPT : 0;
@@ -245,8 +234,7 @@ static int warning_status(j_common_ptr cinfo)
     case JWRN_NOT_SEQUENTIAL:
     case JWRN_ADOBE_XFORM:
     case JWRN_JFIF_MAJOR:
-    case JWRN_BOGUS_ICC:
-        return 0;
+    case JWRN_BOGUS_ICC: return 0;
     case JWRN_HIT_MARKER:
     case JWRN_HUFF_BAD_CODE:
     /* JWRN_ARITH_BAD_CODE: only declared by jerror.h when the arithmetic
@@ -254,8 +242,7 @@ static int warning_status(j_common_ptr cinfo)
     case JWRN_MUST_RESYNC:
     case JWRN_BOGUS_PROGRESSION:
     case JWRN_TOO_MUCH_DATA:
-    default:
-        return NOSTALL_E_CORRUPT;
+    default: return NOSTALL_E_CORRUPT;
     }
 }
 
@@ -276,9 +263,8 @@ static void emit_message(j_common_ptr cinfo, int msg_level)
 }
 
 /* Texts of the NST_JWRN_* codes (jpeg_impl.h), in their order. */
-static const char *const nst_messages[] = {
-    "Corrupt JPEG data: 0xFF fill bytes before a stuffed zero in entropy-coded data",
-    NULL};
+static const char *const nst_messages[] =
+    {"Corrupt JPEG data: 0xFF fill bytes before a stuffed zero in entropy-coded data", NULL};
 
 static void output_message(j_common_ptr cinfo)
 {
@@ -293,8 +279,7 @@ static void progress_monitor(j_common_ptr cinfo)
     if (dinfo->input_scan_number > NST_JPEG_MAX_SCANS) {
         nst_jpeg_err *e = (nst_jpeg_err *)cinfo->err;
         e->status = NOSTALL_E_CORRUPT;
-        snprintf(e->msg, sizeof e->msg, "more than %d scans",
-                 NST_JPEG_MAX_SCANS);
+        snprintf(e->msg, sizeof e->msg, "more than %d scans", NST_JPEG_MAX_SCANS);
         longjmp(e->jmp, 1);
     }
 }
@@ -374,8 +359,10 @@ int nst_jpeg_create(nst_jpeg **out, uint64_t max_pixels)
      * 64 MiB for tables and row buffers. libjpeg has no backing store, so
      * going over fails with JERR_NO_BACKING_STORE instead of allocating. */
     uint64_t cap = 64u << 20;
-    if (max_pixels > (UINT64_MAX - cap) / 16) cap = UINT64_MAX;
-    else cap += max_pixels * 16;
+    if (max_pixels > (UINT64_MAX - cap) / 16)
+        cap = UINT64_MAX;
+    else
+        cap += max_pixels * 16;
     if (cap > (uint64_t)LONG_MAX) cap = (uint64_t)LONG_MAX;
     j->mem_cap = (long)cap;
     j->progress.progress_monitor = progress_monitor;
@@ -444,8 +431,7 @@ static inline unsigned div255(unsigned t)
 static void cmyk_to_rgb(uint8_t *p, size_t pixels, int inverted)
 {
     for (size_t i = 0; i < pixels; i++) {
-        unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2],
-                 k = p[4 * i + 3];
+        unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
         if (!inverted) {
             c = 255 - c;
             m = 255 - m;
@@ -463,18 +449,17 @@ static void cmyk_to_rgb(uint8_t *p, size_t pixels, int inverted)
 /* The part of the image to decode, in the coordinates of the image scaled by
  * 1/den (libjpeg's output_width x output_height). */
 typedef struct nst_jpeg_plan {
-    unsigned den;          /* DCT scale 1/den, den in {1, 2, 4, 8}        */
-    uint32_t x0, x1;       /* columns [x0, x1) wanted (before alignment)  */
-    uint32_t y0, y1;       /* rows [y0, y1)                               */
+    unsigned den;    /* DCT scale 1/den, den in {1, 2, 4, 8}        */
+    uint32_t x0, x1; /* columns [x0, x1) wanted (before alignment)  */
+    uint32_t y0, y1; /* rows [y0, y1)                               */
 } nst_jpeg_plan;
 
 /* A usable roi hint: finite, positive size, not absurdly large. */
 static int roi_ok(const nst_window *r)
 {
     const double m = 1e9;
-    return r && isfinite(r->x) && isfinite(r->y) && isfinite(r->w) &&
-           isfinite(r->h) && r->w > 0.0 && r->h > 0.0 && fabs(r->x) < m &&
-           fabs(r->y) < m && r->w < m && r->h < m;
+    return r && isfinite(r->x) && isfinite(r->y) && isfinite(r->w) && isfinite(r->h) &&
+           r->w > 0.0 && r->h > 0.0 && fabs(r->x) < m && fabs(r->y) < m && r->w < m && r->h < m;
 }
 
 /* The smallest scale 1/den, den in {1, 2, 4, 8} (the scales libjpeg-turbo
@@ -499,8 +484,8 @@ static unsigned choose_den(double w, double h, uint32_t out_w, uint32_t out_h)
  * plus 2 for rounding and the fancy-upsampling edge columns, and clamped
  * into [0, n) but never empty (a window wholly outside the image needs the
  * edge pixel, which the resampler clamps to). */
-static void axis_range(double a, double len, unsigned den, uint32_t out,
-                       uint32_t n, uint32_t *lo, uint32_t *hi)
+static void axis_range(double a, double len, unsigned den, uint32_t out, uint32_t n, uint32_t *lo,
+                       uint32_t *hi)
 {
     const double s = 1.0 / (double)den;
     double support = out ? len * s / (double)out : 1.0;
@@ -594,8 +579,8 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
 {
     struct jpeg_decompress_struct *ci = &j->cinfo;
     *cut_x = *cut_y = 0;
-    if (j->rst.disabled || ci->restart_interval == 0 || ci->progressive_mode ||
-        ci->arith_code || ci->data_precision != 8 || ci->comps_in_scan != ci->num_components ||
+    if (j->rst.disabled || ci->restart_interval == 0 || ci->progressive_mode || ci->arith_code ||
+        ci->data_precision != 8 || ci->comps_in_scan != ci->num_components ||
         ci->num_components < 1 || ci->max_v_samp_factor < 1 || ci->max_h_samp_factor < 1)
         return 0;
     const unsigned den = plan->den;
@@ -605,8 +590,7 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
     g.restart_interval = ci->restart_interval;
     if (ci->comps_in_scan == 1) { /* one block per MCU */
         const jpeg_component_info *c = &ci->comp_info[0];
-        if (c->v_samp_factor != ci->max_v_samp_factor ||
-            c->h_samp_factor != ci->max_h_samp_factor)
+        if (c->v_samp_factor != ci->max_v_samp_factor || c->h_samp_factor != ci->max_h_samp_factor)
             return 0;
         g.mcu_w = 8;
         g.mcu_h = 8;
@@ -638,8 +622,8 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
     if (!nst_jpeg_rst_build(&j->rst, buf, len, &g, &r)) return 0;
     const uint32_t cy = r.first_row / den, rows = (r.height + den - 1) / den;
     const uint32_t cx = r.first_col / den, cols = (r.width + den - 1) / den;
-    if (r.first_row % den != 0 || plan->y0 < cy || plan->y1 > cy + rows ||
-        r.first_col % den != 0 || plan->x0 < cx || plan->x1 > cx + cols)
+    if (r.first_row % den != 0 || plan->y0 < cy || plan->y1 > cy + rows || r.first_col % den != 0 ||
+        plan->x0 < cx || plan->x1 > cx + cols)
         return 0;
 
     const JDIMENSION fw = ci->output_width;
@@ -649,10 +633,9 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
     jpeg_mem_src(ci, r.data, (unsigned long)r.len);
     jpeg_read_header(ci, TRUE);
     set_output(ci, cs, den);
-    if (ci->image_width != r.width || ci->image_height != r.height ||
-        ci->output_width != cols || ci->output_height != rows || ci->jpeg_color_space != jcs ||
-        ci->progressive_mode || ci->comps_in_scan != ci->num_components ||
-        (r.width == g.width && ci->output_width != fw)) {
+    if (ci->image_width != r.width || ci->image_height != r.height || ci->output_width != cols ||
+        ci->output_height != rows || ci->jpeg_color_space != jcs || ci->progressive_mode ||
+        ci->comps_in_scan != ci->num_components || (r.width == g.width && ci->output_width != fw)) {
         /* Cannot happen (the header is the original's but for the size);
          * back to the original, as if never switched. */
         jpeg_abort_decompress(ci);
@@ -703,9 +686,8 @@ static int rst_switch(nst_jpeg *j, const uint8_t *buf, size_t len, nst_jpeg_plan
  * of it) are not entropy-decoded either, so damage there goes unseen too,
  * and a truncated file decodes if the region's restart intervals are
  * whole. */
-static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t len,
-                       const char *path, const nst_window *roi, uint32_t out_w,
-                       uint32_t out_h, nst_image *out)
+static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t len, const char *path,
+                       const nst_window *roi, uint32_t out_w, uint32_t out_h, nst_image *out)
 {
     struct jpeg_decompress_struct *ci = &j->cinfo;
     jpeg_read_header(ci, TRUE);
@@ -718,9 +700,7 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     switch (ci->jpeg_color_space) {
     case JCS_GRAYSCALE:
     case JCS_YCbCr:
-    case JCS_RGB:
-        cs = JCS_RGB;
-        break;
+    case JCS_RGB: cs = JCS_RGB; break;
     case JCS_CMYK:
     case JCS_YCCK:
         cs = JCS_CMYK;
@@ -728,8 +708,8 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
         break;
     default: /* 2 components, or 3/4 that libjpeg cannot name */
         return nst_error(NOSTALL_E_UNSUPPORTED,
-                         "decode: %s: JPEG colour space of %d components is not supported",
-                         path, ci->num_components);
+                         "decode: %s: JPEG colour space of %d components is not supported", path,
+                         ci->num_components);
     }
 
     /* Scale: from the roi (or the whole image) against the output size. */
@@ -757,8 +737,8 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     jpeg_start_decompress(ci);
     int comps = ci->output_components;
     if (comps != (cmyk ? 4 : 3))
-        return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unexpected %d output components",
-                         path, comps);
+        return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unexpected %d output components", path,
+                         comps);
     if (ci->output_width != cur_w || ci->output_height != cur_h)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG output size changed", path);
     /* Our Huffman decoder for single-scan files (jpeg_huff.c). */
@@ -767,15 +747,16 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     /* Columns: libjpeg widens [x0, x1) leftwards to an iMCU boundary. */
     if (!crop_safe(ci)) plan.x0 = 0, plan.x1 = cur_w;
     JDIMENSION xoff = plan.x0, cw = plan.x1 - plan.x0;
-    if (cw < cur_w) jpeg_crop_scanline(ci, &xoff, &cw);
-    else xoff = 0, cw = cur_w;
+    if (cw < cur_w)
+        jpeg_crop_scanline(ci, &xoff, &cw);
+    else
+        xoff = 0, cw = cur_w;
     if (xoff > plan.x0 || xoff + cw != plan.x1 || ci->output_width != cw)
         return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG crop failed", path);
 
     const uint32_t w = cw, h = plan.y1 - plan.y0;
     size_t row, total;
-    if (nst_mul_overflow((size_t)w, (size_t)comps, &row) ||
-        nst_mul_overflow(row, (size_t)h, &total))
+    if (nst_mul_overflow((size_t)w, (size_t)comps, &row) || nst_mul_overflow(row, (size_t)h, &total))
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: JPEG size overflows", path);
     rc = nst_buf_reserve(&d->out, total);
     if (rc < 0)
@@ -792,12 +773,10 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
         if (n > NST_JPEG_ROWS) n = NST_JPEG_ROWS;
         for (uint32_t i = 0; i < n; i++) rows[i] = d->out.data + (size_t)(y + i) * row;
         if (jpeg_read_scanlines(ci, rows, n) == 0)
-            return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG decoder made no progress",
-                             path);
+            return nst_error(NOSTALL_E_CORRUPT, "decode: %s: JPEG decoder made no progress", path);
     }
     if (cmyk)
-        cmyk_to_rgb(d->out.data, (size_t)w * h,
-                    ci->saw_Adobe_marker || NST_JPEG_CMYK_ASSUME_ADOBE);
+        cmyk_to_rgb(d->out.data, (size_t)w * h, ci->saw_Adobe_marker || NST_JPEG_CMYK_ASSUME_ADOBE);
 
     memset(out, 0, sizeof *out);
     out->data = d->out.data;
@@ -815,9 +794,8 @@ static int decode_body(nst_decoder *d, nst_jpeg *j, const uint8_t *buf, size_t l
     return 0;
 }
 
-int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
-                    const char *path, const nst_window *roi, uint32_t out_w,
-                    uint32_t out_h, nst_image *out)
+int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+                    const nst_window *roi, uint32_t out_w, uint32_t out_h, nst_image *out)
 {
     nst_jpeg *j = d->jpeg;
     int rc = set_source(buf, len, path, j);
@@ -839,8 +817,8 @@ int nst_jpeg_decode(nst_decoder *d, const uint8_t *buf, size_t len,
     return 0;
 }
 
-int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int lenient,
-                          nst_buf *out, size_t *n, int *code, char *msg, size_t msg_size)
+int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int lenient, nst_buf *out,
+                          size_t *n, int *code, char *msg, size_t msg_size)
 {
     nst_jpeg *j = d->jpeg;
     *n = 0;
@@ -884,8 +862,8 @@ int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int le
     for (int c = 0; coefs && c < ci->num_components; c++) {
         const jpeg_component_info *p = &ci->comp_info[c];
         for (JDIMENSION y = 0; y < p->height_in_blocks; y++) {
-            JBLOCKARRAY row = (*ci->mem->access_virt_barray)((j_common_ptr)ci, coefs[c], y, 1,
-                                                              FALSE);
+            JBLOCKARRAY row =
+                (*ci->mem->access_virt_barray)((j_common_ptr)ci, coefs[c], y, 1, FALSE);
             memcpy(o + *n, row[0][0], (size_t)p->width_in_blocks * DCTSIZE2 * sizeof(JCOEF));
             *n += (size_t)p->width_in_blocks * DCTSIZE2;
         }
@@ -900,8 +878,8 @@ int nst_jpeg_coefficients(nst_decoder *d, const uint8_t *buf, size_t len, int le
     return coefs ? 0 : nst_error(NOSTALL_E_CORRUPT, "(coefficients): suspended");
 }
 
-int nst_jpeg_probe(nst_decoder *d, const uint8_t *buf, size_t len,
-                   const char *path, nst_image_info *info)
+int nst_jpeg_probe(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+                   nst_image_info *info)
 {
     nst_jpeg *j = d->jpeg;
     int rc = set_source(buf, len, path, j);

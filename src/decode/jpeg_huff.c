@@ -146,18 +146,18 @@ enum {
 #define S_EOB(e) ((e) >> 31)
 /* a second symbol or an end of block follows the first */
 #define S_MORE(e) (((e) & (31u << 12 | 1u << 31)) != 0)
-#define E_LEN(e) ((e) & 63u)
+#define E_LEN(e) ((e)&63u)
 #define E_RUN(e) (((e) >> 8) & 15u)
 #define E_SIZE(e) (((e) >> 12) & 15u)
 #define E_VALUE(e) ((int32_t)(e) >> 16)
 
 typedef struct huff_table {
     uint32_t fast[1u << FAST_BITS];
-    int32_t maxcode[18];  /* largest code of each length; -1: none       */
+    int32_t maxcode[18]; /* largest code of each length; -1: none       */
     int32_t valoffset[17];
     /* the key: libjpeg's table (class, counts, symbols; vals also decodes) */
-    int used;             /* slot holds a table                           */
-    uint64_t scan;        /* the last scan (attach) that looked it up     */
+    int used;      /* slot holds a table                           */
+    uint64_t scan; /* the last scan (attach) that looked it up     */
     int is_dc;
     uint8_t bits[17];
     uint8_t vals[256];
@@ -173,42 +173,43 @@ typedef struct bitreader {
 
 struct nst_jpeg_huff {
     huff_table tables[NST_HUFF_CACHE];
-    unsigned next_slot;           /* round-robin replacement               */
+    unsigned next_slot; /* round-robin replacement               */
     /* the scan */
     const huff_table *dc[D_MAX_BLOCKS_IN_MCU], *ac[D_MAX_BLOCKS_IN_MCU];
-    int comp[D_MAX_BLOCKS_IN_MCU];       /* MCU_membership                  */
+    int comp[D_MAX_BLOCKS_IN_MCU]; /* MCU_membership                  */
     int dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
     int blocks;
     int dc_pred[MAX_COMPS_IN_SCAN];
     unsigned restarts_to_go, next_rst;
     JDIMENSION mcu_col, mcus_per_row;
     uint64_t mcus_left;
-    int dead;                     /* a warning was let through: zeros      */
-    int every_block;              /* store all blocks (read_coefficients)  */
+    int dead;        /* a warning was let through: zeros      */
+    int every_block; /* store all blocks (read_coefficients)  */
     /* the segment: raw bytes from libjpeg's source, unstuffed into seg */
     const uint8_t *raw, *raw_end;
     nst_buf seg;
-    size_t seg_len;               /* real (unstuffed) bytes in seg         */
-    int seg_done;                 /* the segment's end was found           */
-    int marker;                   /* the marker that ended it; 0: the end of
+    size_t seg_len;              /* real (unstuffed) bytes in seg         */
+    int seg_done;                /* the segment's end was found           */
+    int marker;                  /* the marker that ended it; 0: the end of
                                      the data                              */
-    const uint8_t *marker_at;     /* its first 0xFF in the raw data        */
-    const uint8_t *after_marker;  /* the byte after its code               */
+    const uint8_t *marker_at;    /* its first 0xFF in the raw data        */
+    const uint8_t *after_marker; /* the byte after its code               */
     bitreader br;
-    uint64_t attached;            /* scans decoded here (tests)            */
-    uint64_t scan;                /* attach calls: pins the scan's tables  */
+    uint64_t attached; /* scans decoded here (tests)            */
+    uint64_t scan;     /* attach calls: pins the scan's tables  */
     boolean (*decode_mcu)(j_decompress_ptr, JBLOCKROW *); /* this CPU's build */
 };
 
 /* Zigzag index to natural (row-major) index, with 16 extra entries for a
  * run that carries k past 63 in damaged data (libjpeg writes those to 63
  * as well, so damaged blocks still match). */
-static const uint8_t natural_order[64 + 16] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
-    12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
-    35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
-    58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
-    63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+static const uint8_t natural_order[64 + 16] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25,
+                                               18, 11, 4,  5,  12, 19, 26, 33, 40, 48, 41, 34,
+                                               27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56,
+                                               57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                               58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+                                               47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63,
+                                               63, 63, 63, 63, 63, 63, 63, 63};
 
 /* Figure F.12: the s magnitude bits v as a signed value. */
 HOT int32_t extend(uint32_t v, unsigned s)
@@ -282,9 +283,8 @@ static int build_table(huff_table *t, const JHUFF_TBL *src, int is_dc)
             if (s == 0) {
                 /* DC difference 0, AC ZRL (a zero written 15 on, then one
                  * more: 16 positions) or end of block. */
-                const uint32_t e = (!is_dc && r != 15)
-                                       ? K_EOB | (uint32_t)l
-                                       : K_FULL | (uint32_t)l | r << 8;
+                const uint32_t e =
+                    (!is_dc && r != 15) ? K_EOB | (uint32_t)l : K_FULL | (uint32_t)l | r << 8;
                 for (uint32_t x = 0; x < (1u << shift); x++) t->fast[first + x] = e;
             } else if ((unsigned)l + s <= FAST_BITS) {
                 const unsigned rest = shift - s;
@@ -472,8 +472,7 @@ static void bad_code(j_decompress_ptr ci, nst_jpeg_huff *h)
 }
 
 /* The DC difference of one block, or 0 with h->dead set. */
-HOT int32_t decode_dc(j_decompress_ptr ci, nst_jpeg_huff *h, bitreader *b,
-                                const huff_table *t)
+HOT int32_t decode_dc(j_decompress_ptr ci, nst_jpeg_huff *h, bitreader *b, const huff_table *t)
 {
     refill32(b);
     const uint32_t e = t->fast[b->bits >> (64 - FAST_BITS)];
@@ -557,8 +556,8 @@ HOT int decode_ac(bitreader *b, const huff_table *t, JCOEF *blk)
         } else {
             /* a long code, or a SMALL entry whose first symbol ends the block */
             unsigned cl;
-            const int sym = kind == K_SMALL ? decode_any(t, b->bits, &cl)
-                                            : decode_long(t, b->bits, &cl);
+            const int sym =
+                kind == K_SMALL ? decode_any(t, b->bits, &cl) : decode_long(t, b->bits, &cl);
             if (sym < 0) return -1;
             r = (unsigned)sym >> 4;
             s = (unsigned)sym & 15;
@@ -605,8 +604,7 @@ HOT int skip_ac(bitreader *b, const huff_table *t)
             continue;
         }
         unsigned cl;
-        const int sym = kind == K_SMALL ? decode_any(t, b->bits, &cl)
-                                        : decode_long(t, b->bits, &cl);
+        const int sym = kind == K_SMALL ? decode_any(t, b->bits, &cl) : decode_long(t, b->bits, &cl);
         if (sym < 0) return -1;
         const unsigned r = (unsigned)sym >> 4, s = (unsigned)sym & 15;
         consume(b, cl + s);
@@ -678,14 +676,12 @@ HOT boolean decode_mcu_body(j_decompress_ptr ci, JBLOCKROW *MCU_data)
         h->restarts_to_go--;
     }
     if (!h->dead && !ci->entropy->insufficient_data) {
-        if (!h->seg_done &&
-            (size_t)(h->seg.data + h->seg_len - h->br.ptr) < NST_HUFF_MCU_MAX)
+        if (!h->seg_done && (size_t)(h->seg.data + h->seg_len - h->br.ptr) < NST_HUFF_MCU_MAX)
             unstuff_more(h);
         /* The coefficient controller inverse-transforms only the MCU
          * columns [first_iMCU_col, last_iMCU_col] of a cropped row. */
-        const int use = MCU_data && (h->every_block ||
-                                     (h->mcu_col >= ci->master->first_iMCU_col &&
-                                      h->mcu_col <= ci->master->last_iMCU_col));
+        const int use = MCU_data && (h->every_block || (h->mcu_col >= ci->master->first_iMCU_col &&
+                                                        h->mcu_col <= ci->master->last_iMCU_col));
         bitreader b = h->br;
         for (int blkn = 0; blkn < h->blocks; blkn++) {
             const int32_t diff = decode_dc(ci, h, &b, h->dc[blkn]);
@@ -707,9 +703,12 @@ HOT boolean decode_mcu_body(j_decompress_ptr ci, JBLOCKROW *MCU_data)
         h->br = b;
         if (h->seg_done && consumed_bits(h, &b) > (uint64_t)h->seg_len * 8u && !h->dead) {
             /* the scan needed bits past its data (zeros were read) */
-            if (h->marker == NST_HUFF_FILL_00) WARNMS(ci, NST_JWRN_FILL_IN_DATA);
-            else if (h->marker) WARNMS(ci, JWRN_HIT_MARKER);
-            else WARNMS(ci, JWRN_JPEG_EOF);
+            if (h->marker == NST_HUFF_FILL_00)
+                WARNMS(ci, NST_JWRN_FILL_IN_DATA);
+            else if (h->marker)
+                WARNMS(ci, JWRN_HIT_MARKER);
+            else
+                WARNMS(ci, JWRN_JPEG_EOF);
             ci->entropy->insufficient_data = TRUE;
         }
     }
@@ -726,7 +725,7 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *MCU_data)
 #if defined(__GNUC__) && defined(__x86_64__)
 #define NST_HUFF_BMI2 1
 __attribute__((target("bmi2"))) static boolean decode_mcu_bmi2(j_decompress_ptr ci,
-                                                                JBLOCKROW *MCU_data)
+                                                               JBLOCKROW *MCU_data)
 {
     return decode_mcu_body(ci, MCU_data);
 }
@@ -762,15 +761,15 @@ int nst_jpeg_huff_attach(nst_jpeg *j, int every_block)
     if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 ||
         (ci->buffered_image && !every_block) || !ci->inputctl || ci->inputctl->has_multiple_scans ||
         !ci->entropy || !ci->master || !ci->src || ci->unread_marker != 0 ||
-        ci->comps_in_scan < 1 || ci->comps_in_scan > MAX_COMPS_IN_SCAN ||
-        ci->blocks_in_MCU < 1 || ci->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU ||
-        ci->MCUs_per_row < 1 || ci->src->bytes_in_buffer == 0)
+        ci->comps_in_scan < 1 || ci->comps_in_scan > MAX_COMPS_IN_SCAN || ci->blocks_in_MCU < 1 ||
+        ci->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU || ci->MCUs_per_row < 1 ||
+        ci->src->bytes_in_buffer == 0)
         return 0;
     /* A check that this libjpeg's internal structs are laid out as the
      * jpegint.h we were built with says: before any crop, the master
      * selects every MCU column (jdmaster.c). Otherwise libjpeg decodes. */
-    if (!every_block && (ci->master->first_iMCU_col != 0 ||
-                         ci->master->last_iMCU_col != ci->MCUs_per_row - 1))
+    if (!every_block &&
+        (ci->master->first_iMCU_col != 0 || ci->master->last_iMCU_col != ci->MCUs_per_row - 1))
         return 0;
     for (int blkn = 0; blkn < ci->blocks_in_MCU; blkn++) {
         const int c = ci->MCU_membership[blkn];

@@ -18,7 +18,7 @@
 typedef struct nst_jpeg_err {
     struct jpeg_error_mgr pub; /* first: libjpeg sees only this */
     jmp_buf jmp;
-    int status;                /* NOSTALL_E_* for the longjmp target */
+    int status; /* NOSTALL_E_* for the longjmp target */
     char msg[JMSG_LENGTH_MAX];
     /* nst_jpeg_coefficients(lenient): warnings that would fail a decode
      * are recorded (the first one's status, libjpeg message code and
@@ -50,17 +50,17 @@ struct nst_jpeg {
     struct jpeg_decompress_struct cinfo; /* first: see progress_monitor,
                                             alloc_small and jpeg_huff.c's
                                             decode_mcu                    */
-    nst_jpeg_err err; /* error_exit / emit_message of jpeg.c, shared by enc */
+    nst_jpeg_err err;                    /* error_exit / emit_message of jpeg.c, shared by enc */
     struct jpeg_progress_mgr progress;
-    nst_jpeg_rst rst; /* restart-marker fast path scratch (jpeg_rst.c) */
-    nst_jpeg_enc *enc; /* NULL until the first nst_decode_transcode()   */
-    long mem_cap;      /* cinfo.mem->max_memory_to_use                   */
+    nst_jpeg_rst rst;    /* restart-marker fast path scratch (jpeg_rst.c) */
+    nst_jpeg_enc *enc;   /* NULL until the first nst_decode_transcode()   */
+    long mem_cap;        /* cinfo.mem->max_memory_to_use                   */
     nst_jpeg_huff *huff; /* NULL until the first single-scan decode      */
-    int huff_off;      /* libjpeg's Huffman decoder only: tests, and
+    int huff_off;        /* libjpeg's Huffman decoder only: tests, and
                           NOSTALL_NO_OWN_HUFFMAN=1 for measurements       */
-    int huff_arm;      /* jpeg_read_coefficients() under way: the progress
+    int huff_arm;        /* jpeg_read_coefficients() under way: the progress
                           monitor attaches our decoder (jpeg_transcode.c) */
-    int huff_plain;    /* our decoder's plain build even where the CPU has
+    int huff_plain;      /* our decoder's plain build even where the CPU has
                           BMI2 (tests, fuzz targets)                      */
     /* The table objects of earlier files, taken out of cinfo by
      * nst_jpeg_reset() and handed back to libjpeg when a DQT or DHT

@@ -61,8 +61,8 @@ void nst_jpeg_rst_free(nst_jpeg_rst *r)
  * length written, with *sos_end (offset of the first entropy byte in buf)
  * and *sof_h (offset in `o` of the SOF height field; the width follows
  * it), or 0. */
-static size_t copy_header(const uint8_t *buf, size_t len, const nst_jpeg_rst_geom *g,
-                          uint8_t *o, size_t *sos_end, size_t *sof_h)
+static size_t copy_header(const uint8_t *buf, size_t len, const nst_jpeg_rst_geom *g, uint8_t *o,
+                          size_t *sos_end, size_t *sof_h)
 {
     size_t p = 2, n = 0;
     int have_sof = 0;
@@ -113,14 +113,13 @@ static size_t copy_header(const uint8_t *buf, size_t len, const nst_jpeg_rst_geo
     }
 }
 
-int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len,
-                       const nst_jpeg_rst_geom *g, nst_jpeg_rst_out *out)
+int nst_jpeg_rst_build(nst_jpeg_rst *r, const uint8_t *buf, size_t len, const nst_jpeg_rst_geom *g,
+                       nst_jpeg_rst_out *out)
 {
     memset(out, 0, sizeof *out);
     if (!buf || g->mcus_per_row == 0 || g->mcu_h == 0 || g->mcu_w == 0 || g->mcu_rows == 0 ||
-        g->restart_interval == 0 || g->height == 0 || g->width == 0 ||
-        g->row_lo >= g->row_hi || g->row_hi > g->height ||
-        g->col_lo >= g->col_hi || g->col_hi > g->width ||
+        g->restart_interval == 0 || g->height == 0 || g->width == 0 || g->row_lo >= g->row_hi ||
+        g->row_hi > g->height || g->col_lo >= g->col_hi || g->col_hi > g->width ||
         (uint64_t)g->mcu_rows * g->mcu_h < g->height ||
         (uint64_t)(g->mcu_rows - 1) * g->mcu_h >= g->height ||
         (uint64_t)g->mcus_per_row * g->mcu_w < g->width ||

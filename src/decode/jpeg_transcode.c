@@ -80,10 +80,10 @@ struct nst_jpeg_enc {
     nst_jpeg_enc1 c[2]; /* ENC_STANDARD, ENC_OPTIMIZED; created on first use */
     int created[2];
     struct jpeg_destination_mgr dest;
-    uint8_t *dst;   /* the caller's buffer for this call            */
-    size_t limit;   /* bytes the rewrite may take (dst holds them)   */
-    size_t len;     /* bytes written, set at term_destination        */
-    int full;       /* the last pass ran out of `limit`              */
+    uint8_t *dst; /* the caller's buffer for this call            */
+    size_t limit; /* bytes the rewrite may take (dst holds them)   */
+    size_t len;   /* bytes written, set at term_destination        */
+    int full;     /* the last pass ran out of `limit`              */
 };
 
 /* The output buffer holds `limit` bytes; running out of it means the
@@ -180,7 +180,8 @@ static unsigned row_screen(const JCOEF *k, size_t n)
     __m128i acc = _mm_setzero_si128();
     for (; i + 8 <= n; i += 8) {
         /* (k + 1023) as unsigned 16-bit, above 2046 iff k is outside */
-        const __m128i v = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(k + i)), bias);
+        const __m128i v =
+            _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(k + i)), bias);
         acc = _mm_or_si128(acc, _mm_subs_epu16(v, lim));
     }
     bad = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(acc, _mm_setzero_si128())) != 0xFFFFu;
@@ -300,8 +301,10 @@ static int eligible(const struct jpeg_decompress_struct *ci, const nostall_trans
         if (p->h_samp_factor < 1 || p->v_samp_factor < 1 ||
             ci->max_h_samp_factor % p->h_samp_factor != 0 ||
             ci->max_v_samp_factor % p->v_samp_factor != 0) {
-            kept(res, NOSTALL_TRANSCODE_UNSUPPORTED, "%s (sampling factors libjpeg cannot "
-                 "upsample)", unsupported);
+            kept(res, NOSTALL_TRANSCODE_UNSUPPORTED,
+                 "%s (sampling factors libjpeg cannot "
+                 "upsample)",
+                 unsupported);
             return 0;
         }
     }
@@ -333,8 +336,8 @@ static void save_markers(j_decompress_ptr ci, int on)
  * (e->len set), 0 if it did not fit in e->limit, or a status for a libjpeg
  * error. Catches its own longjmps (the caller's jump target is restored on
  * return), so the caller can try again with other tables. */
-static int encode_pass(nst_jpeg *j, nst_jpeg_enc *e, j_decompress_ptr ci,
-                       jvirt_barray_ptr *coefs, int k, uint32_t interval, int metadata)
+static int encode_pass(nst_jpeg *j, nst_jpeg_enc *e, j_decompress_ptr ci, jvirt_barray_ptr *coefs,
+                       int k, uint32_t interval, int metadata)
 {
     jmp_buf outer;
     memcpy(outer, j->err.jmp, sizeof outer);
@@ -480,7 +483,8 @@ size_t nostall_transcode_bound(size_t src_len)
 const char *nostall_transcode_kept_text(int why)
 {
     switch (why) {
-#define NST_KEPT_CASE_(name, value, msg) case value: return msg;
+#define NST_KEPT_CASE_(name, value, msg)                                                           \
+    case value: return msg;
         NOSTALL_TRANSCODE_KEPT_TABLE(NST_KEPT_CASE_)
 #undef NST_KEPT_CASE_
     }
@@ -495,8 +499,10 @@ static int resolve(nostall_transcode_options *o, const nostall_transcode_options
     memset(o, 0, sizeof *o);
     if (opts) memcpy(o, opts, opts_size < sizeof *o ? opts_size : sizeof *o);
     if (o->restart_mcus && o->restart_rows)
-        return nst_error(NOSTALL_E_INVALID, "nostall_transcode_jpeg: restart_mcus (%u) and "
-                         "restart_rows (%u) exclude each other", o->restart_mcus, o->restart_rows);
+        return nst_error(NOSTALL_E_INVALID,
+                         "nostall_transcode_jpeg: restart_mcus (%u) and "
+                         "restart_rows (%u) exclude each other",
+                         o->restart_mcus, o->restart_rows);
     if (o->restart_mcus > 65535 || o->restart_rows > 65535)
         return nst_error(NOSTALL_E_INVALID, "nostall_transcode_jpeg: restart_%s %u is over 65535",
                          o->restart_mcus ? "mcus" : "rows",
@@ -543,11 +549,11 @@ int nst_decode_transcode(nst_decoder *d, const uint8_t *buf, size_t len, nst_buf
     *out_len = 0;
     /* the cache's placement of the one policy: a marker every MCU, the
      * decoder's pixel limit too, no metadata (nothing downstream reads it) */
-    const nostall_transcode_options o = {
-        .restart_mcus = 1,
-        .max_pixels = d->max_pixels < NOSTALL_TRANSCODE_MAX_PIXELS ? d->max_pixels
-                                                                   : NOSTALL_TRANSCODE_MAX_PIXELS,
-        .flags = NOSTALL_TRANSCODE_DROP_METADATA};
+    const nostall_transcode_options o = {.restart_mcus = 1,
+                                         .max_pixels = d->max_pixels < NOSTALL_TRANSCODE_MAX_PIXELS
+                                                           ? d->max_pixels
+                                                           : NOSTALL_TRANSCODE_MAX_PIXELS,
+                                         .flags = NOSTALL_TRANSCODE_DROP_METADATA};
     const size_t bound = nostall_transcode_bound(len);
     if (bound == SIZE_MAX || nst_buf_reserve(out, bound) < 0) return 0;
     nostall_transcode_result r;

@@ -77,8 +77,7 @@ static uint32_t be32(const uint8_t *p)
 /* The limit check before libpng allocates anything for the image: the
  * first chunk must be IHDR (8-byte signature, 4-byte length, "IHDR",
  * width, height). If it is not there, libpng reports the error. */
-static int precheck(const nst_decoder *d, const uint8_t *buf, size_t len,
-                    const char *path)
+static int precheck(const nst_decoder *d, const uint8_t *buf, size_t len, const char *path)
 {
     if (len < 24 || memcmp(buf + 12, "IHDR", 4) != 0) return 0;
     return nst_decode_check_dims(d, be32(buf + 16), be32(buf + 20), path, "PNG");
@@ -91,8 +90,7 @@ static void grey_past_palette(png_structp png, png_infop info, int depth)
     png_colorp pal = NULL;
     int n = 0;
     const int all = 1 << depth;
-    if (png_get_PLTE(png, info, &pal, &n) != PNG_INFO_PLTE || !pal || n <= 0 || n >= all)
-        return;
+    if (png_get_PLTE(png, info, &pal, &n) != PNG_INFO_PLTE || !pal || n <= 0 || n >= all) return;
     png_color full[256];
     memcpy(full, pal, (size_t)n * sizeof *full);
     for (int i = n; i < all; i++) full[i].red = full[i].green = full[i].blue = (png_byte)i;
@@ -102,8 +100,8 @@ static void grey_past_palette(png_structp png, png_infop info, int depth)
 /* Runs after png_read_info() under the caller's setjmp: set the transforms
  * and read every row into d->out. Returns 0 or a status with the message
  * set (limits, allocation); libpng errors longjmp past it. */
-static int read_pixels(nst_decoder *d, png_structp png, png_infop info,
-                       const char *path, uint32_t *w_out, uint32_t *h_out)
+static int read_pixels(nst_decoder *d, png_structp png, png_infop info, const char *path,
+                       uint32_t *w_out, uint32_t *h_out)
 {
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
@@ -127,8 +125,10 @@ static int read_pixels(nst_decoder *d, png_structp png, png_infop info,
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: PNG size overflows", path);
     if (png_get_rowbytes(png, info) != row || png_get_channels(png, info) != 3 ||
         png_get_bit_depth(png, info) != 8)
-        return nst_error(NOSTALL_E_CORRUPT, "decode: %s: unsupported PNG layout "
-                         "(colour type %d, bit depth %d)", path, color, depth);
+        return nst_error(NOSTALL_E_CORRUPT,
+                         "decode: %s: unsupported PNG layout "
+                         "(colour type %d, bit depth %d)",
+                         path, color, depth);
     size_t total;
     if (nst_mul_overflow(row, (size_t)h, &total))
         return nst_error(NOSTALL_E_TOO_MANY_PIXELS, "decode: %s: PNG size overflows", path);
@@ -140,8 +140,7 @@ static int read_pixels(nst_decoder *d, png_structp png, png_infop info,
      * already there, so reading every row `passes` times in order gives the
      * full image without a row-pointer array. */
     for (int p = 0; p < passes; p++)
-        for (png_uint_32 y = 0; y < h; y++)
-            png_read_row(png, d->out.data + (size_t)y * row, NULL);
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, d->out.data + (size_t)y * row, NULL);
     /* Not png_read_end(): the pixels are complete; chunks after the image
      * data (text, a missing IEND) must not fail the item. */
     *w_out = w;
@@ -163,8 +162,7 @@ static int run(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
     io->overrun = 0;
     io->msg[0] = '\0';
 
-    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, error_cb,
-                                             warning_cb);
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, error_cb, warning_cb);
     if (!png) return nst_error(NOSTALL_E_NOMEM, "decode: %s: cannot create PNG reader", path);
     png_infop pinfo = png_create_info_struct(png);
     if (!pinfo) {
@@ -175,12 +173,14 @@ static int run(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
      * after a longjmp. */
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &pinfo, NULL);
-        return nst_error(io->overrun ? NOSTALL_E_TRUNCATED : NOSTALL_E_CORRUPT,
-                         "decode: %s: %s", path, io->msg);
+        return nst_error(io->overrun ? NOSTALL_E_TRUNCATED : NOSTALL_E_CORRUPT, "decode: %s: %s",
+                         path, io->msg);
     }
     png_set_read_fn(png, io, read_cb);
-    if (d->png_crc_off) png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
-    else png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
+    if (d->png_crc_off)
+        png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
+    else
+        png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
     png_set_user_limits(png, NST_DECODE_MAX_SIDE, NST_DECODE_MAX_SIDE);
     png_set_chunk_malloc_max(png, NST_PNG_CHUNK_MAX);
     png_set_chunk_cache_max(png, NST_PNG_CHUNK_CACHE_MAX);
@@ -204,14 +204,13 @@ static int run(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
     return 0;
 }
 
-int nst_png_probe(nst_decoder *d, const uint8_t *buf, size_t len,
-                  const char *path, nst_image_info *info)
+int nst_png_probe(nst_decoder *d, const uint8_t *buf, size_t len, const char *path,
+                  nst_image_info *info)
 {
     return run(d, buf, len, path, info, NULL);
 }
 
-int nst_png_decode(nst_decoder *d, const uint8_t *buf, size_t len,
-                   const char *path, nst_image *out)
+int nst_png_decode(nst_decoder *d, const uint8_t *buf, size_t len, const char *path, nst_image *out)
 {
     return run(d, buf, len, path, NULL, out);
 }

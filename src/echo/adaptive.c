@@ -195,7 +195,7 @@ int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint6
         if (s->state != EB_READY) continue;
         s->state = EB_LENT;
         nst_recipe_describe(out, r, s->fields, s->field, s->indices, a->p.batch_size, epoch,
-                           position, NST_ADAPTIVE_SEQ | (uint64_t)i);
+                            position, NST_ADAPTIVE_SEQ | (uint64_t)i);
         got = 1;
     }
     pthread_cond_signal(&a->cv); /* a slot is taken (or none ready): assemble */

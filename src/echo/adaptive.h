@@ -48,8 +48,7 @@ void nst_adaptive_stop(nst_adaptive *a);
  * UINT32_MAX: none free), then its outcome: ok 1 copies the item's fields
  * (src[f] per field) and dataset index into the entry. */
 uint32_t nst_adaptive_reserve(nst_adaptive *a);
-void nst_adaptive_put(nst_adaptive *a, uint32_t entry, uint8_t *const *src, uint64_t index,
-                      int ok);
+void nst_adaptive_put(nst_adaptive *a, uint32_t entry, uint8_t *const *src, uint64_t index, int ok);
 
 /* Consumer: lend a ready echo batch (1, *out filled with `epoch` and
  * `position` as the consumer's) or 0 (none ready: the assembler is told). */

@@ -26,8 +26,8 @@ typedef struct nst_echo_bentry {
     uint32_t uses, left; /* uses in all, and still to come                 */
     uint32_t slot;       /* the ring slot holding it (the ring's)           */
     uint64_t seq;
-    uint64_t last_at;    /* items delivered before its previous use         */
-    uint64_t gap;        /* draw: items delivered since its previous use    */
+    uint64_t last_at; /* items delivered before its previous use         */
+    uint64_t gap;     /* draw: items delivered since its previous use    */
 } nst_echo_bentry;
 
 typedef struct nst_echo_batches {

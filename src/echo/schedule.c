@@ -12,8 +12,8 @@
 #include "common/rng.h"
 #include "echo/schedule.h"
 
-int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double factor,
-                        uint64_t seed, uint32_t cap, uint32_t store_cap)
+int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double factor, uint64_t seed,
+                        uint32_t cap, uint32_t store_cap)
 {
     s->factor = factor;
     s->seed = seed;

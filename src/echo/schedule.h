@@ -29,15 +29,15 @@
 #define NST_ECHO_NO_STORE UINT32_MAX
 
 typedef struct nst_echo_use {
-    uint64_t pos;       /* fresh position of the item in the epoch          */
-    uint64_t index;     /* dataset item index                               */
-    uint32_t copy;      /* 0 for the first use in the epoch, then 1, 2, ... */
-    uint32_t uses;      /* total uses of this item in this epoch            */
-    uint32_t store;     /* store id holding the item's echoed data           */
-    uint8_t produce;    /* this delivery produces the data into `store`     */
-    uint8_t last;       /* no later use of this item in this epoch           */
-    uint8_t dup;        /* the same item was already delivered in this batch */
-    uint64_t distance;  /* copy > 0: deliveries since the previous use       */
+    uint64_t pos;      /* fresh position of the item in the epoch          */
+    uint64_t index;    /* dataset item index                               */
+    uint32_t copy;     /* 0 for the first use in the epoch, then 1, 2, ... */
+    uint32_t uses;     /* total uses of this item in this epoch            */
+    uint32_t store;    /* store id holding the item's echoed data           */
+    uint8_t produce;   /* this delivery produces the data into `store`     */
+    uint8_t last;      /* no later use of this item in this epoch           */
+    uint8_t dup;       /* the same item was already delivered in this batch */
+    uint64_t distance; /* copy > 0: deliveries since the previous use       */
 } nst_echo_use;
 
 typedef struct nst_echo_entry {
@@ -48,16 +48,16 @@ typedef struct nst_echo_entry {
 typedef struct nst_echo_sched {
     double factor;
     uint64_t seed;
-    uint32_t cap, n;          /* pool capacity and occupancy               */
+    uint32_t cap, n; /* pool capacity and occupancy               */
     nst_echo_entry *pool;
     uint32_t store_cap, nfree;
-    uint32_t *free_ids;       /* stack of free store ids                   */
+    uint32_t *free_ids; /* stack of free store ids                   */
     const nst_sampler *sampler;
     uint64_t epoch, fresh_next, dpos;
 } nst_echo_sched;
 
-int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double factor,
-                        uint64_t seed, uint32_t cap, uint32_t store_cap);
+int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double factor, uint64_t seed,
+                        uint32_t cap, uint32_t store_cap);
 void nst_echo_sched_destroy(nst_echo_sched *s);
 
 /* Uses of `item` in `epoch` (>= 1). */

@@ -23,7 +23,7 @@ struct nst_estore {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint32_t cap;
-    uint64_t gen;   /* bumped by reset: waiters of before give up */
+    uint64_t gen; /* bumped by reset: waiters of before give up */
     int stopped;
     nst_echo_sched *sched;
     entry *e;

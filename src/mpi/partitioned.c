@@ -51,7 +51,7 @@ enum { NSERVE = 16 };
  * corrupt flips one byte of every item it serves (after the checksum was
  * recorded); silent never answers a request (a hung peer). */
 enum { FAULT_NONE = 0, FAULT_CORRUPT = 1, FAULT_SILENT = 2 };
-#define MAGIC_HIT 0x4e4d504948495421ull  /* replies and pushes carry one */
+#define MAGIC_HIT 0x4e4d504948495421ull /* replies and pushes carry one */
 #define MAGIC_MISS 0x4e4d50494d495353ull
 #define MAGIC_PUSH 0x4e4d504950555348ull
 
@@ -94,19 +94,19 @@ typedef struct serve_slot {
     int live;
 } serve_slot;
 
-#define COUNTERS(X)                                                            \
-    X(local_hits) X(remote_hits) X(remote_misses) X(storage_reads)             \
-    X(storage_bytes) X(net_bytes_in) X(net_bytes_out) X(requests_served)       \
-    X(served_hits) X(pushes_sent) X(pushes_received) X(timeouts)               \
-    X(skipped_down) X(verify_failures) X(remote_ns) X(parked)
+#define COUNTERS(X)                                                                                \
+    X(local_hits)                                                                                  \
+    X(remote_hits) X(remote_misses) X(storage_reads) X(storage_bytes) X(net_bytes_in)              \
+        X(net_bytes_out) X(requests_served) X(served_hits) X(pushes_sent) X(pushes_received)       \
+            X(timeouts) X(skipped_down) X(verify_failures) X(remote_ns) X(parked)
 
 struct nostall_mpi {
     MPI_Comm comm;
     int rank, world, tag_span;
     nostall_mpi_options opt;
     uint64_t n;
-    uint64_t *size;   /* planned size of each item (0: unknown) */
-    int32_t *owner;   /* owner rank of each item, -1: nobody    */
+    uint64_t *size;             /* planned size of each item (0: unknown) */
+    int32_t *owner;             /* owner rank of each item, -1: nobody    */
     _Atomic uint64_t *incoming; /* owned item i: when a reader of it was
                                    last seen (a miss answered), 0: never */
     uint64_t park_ns;           /* how long a push is waited for         */
@@ -233,8 +233,10 @@ static int remote_get(nostall_mpi *m, uint64_t index, int o, nostall_fetch_buf *
     r->msg.index = index;
     r->msg.id = r->id;
     r->msg.tag = TAG_REPLY_BASE + (int64_t)(r->id % (uint64_t)m->tag_span);
-    if (m->qtail) m->qtail->next = r;
-    else m->qhead = r;
+    if (m->qtail)
+        m->qtail->next = r;
+    else
+        m->qhead = r;
     m->qtail = r;
     pthread_cond_signal(&m->wake);
     while (!r->done) {
@@ -370,8 +372,10 @@ static void hook_put(void *ctx, uint64_t index, const void *data, size_t len)
         return;
     }
     atomic_fetch_add(&m->push_bytes, p->len);
-    if (m->ptail) m->ptail->next = p;
-    else m->phead = p;
+    if (m->ptail)
+        m->ptail->next = p;
+    else
+        m->phead = p;
     m->ptail = p;
     pthread_cond_signal(&m->wake);
     pthread_mutex_unlock(&m->mu);
@@ -389,10 +393,10 @@ typedef struct parked {
 } parked;
 
 typedef struct plists {
-    parked *parked;       /* requests waiting for a push            */
-    preq *active;         /* requests with operations posted        */
-    omsg *sends;          /* replies and pushes being sent          */
-    omsg *precv;          /* pushes being received                  */
+    parked *parked; /* requests waiting for a push            */
+    preq *active;   /* requests with operations posted        */
+    omsg *sends;    /* replies and pushes being sent          */
+    omsg *precv;    /* pushes being received                  */
     serve_slot serve[NSERVE];
     MPI_Request barrier;
     int barrier_live, barrier_entered;
@@ -443,7 +447,8 @@ static void serve_request(nostall_mpi *m, plists *L, int src, const wire_req *q,
          * to storage too. Happens where epochs meet: a rank's loader
          * prefetches epoch e+1 while another still reads epoch e's last
          * items. */
-        uint64_t t = atomic_load_explicit(&m->incoming[q->index], memory_order_relaxed), now = now_ns();
+        uint64_t t = atomic_load_explicit(&m->incoming[q->index], memory_order_relaxed),
+                 now = now_ns();
         if (t && now - t < m->park_ns) {
             parked *pk = malloc(sizeof *pk);
             if (pk) {
@@ -515,8 +520,7 @@ static int progress_pass(nostall_mpi *m, plists *L)
     }
     for (;;) { /* pushes arriving */
         MPI_Message msg;
-        if (MPI_Improbe(MPI_ANY_SOURCE, TAG_PUSH, m->comm, &flag, &msg, &st) != MPI_SUCCESS ||
-            !flag)
+        if (MPI_Improbe(MPI_ANY_SOURCE, TAG_PUSH, m->comm, &flag, &msg, &st) != MPI_SUCCESS || !flag)
             break;
         int cnt = 0;
         MPI_Get_count(&st, MPI_BYTE, &cnt);
@@ -624,7 +628,8 @@ static void start_request(nostall_mpi *m, plists *L, preq *r)
     if (rc == MPI_SUCCESS) {
         r->rr_live = 1;
         rc = MPI_Isend(&r->msg, sizeof r->msg, MPI_BYTE, r->owner, TAG_REQ, m->comm, &r->sr);
-        if (rc == MPI_SUCCESS) r->sr_live = 1;
+        if (rc == MPI_SUCCESS)
+            r->sr_live = 1;
         else {
             MPI_Cancel(&r->rr);
             MPI_Wait(&r->rr, MPI_STATUS_IGNORE); /* a cancelled receive completes locally */
@@ -712,7 +717,8 @@ static void *progress_main(void *arg)
         if (detaching && !L.barrier_live && !m->barrier_done && !L.barrier_entered &&
             (!L.sends || now_ns() - detach_t0 > (uint64_t)m->opt.detach_timeout_ms * 500000ull)) {
             L.barrier_entered = 1;
-            if (MPI_Ibarrier(m->comm, &L.barrier) == MPI_SUCCESS) L.barrier_live = 1;
+            if (MPI_Ibarrier(m->comm, &L.barrier) == MPI_SUCCESS)
+                L.barrier_live = 1;
             else {
                 pthread_mutex_lock(&m->mu);
                 m->barrier_done = -1;
@@ -768,9 +774,9 @@ static void learn_sizes(const char *source, learn_result *res, uint64_t **sizes)
     nostall_config *c = NULL;
     nostall_loader *ld = NULL;
     int rc = nostall_config_create(&c);
-    const char *kv[][2] = {{"threads", "1"}, {"batch_size", "1"}, {"batches_ahead", "1"},
-                           {"cache", "none"}, {"mode", "eval"},     {"crop", "8"},
-                           {"resize", "8"},  {"shuffle", "0"},     {"io_depth", "1"}};
+    const char *kv[][2] = {{"threads", "1"},  {"batch_size", "1"}, {"batches_ahead", "1"},
+                           {"cache", "none"}, {"mode", "eval"},    {"crop", "8"},
+                           {"resize", "8"},   {"shuffle", "0"},    {"io_depth", "1"}};
     for (size_t i = 0; rc == 0 && i < sizeof kv / sizeof kv[0]; i++)
         rc = nostall_config_set(c, kv[i][0], kv[i][1]);
     if (rc == 0) rc = nostall_loader_create(&ld, source, c);
@@ -875,7 +881,8 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
                             const nostall_mpi_options *opts_in, size_t opts_size)
 {
     nostall_mpi_options opts_buf = {0};
-    if (opts_in) memcpy(&opts_buf, opts_in, opts_size < sizeof opts_buf ? opts_size : sizeof opts_buf);
+    if (opts_in)
+        memcpy(&opts_buf, opts_in, opts_size < sizeof opts_buf ? opts_size : sizeof opts_buf);
     const nostall_mpi_options *opts = opts_in ? &opts_buf : NULL;
     static const char fn[] = "nostall_mpi_attach";
     int flag = 0, provided = 0, rc;
@@ -883,8 +890,11 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
     *out = NULL;
     if (!cfg || !source) return fail(NOSTALL_E_INVALID, "%s: cfg or source is NULL", fn);
     MPI_Initialized(&flag);
-    if (!flag) return fail(NOSTALL_E_STATE, "%s: MPI is not initialized (call MPI_Init_thread first; "
-                           "the library never initializes MPI)", fn);
+    if (!flag)
+        return fail(NOSTALL_E_STATE,
+                    "%s: MPI is not initialized (call MPI_Init_thread first; "
+                    "the library never initializes MPI)",
+                    fn);
     MPI_Finalized(&flag);
     if (flag) return fail(NOSTALL_E_STATE, "%s: MPI is already finalized", fn);
     MPI_Query_thread(&provided);
@@ -916,7 +926,9 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
     MPI_Comm_size(m->comm, &m->world);
     const char *fe = getenv("NOSTALL_MPI_FAULT"), *fr = getenv("NOSTALL_MPI_FAULT_RANK");
     if (fe && fr && atoi(fr) == m->rank) {
-        m->fault = !strcmp(fe, "corrupt") ? FAULT_CORRUPT : !strcmp(fe, "silent") ? FAULT_SILENT : 0;
+        m->fault = !strcmp(fe, "corrupt")  ? FAULT_CORRUPT
+                   : !strcmp(fe, "silent") ? FAULT_SILENT
+                                           : 0;
         if (m->fault && !m->opt.quiet)
             fprintf(stderr, "nostall_mpi: rank %d: fault injection '%s' (testing)\n", m->rank, fe);
     }
@@ -961,10 +973,10 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
         MPI_Comm_free(&m->comm);
         free_mpi(m);
         if (rc != MPI_SUCCESS)
-            return fail(NOSTALL_E_IO, "%s: rank %d: exchanging the plan failed (MPI error %d)",
-                        fn, r, rc);
-        return fail(NOSTALL_E_NOMEM, "%s: rank %d: %s no memory for the plan of %llu items", fn,
-                    r, lerr ? "this rank has" : "another rank has", items);
+            return fail(NOSTALL_E_IO, "%s: rank %d: exchanging the plan failed (MPI error %d)", fn,
+                        r, rc);
+        return fail(NOSTALL_E_NOMEM, "%s: rank %d: %s no memory for the plan of %llu items", fn, r,
+                    lerr ? "this rank has" : "another rank has", items);
     }
 
     plan_owners(m, caps);

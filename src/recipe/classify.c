@@ -337,7 +337,8 @@ static int declare_image(classify *r)
     int rc;
     snprintf(img->name, sizeof img->name, "image");
     img->shape_field = -1;
-    r->base.image_layout = 1 + (r->layout == NST_OUT_NCHW ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC);
+    r->base.image_layout =
+        1 + (r->layout == NST_OUT_NCHW ? NOSTALL_LAYOUT_NCHW : NOSTALL_LAYOUT_NHWC);
     if (r->mode == NOSTALL_IMAGE_FULL) {
         img->ndim = 1;
         img->shape[0] = r->full_max_pixels * 3;

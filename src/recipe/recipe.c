@@ -110,8 +110,8 @@ int nst_field_finish(nst_field_decl *d)
 }
 
 void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field *fields,
-                        uint8_t *const *data, uint64_t *indices, uint32_t count,
-                        uint64_t epoch, uint64_t position, uint64_t seq)
+                         uint8_t *const *data, uint64_t *indices, uint32_t count, uint64_t epoch,
+                         uint64_t position, uint64_t seq)
 {
     for (uint32_t f = 0; f < r->nfields; f++) {
         const nst_field_decl *d = &r->fields[f];
@@ -134,7 +134,7 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
     out->indices = indices;
     out->count = count;
     out->dtype = img->dtype;
-    int layout = r->image_layout ? r->image_layout - 1
+    int layout = r->image_layout                        ? r->image_layout - 1
                  : img->ndim == 3 && img->shape[0] == 3 ? NOSTALL_LAYOUT_NCHW
                                                         : NOSTALL_LAYOUT_NHWC;
     out->layout = (nostall_layout)layout;

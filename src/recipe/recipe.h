@@ -49,8 +49,8 @@
 typedef struct nst_field_decl {
     char name[NST_FIELD_NAME_MAX];
     nostall_dtype dtype;
-    uint32_t ndim;                       /* of one item (0: a scalar) */
-    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item (ragged: the room) */
+    uint32_t ndim;                      /* of one item (0: a scalar) */
+    uint64_t shape[NOSTALL_FIELD_DIMS]; /* of one item (ragged: the room) */
     size_t item_bytes;
     int32_t shape_field; /* ragged: the INT64 field holding each item's
                             actual shape (its values, the elements packed
@@ -111,10 +111,10 @@ typedef struct nst_recipe_ops {
 
 struct nst_recipe {
     const nst_recipe_ops *ops;
-    nst_index *index;      /* the items' files and labels (owned)         */
-    uint64_t items;        /* dataset items (what the sampler permutes)   */
-    uint64_t keys;         /* cache keys: locate's keys are below this    */
-    uint64_t fingerprint;  /* of what defines the items: their paths and
+    nst_index *index;     /* the items' files and labels (owned)         */
+    uint64_t items;       /* dataset items (what the sampler permutes)   */
+    uint64_t keys;        /* cache keys: locate's keys are below this    */
+    uint64_t fingerprint; /* of what defines the items: their paths and
                               labels, annotations, a token file's size   */
     /* Found at create and repaired (nostall_dataset_info's counts). */
     uint64_t items_truncated, parts_dropped, parts_clipped, parts_unmatched, items_missing;
@@ -150,8 +150,8 @@ void nst_recipe_items_from_index(nst_recipe *r);
  * r->nfields, valid while lent), the dataset indices, and the
  * classification members (images, labels: the int64 scalar label). */
 void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field *fields,
-                         uint8_t *const *data, uint64_t *indices, uint32_t count,
-                         uint64_t epoch, uint64_t position, uint64_t seq);
+                         uint8_t *const *data, uint64_t *indices, uint32_t count, uint64_t epoch,
+                         uint64_t position, uint64_t seq);
 
 /* Labels from the recipe's index, for recipes with one per item: declare
  * the "label" field as the next field (r->nfields) by the index's kind --

@@ -69,8 +69,8 @@
 /* A string table: NUL-terminated strings back to back in one arena. */
 typedef struct nst_strtab {
     char *arena;
-    size_t len, cap;  /* bytes used / allocated in arena */
-    uint64_t *offs;   /* start of string i in arena      */
+    size_t len, cap; /* bytes used / allocated in arena */
+    uint64_t *offs;  /* start of string i in arena      */
     size_t count, ocap;
 } nst_strtab;
 
@@ -95,7 +95,7 @@ struct nst_index {
     nst_strtab ignored_paths; /* the first NST_INDEX_IGNORED_KEEP, in walk order */
     uint64_t dirs_walked, dirs_shared;
     int is_list;
-    unsigned flags;   /* NST_INDEX_*                                     */
+    unsigned flags; /* NST_INDEX_*                                     */
     /* tar shards: items are members (ranges); NULL ranges: whole files */
     nst_strtab shards;     /* paths / URLs                            */
     nst_range *ranges;     /* per item                                */
@@ -134,14 +134,12 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 
 /* Append the concatenation of up to three pieces as one string. Returns 0 or
  * -1 (out of memory). */
-static int strtab_add3(nst_strtab *t, const char *a, size_t alen,
-                       const char *b, size_t blen, const char *c, size_t clen)
+static int strtab_add3(nst_strtab *t, const char *a, size_t alen, const char *b, size_t blen,
+                       const char *c, size_t clen)
 {
     size_t need = t->len;
-    if (nst_add_overflow(need, alen, &need) ||
-        nst_add_overflow(need, blen, &need) ||
-        nst_add_overflow(need, clen, &need) ||
-        nst_add_overflow(need, 1, &need))
+    if (nst_add_overflow(need, alen, &need) || nst_add_overflow(need, blen, &need) ||
+        nst_add_overflow(need, clen, &need) || nst_add_overflow(need, 1, &need))
         return -1;
     if (grow((void **)&t->arena, &t->cap, need, 1) ||
         grow((void **)&t->offs, &t->ocap, t->count + 1, sizeof *t->offs))
@@ -156,10 +154,7 @@ static int strtab_add3(nst_strtab *t, const char *a, size_t alen,
     return 0;
 }
 
-static const char *strtab_get(const nst_strtab *t, size_t i)
-{
-    return t->arena + t->offs[i];
-}
+static const char *strtab_get(const nst_strtab *t, size_t i) { return t->arena + t->offs[i]; }
 
 static int cmp_cstr(const void *a, const void *b)
 {
@@ -171,8 +166,7 @@ static int cmp_cstr(const void *a, const void *b)
 static const char **strtab_sorted(const nst_strtab *t)
 {
     size_t bytes;
-    if (t->count == 0 || nst_mul_overflow(t->count, sizeof(char *), &bytes))
-        return NULL;
+    if (t->count == 0 || nst_mul_overflow(t->count, sizeof(char *), &bytes)) return NULL;
     const char **v = malloc(bytes);
     if (!v) return NULL;
     for (size_t i = 0; i < t->count; i++) v[i] = strtab_get(t, i);
@@ -181,11 +175,10 @@ static const char **strtab_sorted(const nst_strtab *t)
 }
 
 /* Append an item with its label. */
-static int index_add(nst_index *ix, const char *a, size_t alen, const char *b,
-                     size_t blen, const char *c, size_t clen, int64_t label)
+static int index_add(nst_index *ix, const char *a, size_t alen, const char *b, size_t blen,
+                     const char *c, size_t clen, int64_t label)
 {
-    if (grow((void **)&ix->labels, &ix->lcap, ix->items.count + 1,
-             sizeof *ix->labels) ||
+    if (grow((void **)&ix->labels, &ix->lcap, ix->items.count + 1, sizeof *ix->labels) ||
         strtab_add3(&ix->items, a, alen, b, blen, c, clen))
         return -1;
     ix->labels[ix->items.count - 1] = label;
@@ -218,7 +211,7 @@ static int parse_label_column(nst_index *ix, const char *s, int64_t *v, double *
         return NST_LABEL_INT;
     }
     if (s[0] == '-' && rc == -2) return -2; /* an integer, out of range: not a float */
-    if (strchr(s, ',')) { /* several integers; "3," one; "," none */
+    if (strchr(s, ',')) {                   /* several integers; "3," one; "," none */
         size_t start = ix->nmulti, count = 0;
         char tok[32];
         for (const char *p = s; strcmp(s, ",") != 0; p++) {
@@ -274,22 +267,28 @@ static int settle_labels(nst_index *ix, const char *mlist, const unsigned long l
         unsigned long long a = first[NST_LABEL_NONE], b = ULLONG_MAX;
         for (int k = NST_LABEL_INT; k <= NST_LABEL_MULTI; k++)
             if (has[k] && first[k] < b) b = first[k];
-        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: a line without a label, but line "
-                         "%llu has one (a list labels every line or none)", mlist,
-                         a > b ? a : b, a > b ? b : a);
+        return nst_error(NOSTALL_E_DATASET,
+                         "index: %s:%llu: a line without a label, but line "
+                         "%llu has one (a list labels every line or none)",
+                         mlist, a > b ? a : b, a > b ? b : a);
     }
     if (has[NST_LABEL_FLOAT] && has[NST_LABEL_MULTI]) {
         unsigned long long a = first[NST_LABEL_FLOAT], b = first[NST_LABEL_MULTI];
-        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: float labels (line %llu) and lines "
-                         "with several labels (line %llu) do not mix", mlist, a > b ? a : b, a, b);
+        return nst_error(NOSTALL_E_DATASET,
+                         "index: %s:%llu: float labels (line %llu) and lines "
+                         "with several labels (line %llu) do not mix",
+                         mlist, a > b ? a : b, a, b);
     }
-    ix->label_kind = !labeled ? NST_LABEL_NONE : has[NST_LABEL_MULTI] ? NST_LABEL_MULTI
-                     : has[NST_LABEL_FLOAT] ? NST_LABEL_FLOAT : NST_LABEL_INT;
+    ix->label_kind = !labeled               ? NST_LABEL_NONE
+                     : has[NST_LABEL_MULTI] ? NST_LABEL_MULTI
+                     : has[NST_LABEL_FLOAT] ? NST_LABEL_FLOAT
+                                            : NST_LABEL_INT;
     if (ix->label_kind == NST_LABEL_MULTI && first_not_multi) {
         unsigned long long a = first_not_multi, b = first[NST_LABEL_MULTI];
-        return nst_error(NOSTALL_E_DATASET, "index: %s:%llu: line %llu's label is not in [0, 2^32), "
-                         "as labels of a multi-label list (line %llu) must be", mlist,
-                         a > b ? a : b, a, b);
+        return nst_error(NOSTALL_E_DATASET,
+                         "index: %s:%llu: line %llu's label is not in [0, 2^32), "
+                         "as labels of a multi-label list (line %llu) must be",
+                         mlist, a > b ? a : b, a, b);
     }
     uint64_t maxl = 0;
     int any = 0;
@@ -301,12 +300,15 @@ static int settle_labels(nst_index *ix, const char *mlist, const unsigned long l
         } else if (ix->label_kind == NST_LABEL_MULTI && ix->lkind[i] == NST_LABEL_INT) {
             if (*v < 0 || *v > UINT32_MAX ||
                 grow((void **)&ix->multi, &ix->mcap, ix->nmulti + 1, sizeof *ix->multi))
-                return nst_error(NOSTALL_E_DATASET, "index: %s: label %lld of item %zu does not "
-                                 "fit a multi-label list", mlist, (long long)*v, i);
+                return nst_error(NOSTALL_E_DATASET,
+                                 "index: %s: label %lld of item %zu does not "
+                                 "fit a multi-label list",
+                                 mlist, (long long)*v, i);
             ix->multi[ix->nmulti] = (uint32_t)*v;
             *v = (int64_t)(ix->nmulti++ << 20 | 1);
         }
-        if (ix->label_kind == NST_LABEL_INT && *v >= 0 && (uint64_t)*v + 1 > maxl) maxl = (uint64_t)*v + 1;
+        if (ix->label_kind == NST_LABEL_INT && *v >= 0 && (uint64_t)*v + 1 > maxl)
+            maxl = (uint64_t)*v + 1;
         if (ix->label_kind == NST_LABEL_MULTI) {
             const uint32_t *m;
             uint32_t n = nst_index_labels(ix, i, &m);
@@ -367,8 +369,7 @@ typedef struct nst_pathbuf {
 static int path_push(nst_pathbuf *p, size_t at, const char *name)
 {
     size_t nlen = strlen(name), need;
-    if (nst_add_overflow(at, nlen, &need) || nst_add_overflow(need, 2, &need))
-        return -1;
+    if (nst_add_overflow(at, nlen, &need) || nst_add_overflow(need, 2, &need)) return -1;
     if (grow((void **)&p->s, &p->cap, need, 1)) return -1;
     p->s[at] = '/';
     memcpy(p->s + at + 1, name, nlen + 1);
@@ -522,7 +523,8 @@ static int read_level(nst_walk *w, DIR *d, nst_level *lv)
             if (!keep) continue;
         }
         size_t nlen = strlen(name), need;
-        if (nst_add_overflow(lv->len, nlen + 2, &need) || grow((void **)&lv->arena, &lv->cap, need, 1))
+        if (nst_add_overflow(lv->len, nlen + 2, &need) ||
+            grow((void **)&lv->arena, &lv->cap, need, 1))
             return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(w->p.s));
         lv->arena[lv->len] = (char)kind;
         memcpy(lv->arena + lv->len + 1, name, nlen + 1);
@@ -632,7 +634,7 @@ out:
 
 static int open_error(const char *what, const char *path, int e)
 {
-    return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
+    return nst_error(e == EACCES                     ? NOSTALL_E_PERMISSION
                      : (e == ENOENT || e == ENOTDIR) ? NOSTALL_E_NOT_FOUND
                                                      : NOSTALL_E_DATASET,
                      "index: %s: %s%s", NST_MSG_PATH(path), what, strerror(e));
@@ -697,8 +699,7 @@ static int build_folder(nst_index *ix, const char *root)
     }
     for (size_t c = 0; c < names.count; c++) {
         const char *cname = sorted[c];
-        if (strtab_add3(&ix->classes, cname, strlen(cname), NULL, 0, NULL, 0))
-            goto nomem;
+        if (strtab_add3(&ix->classes, cname, strlen(cname), NULL, 0, NULL, 0)) goto nomem;
     }
     ix->nclasses = names.count;
     /* Ignored files outside class folders come first in the list of names. */
@@ -769,8 +770,10 @@ static int parse_label(const char *s, int64_t *out)
     for (; *s; s++) {
         if (*s < '0' || *s > '9') return -1;
         const uint64_t d = (uint64_t)(*s - '0');
-        if (big || v > (NST_INDEX_MAX_LABEL - 1 - d) / 10) big = 1;
-        else v = v * 10 + d;
+        if (big || v > (NST_INDEX_MAX_LABEL - 1 - d) / 10)
+            big = 1;
+        else
+            v = v * 10 + d;
     }
     if (big) return -2;
     *out = (int64_t)v;
@@ -778,10 +781,7 @@ static int parse_label(const char *s, int64_t *out)
 }
 
 /* Locale-free: 'A'-'Z', 'a'-'z'. */
-static int ascii_alpha(char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-}
+static int ascii_alpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 
 static int build_list(nst_index *ix, const char *list)
 {
@@ -799,11 +799,10 @@ static int build_list(nst_index *ix, const char *list)
     FILE *f = fopen(list, "r");
     if (!f) {
         int e = errno;
-        return nst_error(e == EACCES ? NOSTALL_E_PERMISSION
+        return nst_error(e == EACCES   ? NOSTALL_E_PERMISSION
                          : e == ENOENT ? NOSTALL_E_NOT_FOUND
                                        : NOSTALL_E_DATASET,
-                         "index: %s: cannot open list file: %s", NST_MSG_PATH(list),
-                         strerror(e));
+                         "index: %s: cannot open list file: %s", NST_MSG_PATH(list), strerror(e));
     }
     ix->is_list = 1;
     const char *mlist = NST_MSG_PATH(list); /* the list, as messages name it */
@@ -812,8 +811,7 @@ static int build_list(nst_index *ix, const char *list)
         ssize_t n = getline(&line, &lcap, f);
         if (n < 0) {
             if (ferror(f)) {
-                rc = nst_error(NOSTALL_E_DATASET,
-                               "index: %s:%llu: read error: %s", mlist,
+                rc = nst_error(NOSTALL_E_DATASET, "index: %s:%llu: read error: %s", mlist,
                                lineno + 1, strerror(errno ? errno : EIO));
                 goto err;
             }
@@ -843,8 +841,7 @@ static int build_list(nst_index *ix, const char *list)
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: label '%.100s' %s (expected an integer in "
                            "(-2^62, 2^62), a finite float, or integers separated by commas)",
-                           mlist, lineno, tab + 1,
-                           kind == -2 ? "is out of range" : "is malformed");
+                           mlist, lineno, tab + 1, kind == -2 ? "is out of range" : "is malformed");
             goto err;
         }
         if (kind == NST_LABEL_FLOAT) memcpy(&label, &flabel, sizeof label);
@@ -863,8 +860,7 @@ static int build_list(nst_index *ix, const char *list)
         const char *sep = strstr(line, "://");
         int is_url = sep != NULL && sep > line && ascii_alpha(line[0]);
         for (const char *c = line; is_url && c < sep; c++)
-            if (!ascii_alpha(*c) && !(*c >= '0' && *c <= '9') && *c != '+' &&
-                *c != '-' && *c != '.')
+            if (!ascii_alpha(*c) && !(*c >= '0' && *c <= '9') && *c != '+' && *c != '-' && *c != '.')
                 is_url = 0;
         if (is_url && !nst_http_is_url(line)) {
             rc = nst_error(NOSTALL_E_DATASET,
@@ -874,10 +870,8 @@ static int build_list(nst_index *ix, const char *list)
             goto err;
         }
         int verbatim = line[0] == '/' || is_url;
-        if (index_add(ix, verbatim ? NULL : list, verbatim ? 0 : dlen, line,
-                      plen, NULL, 0, label)) {
-            rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory",
-                           mlist, lineno);
+        if (index_add(ix, verbatim ? NULL : list, verbatim ? 0 : dlen, line, plen, NULL, 0, label)) {
+            rc = nst_error(NOSTALL_E_NOMEM, "index: %s:%llu: out of memory", mlist, lineno);
             goto err;
         }
     }
@@ -1243,8 +1237,7 @@ int nst_index_build_opts(nst_index **out, const char *source, unsigned flags,
     nst_index *ix = NULL;
     if (!out) return nst_error(NOSTALL_E_INVALID, "index: no output given");
     *out = NULL;
-    if (!source || !*source)
-        return nst_error(NOSTALL_E_INVALID, "index: no dataset source given");
+    if (!source || !*source) return nst_error(NOSTALL_E_INVALID, "index: no dataset source given");
 
     ix = calloc(1, sizeof *ix);
     if (!ix) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(source));

@@ -68,20 +68,21 @@ static int open_error(const char *path, int err)
         }
         return nst_error(NOSTALL_E_NOT_FOUND, "read: %s: no such file", mp);
     case EACCES:
-    case EPERM:
-        return nst_error(NOSTALL_E_PERMISSION, "read: %s: permission denied", mp);
+    case EPERM: return nst_error(NOSTALL_E_PERMISSION, "read: %s: permission denied", mp);
     case ENAMETOOLONG:
-        return nst_error(NOSTALL_E_IO, "read: %s: cannot be opened: the path (%zu bytes) is longer "
+        return nst_error(NOSTALL_E_IO,
+                         "read: %s: cannot be opened: the path (%zu bytes) is longer "
                          "than PATH_MAX or has a name longer than NAME_MAX",
                          mp, strlen(path));
     case ELOOP:
-        return nst_error(NOSTALL_E_IO, "read: %s: too many levels of symbolic links (a symlink "
-                         "loop?)", mp);
+        return nst_error(NOSTALL_E_IO,
+                         "read: %s: too many levels of symbolic links (a symlink "
+                         "loop?)",
+                         mp);
     case ENXIO: /* a socket, or a device without its driver */
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) break;
         /* fall through */
-    default:
-        return nst_error(NOSTALL_E_IO, "read: %s: %s", mp, strerror(err));
+    default: return nst_error(NOSTALL_E_IO, "read: %s: %s", mp, strerror(err));
     }
     return nst_error(NOSTALL_E_IO, "read: %s: %s, not a regular file", mp, not_regular(st.st_mode));
 }
@@ -158,9 +159,8 @@ int nst_range_check(const char *prefix, const char *path, uint64_t offset, uint6
     /* off_t is signed: the range must end below 2^63. */
     if (offset > (uint64_t)INT64_MAX || length > (uint64_t)INT64_MAX - offset)
         return nst_error(NOSTALL_E_INVALID,
-                         "%s: %s: range of %llu bytes at offset %llu ends past 2^63",
-                         prefix, NST_MSG_PATH(path), (unsigned long long)length,
-                         (unsigned long long)offset);
+                         "%s: %s: range of %llu bytes at offset %llu ends past 2^63", prefix,
+                         NST_MSG_PATH(path), (unsigned long long)length, (unsigned long long)offset);
     if (length > max_bytes)
         return nst_error(NOSTALL_E_FILE_TOO_LARGE,
                          "%s: %s: " RANGE_FMT " asked: %llu bytes is over max_file_bytes=%llu",
@@ -215,9 +215,8 @@ int nst_read_fd_range(int fd, const char *path, uint64_t offset, size_t length, 
         ssize_t n = pread(fd, buf->data + have, length - have, (off_t)(offset + have));
         if (n < 0) {
             if (errno == EINTR) continue;
-            return nst_error(NOSTALL_E_IO, "read: %s: read at offset %llu: %s",
-                             NST_MSG_PATH(path), (unsigned long long)(offset + have),
-                             strerror(errno));
+            return nst_error(NOSTALL_E_IO, "read: %s: read at offset %llu: %s", NST_MSG_PATH(path),
+                             (unsigned long long)(offset + have), strerror(errno));
         }
         if (n == 0) break; /* the file ended early (it shrank since fstat) */
         have += (size_t)n;
@@ -236,8 +235,7 @@ int nst_read_check(const char *path, size_t have, uint64_t max_bytes)
     return 0;
 }
 
-int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_buf *buf,
-                size_t *len)
+int nst_read_fd(int fd, const char *path, size_t size, uint64_t max_bytes, nst_buf *buf, size_t *len)
 {
     int rc;
     size_t have = 0;

@@ -67,8 +67,8 @@ int nst_read_range(const char *path, uint64_t offset, uint64_t length, uint64_t 
  * offset + have. */
 int nst_range_check(const char *prefix, const char *path, uint64_t offset, uint64_t length,
                     uint64_t max_bytes);
-int nst_open_range(const char *path, uint64_t offset, uint64_t length, uint64_t max_bytes,
-                   int *fd, size_t *size);
+int nst_open_range(const char *path, uint64_t offset, uint64_t length, uint64_t max_bytes, int *fd,
+                   size_t *size);
 int nst_read_fd_range(int fd, const char *path, uint64_t offset, size_t length, nst_buf *buf,
                       size_t *len);
 int nst_range_got(const char *path, uint64_t offset, size_t length, size_t have);

@@ -37,14 +37,11 @@ static unsigned bit_length(uint64_t v)
 }
 
 /* One pass of the Feistel network over [0, 2^(2*half)). */
-static uint64_t feistel(uint64_t x, unsigned half, uint64_t mask, uint64_t seed,
-                        uint64_t epoch)
+static uint64_t feistel(uint64_t x, unsigned half, uint64_t mask, uint64_t seed, uint64_t epoch)
 {
     uint64_t l = (x >> half) & mask, r = x & mask;
     for (uint64_t round = 0; round < NST_FEISTEL_ROUNDS; round++) {
-        uint64_t f = nst_hash4(seed, epoch,
-                               ((uint64_t)NST_RNG_ORDER << 32) | round, r) &
-                     mask;
+        uint64_t f = nst_hash4(seed, epoch, ((uint64_t)NST_RNG_ORDER << 32) | round, r) & mask;
         uint64_t t = l ^ f;
         l = r;
         r = t;
@@ -69,15 +66,13 @@ uint64_t nst_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t i)
     return x;
 }
 
-int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank,
-                     uint32_t world, int shuffle, int drop_last)
+int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank, uint32_t world,
+                     int shuffle, int drop_last)
 {
     if (!s) return nst_error(NOSTALL_E_INVALID, "sampler: no sampler given");
-    if (n == 0)
-        return nst_error(NOSTALL_E_INVALID, "sampler: the dataset has no items");
+    if (n == 0) return nst_error(NOSTALL_E_INVALID, "sampler: the dataset has no items");
     if (world == 0)
-        return nst_error(NOSTALL_E_INVALID,
-                         "sampler: world size is 0 (must be at least 1)");
+        return nst_error(NOSTALL_E_INVALID, "sampler: world size is 0 (must be at least 1)");
     if (rank >= world)
         return nst_error(NOSTALL_E_INVALID,
                          "sampler: rank %u out of range for world size %u "
@@ -131,7 +126,7 @@ uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
      * positions j >= n read p[j mod n]. */
     uint64_t j = (uint64_t)s->rank + pos * (uint64_t)s->world;
     if (s->res_on && epoch == s->res_epoch) { /* the rest of a resumed epoch */
-        uint64_t rest = s->n - s->res_offset;  /* > 0 whenever pos < res_len */
+        uint64_t rest = s->n - s->res_offset; /* > 0 whenever pos < res_len */
         j = s->res_offset + j % (rest ? rest : 1);
     }
     j %= s->n;

@@ -29,11 +29,11 @@
 #include <stdint.h>
 
 typedef struct nst_sampler {
-    uint64_t n;           /* dataset items                          */
+    uint64_t n; /* dataset items                          */
     uint64_t seed;
     uint32_t rank, world; /* 0 <= rank < world                      */
     int shuffle, drop_last;
-    uint64_t per_rank;    /* items of one rank per epoch            */
+    uint64_t per_rank; /* items of one rank per epoch            */
     /* a resumed epoch (see above); res_on = 0: none */
     int res_on;
     uint64_t res_epoch, res_offset, res_len;
@@ -41,8 +41,8 @@ typedef struct nst_sampler {
 
 /* E_INVALID (with a message) when n == 0, world == 0, rank >= world, or
  * drop_last leaves no item for a rank (n < world). */
-int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank,
-                     uint32_t world, int shuffle, int drop_last);
+int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank, uint32_t world,
+                     int shuffle, int drop_last);
 
 /* Dataset index of the pos-th item (pos < nst_sampler_len) of this rank in
  * `epoch`. */

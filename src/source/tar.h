@@ -208,8 +208,7 @@ typedef struct nst_tidx_reader {
  * -1 with a reason in why[n] ("bad magic", "checksum mismatch", ...). */
 int nst_tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n);
 /* The same without the checksum, for a file already checked. */
-int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why,
-                          size_t n);
+int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n);
 /* The next record: 1 (rec filled; its pointers into the data), 0 at the
  * end (every record read and accounted for), -1 malformed (why set). */
 int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n);

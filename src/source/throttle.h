@@ -20,7 +20,7 @@
 
 typedef struct nst_throttle {
     int on;
-    double ns_per_byte;  /* 0: unlimited bandwidth */
+    double ns_per_byte; /* 0: unlimited bandwidth */
     uint64_t latency_ns;
     pthread_mutex_t mu;
     uint64_t device_free_ns; /* guarded by mu */

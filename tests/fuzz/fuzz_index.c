@@ -112,8 +112,8 @@ static int ref_label(const uint8_t *p, size_t n, ref_item *it)
     if (memchr(p, ',', n)) {
         size_t start = 0;
         it->nmulti = 0;
-        if (n == 1) return NST_LABEL_MULTI;          /* ",": no label      */
-        if (p[n - 1] == ',') n--;                    /* "3,": one label    */
+        if (n == 1) return NST_LABEL_MULTI; /* ",": no label      */
+        if (p[n - 1] == ',') n--;           /* "3,": one label    */
         for (size_t i = 0; i <= n; i++) {
             if (i < n && p[i] != ',') continue;
             if (!digits(p + start, i - start, 1ULL << 62, &v) || v > UINT32_MAX) return -1;
@@ -170,7 +170,8 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
         it.kind = tab == len ? NST_LABEL_NONE : ref_label(line + tab + 1, len - tab - 1, &it);
         if (it.kind < 0) return lineno;
         if (!first[it.kind]) first[it.kind] = lineno;
-        if (it.kind == NST_LABEL_INT && (it.label < 0 || it.label > (int64_t)UINT32_MAX) && !not_multi)
+        if (it.kind == NST_LABEL_INT && (it.label < 0 || it.label > (int64_t)UINT32_MAX) &&
+            !not_multi)
             not_multi = lineno;
         /* a URL: "scheme://" at the start; only http(s) */
         int is_url = 0;
@@ -181,7 +182,8 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
             is_url = sep > 0;
             for (size_t i = 0; is_url && i < sep; i++) {
                 int c = line[i];
-                if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') is_url = 0;
+                if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.')
+                    is_url = 0;
             }
             if (is_url && !((tab >= 7 && strncasecmp((const char *)line, "http://", 7) == 0) ||
                             (tab >= 8 && strncasecmp((const char *)line, "https://", 8) == 0)))
@@ -231,11 +233,13 @@ static void fuzz_list(const uint8_t *d, size_t n)
     int rc = nst_index_build(&ix, list);
     if (ref == 0) {
         if (rc < 0) FAIL("list refused, the reference accepts %zu items", nwant);
-        if (nst_index_count(ix) != nwant) FAIL("%llu items, want %zu", (unsigned long long)nst_index_count(ix), nwant);
+        if (nst_index_count(ix) != nwant)
+            FAIL("%llu items, want %zu", (unsigned long long)nst_index_count(ix), nwant);
         int kind = NST_LABEL_NONE;
         for (size_t i = 0; i < nwant; i++)
             if (want[i].kind > kind) kind = want[i].kind; /* INT < FLOAT, INT < MULTI */
-        if (nst_index_label_kind(ix) != kind) FAIL("label kind %d, want %d", nst_index_label_kind(ix), kind);
+        if (nst_index_label_kind(ix) != kind)
+            FAIL("label kind %d, want %d", nst_index_label_kind(ix), kind);
         uint64_t classes = 0;
         for (size_t i = 0; i < nwant; i++) {
             if (strcmp(nst_index_path(ix, i), want[i].path) != 0)
@@ -255,7 +259,8 @@ static void fuzz_list(const uint8_t *d, size_t n)
                 uint32_t wn = want[i].kind == NST_LABEL_INT ? 1 : want[i].nmulti;
                 if (nl != wn) FAIL("item %zu: %u labels, want %u", i, nl, wn);
                 for (uint32_t k = 0; k < nl; k++) {
-                    uint32_t w = want[i].kind == NST_LABEL_INT ? (uint32_t)want[i].label : want[i].multi[k];
+                    uint32_t w =
+                        want[i].kind == NST_LABEL_INT ? (uint32_t)want[i].label : want[i].multi[k];
                     if (l[k] != w) FAIL("item %zu: label %u", i, k);
                     if ((uint64_t)w + 1 > classes) classes = (uint64_t)w + 1;
                 }
@@ -281,8 +286,8 @@ static void fuzz_list(const uint8_t *d, size_t n)
 /* ---- ImageFolder mode ----------------------------------------------------- */
 
 static const char *const names[16] = {
-    "c",     "d",     "a.jpg", "B.JPEG", "x.png", ".h",   ".h.jpg", "a-b",
-    "a0",    "\xff.jpg", "sub", "d.jpg", "n\n.png", "jpg", "a.jpgx", "z",
+    "c",  "d",        "a.jpg", "B.JPEG", "x.png",   ".h",  ".h.jpg", "a-b",
+    "a0", "\xff.jpg", "sub",   "d.jpg",  "n\n.png", "jpg", "a.jpgx", "z",
 };
 
 #define MAX_DIRS 48
@@ -303,7 +308,8 @@ static void rm_tree(const char *root) { nftw(root, rm_entry, 16, FTW_DEPTH | FTW
 static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+    return dot &&
+           (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -331,7 +337,8 @@ static void check_walked_once(const nst_index *ix)
     }
     qsort(keys, count, sizeof *keys, cmp_str);
     for (uint64_t i = 1; i < count; i++)
-        if (strcmp(keys[i - 1], keys[i]) == 0) FAIL("walked twice in one class: '%s'", keys[i] + 20);
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            FAIL("walked twice in one class: '%s'", keys[i] + 20);
     for (uint64_t i = 0; i < count; i++) free(keys[i]);
     free(keys);
 }
@@ -355,7 +362,8 @@ static void fuzz_folder(const uint8_t *d, size_t n)
         switch (op % 8) {
         case 0:
         case 1:
-            if (mkdir(path, 0755) == 0 && ndirs < MAX_DIRS) snprintf(dirs[ndirs++], sizeof dirs[0], "%s", rel);
+            if (mkdir(path, 0755) == 0 && ndirs < MAX_DIRS)
+                snprintf(dirs[ndirs++], sizeof dirs[0], "%s", rel);
             break;
         case 2: {
             int f = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
@@ -374,12 +382,12 @@ static void fuzz_folder(const uint8_t *d, size_t n)
         case 4:
             if (symlink("no-such-target", path) != 0) break;
             break;
-        case 5:
-            mkfifo(path, 0644);
-            break;
+        case 5: mkfifo(path, 0644); break;
         case 6: /* a symlink to a file, or to itself (ELOOP) */
-            if (nfiles) snprintf(target, sizeof target, "%s%s", g_root, files[(op >> 3) % nfiles]);
-            else snprintf(target, sizeof target, "%s", path);
+            if (nfiles)
+                snprintf(target, sizeof target, "%s%s", g_root, files[(op >> 3) % nfiles]);
+            else
+                snprintf(target, sizeof target, "%s", path);
             if (symlink(target, path) != 0) break;
             break;
         case 7: {
@@ -403,7 +411,7 @@ static void fuzz_folder(const uint8_t *d, size_t n)
         if (count == 0) FAIL("an empty index was built");
         if (nst_index_dirs_walked(ix) < nst_index_classes(ix)) FAIL("dirs walked");
         uint64_t kept = nst_index_ignored(ix) < NST_INDEX_IGNORED_KEEP ? nst_index_ignored(ix)
-                                                                      : NST_INDEX_IGNORED_KEEP;
+                                                                       : NST_INDEX_IGNORED_KEEP;
         for (uint64_t i = 0; i < kept; i++) {
             const char *p = nst_index_ignored_path(ix, i);
             struct stat st;
@@ -418,7 +426,8 @@ static void fuzz_folder(const uint8_t *d, size_t n)
         for (uint64_t i = 0; i < count; i++) {
             const char *p = nst_index_path(ix, i);
             const char *base = strrchr(p, '/');
-            if (!base || !is_image_name(base + 1) || base[1] == '.') FAIL("item '%s' is not named like an image", p);
+            if (!base || !is_image_name(base + 1) || base[1] == '.')
+                FAIL("item '%s' is not named like an image", p);
             struct stat st;
             if (lstat(p, &st) != 0) FAIL("item '%s' does not exist", p);
             if (i > 0) {

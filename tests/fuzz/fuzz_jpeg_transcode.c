@@ -52,8 +52,10 @@ static void public_entry(const uint8_t *data, size_t size, const nst_buf *cached
     /* other options: decodes to the original's pixels */
     const uint64_t h = fuzz_hash(data, size);
     nostall_transcode_options o = {.max_pixels = FUZZ_MAX_PIXELS};
-    if (h & 1) o.restart_rows = 1 + (uint32_t)(h >> 1 & 1);
-    else o.restart_mcus = 1 + (uint32_t)(h >> 1 & 3);
+    if (h & 1)
+        o.restart_rows = 1 + (uint32_t)(h >> 1 & 1);
+    else
+        o.restart_mcus = 1 + (uint32_t)(h >> 1 & 3);
     if (h & 8) o.flags = NOSTALL_TRANSCODE_DROP_METADATA;
     rc = nostall_transcode_jpeg(pub.data, cap, &n, data, size, &o, sizeof o, &res, sizeof res);
     FUZZ_CHECK(rc == 0 || rc == NOSTALL_E_TRUNCATED || rc == NOSTALL_E_CORRUPT ||

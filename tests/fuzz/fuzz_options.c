@@ -69,7 +69,8 @@ static void check_set(nostall_config *cfg, const char *name, const char *value)
     int id = nostall_option_find(name);
     int rc = nostall_config_set(cfg, name, value);
     if (rc < 0) {
-        if (rc != NOSTALL_E_OPTION && rc != NOSTALL_E_INVALID) die("unexpected status", name, value, NULL);
+        if (rc != NOSTALL_E_OPTION && rc != NOSTALL_E_INVALID)
+            die("unexpected status", name, value, NULL);
         const char *msg = nostall_last_error();
         if (!msg[0]) die("error without a message", name, value, NULL);
         nostall_option_info oi;
@@ -77,7 +78,8 @@ static void check_set(nostall_config *cfg, const char *name, const char *value)
             die("message does not name the option", name, value, msg);
         snapshot(cfg, after);
         for (int i = 0; i < nostall_option_count(); i++)
-            if (strcmp(before[i], after[i]) != 0) die("failed set changed the config", name, before[i], after[i]);
+            if (strcmp(before[i], after[i]) != 0)
+                die("failed set changed the config", name, before[i], after[i]);
         return;
     }
     if (id < 0) die("set succeeded for an unknown option", name, value, NULL);
@@ -92,7 +94,8 @@ static void check_set(nostall_config *cfg, const char *name, const char *value)
     if (has_typed && (!typed(cfg, id, &v2) || v1 != v2)) die("typed value changed", name, t1, t2);
     nostall_config *fresh = NULL;
     if (nostall_config_create(&fresh) < 0) abort();
-    if (nostall_config_set(fresh, name, t1) < 0) die("get text does not set (fresh)", name, t1, NULL);
+    if (nostall_config_set(fresh, name, t1) < 0)
+        die("get text does not set (fresh)", name, t1, NULL);
     if (nostall_config_get(fresh, name, t3, sizeof t3) < 0 || strcmp(t1, t3) != 0)
         die("fresh config differs", name, t1, t3);
     nostall_config_free(fresh);
