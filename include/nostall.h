@@ -88,28 +88,28 @@ NOSTALL_API const char *nostall_version_string(void);
  * Status codes.
  * X(NAME, value, message). Values are pinned and never reused.
  * ------------------------------------------------------------------------ */
-#define NOSTALL_STATUS_TABLE(X)                                                \
-    X(OK, 0, "success")                                                        \
-    X(EPOCH_END, 1, "end of epoch")                                            \
-    X(DONE, 2, "all requested epochs delivered")                               \
-    X(TIMEOUT, 3, "no batch ready within the timeout")                         \
-    X(E_INVALID, -1, "invalid argument")                                       \
-    X(E_NOMEM, -2, "out of memory")                                            \
-    X(E_IO, -3, "I/O error")                                                   \
-    X(E_NOT_FOUND, -4, "file not found")                                       \
-    X(E_EMPTY, -5, "empty file")                                               \
-    X(E_TRUNCATED, -6, "truncated image data")                                 \
-    X(E_CORRUPT, -7, "corrupt image data")                                     \
-    X(E_NOT_IMAGE, -8, "not a supported image (JPEG or PNG)")                  \
-    X(E_TOO_MANY_PIXELS, -9, "image dimensions over the pixel limit")          \
-    X(E_FILE_TOO_LARGE, -10, "file over the size limit")                       \
-    X(E_OPTION, -11, "unknown option or value out of bounds")                  \
-    X(E_DATASET, -12, "dataset cannot be indexed")                             \
-    X(E_STOPPED, -13, "loader stopped")                                        \
-    X(E_STATE, -14, "call not valid in the loader's current state")            \
-    X(E_THREAD, -15, "thread creation failed")                                 \
-    X(E_FORK, -16, "handle used in a child process after fork()")              \
-    X(E_PERMISSION, -17, "permission denied")                                  \
+#define NOSTALL_STATUS_TABLE(X)                                                                    \
+    X(OK, 0, "success")                                                                            \
+    X(EPOCH_END, 1, "end of epoch")                                                                \
+    X(DONE, 2, "all requested epochs delivered")                                                   \
+    X(TIMEOUT, 3, "no batch ready within the timeout")                                             \
+    X(E_INVALID, -1, "invalid argument")                                                           \
+    X(E_NOMEM, -2, "out of memory")                                                                \
+    X(E_IO, -3, "I/O error")                                                                       \
+    X(E_NOT_FOUND, -4, "file not found")                                                           \
+    X(E_EMPTY, -5, "empty file")                                                                   \
+    X(E_TRUNCATED, -6, "truncated image data")                                                     \
+    X(E_CORRUPT, -7, "corrupt image data")                                                         \
+    X(E_NOT_IMAGE, -8, "not a supported image (JPEG or PNG)")                                      \
+    X(E_TOO_MANY_PIXELS, -9, "image dimensions over the pixel limit")                              \
+    X(E_FILE_TOO_LARGE, -10, "file over the size limit")                                           \
+    X(E_OPTION, -11, "unknown option or value out of bounds")                                      \
+    X(E_DATASET, -12, "dataset cannot be indexed")                                                 \
+    X(E_STOPPED, -13, "loader stopped")                                                            \
+    X(E_STATE, -14, "call not valid in the loader's current state")                                \
+    X(E_THREAD, -15, "thread creation failed")                                                     \
+    X(E_FORK, -16, "handle used in a child process after fork()")                                  \
+    X(E_PERMISSION, -17, "permission denied")                                                      \
     X(E_UNSUPPORTED, -18, "valid data using a feature nostall does not decode")
 
 typedef enum nostall_status {
@@ -147,217 +147,210 @@ NOSTALL_API const char *nostall_last_error(void);
 /* io_depth=0 (auto): the reads in flight a worker may grow to. */
 #define NOSTALL_IO_DEPTH_AUTO_MAX 32
 
-#define NOSTALL_OPTION_TABLE(X)                                                \
-    X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536",                   \
-      "items per batch")                                                       \
-    X(THREADS, 1, "threads", UINT, "0", "0", "1024",                           \
-      "worker threads; 0 = number of online CPUs")                             \
-    X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                 \
-      "batches prepared ahead of the consumer (bounds memory)")                \
-    X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                 \
-      "seed of the item order and of every random augmentation")               \
-    X(EPOCHS, 4, "epochs", UINT, "0", "0", "1000000000",                       \
-      "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                  \
-    X(SHUFFLE, 5, "shuffle", BOOL, "1", "0", "1",                              \
-      "new random item order every epoch (0: dataset order)")                  \
-    X(DROP_LAST, 6, "drop_last", BOOL, "0", "0", "1",                          \
-      "1: equal disjoint shards cut down to a multiple of world_size and "     \
-      "no partial final batch; 0: shards padded by wrapping around and the "   \
-      "final batch may be short")                                              \
-    X(RANK, 7, "rank", UINT, "0", "0", "1048575",                              \
-      "this process's shard (0 .. world_size-1)")                              \
-    X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                  \
-      "number of shards the dataset is split into")                            \
-    X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                        \
-      "train: random draws (image_mode=crop: RandomResizedCrop + flip; "       \
-      "resize and full: the flip only); eval: no draws (crop: resize + "       \
-      "center crop)")                                                          \
-    X(CROP, 10, "crop", UINT, "224", "1", "8192",                              \
-      "output height and width in pixels when out_height/out_width are 0")    \
-    X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                           \
-      "eval: shorter side before the center crop; 0 = crop * 8 / 7")           \
-    X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",             \
-      "RandomResizedCrop: smallest fraction of the image area")                \
-    X(SCALE_MAX, 13, "scale_max", DOUBLE, "1", "0.000001", "1",                \
-      "RandomResizedCrop: largest fraction of the image area")                 \
-    X(RATIO_MIN, 14, "ratio_min", DOUBLE, "0.75", "0.01", "100",               \
-      "RandomResizedCrop: smallest aspect ratio (width / height)")             \
-    X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100", \
-      "RandomResizedCrop: largest aspect ratio (width / height)")              \
-    X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                     \
-      "train: probability of a horizontal flip (every image mode)")           \
-    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "", \
-      "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "  \
-      "float16, bfloat16: normalized like float, in half precision (rounded " \
-      "to nearest even); layout says NCHW or NHWC")                            \
-    X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",         \
-      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")   \
-    X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",        \
-      "float output: per-channel standard deviation (RGB)")                    \
-    X(ON_BAD_ITEM, 20, "on_bad_item", ENUM, "skip", "skip|fail", "",           \
-      "skip: leave bad items out, count and report them; fail: the next "      \
-      "call returns the error naming the file")                                \
-    X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",      \
-      "images with more pixels (width * height) are bad items")                \
-    X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",          \
-      "files larger than this are bad items (tokens: bounds one window or "   \
-      "cache unit read; bytes: also bounds each item's room)")                \
-    X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                     \
-      "minio: with cache_bytes > 0, keep encoded items in a fill-once, "       \
-      "never-evict cache and read misses without filling the OS page cache; "  \
-      "none: no cache, read through the OS page cache")                        \
-    X(CACHE_BYTES, 24, "cache_bytes", SIZE, "0", "0", "16T",                   \
-      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "   \
-      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "   \
-      "cache")                                                                 \
-    X(STORAGE_MBPS, 25, "storage_mbps", DOUBLE, "0", "0", "1000000",           \
-      "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "    \
-      "all reads; 0 = off")                                                    \
-    X(STORAGE_LATENCY_MS, 26, "storage_latency_ms", DOUBLE, "0", "0", "60000", \
-      "emulate this latency per storage read, in milliseconds; 0 = off")       \
-    X(IO_DEPTH, 27, "io_depth", UINT, "0", "0", "256",                         \
-      "reads or HTTP transfers in flight per worker thread (items fetched "    \
-      "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "    \
-      "waits for storage; 1 = read each item when its turn comes")             \
-    X(READER, 28, "reader", ENUM, "auto", "auto|pread|io_uring", "",           \
-      "how local files are read: io_uring (many reads in flight from one "     \
-      "thread), pread, or auto: io_uring when io_depth is not 1 and the "      \
-      "kernel allows it, else pread")                                          \
-    X(HTTP_TIMEOUT_MS, 29, "http_timeout_ms", UINT, "30000", "1", "3600000",   \
-      "http(s) items: one attempt at a transfer fails after this long")        \
-    X(HTTP_RETRIES, 30, "http_retries", UINT, "3", "0", "100",                 \
-      "http(s) items: retries of transient failures (connection errors, "      \
-      "timeouts, 5xx, 429, a body cut short), with exponential backoff")       \
-    X(HTTP_VERIFY_TLS, 31, "http_verify_tls", BOOL, "1", "0", "1",             \
-      "https items: verify the server's certificate and host name")            \
-    X(ECHO, 32, "echo", ENUM, "fixed", "fixed|adaptive", "",                   \
-      "data echoing: fixed = every item used echo_factor times; adaptive = "   \
-      "repeat pooled items only when the consumer would otherwise wait "       \
-      "(at most echo_max uses each)")                                          \
-    X(ECHO_POINT, 33, "echo_point", ENUM, "decode", "fetch|decode|augment|batch", \
-      "", "where data is repeated: fetch (encoded bytes, each copy decoded "   \
-      "and augmented afresh), decode (decoded image, each copy augmented "     \
-      "afresh), augment (identical examples), batch (whole batches)")          \
-    X(ECHO_FACTOR, 34, "echo_factor", DOUBLE, "1", "1", "1000",                \
-      "fixed echoing: uses of each item per epoch (fractional: the extra use " \
-      "is drawn per item); 1 = no echoing")                                    \
-    X(ECHO_BUFFER, 35, "echo_buffer", UINT, "64", "1", "1048576",              \
-      "echo shuffle pool: items held with their remaining uses and drawn at "  \
-      "random, spreading copies apart (larger: fewer duplicates per batch; "   \
-      "adaptive: the pool of finished items; echo_point=batch repeats each "   \
-      "batch in a row and does not use it)")                                   \
-    X(ECHO_MAX, 36, "echo_max", UINT, "4", "1", "1000",                        \
-      "adaptive echoing: most uses of any item")                               \
-    X(COORDINATE, 37, "coordinate", STRING, "", "", "",                        \
-      "coordinated prep: jobs on this machine with the same group name and "   \
-      "the same data options share fetching and preprocessing (each item "     \
-      "once for the whole group, every job gets every batch); empty = off")    \
-    X(COORDINATE_LEAD, 38, "coordinate_lead", UINT, "4", "1", "64",            \
-      "coordinated prep: batches the fastest job may be ahead of the slowest") \
-    X(CACHE_TRANSCODE, 39, "cache_transcode", BOOL, "0", "0", "1",             \
-      "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "    \
-      "per MCU (as `nostall transcode` writes them), so that decoding a "      \
-      "cached item reads only its crop's part of the file (same pixels; "      \
-      "less CPU per item in every later epoch, extra CPU once per item when "  \
-      "it is cached)")                                                         \
-    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes|audio", "", \
-      "what an item becomes (the item recipe): classify = an image and its "   \
-      "label; detect = an image with its boxes (COCO annotations); tokens = "  \
-      "a window of a token file; bytes = the item's bytes as fetched; audio "  \
-      "= a clip's waveform or log-mel spectrogram and its label")              \
-    X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",      \
-      "crop: train RandomResizedCrop / eval resize + center crop; resize: the " \
-      "whole image to out_height x out_width (fit; train: the flip only); "    \
-      "full: every image at its own size, each item in a place of "            \
-      "full_max_pixels (with its shape)")                                      \
-    X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                   \
-      "output height in pixels (image_mode crop and resize, detect); 0 = "    \
-      "crop; not with image_mode=full")                                        \
-    X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                     \
-      "output width in pixels (image_mode crop and resize, detect); 0 = "     \
-      "crop; not with image_mode=full")                                        \
-    X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                      \
-      "image_mode=resize and detect's eval resize: stretch to the size, or "   \
-      "keep the aspect and pad "                                               \
-      "(letterbox, centred, zeros before normalization)")                      \
-    X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                \
-      "image field layout; auto = NCHW for float outputs, NHWC for uint8")     \
-    X(MAX_BOXES, 46, "max_boxes", UINT, "100", "1", "65536",                   \
-      "detect: boxes per item; items with more are truncated and counted")     \
-    X(BOX_CROP, 47, "box_crop", ENUM, "iou", "iou|rrc|none", "",               \
-      "detect, train: SSD's random IoU crop (torchvision RandomIoUCrop), a "   \
-      "box-aware RandomResizedCrop, or none (resize only)")                    \
-    X(IMAGE_ROOT, 48, "image_root", PATH, "", "", "",                          \
-      "detect: the folder COCO file_names are relative to; empty = the "       \
-      "annotation file's folder")                                              \
-    X(CONTEXT_LENGTH, 49, "context_length", UINT, "1024", "1", "16777216",     \
-      "tokens: tokens per window (each item holds context_length + 1)")        \
-    X(TOKEN_DTYPE, 50, "token_dtype", ENUM, "auto", "auto|uint16|uint32", "",  \
-      "tokens: element type of the token file; auto = from a .npy header, "    \
-      "else uint16 (nanoGPT's .bin)")                                          \
-    X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",             \
-      "tokens: a window at a random offset drawn from (seed, epoch, item), or " \
-      "chunks of context_length + 1 tokens at stride context_length "          \
-      "(consecutive chunks share one token), in a permuted order")             \
-    X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                             \
-      "tokens: also a targets field (the window shifted by one)")              \
-    X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                          \
-      "a shared library with a user op (nostall_op.h) run on every item by "   \
-      "the worker threads; empty = none")                                      \
-    X(OP_ARGS, 54, "op_args", PATH, "", "", "",                                \
-      "text handed to the user op's create")                                   \
-    X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000", \
-      "image_mode full: the largest image (width x height) an item's place "   \
-      "holds (each place is that many pixels x 3 elements of the output "      \
-      "dtype: memory); larger images are bad items")                           \
-    X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",         \
-      "audio: every clip is resampled to this rate (Hz)")                      \
-    X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                             \
-      "audio: average the channels into one (0: keep them; every clip must "   \
-      "then have the same channel count)")                                     \
-    X(CLIP_SECONDS, 58, "clip_seconds", DOUBLE, "1", "0.001", "3600",          \
-      "audio: the window's length; train: at a random start, eval: centred; "  \
-      "shorter clips are padded with zeros")                                   \
-    X(AUDIO_FEATURES, 59, "audio_features", ENUM, "logmel", "logmel|waveform", "", \
-      "audio: a log-mel spectrogram [n_mels, frames], or the waveform "        \
-      "[channels, samples]")                                                   \
-    X(N_FFT, 60, "n_fft", UINT, "400", "16", "65536",                          \
-      "audio, logmel: FFT size (samples)")                                     \
-    X(HOP, 61, "hop", UINT, "160", "1", "65536",                               \
-      "audio, logmel: samples between frames")                                 \
-    X(WIN, 62, "win", UINT, "0", "0", "65536",                                 \
-      "audio, logmel: Hann window length (samples; 0 = n_fft)")               \
-    X(N_MELS, 63, "n_mels", UINT, "64", "1", "1024",                           \
-      "audio, logmel: mel bands")                                              \
-    X(F_MIN, 64, "f_min", DOUBLE, "0", "0", "192000",                          \
-      "audio, logmel: lowest mel frequency (Hz)")                              \
-    X(F_MAX, 65, "f_max", DOUBLE, "0", "0", "192000",                          \
-      "audio, logmel: highest mel frequency (Hz; 0 = sample_rate / 2)")        \
-    X(MEL_SCALE, 66, "mel_scale", ENUM, "htk", "htk|slaney", "",               \
-      "audio, logmel: the mel scale and filter norm (torchaudio's "            \
-      "mel_scale; slaney also normalizes each filter's area)")                 \
-    X(MEL_POWER, 67, "mel_power", DOUBLE, "2", "0.1", "4",                     \
-      "audio, logmel: exponent of the magnitude (2 = power spectrogram)")      \
-    X(TOP_DB, 68, "top_db", DOUBLE, "0", "0", "1000",                          \
-      "audio, logmel: clamp each spectrogram to its peak minus top_db "        \
-      "decibels (0 = no clamp), as torchaudio's AmplitudeToDB(top_db)")        \
-    X(TIME_MASKS, 69, "time_masks", UINT, "0", "0", "64",                      \
-      "audio, logmel, train: SpecAugment time masks per item")                 \
-    X(TIME_MASK_MAX, 70, "time_mask_max", UINT, "10", "0", "100000",           \
-      "audio: the widest time mask (frames)")                                  \
-    X(FREQ_MASKS, 71, "freq_masks", UINT, "0", "0", "64",                      \
-      "audio, logmel, train: SpecAugment frequency masks per item")            \
-    X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",              \
-      "audio: the widest frequency mask (mel bands)")                          \
-    X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400", \
+#define NOSTALL_OPTION_TABLE(X)                                                                    \
+    X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536", "items per batch")                    \
+    X(THREADS, 1, "threads", UINT, "0", "0", "1024", "worker threads; 0 = number of online CPUs")  \
+    X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                                     \
+      "batches prepared ahead of the consumer (bounds memory)")                                    \
+    X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                                     \
+      "seed of the item order and of every random augmentation")                                   \
+    X(EPOCHS, 4, "epochs", UINT, "0", "0", "1000000000",                                           \
+      "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                                      \
+    X(SHUFFLE, 5, "shuffle", BOOL, "1", "0", "1",                                                  \
+      "new random item order every epoch (0: dataset order)")                                      \
+    X(DROP_LAST, 6, "drop_last", BOOL, "0", "0", "1",                                              \
+      "1: equal disjoint shards cut down to a multiple of world_size and "                         \
+      "no partial final batch; 0: shards padded by wrapping around and the "                       \
+      "final batch may be short")                                                                  \
+    X(RANK, 7, "rank", UINT, "0", "0", "1048575", "this process's shard (0 .. world_size-1)")      \
+    X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                                      \
+      "number of shards the dataset is split into")                                                \
+    X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                                            \
+      "train: random draws (image_mode=crop: RandomResizedCrop + flip; "                           \
+      "resize and full: the flip only); eval: no draws (crop: resize + "                           \
+      "center crop)")                                                                              \
+    X(CROP, 10, "crop", UINT, "224", "1", "8192",                                                  \
+      "output height and width in pixels when out_height/out_width are 0")                         \
+    X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                                               \
+      "eval: shorter side before the center crop; 0 = crop * 8 / 7")                               \
+    X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",                                 \
+      "RandomResizedCrop: smallest fraction of the image area")                                    \
+    X(SCALE_MAX, 13, "scale_max", DOUBLE, "1", "0.000001", "1",                                    \
+      "RandomResizedCrop: largest fraction of the image area")                                     \
+    X(RATIO_MIN, 14, "ratio_min", DOUBLE, "0.75", "0.01", "100",                                   \
+      "RandomResizedCrop: smallest aspect ratio (width / height)")                                 \
+    X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100",                     \
+      "RandomResizedCrop: largest aspect ratio (width / height)")                                  \
+    X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                                         \
+      "train: probability of a horizontal flip (every image mode)")                                \
+    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "",                     \
+      "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "                       \
+      "float16, bfloat16: normalized like float, in half precision (rounded "                      \
+      "to nearest even); layout says NCHW or NHWC")                                                \
+    X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",                             \
+      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")                       \
+    X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",                            \
+      "float output: per-channel standard deviation (RGB)")                                        \
+    X(ON_BAD_ITEM, 20, "on_bad_item", ENUM, "skip", "skip|fail", "",                               \
+      "skip: leave bad items out, count and report them; fail: the next "                          \
+      "call returns the error naming the file")                                                    \
+    X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",                          \
+      "images with more pixels (width * height) are bad items")                                    \
+    X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",                              \
+      "files larger than this are bad items (tokens: bounds one window or "                        \
+      "cache unit read; bytes: also bounds each item's room)")                                     \
+    X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                                         \
+      "minio: with cache_bytes > 0, keep encoded items in a fill-once, "                           \
+      "never-evict cache and read misses without filling the OS page cache; "                      \
+      "none: no cache, read through the OS page cache")                                            \
+    X(CACHE_BYTES, 24, "cache_bytes", SIZE, "0", "0", "16T",                                       \
+      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "                       \
+      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "                       \
+      "cache")                                                                                     \
+    X(STORAGE_MBPS, 25, "storage_mbps", DOUBLE, "0", "0", "1000000",                               \
+      "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "                        \
+      "all reads; 0 = off")                                                                        \
+    X(STORAGE_LATENCY_MS, 26, "storage_latency_ms", DOUBLE, "0", "0", "60000",                     \
+      "emulate this latency per storage read, in milliseconds; 0 = off")                           \
+    X(IO_DEPTH, 27, "io_depth", UINT, "0", "0", "256",                                             \
+      "reads or HTTP transfers in flight per worker thread (items fetched "                        \
+      "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "                        \
+      "waits for storage; 1 = read each item when its turn comes")                                 \
+    X(READER, 28, "reader", ENUM, "auto", "auto|pread|io_uring", "",                               \
+      "how local files are read: io_uring (many reads in flight from one "                         \
+      "thread), pread, or auto: io_uring when io_depth is not 1 and the "                          \
+      "kernel allows it, else pread")                                                              \
+    X(HTTP_TIMEOUT_MS, 29, "http_timeout_ms", UINT, "30000", "1", "3600000",                       \
+      "http(s) items: one attempt at a transfer fails after this long")                            \
+    X(HTTP_RETRIES, 30, "http_retries", UINT, "3", "0", "100",                                     \
+      "http(s) items: retries of transient failures (connection errors, "                          \
+      "timeouts, 5xx, 429, a body cut short), with exponential backoff")                           \
+    X(HTTP_VERIFY_TLS, 31, "http_verify_tls", BOOL, "1", "0", "1",                                 \
+      "https items: verify the server's certificate and host name")                                \
+    X(ECHO, 32, "echo", ENUM, "fixed", "fixed|adaptive", "",                                       \
+      "data echoing: fixed = every item used echo_factor times; adaptive = "                       \
+      "repeat pooled items only when the consumer would otherwise wait "                           \
+      "(at most echo_max uses each)")                                                              \
+    X(ECHO_POINT, 33, "echo_point", ENUM, "decode", "fetch|decode|augment|batch", "",              \
+      "where data is repeated: fetch (encoded bytes, each copy decoded "                           \
+      "and augmented afresh), decode (decoded image, each copy augmented "                         \
+      "afresh), augment (identical examples), batch (whole batches)")                              \
+    X(ECHO_FACTOR, 34, "echo_factor", DOUBLE, "1", "1", "1000",                                    \
+      "fixed echoing: uses of each item per epoch (fractional: the extra use "                     \
+      "is drawn per item); 1 = no echoing")                                                        \
+    X(ECHO_BUFFER, 35, "echo_buffer", UINT, "64", "1", "1048576",                                  \
+      "echo shuffle pool: items held with their remaining uses and drawn at "                      \
+      "random, spreading copies apart (larger: fewer duplicates per batch; "                       \
+      "adaptive: the pool of finished items; echo_point=batch repeats each "                       \
+      "batch in a row and does not use it)")                                                       \
+    X(ECHO_MAX, 36, "echo_max", UINT, "4", "1", "1000", "adaptive echoing: most uses of any item") \
+    X(COORDINATE, 37, "coordinate", STRING, "", "", "",                                            \
+      "coordinated prep: jobs on this machine with the same group name and "                       \
+      "the same data options share fetching and preprocessing (each item "                         \
+      "once for the whole group, every job gets every batch); empty = off")                        \
+    X(COORDINATE_LEAD, 38, "coordinate_lead", UINT, "4", "1", "64",                                \
+      "coordinated prep: batches the fastest job may be ahead of the slowest")                     \
+    X(CACHE_TRANSCODE, 39, "cache_transcode", BOOL, "0", "0", "1",                                 \
+      "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "                        \
+      "per MCU (as `nostall transcode` writes them), so that decoding a "                          \
+      "cached item reads only its crop's part of the file (same pixels; "                          \
+      "less CPU per item in every later epoch, extra CPU once per item when "                      \
+      "it is cached)")                                                                             \
+    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes|audio", "",                \
+      "what an item becomes (the item recipe): classify = an image and its "                       \
+      "label; detect = an image with its boxes (COCO annotations); tokens = "                      \
+      "a window of a token file; bytes = the item's bytes as fetched; audio "                      \
+      "= a clip's waveform or log-mel spectrogram and its label")                                  \
+    X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",                          \
+      "crop: train RandomResizedCrop / eval resize + center crop; resize: the "                    \
+      "whole image to out_height x out_width (fit; train: the flip only); "                        \
+      "full: every image at its own size, each item in a place of "                                \
+      "full_max_pixels (with its shape)")                                                          \
+    X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                                       \
+      "output height in pixels (image_mode crop and resize, detect); 0 = "                         \
+      "crop; not with image_mode=full")                                                            \
+    X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                                         \
+      "output width in pixels (image_mode crop and resize, detect); 0 = "                          \
+      "crop; not with image_mode=full")                                                            \
+    X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                                          \
+      "image_mode=resize and detect's eval resize: stretch to the size, or "                       \
+      "keep the aspect and pad "                                                                   \
+      "(letterbox, centred, zeros before normalization)")                                          \
+    X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                                    \
+      "image field layout; auto = NCHW for float outputs, NHWC for uint8")                         \
+    X(MAX_BOXES, 46, "max_boxes", UINT, "100", "1", "65536",                                       \
+      "detect: boxes per item; items with more are truncated and counted")                         \
+    X(BOX_CROP, 47, "box_crop", ENUM, "iou", "iou|rrc|none", "",                                   \
+      "detect, train: SSD's random IoU crop (torchvision RandomIoUCrop), a "                       \
+      "box-aware RandomResizedCrop, or none (resize only)")                                        \
+    X(IMAGE_ROOT, 48, "image_root", PATH, "", "", "",                                              \
+      "detect: the folder COCO file_names are relative to; empty = the "                           \
+      "annotation file's folder")                                                                  \
+    X(CONTEXT_LENGTH, 49, "context_length", UINT, "1024", "1", "16777216",                         \
+      "tokens: tokens per window (each item holds context_length + 1)")                            \
+    X(TOKEN_DTYPE, 50, "token_dtype", ENUM, "auto", "auto|uint16|uint32", "",                      \
+      "tokens: element type of the token file; auto = from a .npy header, "                        \
+      "else uint16 (nanoGPT's .bin)")                                                              \
+    X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",                                 \
+      "tokens: a window at a random offset drawn from (seed, epoch, item), or "                    \
+      "chunks of context_length + 1 tokens at stride context_length "                              \
+      "(consecutive chunks share one token), in a permuted order")                                 \
+    X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                                                 \
+      "tokens: also a targets field (the window shifted by one)")                                  \
+    X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                                              \
+      "a shared library with a user op (nostall_op.h) run on every item by "                       \
+      "the worker threads; empty = none")                                                          \
+    X(OP_ARGS, 54, "op_args", PATH, "", "", "", "text handed to the user op's create")             \
+    X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000",                  \
+      "image_mode full: the largest image (width x height) an item's place "                       \
+      "holds (each place is that many pixels x 3 elements of the output "                          \
+      "dtype: memory); larger images are bad items")                                               \
+    X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",                             \
+      "audio: every clip is resampled to this rate (Hz)")                                          \
+    X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                                                 \
+      "audio: average the channels into one (0: keep them; the channel count "                     \
+      "is the first local item's, a clip with another count is a bad item; "                       \
+      "refused when every item is a URL)")                                                         \
+    X(CLIP_SECONDS, 58, "clip_seconds", DOUBLE, "1", "0.001", "3600",                              \
+      "audio: the window's length; train: at a random start, eval: centred; "                      \
+      "shorter clips are padded with zeros (the length field gives the "                           \
+      "clip's samples in the window; eval with clip_seconds >= the longest "                       \
+      "clip gives whole clips)")                                                                   \
+    X(AUDIO_FEATURES, 59, "audio_features", ENUM, "logmel", "logmel|waveform", "",                 \
+      "audio: a log-mel spectrogram [n_mels, frames], or the waveform "                            \
+      "[channels, samples]")                                                                       \
+    X(N_FFT, 60, "n_fft", UINT, "400", "16", "65536", "audio, logmel: FFT size (samples)")         \
+    X(HOP, 61, "hop", UINT, "160", "1", "65536", "audio, logmel: samples between frames")          \
+    X(WIN, 62, "win", UINT, "0", "0", "65536",                                                     \
+      "audio, logmel: Hann window length (samples; 0 = n_fft)")                                    \
+    X(N_MELS, 63, "n_mels", UINT, "64", "1", "1024", "audio, logmel: mel bands")                   \
+    X(F_MIN, 64, "f_min", DOUBLE, "0", "0", "192000", "audio, logmel: lowest mel frequency (Hz)")  \
+    X(F_MAX, 65, "f_max", DOUBLE, "0", "0", "192000",                                              \
+      "audio, logmel: highest mel frequency (Hz; 0 = sample_rate / 2)")                            \
+    X(MEL_SCALE, 66, "mel_scale", ENUM, "htk", "htk|slaney", "",                                   \
+      "audio, logmel: the mel scale and filter norm (torchaudio's "                                \
+      "mel_scale; slaney also normalizes each filter's area)")                                     \
+    X(MEL_POWER, 67, "mel_power", DOUBLE, "2", "0.1", "4",                                         \
+      "audio, logmel: exponent of the magnitude (2 = power spectrogram)")                          \
+    X(TOP_DB, 68, "top_db", DOUBLE, "0", "0", "1000",                                              \
+      "audio, logmel: clamp each spectrogram to its peak minus top_db "                            \
+      "decibels (0 = no clamp), as torchaudio's AmplitudeToDB(top_db)")                            \
+    X(TIME_MASKS, 69, "time_masks", UINT, "0", "0", "64",                                          \
+      "audio, logmel, train: SpecAugment time masks per item")                                     \
+    X(TIME_MASK_MAX, 70, "time_mask_max", UINT, "10", "0", "100000",                               \
+      "audio: the widest time mask (frames)")                                                      \
+    X(FREQ_MASKS, 71, "freq_masks", UINT, "0", "0", "64",                                          \
+      "audio, logmel, train: SpecAugment frequency masks per item")                                \
+    X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",                                  \
+      "audio: the widest frequency mask (mel bands)")                                              \
+    X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400",                 \
       "audio: longer clips are bad items (like max_pixels for images)")
 
 typedef enum nostall_option {
-#define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help)         \
-    NOSTALL_OPT_##id = (value),
+#define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
     NOSTALL_OPTION_TABLE(NOSTALL_OPTION_ENUM_)
 #undef NOSTALL_OPTION_ENUM_
-    NOSTALL_OPT_COUNT_ /* one past the last value: the ids are 0 .. COUNT_-1 */
+        NOSTALL_OPT_COUNT_ /* one past the last value: the ids are 0 .. COUNT_-1 */
 } nostall_option;
 
 typedef enum nostall_option_type {
@@ -376,10 +369,19 @@ typedef enum nostall_option_type {
 
 /* Values of the ENUM options, in the order of their choices. */
 enum { NOSTALL_MODE_TRAIN = 0, NOSTALL_MODE_EVAL = 1 };
-enum { NOSTALL_OUTPUT_FLOAT = 0, NOSTALL_OUTPUT_UINT8 = 1, NOSTALL_OUTPUT_FLOAT16 = 2,
-       NOSTALL_OUTPUT_BFLOAT16 = 3 };
-enum { NOSTALL_TASK_CLASSIFY = 0, NOSTALL_TASK_DETECT = 1, NOSTALL_TASK_TOKENS = 2,
-       NOSTALL_TASK_BYTES = 3, NOSTALL_TASK_AUDIO = 4 };
+enum {
+    NOSTALL_OUTPUT_FLOAT = 0,
+    NOSTALL_OUTPUT_UINT8 = 1,
+    NOSTALL_OUTPUT_FLOAT16 = 2,
+    NOSTALL_OUTPUT_BFLOAT16 = 3
+};
+enum {
+    NOSTALL_TASK_CLASSIFY = 0,
+    NOSTALL_TASK_DETECT = 1,
+    NOSTALL_TASK_TOKENS = 2,
+    NOSTALL_TASK_BYTES = 3,
+    NOSTALL_TASK_AUDIO = 4
+};
 enum { NOSTALL_AUDIO_LOGMEL = 0, NOSTALL_AUDIO_WAVEFORM = 1 };
 enum { NOSTALL_MEL_HTK = 0, NOSTALL_MEL_SLANEY = 1 };
 enum { NOSTALL_IMAGE_CROP = 0, NOSTALL_IMAGE_RESIZE = 1, NOSTALL_IMAGE_FULL = 2 };
@@ -391,12 +393,12 @@ enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 
 typedef struct nostall_option_info {
-    const char *name;        /* "batch_size" */
+    const char *name; /* "batch_size" */
     nostall_option_type type;
-    const char *type_name;   /* "uint", "double", "bool", "enum", ... */
+    const char *type_name; /* "uint", "double", "bool", "enum", ... */
     const char *default_value;
-    const char *min;         /* ENUM: the choices, "train|eval" */
-    const char *max;         /* ENUM: "" */
+    const char *min; /* ENUM: the choices, "train|eval" */
+    const char *max; /* ENUM: "" */
     const char *help;
 } nostall_option_info;
 
@@ -415,21 +417,18 @@ NOSTALL_API void nostall_config_free(nostall_config *cfg);
 /* Parse and set an option by name from text, as the CLI and Python do.
  * E_OPTION with a message naming the option and its bounds if the name is
  * unknown or the value malformed or out of bounds; cfg is then unchanged. */
-NOSTALL_API int nostall_config_set(nostall_config *cfg, const char *name,
-                                   const char *value);
+NOSTALL_API int nostall_config_set(nostall_config *cfg, const char *name, const char *value);
 /* Current value as text (the same form nostall_config_set accepts). */
-NOSTALL_API int nostall_config_get(const nostall_config *cfg, const char *name,
-                                   char *buf, size_t buflen);
+NOSTALL_API int nostall_config_get(const nostall_config *cfg, const char *name, char *buf,
+                                   size_t buflen);
 /* Typed access by id. UINT/SIZE/BOOL/ENUM use the uint form; DOUBLE the
  * double form; DOUBLE3 components via nostall_config_set(). */
-NOSTALL_API int nostall_config_set_uint(nostall_config *cfg, nostall_option id,
-                                        uint64_t value);
-NOSTALL_API int nostall_config_get_uint(const nostall_config *cfg,
-                                        nostall_option id, uint64_t *value);
-NOSTALL_API int nostall_config_set_double(nostall_config *cfg,
-                                          nostall_option id, double value);
-NOSTALL_API int nostall_config_get_double(const nostall_config *cfg,
-                                          nostall_option id, double *value);
+NOSTALL_API int nostall_config_set_uint(nostall_config *cfg, nostall_option id, uint64_t value);
+NOSTALL_API int nostall_config_get_uint(const nostall_config *cfg, nostall_option id,
+                                        uint64_t *value);
+NOSTALL_API int nostall_config_set_double(nostall_config *cfg, nostall_option id, double value);
+NOSTALL_API int nostall_config_get_double(const nostall_config *cfg, nostall_option id,
+                                          double *value);
 
 /* ------------------------------------------------------------------------
  * Loader.
@@ -485,22 +484,22 @@ typedef enum nostall_layout { NOSTALL_LAYOUT_NCHW = 0, NOSTALL_LAYOUT_NHWC = 1 }
 typedef struct nostall_field {
     const char *name;
     nostall_dtype dtype;
-    uint32_t ndim;                       /* dimensions of one item; 0: scalar */
-    uint64_t shape[NOSTALL_FIELD_DIMS];  /* of one item (ragged: its room)    */
+    uint32_t ndim;                      /* dimensions of one item; 0: scalar */
+    uint64_t shape[NOSTALL_FIELD_DIMS]; /* of one item (ragged: its room)    */
     size_t item_bytes;
     void *data;
-    int32_t shape_field;                 /* ragged: the field with each item's
+    int32_t shape_field; /* ragged: the field with each item's
                                             actual shape; -1: dense          */
 } nostall_field;
 
 typedef struct nostall_batch {
-    void *images;           /* the recipe's main field (classify, detect:
+    void *images;                     /* the recipe's main field (classify, detect:
                                "image", any dtype and layout; tokens:
                                "tokens"; bytes: "data"): count items       */
-    int64_t *labels;        /* the "label" field when it is one int64 per
+    int64_t *labels;                  /* the "label" field when it is one int64 per
                                item, else NULL (see `fields`)              */
-    uint64_t *indices;      /* count dataset item indices (into the index)  */
-    uint32_t count;         /* items in this batch; < batch_size only for
+    uint64_t *indices;                /* count dataset item indices (into the index)  */
+    uint32_t count;                   /* items in this batch; < batch_size only for
                                the last batch of an epoch or when bad items
                                were skipped -- never with drop_last, which
                                fills such a batch from the next items      */
@@ -509,11 +508,11 @@ typedef struct nostall_batch {
                                image_mode=full (see image_shape)          */
     nostall_dtype dtype;
     nostall_layout layout;
-    size_t item_bytes;      /* bytes of one item's image                    */
-    uint64_t epoch;         /* epoch this batch belongs to                  */
-    uint64_t position;      /* items of this epoch's shard before it        */
-    uint64_t sequence;      /* private: ring bookkeeping                    */
-    uint32_t nfields;       /* every field the recipe declared, in order    */
+    size_t item_bytes;           /* bytes of one item's image                    */
+    uint64_t epoch;              /* epoch this batch belongs to                  */
+    uint64_t position;           /* items of this epoch's shard before it        */
+    uint64_t sequence;           /* private: ring bookkeeping                    */
+    uint32_t nfields;            /* every field the recipe declared, in order    */
     const nostall_field *fields; /* valid while the batch is lent           */
 } nostall_batch;
 
@@ -572,10 +571,10 @@ typedef struct nostall_state {
                               end of the batch at `position` that were
                               already delivered (in the batch before it)  */
     uint64_t seed;
-    uint64_t items;        /* items in the dataset index                  */
-    uint64_t fingerprint;  /* of the item list (paths, labels) and of every
+    uint64_t items;       /* items in the dataset index                  */
+    uint64_t fingerprint; /* of the item list (paths, labels) and of every
                               option that changes the bytes delivered     */
-    uint32_t version;      /* NOSTALL_STATE_VERSION; 0: only epoch and
+    uint32_t version;     /* NOSTALL_STATE_VERSION; 0: only epoch and
                               position are given                          */
     uint32_t rank, world_size;
     uint32_t reserved_;
@@ -589,34 +588,34 @@ NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state
 NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st);
 
 typedef struct nostall_dataset_info {
-    uint64_t items;            /* items in the dataset index               */
-    uint64_t classes;          /* distinct classes (ImageFolder) or max label + 1 */
-    uint64_t files_ignored;    /* ImageFolder files not named like an image,
+    uint64_t items;           /* items in the dataset index               */
+    uint64_t classes;         /* distinct classes (ImageFolder) or max label + 1 */
+    uint64_t files_ignored;   /* ImageFolder files not named like an image,
                                   hidden, or outside class folders
                                   (nostall_loader_ignored names them)     */
-    uint64_t items_per_epoch;  /* items this rank delivers per epoch (before skips) */
+    uint64_t items_per_epoch; /* items this rank delivers per epoch (before skips) */
     uint64_t batches_per_epoch;
-    uint32_t threads;          /* worker threads actually started          */
-    uint32_t ring_slots;       /* batches in the ring: batches_ahead + 1, or
+    uint32_t threads;    /* worker threads actually started          */
+    uint32_t ring_slots; /* batches in the ring: batches_ahead + 1, or
                                   fewer when an epoch has fewer batches   */
-    size_t batch_bytes;        /* image bytes of one full batch            */
+    size_t batch_bytes;  /* image bytes of one full batch            */
     /* The ring's memory, one block holding every slot (NULL in a
      * coordinated group), e.g. to page-lock it for GPU copies. */
     void *ring_memory;
     size_t ring_bytes;
-    uint32_t slot_items;       /* items a slot holds: batch_size, or the
+    uint32_t slot_items; /* items a slot holds: batch_size, or the
                                   most an epoch can deliver if fewer      */
-    uint32_t task;             /* NOSTALL_TASK_*                           */
+    uint32_t task;       /* NOSTALL_TASK_*                           */
     /* What the recipe found in the source and repaired, counted once at
      * create (annotations: detect). Nothing is dropped silently. */
-    uint64_t items_truncated;  /* items with more parts than their field
+    uint64_t items_truncated; /* items with more parts than their field
                                   holds (detect: boxes over max_boxes)    */
-    uint64_t parts_dropped;    /* parts left out (detect: degenerate boxes) */
-    uint64_t parts_clipped;    /* parts cut to fit (detect: boxes reaching
+    uint64_t parts_dropped;   /* parts left out (detect: degenerate boxes) */
+    uint64_t parts_clipped;   /* parts cut to fit (detect: boxes reaching
                                   outside their image)                    */
-    uint64_t parts_unmatched;  /* parts naming no item (detect: annotations
+    uint64_t parts_unmatched; /* parts naming no item (detect: annotations
                                   of an image id not in `images`)          */
-    uint64_t items_missing;    /* items named by the source whose file does
+    uint64_t items_missing;   /* items named by the source whose file does
                                   not exist (detect: checked at create;
                                   left out of the index)                  */
 } nostall_dataset_info;
@@ -627,8 +626,8 @@ NOSTALL_API int nostall_loader_info(const nostall_loader *ld, nostall_dataset_in
                                     size_t size);
 /* Path (as indexed) and label of item `index`. The path lives as long as the
  * loader. */
-NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index,
-                                    const char **path, int64_t *label);
+NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index, const char **path,
+                                    int64_t *label);
 /* Path of ignored file i (files_ignored): the first ones found, up to 64;
  * NULL past those. The path lives as long as the loader. */
 NOSTALL_API const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i);
@@ -645,72 +644,72 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
  * New counters are only ever appended, so a struct from an older header
  * stays valid: pass its size.
  * ------------------------------------------------------------------------ */
-#define NOSTALL_STATS_TABLE(X)                                                 \
-    X(epoch, "epoch the consumer is in")                                       \
-    X(position, "items of that epoch delivered so far")                        \
-    X(batches_delivered, "batches lent to the consumer")                       \
-    X(items_delivered, "items lent to the consumer")                           \
-    X(fetch_items, "items fetched (from the cache or from storage)")           \
-    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "   \
-      "storage; with cache_transcode, an item's rewritten size)")              \
-    X(fetch_busy_ns, "worker time spent fetching (including emulated delays)") \
-    X(decode_items, "items decoded")                                           \
-    X(decode_pixels, "pixels decoded")                                         \
-    X(decode_busy_ns, "worker time spent decoding")                            \
-    X(augment_items, "items augmented into a batch slot")                      \
-    X(augment_bytes, "bytes written into batch slots")                         \
-    X(augment_busy_ns, "worker time spent cropping, resizing, normalizing")    \
-    X(worker_idle_ns, "worker time spent waiting for a free slot")             \
-    X(consumer_wait_ns, "consumer time spent waiting in next: the data stall") \
-    X(skipped, "bad items left out (each occurrence)")                         \
-    X(skipped_unique, "distinct bad items seen")                               \
-    X(threads, "worker threads")                                               \
-    X(storage_reads, "items read from storage (cache misses, or all without a cache)") \
-    X(storage_bytes_read, "bytes read from storage")                           \
-    X(storage_wait_ns, "worker time spent waiting for fetches in flight "      \
-      "(reads, transfers, emulated storage delays)")                           \
-    X(cache_hits, "items served from the MinIO cache")                         \
-    X(cache_misses, "items looked up in the cache and not found")              \
-    X(cache_bytes, "bytes held by the MinIO cache")                            \
-    X(cache_items, "items held by the MinIO cache")                            \
-    X(fresh_items, "delivered items that were the first use of their item "    \
-      "in the epoch")                                                          \
-    X(echoed_items, "delivered items that were a repeat (data echoing)")       \
-    X(echo_uses_1, "items used once in their epoch (counted when the epoch's " \
-      "last use is delivered; echo histogram)")                                \
-    X(echo_uses_2, "items used twice")                                         \
-    X(echo_uses_3, "items used 3 times")                                       \
-    X(echo_uses_4, "items used 4 times")                                       \
-    X(echo_uses_5_8, "items used 5 to 8 times")                                \
-    X(echo_uses_9_up, "items used 9 or more times")                            \
-    X(echo_batch_duplicates, "items delivered in a batch that already held "   \
-      "the same item")                                                         \
-    X(echo_repeat_distance, "sum over repeats of the items delivered since "   \
-      "the previous use of the same item (mean: / echoed_items)")              \
-    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "   \
-      "augment) — with consumer_busy_ns, estimates R")                         \
-    X(consumer_busy_ns, "consumer time between batches (outside next): the "   \
-      "training step")                                                         \
-    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")          \
-    X(peer_bytes, "bytes served by a peer cache")                              \
-    X(http_transfers, "http(s) transfers completed (each attempt)")            \
-    X(http_retries, "http(s) transfers retried after a transient failure")     \
-    X(coord_members, "coordinated prep: live members of the group")            \
-    X(coord_items_produced, "coordinated prep: items this job prepared for "   \
-      "the group")                                                             \
-    X(coord_batches_produced, "coordinated prep: batches this job finished")   \
-    X(coord_group_items_produced, "coordinated prep: items the whole group "   \
-      "prepared")                                                              \
-    X(coord_members_dropped, "coordinated prep: members found dead and "       \
-      "dropped")                                                               \
-    X(coord_items_requeued, "coordinated prep: items of dead or leaving "      \
-      "members prepared again by others")                                      \
-    X(cache_transcoded, "items the MinIO cache holds rewritten with restart "  \
-      "markers (cache_transcode)")                                             \
-    X(cache_transcode_ns, "worker time spent rewriting items for the cache "   \
-      "(declined attempts included); part of fetch_busy_ns")                   \
-    X(io_depth_max, "fetches in flight per worker now, the largest over the "  \
-      "workers (io_depth, or what io_depth=0 grew to)")
+#define NOSTALL_STATS_TABLE(X)                                                                     \
+    X(epoch, "epoch the consumer is in")                                                           \
+    X(position, "items of that epoch delivered so far")                                            \
+    X(batches_delivered, "batches lent to the consumer")                                           \
+    X(items_delivered, "items lent to the consumer")                                               \
+    X(fetch_items, "items fetched (from the cache or from storage)")                               \
+    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "                       \
+                   "storage; with cache_transcode, an item's rewritten size)")                     \
+    X(fetch_busy_ns, "worker time spent fetching (including emulated delays)")                     \
+    X(decode_items, "items decoded")                                                               \
+    X(decode_pixels, "pixels decoded")                                                             \
+    X(decode_busy_ns, "worker time spent decoding")                                                \
+    X(augment_items, "items augmented into a batch slot")                                          \
+    X(augment_bytes, "bytes written into batch slots")                                             \
+    X(augment_busy_ns, "worker time spent cropping, resizing, normalizing")                        \
+    X(worker_idle_ns, "worker time spent waiting for a free slot")                                 \
+    X(consumer_wait_ns, "consumer time spent waiting in next: the data stall")                     \
+    X(skipped, "bad items left out (each occurrence)")                                             \
+    X(skipped_unique, "distinct bad items seen")                                                   \
+    X(threads, "worker threads")                                                                   \
+    X(storage_reads, "items read from storage (cache misses, or all without a cache)")             \
+    X(storage_bytes_read, "bytes read from storage")                                               \
+    X(storage_wait_ns, "worker time spent waiting for fetches in flight "                          \
+                       "(reads, transfers, emulated storage delays)")                              \
+    X(cache_hits, "items served from the MinIO cache")                                             \
+    X(cache_misses, "items looked up in the cache and not found")                                  \
+    X(cache_bytes, "bytes held by the MinIO cache")                                                \
+    X(cache_items, "items held by the MinIO cache")                                                \
+    X(fresh_items, "delivered items that were the first use of their item "                        \
+                   "in the epoch")                                                                 \
+    X(echoed_items, "delivered items that were a repeat (data echoing)")                           \
+    X(echo_uses_1, "items used once in their epoch (counted when the epoch's "                     \
+                   "last use is delivered; echo histogram)")                                       \
+    X(echo_uses_2, "items used twice")                                                             \
+    X(echo_uses_3, "items used 3 times")                                                           \
+    X(echo_uses_4, "items used 4 times")                                                           \
+    X(echo_uses_5_8, "items used 5 to 8 times")                                                    \
+    X(echo_uses_9_up, "items used 9 or more times")                                                \
+    X(echo_batch_duplicates, "items delivered in a batch that already held "                       \
+                             "the same item")                                                      \
+    X(echo_repeat_distance, "sum over repeats of the items delivered since "                       \
+                            "the previous use of the same item (mean: / echoed_items)")            \
+    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "                       \
+                        "augment) — with consumer_busy_ns, estimates R")                           \
+    X(consumer_busy_ns, "consumer time between batches (outside next): the "                       \
+                        "training step")                                                           \
+    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")                              \
+    X(peer_bytes, "bytes served by a peer cache")                                                  \
+    X(http_transfers, "http(s) transfers completed (each attempt)")                                \
+    X(http_retries, "http(s) transfers retried after a transient failure")                         \
+    X(coord_members, "coordinated prep: live members of the group")                                \
+    X(coord_items_produced, "coordinated prep: items this job prepared for "                       \
+                            "the group")                                                           \
+    X(coord_batches_produced, "coordinated prep: batches this job finished")                       \
+    X(coord_group_items_produced, "coordinated prep: items the whole group "                       \
+                                  "prepared")                                                      \
+    X(coord_members_dropped, "coordinated prep: members found dead and "                           \
+                             "dropped")                                                            \
+    X(coord_items_requeued, "coordinated prep: items of dead or leaving "                          \
+                            "members prepared again by others")                                    \
+    X(cache_transcoded, "items the MinIO cache holds rewritten with restart "                      \
+                        "markers (cache_transcode)")                                               \
+    X(cache_transcode_ns, "worker time spent rewriting items for the cache "                       \
+                          "(declined attempts included); part of fetch_busy_ns")                   \
+    X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
+                    "workers (io_depth, or what io_depth=0 grew to)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
@@ -719,8 +718,7 @@ typedef struct nostall_stats {
 } nostall_stats;
 
 /* Snapshot into *out, filling at most `size` bytes (pass sizeof *out). */
-NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *out,
-                                     size_t size);
+NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *out, size_t size);
 /* Number of counters and their names/help, in struct order. */
 NOSTALL_API int nostall_stats_count(void);
 NOSTALL_API const char *nostall_stats_name(int i);
@@ -739,8 +737,7 @@ typedef struct nostall_skip_info {
 NOSTALL_API uint64_t nostall_loader_skipped_count(const nostall_loader *ld);
 /* The i-th distinct skipped item (in order of item index). E_INVALID if
  * i >= count. */
-NOSTALL_API int nostall_loader_skipped(const nostall_loader *ld, uint64_t i,
-                                       nostall_skip_info *out);
+NOSTALL_API int nostall_loader_skipped(const nostall_loader *ld, uint64_t i, nostall_skip_info *out);
 
 /* ------------------------------------------------------------------------
  * Peer cache: an extension point for a cache outside this loader, consulted
@@ -773,8 +770,7 @@ typedef struct nostall_peer_cache {
  * is kept; NULL detaches). The hooks must stay callable until every such
  * loader is freed. With a peer cache, storage reads do not fill the OS page
  * cache, as with the MinIO cache. */
-NOSTALL_API int nostall_config_set_peer_cache(nostall_config *cfg,
-                                              const nostall_peer_cache *pc);
+NOSTALL_API int nostall_config_set_peer_cache(nostall_config *cfg, const nostall_peer_cache *pc);
 
 /* For extension libraries (nostall_mpi): record this thread's error so that
  * nostall_last_error() reports it; returns `status`. */
@@ -820,18 +816,23 @@ NOSTALL_API const nostall_field *nostall_batch_field(const nostall_batch *b, con
  *   - damaged (what a decode would report as such): an error.
  * ------------------------------------------------------------------------ */
 /* Why a JPEG was kept as it is. X(NAME, value, message); values pinned. */
-#define NOSTALL_TRANSCODE_KEPT_TABLE(X)                                        \
-    X(REWRITTEN, 0, "rewritten")                                               \
-    X(UNSUPPORTED, 1, "not an 8-bit Huffman-coded grayscale or YCbCr JPEG "    \
-      "that libjpeg decodes")                                                  \
-    X(HAS_RESTARTS, 2, "it already has restart markers at the interval asked " \
-      "for")                                                                   \
-    X(TOO_MANY_PIXELS, 3, "more pixels than max_pixels")                       \
-    X(INCOMPLETE_SCANS, 4, "progressive scans leave coefficients incomplete, " \
-      "which decoders smooth; a baseline copy would not be")                   \
-    X(COEF_RANGE, 5, "coefficients outside what baseline Huffman coding "      \
-      "holds")                                                                 \
-    X(TOO_LARGE, 6, "the rewrite would be larger than allowed (the "           \
+#define NOSTALL_TRANSCODE_KEPT_TABLE(X)                                                            \
+    X(REWRITTEN, 0, "rewritten")                                                                   \
+    X(UNSUPPORTED, 1,                                                                              \
+      "not an 8-bit Huffman-coded grayscale or YCbCr JPEG "                                        \
+      "that libjpeg decodes")                                                                      \
+    X(HAS_RESTARTS, 2,                                                                             \
+      "it already has restart markers at the interval asked "                                      \
+      "for")                                                                                       \
+    X(TOO_MANY_PIXELS, 3, "more pixels than max_pixels")                                           \
+    X(INCOMPLETE_SCANS, 4,                                                                         \
+      "progressive scans leave coefficients incomplete, "                                          \
+      "which decoders smooth; a baseline copy would not be")                                       \
+    X(COEF_RANGE, 5,                                                                               \
+      "coefficients outside what baseline Huffman coding "                                         \
+      "holds")                                                                                     \
+    X(TOO_LARGE, 6,                                                                                \
+      "the rewrite would be larger than allowed (the "                                             \
       "original's size plus an eighth and 4 KiB, or dst_cap)")
 
 typedef enum nostall_transcode_kept {
@@ -885,10 +886,10 @@ NOSTALL_API const char *nostall_transcode_kept_text(int kept);
  * D8 FF), E_INVALID for bad arguments or options, E_NOMEM. `opts` and `res`
  * may be NULL. Any thread; calls are independent (each has its own libjpeg
  * state). */
-NOSTALL_API int nostall_transcode_jpeg(void *dst, size_t dst_cap, size_t *dst_len,
-                                       const void *src, size_t src_len,
-                                       const nostall_transcode_options *opts, size_t opts_size,
-                                       nostall_transcode_result *res, size_t res_size);
+NOSTALL_API int nostall_transcode_jpeg(void *dst, size_t dst_cap, size_t *dst_len, const void *src,
+                                       size_t src_len, const nostall_transcode_options *opts,
+                                       size_t opts_size, nostall_transcode_result *res,
+                                       size_t res_size);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,7 @@ print("gen: %d images, %d boxes, %d crowds" % (len(j["images"]), len(j["annotati
 PYEOF
 "$CLI" gen --task detect --help | grep -q -- "--objects" || fail "gen --task detect --help"
 if "$CLI" gen --task segment "$TMP/x" 2> "$TMP/err"; then fail "gen --task segment accepted"; fi
-grep -q "classify or detect" "$TMP/err" || fail "bad --task not explained: $(cat "$TMP/err")"
+grep -q "classify, detect or audio" "$TMP/err" || fail "bad --task not explained: $(cat "$TMP/err")"
 # the classification generator is unchanged by --task classify
 "$CLI" gen "$TMP/c1" --images 6 --classes 2 --width 40 --height 30 --quiet
 "$CLI" gen "$TMP/c2" --images 6 --classes 2 --width 40 --height 30 --task classify --quiet

@@ -67,27 +67,27 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nostall gen OUT_DIR [options]\n"
-            "Write a synthetic ImageFolder dataset: OUT_DIR/class_000/img_000000.jpg ...\n"
-            "(image i belongs to class i %% K; each class has its own hue and texture).\n"
-            "\n"
-            "options (--flag VALUE or --flag=VALUE):\n"
-            "  --images N        number of images, 1..100000000        (default 1000)\n"
-            "  --classes K       number of classes, 1..100000, <= N    (default 10)\n"
-            "  --width W         image width, 8..16384                 (default 500)\n"
-            "  --height H        image height, 8..16384                (default 375)\n"
-            "  --quality Q       JPEG quality, 1..100                  (default 90)\n"
-            "  --seed S          seed, 0..2^64-1                       (default 0)\n"
-            "  --size-jitter F   scale each image's width and height by a\n"
-            "                    per-image factor in [1-F, 1+F], F in 0..0.5 (default 0)\n"
-            "  --format FMT      jpeg or png                           (default jpeg)\n"
-            "  --task TASK       classify (this folder layout) or detect (a COCO\n"
-            "                    detection dataset: nostall gen --task detect --help)\n"
-            "  --force           write into OUT_DIR even if it is not empty (files of the same\n"
-            "                    name are replaced; other files stay, with a warning)\n"
-            "  --quiet           no progress line (the summary is still printed)\n"
-            "  --help            show this help\n");
+    fprintf(f, "usage: nostall gen OUT_DIR [options]\n"
+               "Write a synthetic ImageFolder dataset: OUT_DIR/class_000/img_000000.jpg ...\n"
+               "(image i belongs to class i %% K; each class has its own hue and texture).\n"
+               "\n"
+               "options (--flag VALUE or --flag=VALUE):\n"
+               "  --images N        number of images, 1..100000000        (default 1000)\n"
+               "  --classes K       number of classes, 1..100000, <= N    (default 10)\n"
+               "  --width W         image width, 8..16384                 (default 500)\n"
+               "  --height H        image height, 8..16384                (default 375)\n"
+               "  --quality Q       JPEG quality, 1..100                  (default 90)\n"
+               "  --seed S          seed, 0..2^64-1                       (default 0)\n"
+               "  --size-jitter F   scale each image's width and height by a\n"
+               "                    per-image factor in [1-F, 1+F], F in 0..0.5 (default 0)\n"
+               "  --format FMT      jpeg or png                           (default jpeg)\n"
+               "  --task TASK       classify (this folder layout), detect (a COCO\n"
+               "                    detection dataset: nostall gen --task detect --help)\n"
+               "                    or audio (an AudioFolder: nostall gen --task audio --help)\n"
+               "  --force           write into OUT_DIR even if it is not empty (files of the same\n"
+               "                    name are replaced; other files stay, with a warning)\n"
+               "  --quiet           no progress line (the summary is still printed)\n"
+               "  --help            show this help\n");
 }
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -95,7 +95,8 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end != '\0' || errno == ERANGE || v < lo ||
+        v > hi) {
         tool_line(stderr, "gen: %s must be an integer in %ld..%ld (got '%s')", flag, lo, hi, s);
         return -1;
     }
@@ -148,12 +149,15 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
                 tool_line(stderr, "gen: %s takes no value", name);
                 return -1;
             }
-            if (name[2] == 'q') o->quiet = 1;
-            else o->force = 1;
+            if (name[2] == 'q')
+                o->quiet = 1;
+            else
+                o->force = 1;
             continue;
         }
-        static const char *const valued[] = {"--images", "--classes", "--width", "--height", "--quality",
-                                             "--seed", "--size-jitter", "--format", "--task"};
+        static const char *const valued[] = {"--images",      "--classes", "--width",
+                                             "--height",      "--quality", "--seed",
+                                             "--size-jitter", "--format",  "--task"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             if (strcmp(name, valued[k]) == 0) known = 1;
@@ -183,7 +187,9 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
             if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE) {
-                tool_line(stderr, "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')", val);
+                tool_line(stderr,
+                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
+                          val);
                 return -1;
             }
             o->seed = (uint64_t)v;
@@ -197,13 +203,15 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
             }
             o->jitter = v;
         } else if (strcmp(name, "--task") == 0) {
-            if (strcmp(val, "classify") != 0) { /* detect is dispatched before parsing */
-                tool_line(stderr, "gen: --task must be classify or detect (got '%s')", val);
+            if (strcmp(val, "classify") != 0) { /* the others are dispatched before parsing */
+                tool_line(stderr, "gen: --task must be classify, detect or audio (got '%s')", val);
                 return -1;
             }
         } else { /* --format */
-            if (strcmp(val, "jpeg") == 0 || strcmp(val, "jpg") == 0) o->format = FMT_JPEG;
-            else if (strcmp(val, "png") == 0) o->format = FMT_PNG;
+            if (strcmp(val, "jpeg") == 0 || strcmp(val, "jpg") == 0)
+                o->format = FMT_JPEG;
+            else if (strcmp(val, "png") == 0)
+                o->format = FMT_PNG;
             else {
                 tool_line(stderr, "gen: --format must be jpeg or png (got '%s')", val);
                 return -1;
@@ -242,7 +250,10 @@ static uint64_t rng_next(rng_t *r)
 }
 
 /* Uniform in [0, 1). */
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(rng_t *r)
+{
+    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
@@ -261,7 +272,10 @@ static void sin_init(void)
 }
 
 /* sin(2*pi*u) for u >= -1000 (the offset keeps the index positive). */
-static inline float sin_p(float u) { return g_sin[(int)((u + 1024.0f) * (float)SIN_N) & (SIN_N - 1)]; }
+static inline float sin_p(float u)
+{
+    return g_sin[(int)((u + 1024.0f) * (float)SIN_N) & (SIN_N - 1)];
+}
 
 static inline float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -350,7 +364,17 @@ static void octave_row(const octave_t *o, int y, int w, float *acc, float *tmp)
 /* ------------------------------------------------------------------------ */
 /* Class looks and image synthesis                                           */
 
-enum { FAM_STRIPES, FAM_CHECKER, FAM_RINGS, FAM_WAVES, FAM_DOTS, FAM_BLOBS, FAM_ZIGZAG, FAM_PLAID, N_FAM };
+enum {
+    FAM_STRIPES,
+    FAM_CHECKER,
+    FAM_RINGS,
+    FAM_WAVES,
+    FAM_DOTS,
+    FAM_BLOBS,
+    FAM_ZIGZAG,
+    FAM_PLAID,
+    N_FAM
+};
 
 typedef struct {
     int family;
@@ -381,11 +405,11 @@ static void class_look_for(long c, long k, class_look *L)
 
 typedef struct {
     int w, h;
-    uint8_t *rgb;  /* w*h*3 */
-    float *lum;    /* w*h shading field */
-    float *row_a;  /* w: shading accumulator */
-    float *row_b;  /* w: warp / blob accumulator */
-    float *tmp;    /* grid row scratch */
+    uint8_t *rgb; /* w*h*3 */
+    float *lum;   /* w*h shading field */
+    float *row_a; /* w: shading accumulator */
+    float *row_b; /* w: warp / blob accumulator */
+    float *tmp;   /* grid row scratch */
     size_t tmp_n;
 } canvas;
 
@@ -408,17 +432,21 @@ static int render(canvas *cv, const gen_opts *o, long index)
     double sat_scale = rng_range(&r, 0.85, 1.1);
     double val_scale = rng_range(&r, 0.85, 1.1);
     float colA[3], colB[3];
-    hsv_to_rgb(L.hue_a + hue_shift, fmin(1.0, L.sat_a * sat_scale), fmin(1.0, L.val_a * val_scale), colA);
-    hsv_to_rgb(L.hue_b + hue_shift, fmin(1.0, L.sat_b * sat_scale), fmin(1.0, L.val_b * val_scale), colB);
+    hsv_to_rgb(L.hue_a + hue_shift, fmin(1.0, L.sat_a * sat_scale), fmin(1.0, L.val_a * val_scale),
+               colA);
+    hsv_to_rgb(L.hue_b + hue_shift, fmin(1.0, L.sat_b * sat_scale), fmin(1.0, L.val_b * val_scale),
+               colB);
     float period = (float)(L.period * rng_range(&r, 0.85, 1.2)) * S;
     if (period < 3.0f) period = 3.0f;
     double ang = L.angle + rng_range(&r, -0.2, 0.2);
     float ca = (float)cos(ang) / period, sa = (float)sin(ang) / period;
     float ph_u = (float)rng_unit(&r), ph_v = (float)rng_unit(&r);
-    float cx = (float)rng_range(&r, -0.2, 1.2) * (float)w, cy = (float)rng_range(&r, -0.2, 1.2) * (float)h;
+    float cx = (float)rng_range(&r, -0.2, 1.2) * (float)w,
+          cy = (float)rng_range(&r, -0.2, 1.2) * (float)h;
     float warp = (float)rng_range(&r, 0.15, 0.45); /* in periods */
     float sharp = (float)rng_range(&r, 1.3, 3.0);  /* pattern edge hardness */
-    float gx = (float)rng_range(&r, -0.35, 0.35) / (float)w, gy = (float)rng_range(&r, -0.35, 0.35) / (float)h;
+    float gx = (float)rng_range(&r, -0.35, 0.35) / (float)w,
+          gy = (float)rng_range(&r, -0.35, 0.35) / (float)h;
     float contrast = (float)rng_range(&r, 0.3, 0.5);
 
     /* Shading octaves (coarse to fine) plus one warp/blob octave. */
@@ -427,7 +455,8 @@ static int render(canvas *cv, const gen_opts *o, long index)
     octave_t oct[N_OCT + 1];
     memset(oct, 0, sizeof oct);
     int rc = 0;
-    for (int i = 0; i < N_OCT && rc == 0; i++) rc = octave_init(&oct[i], w, h, cells[i] * S, amps[i], &r);
+    for (int i = 0; i < N_OCT && rc == 0; i++)
+        rc = octave_init(&oct[i], w, h, cells[i] * S, amps[i], &r);
     if (rc == 0) rc = octave_init(&oct[N_OCT], w, h, period * 0.9f, 1.0f, &r);
     size_t need = 0;
     for (int i = 0; i <= N_OCT; i++)
@@ -451,8 +480,8 @@ static int render(canvas *cv, const gen_opts *o, long index)
         octave_row(&oct[N_OCT], y, w, B, cv->tmp);
         float *lum = cv->lum + (size_t)y * (size_t)w;
         uint8_t *px = cv->rgb + (size_t)y * (size_t)w * 3;
-        float u = (float)y * sa + ph_u;  /* along-stripe-normal coordinate, in periods */
-        float v = (float)y * ca + ph_v;  /* perpendicular coordinate */
+        float u = (float)y * sa + ph_u; /* along-stripe-normal coordinate, in periods */
+        float v = (float)y * ca + ph_v; /* perpendicular coordinate */
         float dy = ((float)y - cy) / period;
         float lit = 1.0f + gy * ((float)y - 0.5f * (float)h);
         /* Pattern value into B (in place of the warp noise it consumes);
@@ -474,7 +503,8 @@ static int render(canvas *cv, const gen_opts *o, long index)
             }
             break;
         case FAM_WAVES:
-            for (int x = 0; x < w; x++, u += ca, v -= sa) B[x] = sin_p(u + warp * B[x] + 0.45f * sin_p(0.35f * v));
+            for (int x = 0; x < w; x++, u += ca, v -= sa)
+                B[x] = sin_p(u + warp * B[x] + 0.45f * sin_p(0.35f * v));
             break;
         case FAM_DOTS:
             for (int x = 0; x < w; x++, u += ca, v -= sa) {
@@ -527,7 +557,8 @@ static int render(canvas *cv, const gen_opts *o, long index)
         int ellipse = rng_unit(&r) < 0.6;
         float bandf = (float)rng_range(&r, 0.0, 0.25); /* faint own banding */
         float bperiod = (float)rng_range(&r, 4.0, 20.0);
-        int x0 = (int)(scx - rx), x1 = (int)(scx + rx) + 1, y0 = (int)(scy - ry), y1 = (int)(scy + ry) + 1;
+        int x0 = (int)(scx - rx), x1 = (int)(scx + rx) + 1, y0 = (int)(scy - ry),
+            y1 = (int)(scy + ry) + 1;
         if (x0 < 0) x0 = 0;
         if (y0 < 0) y0 = 0;
         if (x1 > w) x1 = w;
@@ -662,10 +693,11 @@ static int write_png(FILE *fp, const canvas *cv, char *errbuf, size_t errlen)
     }
     png_init_io(png, fp);
     png_set_compression_level(png, 3);
-    png_set_IHDR(png, info, (png_uint_32)cv->w, (png_uint_32)cv->h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_IHDR(png, info, (png_uint_32)cv->w, (png_uint_32)cv->h, 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_write_info(png, info);
-    for (int y = 0; y < cv->h; y++) png_write_row(png, (png_const_bytep)(cv->rgb + (size_t)y * (size_t)cv->w * 3));
+    for (int y = 0; y < cv->h; y++)
+        png_write_row(png, (png_const_bytep)(cv->rgb + (size_t)y * (size_t)cv->w * 3));
     png_write_end(png, info);
     png_destroy_write_struct(&png, &info);
     return 0;
@@ -721,7 +753,6 @@ long long gen_write_rgb(const char *path, const uint8_t *rgb, int w, int h, int 
 /* Filesystem                                                                */
 
 
-
 static int digits(long v)
 {
     int d = 1;
@@ -746,25 +777,24 @@ static void image_size(const gen_opts *o, long index, int *w, int *h)
 
 /* ------------------------------------------------------------------------ */
 
-/* Is `--task detect` among the arguments (before a "--")? */
-static int task_detect(int argc, char **argv)
+/* The first `--task` value among the arguments (before a "--"), or NULL. */
+static const char *task_of(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) return 0;
-        if (strcmp(argv[i], "--task=detect") == 0) return 1;
-        if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) {
-            if (strcmp(argv[i + 1], "detect") == 0) return 1;
-            i++;
-        }
+        if (strcmp(argv[i], "--") == 0) return NULL;
+        if (strncmp(argv[i], "--task=", 7) == 0) return argv[i] + 7;
+        if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) return argv[i + 1];
     }
-    return 0;
+    return NULL;
 }
 
 int cmd_gen(int argc, char **argv)
 {
     gen_opts o;
     int help;
-    if (task_detect(argc, argv)) return cmd_gen_detect(argc, argv);
+    const char *task = task_of(argc, argv);
+    if (task && strcmp(task, "detect") == 0) return cmd_gen_detect(argc, argv);
+    if (task && strcmp(task, "audio") == 0) return gen_audio_main(argc, argv);
     if (parse_args(argc, argv, &o, &help) < 0) return 2;
     if (help) {
         usage(stdout);
@@ -788,13 +818,15 @@ int cmd_gen(int argc, char **argv)
             return 1;
         }
         if (ne && !o.force) {
-            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)", o.out_dir);
+            tool_line(stderr, "gen: '%s' exists and is not empty (use --force to write into it)",
+                      o.out_dir);
             return 2;
         }
         if (ne)
-            tool_line(stderr, "gen: warning: '%s' is not empty: files with the names gen writes "
-                            "are replaced, any others stay and remain part of the dataset",
-                    o.out_dir);
+            tool_line(stderr,
+                      "gen: warning: '%s' is not empty: files with the names gen writes "
+                      "are replaced, any others stay and remain part of the dataset",
+                      o.out_dir);
     }
     if (tool_mkdir_p(o.out_dir) != 0) {
         tool_line(stderr, "gen: cannot create '%s': %s", o.out_dir, strerror(errno));
@@ -811,7 +843,8 @@ int cmd_gen(int argc, char **argv)
             tool_line(stderr, "gen: path too long under '%s'", o.out_dir);
             return 1;
         }
-        if (mkdir(path, 0777) != 0 && (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        if (mkdir(path, 0777) != 0 &&
+            (errno != EEXIST || stat(path, &st) != 0 || !S_ISDIR(st.st_mode))) {
             if (errno == EEXIST) errno = ENOTDIR;
             tool_line(stderr, "gen: cannot create '%s': %s", path, strerror(errno));
             return 1;
@@ -859,8 +892,8 @@ int cmd_gen(int argc, char **argv)
             status = 1;
             break;
         }
-        int n = snprintf(path, sizeof path, "%s/class_%0*ld/img_%0*ld.%s", o.out_dir, cdig, i % o.classes, idig, i,
-                         ext);
+        int n = snprintf(path, sizeof path, "%s/class_%0*ld/img_%0*ld.%s", o.out_dir, cdig,
+                         i % o.classes, idig, i, ext);
         if (n < 0 || (size_t)n >= sizeof path) { /* cannot happen: OUT_DIR length is bounded */
             tool_line(stderr, "gen: path too long under '%s'", o.out_dir);
             status = 1;
@@ -876,7 +909,8 @@ int cmd_gen(int argc, char **argv)
         if (progress) {
             double t = tool_now_s();
             if (t - last >= 0.1 || done == o.images) {
-                fprintf(stderr, "\rgen: %ld/%ld images, %.1f MB", done, o.images, (double)total / 1e6);
+                fprintf(stderr, "\rgen: %ld/%ld images, %.1f MB", done, o.images,
+                        (double)total / 1e6);
                 fflush(stderr);
                 last = t;
             }
@@ -891,7 +925,8 @@ int cmd_gen(int argc, char **argv)
     if (status != 0) return status;
 
     double el = tool_now_s() - t0;
-    tool_line(stderr, "gen: wrote %ld images in %ld classes to %s (%.1f MB, mean %.1f KB) in %.1f s", done,
-            o.classes, o.out_dir, (double)total / 1e6, done ? (double)total / (double)done / 1e3 : 0.0, el);
+    tool_line(stderr, "gen: wrote %ld images in %ld classes to %s (%.1f MB, mean %.1f KB) in %.1f s",
+              done, o.classes, o.out_dir, (double)total / 1e6,
+              done ? (double)total / (double)done / 1e3 : 0.0, el);
     return 0;
 }

@@ -14,5 +14,7 @@ long long gen_write_rgb(const char *path, const uint8_t *rgb, int w, int h, int 
 
 /* `nostall gen --task detect`: argv as cmd_gen's. */
 int cmd_gen_detect(int argc, char **argv);
+/* `nostall gen --task audio` (gen_audio.c): argv as cmd_gen's. */
+int gen_audio_main(int argc, char **argv);
 
 #endif

@@ -38,9 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gen.h"
 #include "util.h"
-
-int gen_audio_main(int argc, char **argv);
 
 enum { F_WAV, F_FLAC, F_MP3, F_OGG, F_COUNT };
 static const char *const fmt_names[F_COUNT] = {"wav", "flac", "mp3", "ogg"};
