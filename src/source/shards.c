@@ -362,9 +362,9 @@ static int http_get(rd *r, const char *url, uint64_t off, uint64_t len, size_t l
     }
 }
 
-static int curl_setup(rd *r)
+int nst_shard_curl_new(void **out, uint32_t timeout_ms, int verify_tls, int streaming)
 {
-    if (r->c) return 0;
+    *out = NULL;
     /* curl_global_init runs once, in http.c (nst_http_create's once) */
     nst_http *h = NULL;
     nst_http_opts ho = {.max_inflight = 1};
@@ -372,10 +372,15 @@ static int curl_setup(rd *r)
     nst_http_free(h);
     if (rc < 0) return rc;
     CURL *c = curl_easy_init();
-    if (!c) return nst_error(NOSTALL_E_IO, "index: cannot create a libcurl handle");
-    const long t = r->o->timeout_ms ? (long)r->o->timeout_ms : 30000L;
+    if (!c) return nst_error(NOSTALL_E_IO, "shards: cannot create a libcurl handle");
+    const long t = timeout_ms ? (long)timeout_ms : 30000L;
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, t);
+    if (streaming) { /* a whole shard may take long: fail only when it stalls */
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (t + 999) / 1000);
+    } else {
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, t);
+    }
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, t);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)MAX_REDIRS);
@@ -387,11 +392,20 @@ static int curl_setup(rd *r)
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
     curl_easy_setopt(c, CURLOPT_USERAGENT, USER_AGENT);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, r->o->verify_tls ? 1L : 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, r->o->verify_tls ? 2L : 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, verify_tls ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, verify_tls ? 2L : 0L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    r->c = c;
+    *out = c;
     return 0;
+}
+
+static int curl_setup(rd *r)
+{
+    if (r->c) return 0;
+    void *c;
+    int rc = nst_shard_curl_new(&c, r->o->timeout_ms, r->o->verify_tls, 0);
+    r->c = c;
+    return rc;
 }
 
 /* The window holds bytes at `off` (up to the shard's end): *p, *n >= 1. */

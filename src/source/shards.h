@@ -92,6 +92,11 @@ int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *
 /* The header pass alone, over a local shard (tests, `nostall pack
  * --index`): its index file into *out (malloc'd, *len bytes). */
 int nst_shard_scan_file(const char *path, uint8_t **out, size_t *len);
+/* A libcurl easy handle (as void *: CURL *) set up for shards: http(s)
+ * only, redirects, User-Agent, TLS verification, timeout_ms per request
+ * (streaming: a transfer fails only when it stalls that long). Where a
+ * URL scheme needs more (signing), this is the one place to add it. */
+int nst_shard_curl_new(void **out, uint32_t timeout_ms, int verify_tls, int streaming);
 /* The sidecar path of a shard: shard + ".nstidx" (before a URL's query). */
 int nst_shard_sidecar_name(const char *shard, char *buf, size_t n);
 

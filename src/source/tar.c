@@ -297,7 +297,10 @@ int nst_tar_feed(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *used, nst_
     size_t k = 0;
     while (k < n || (s->state == ST_HEADER && s->have == NST_TAR_BLOCK)) {
         switch (s->state) {
-        case ST_END: k = n; break;
+        case ST_END:
+            s->pos += n - k;
+            k = n;
+            break;
         case ST_HEADER:
         case ST_RESYNC: {
             size_t take = NST_TAR_BLOCK - s->have;
@@ -392,7 +395,8 @@ int nst_tar_finish(nst_tar_scan *s, uint64_t end, nst_tar_ev *ev)
                            .code = NST_TAR_DMG_HEADER};
         return 1;
     case ST_HEADER:
-        if (s->have == 0 && s->pos <= end) return 0;
+        if (s->have == 0 && (s->pos <= end || s->data_off + s->data_size <= end))
+            return 0;       /* (a skipped member whose padding alone is cut is whole) */
         if (s->have == 0) { /* a skipped member reaches past the end */
             *ev = (nst_tar_ev){.kind = NST_TAR_EV_DAMAGE,
                                .name = s->name,
@@ -555,8 +559,7 @@ int nst_tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why
     return tidx_open(r, data, len, why, n, 1);
 }
 
-int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why,
-                          size_t n)
+int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n)
 {
     return tidx_open(r, data, len, why, n, 0);
 }
