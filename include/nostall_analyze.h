@@ -73,7 +73,7 @@ extern "C" {
     X(items_per_epoch, "items one epoch delivers to this rank")                                    \
     X(batch_size, "items per batch")                                                               \
     X(dataset_items, "items in the dataset index")                                                 \
-    X(dataset_bytes, "bytes of every dataset file (stat)")                                         \
+    X(dataset_bytes, "bytes of the distinct dataset files (stat)")                                 \
     X(item_out_bytes, "bytes of one delivered item (output tensor)")                               \
     X(cores, "online CPUs of this machine")                                                        \
     X(mem_available_bytes, "memory available for caching (MemAvailable)")                          \
@@ -119,7 +119,9 @@ extern "C" {
                      "machine: < cores)")                                                          \
     X(rst_sample_items, "restart-marker what-if: JPEG items of the sample (0: not measured)")      \
     X(rst_cpu_ratio, "CPU per item of the sample after `nostall transcode` / as it is (0: "        \
-                     "not measured)")
+                     "not measured)")                                                              \
+    X(dataset_files, "distinct local files the items are read from (token windows of one "         \
+                     "corpus share it: dataset_bytes counts each file once; 0: not measured)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;
@@ -162,7 +164,8 @@ typedef struct nostall_analyze_measure_options {
 
 /* Index `source` with `cfg` (NULL: defaults) as a loader would and fill
  * every measurement that needs no training step: items_per_epoch,
- * batch_size, dataset_items, dataset_bytes (stat of every local file),
+ * batch_size, dataset_items, dataset_bytes and dataset_files (stat of
+ * each distinct local file, once however many items share it),
  * item_out_bytes, cores (the CPUs this process may run on), threads,
  * io_depth (auto: NOSTALL_IO_DEPTH_AUTO_MAX), the cache, storage emulation
  * and echo settings of `cfg`, mem_available_bytes, mem_bw, cpu_available,

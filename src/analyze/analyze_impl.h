@@ -131,9 +131,11 @@ void nst_an_analyze(struct nostall_analysis *a);
 void nst_an_report_text(FILE *f, const struct nostall_analysis *a, const char *data);
 void nst_an_report_json(FILE *f, const struct nostall_analysis *a, const char *data);
 void nst_an_report_html(FILE *f, const struct nostall_analysis *a, const char *data);
-/* The measured epoch figures, scaled from the (possibly capped) runs. */
+/* The measured epoch figures, scaled from the (possibly capped) runs; the
+ * stalls are parts of the epoch `ref` (the cold run's, or the cached run's
+ * without a cold run), stall_frac of it: at most 1. */
 typedef struct nst_an_measured {
-    double syn, warm, cold, prep_stall, fetch_stall, stall_frac;
+    double syn, warm, cold, ref, prep_stall, fetch_stall, stall_frac;
     const char *bound;
 } nst_an_measured;
 void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o);

@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -374,7 +375,16 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
 #define NST_AN_RST_REPEAT 3             /* each listed this often: runs long enough to time */
 #define NST_AN_RST_BYTES (256ull << 20) /* the sample's rewritten bytes, at most */
 
+/* How the sample is listed for the loader: in the source format of the
+ * loader's own task, so that the runs decode and prepare each item as the
+ * job does. */
+enum {
+    SAMPLE_LIST = 0, /* classify, bytes: "path<TAB>label" lines */
+    SAMPLE_COCO = 1  /* detect: a COCO file naming the images (no boxes) */
+};
+
 typedef struct sample {
+    int format;                 /* SAMPLE_*                            */
     int fds[NST_AN_RST_SAMPLE]; /* the rewritten items (memfd)        */
     size_t made;
     uint64_t bytes;
@@ -429,6 +439,57 @@ static int memory_file(const char *name, const void *data, size_t len)
     return fd;
 }
 
+/* Width and height from a JPEG's frame header (SOFn); 0 or -1. */
+static int jpeg_size(const uint8_t *b, size_t n, unsigned *w, unsigned *h)
+{
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (b[i] != 0xFF) return -1;
+        const unsigned mk = b[i + 1];
+        if (mk == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (mk == 0x01 || (mk >= 0xD0 && mk <= 0xD7)) { /* no length */
+            i += 2;
+            continue;
+        }
+        if (mk == 0xD9 || mk == 0xDA) return -1; /* end, or scan before any frame */
+        const size_t len = (size_t)b[i + 2] << 8 | b[i + 3];
+        if (len < 2) return -1;
+        if (mk >= 0xC0 && mk <= 0xCF && mk != 0xC4 && mk != 0xC8 && mk != 0xCC) {
+            if (len < 7 || i + 9 > n) return -1;
+            *h = (unsigned)b[i + 5] << 8 | b[i + 6];
+            *w = (unsigned)b[i + 7] << 8 | b[i + 8];
+            return *w && *h ? 0 : -1;
+        }
+        i += 2 + len;
+    }
+    return -1;
+}
+
+/* `name` as a JSON string literal, into buf: 0, or -1 when it does not fit
+ * or is not UTF-8 (the literal would name another file). */
+static int json_name(char *buf, size_t cap, const char *name)
+{
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) return -1;
+    const int replaced = nst_an_json_string(f, name);
+    const int bad = ferror(f) || ftell(f) >= (long)cap - 1;
+    return fclose(f) == 0 && !replaced && !bad ? 0 : -1;
+}
+
+/* One entry of a list: the item named `name`, the k-th of its list. */
+static void sample_entry(const sample *s, FILE *l, const char *name, const char *json, unsigned w,
+                         unsigned h, size_t k)
+{
+    if (s->format == SAMPLE_COCO)
+        fprintf(l, "%s{\"id\": %zu, \"file_name\": %s, \"width\": %u, \"height\": %u}",
+                k ? ", " : "", k + 1, json, w, h);
+    else
+        fprintf(l, "%s\t0\n", name);
+}
+
 /* Add the JPEG at `path` to the sample (both lists): as the rewrite gives
  * it, rewritten or kept as it is. 1 if it was added, 0 if it is no JPEG,
  * is damaged or cannot be listed, -1 when memory files cannot be made. */
@@ -436,6 +497,8 @@ static int sample_add(sample *s, const char *path, FILE *lo, FILE *lr)
 {
     long long len = sample_read(s, path);
     if (len < 4 || s->in[0] != 0xFF || s->in[1] != 0xD8) return 0; /* not a JPEG */
+    unsigned w = 0, h = 0; /* (COCO lists them; the rewrite keeps them) */
+    if (s->format == SAMPLE_COCO && jpeg_size(s->in, (size_t)len, &w, &h) < 0) return 0;
     const size_t bound = nostall_transcode_bound((size_t)len);
     if (bound > s->out_cap) {
         uint8_t *p = realloc(s->out, bound);
@@ -451,7 +514,9 @@ static int sample_add(sample *s, const char *path, FILE *lo, FILE *lr)
     const uint8_t *copy = n ? s->out : s->in;
     if (!n) n = (size_t)len;
     char *full = realpath(path, NULL);
-    if (!full || strpbrk(full, "\t\n\r")) { /* cannot be listed one per line */
+    char jfull[PATH_MAX * 6 + 8] = "", rst[64], jrst[80];
+    if (!full || strpbrk(full, "\t\n\r") || /* cannot be listed one per line */
+        (s->format == SAMPLE_COCO && json_name(jfull, sizeof jfull, full) < 0)) {
         free(full);
         return 0;
     }
@@ -460,9 +525,12 @@ static int sample_add(sample *s, const char *path, FILE *lo, FILE *lr)
         free(full);
         return -1;
     }
+    snprintf(rst, sizeof rst, "/proc/self/fd/%d", fd);
+    snprintf(jrst, sizeof jrst, "\"%s\"", rst);
     for (int r = 0; r < NST_AN_RST_REPEAT; r++) {
-        fprintf(lo, "%s\t0\n", full);
-        fprintf(lr, "/proc/self/fd/%d\t0\n", fd);
+        const size_t k = s->made * NST_AN_RST_REPEAT + (size_t)r;
+        sample_entry(s, lo, full, jfull, w, h, k);
+        sample_entry(s, lr, rst, jrst, w, h, k);
     }
     free(full);
     s->fds[s->made++] = fd;
@@ -478,6 +546,10 @@ static int sample_build(const ctx *c, sample *s, const paths *p)
     FILE *lo = open_memstream(&s->orig, &s->orig_len);
     FILE *lr = open_memstream(&s->rst, &s->rst_len);
     int rc = lo && lr ? 0 : -1;
+    if (rc == 0 && s->format == SAMPLE_COCO) {
+        fputs("{\"images\": [", lo);
+        fputs("{\"images\": [", lr);
+    }
     const size_t step = (p->n + NST_AN_RST_SAMPLE - 1) / NST_AN_RST_SAMPLE;
     for (size_t off = 0; rc == 0 && off < step; off++)
         for (size_t i = off; i < p->n && s->made < NST_AN_RST_SAMPLE && s->bytes < NST_AN_RST_BYTES;
@@ -487,6 +559,12 @@ static int sample_build(const ctx *c, sample *s, const paths *p)
                 rc = -1;
                 break;
             }
+    if (rc == 0 && s->format == SAMPLE_COCO) { /* images without boxes: a detection */
+        static const char tail[] =             /* item all the same                 */
+            "], \"annotations\": [], \"categories\": [{\"id\": 1, \"name\": \"sample\"}]}\n";
+        fputs(tail, lo);
+        fputs(tail, lr);
+    }
     if (lo && fclose(lo) != 0) rc = -1;
     if (lr && fclose(lr) != 0) rc = -1;
     return rc;
@@ -536,10 +614,19 @@ static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nos
 static void transcode_sample(const ctx *c, const paths *p, const nostall_config *warm,
                              nostall_analyze_meas *m)
 {
-    if (p->n == 0) return;
+    /* The sample is run with the loader's own task: classify and bytes take
+     * a list of paths, detect a COCO file; the other tasks decode no images
+     * (token files, audio), so there is nothing to rewrite. */
+    char task[32] = "";
+    nostall_config_get(warm, "task", task, sizeof task);
+    const int format = !strcmp(task, "detect")                               ? SAMPLE_COCO
+                       : !strcmp(task, "classify") || !strcmp(task, "bytes") ? SAMPLE_LIST
+                                                                             : -1;
+    if (p->n == 0 || format < 0) return;
     say(c, 0, "measuring a restart-marker copy of a sample ...");
     sample s;
     memset(&s, 0, sizeof s);
+    s.format = format;
     if (sample_build(c, &s, p) == 0 && s.made >= NST_AN_RST_MIN) sample_runs(c, &s, warm, m);
     for (size_t i = 0; i < s.made; i++) close(s.fds[i]);
     free(s.orig);
@@ -550,8 +637,50 @@ static void transcode_sample(const ctx *c, const paths *p, const nostall_config 
 
 /* ---- the whole measurement ------------------------------------------------ */
 
-/* The dataset: index and file sizes (a loader of one thread, freed at
- * once), fresh items per epoch without echoing (the model applies it). */
+/* A set of strings (open addressing, FNV-1a): the distinct files of an
+ * index in which many items may share one file (token windows of one
+ * corpus, members of one shard). The strings are the caller's. */
+typedef struct strset {
+    const char **slot;
+    size_t cap, n; /* cap: a power of two, at most half full */
+} strset;
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* 1 if `s` was added, 0 if it was there, -1 out of memory. */
+static int strset_add(strset *t, const char *s)
+{
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        const char **slot = calloc(cap, sizeof *slot);
+        if (!slot) return -1;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->slot[i]) {
+                size_t j = (size_t)str_hash(t->slot[i]) & (cap - 1);
+                while (slot[j]) j = (j + 1) & (cap - 1);
+                slot[j] = t->slot[i];
+            }
+        free(t->slot);
+        t->slot = slot;
+        t->cap = cap;
+    }
+    size_t j = (size_t)str_hash(s) & (t->cap - 1);
+    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
+        if (!strcmp(t->slot[j], s)) return 0;
+    t->slot[j] = s;
+    t->n++;
+    return 1;
+}
+
+/* The dataset: index and the sizes of its distinct local files (a loader
+ * of one thread, freed at once; a file that many items share, as the token
+ * windows of one corpus do, is listed, stat'ed and counted once), fresh
+ * items per epoch without echoing (the model applies it). */
 static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_analyze_meas *m)
 {
     static const char *const probe_set[] = {"threads",
@@ -582,22 +711,41 @@ static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_an
     nostall_dataset_info info;
     nostall_loader_info(ld, &info, sizeof info);
     nostall_loader_stop(ld);
-    p->v = calloc(info.items ? info.items : 1, sizeof(char *));
-    int oom = !p->v;
+    strset seen = {NULL, 0, 0};
+    size_t cap = 0;
+    int oom = 0;
     for (uint64_t i = 0; !oom && i < info.items; i++) {
         const char *path;
         int64_t label;
         if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
         /* http(s) items: no page cache to drop, no file to stat (not measured here) */
         if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) continue;
-        if (!(p->v[p->n] = strdup(path)))
+        const int added = strset_add(&seen, path); /* the loader's string: lives as long */
+        if (added <= 0) {
+            oom = added < 0;
+            continue;
+        }
+        if (p->n == cap) {
+            size_t ncap = cap ? 2 * cap : 256;
+            char **v = realloc(p->v, ncap * sizeof *v);
+            if (!v) {
+                oom = 1;
+                break;
+            }
+            p->v = v;
+            cap = ncap;
+        }
+        if (!(p->v[p->n] = strdup(path))) {
             oom = 1;
-        else
-            p->n++;
+            break;
+        }
+        p->n++;
         struct stat sb;
         if (stat(path, &sb) == 0) m->dataset_bytes += (double)sb.st_size;
     }
+    free(seen.slot);
     m->dataset_items = (double)info.items;
+    m->dataset_files = (double)p->n;
     m->items_per_epoch = (double)info.items_per_epoch;
     m->item_out_bytes = info.batches_per_epoch ? (double)info.batch_bytes : 0;
     nostall_loader_free(ld);

@@ -12,7 +12,17 @@
 
 #include "analyze/analyze_impl.h"
 
-/* Measured epoch figures, scaled from the (possibly capped) runs. */
+/* Measured epoch figures, scaled from the (possibly capped) runs.
+ *
+ * The stalls are the parts of one epoch's waiting: the cold run's (the
+ * configuration as given), or the cached run's when there is no cold run
+ * (measurements from elsewhere); `ref` is that run's epoch, which the
+ * fractions are of. A stall is time the step waited inside its run, so it
+ * is never more than the run's epoch and each fraction is at most 1. Before,
+ * the prep stall (the cached run's) was divided by the cold epoch, or by
+ * 1 s when there was no cold run: more than 1 whenever the cached run
+ * waited longer than the whole cold epoch (a shared machine slowing the
+ * cached run) or longer than a second. */
 void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
 {
     double nb = m->batch_size > 0 ? ceil(m->items_per_epoch / m->batch_size) : 0;
@@ -25,9 +35,20 @@ void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
      * which on a shared machine also carry the jitter of every step. */
     double ws = m->warm_batches > 0 ? m->warm_stall_s * nb / m->warm_batches : 0;
     double cs = m->cold_batches > 0 ? m->cold_stall_s * nb / m->cold_batches : 0;
-    o->prep_stall = fmax(0, ws);
-    o->fetch_stall = fmax(0, cs - ws);
-    o->stall_frac = o->cold > 0 ? (o->prep_stall + o->fetch_stall) / o->cold : 0;
+    ws = fmin(fmax(0, ws), o->warm);
+    cs = fmin(fmax(0, cs), o->cold);
+    if (o->cold > 0) {
+        /* the cold run's waiting, split: the part prep explains (what the
+         * cached run waited; on a busy machine that can exceed the cold
+         * run's whole stall: then all of it) and the rest, fetch */
+        o->ref = o->cold;
+        o->prep_stall = fmin(ws, cs);
+        o->fetch_stall = cs - o->prep_stall;
+    } else {
+        o->ref = o->warm; /* no cold run: no fetch stall measured */
+        o->prep_stall = ws;
+    }
+    o->stall_frac = o->ref > 0 ? (o->prep_stall + o->fetch_stall) / o->ref : 0;
     if (o->stall_frac < NST_AN_STALL_OK)
         o->bound = "compute";
     else
@@ -67,10 +88,10 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     fmt_bytes(b1, sizeof b1, m->dataset_bytes);
     fmt_bytes(b2, sizeof b2, rt.item_bytes);
     nst_an_line(f, "nostall analyze: %s", data);
-    fprintf(f,
-            "  dataset      %.0f items, %s (mean %s per file); %.0f items and %.0f batches per epoch\n",
-            m->dataset_items, b1, b2, m->items_per_epoch,
-            ceil(m->items_per_epoch / fmax(1, m->batch_size)));
+    fprintf(f, "  dataset      %.0f items, %s", m->dataset_items, b1);
+    if (m->dataset_files > 0) fprintf(f, " in %.0f files", m->dataset_files);
+    fprintf(f, " (mean %s per item); %.0f items and %.0f batches per epoch\n", b2,
+            m->items_per_epoch, ceil(m->items_per_epoch / fmax(1, m->batch_size)));
     fprintf(f,
             "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
             "flight, %.1f MB/s one at a time, latency %.2f ms",
@@ -94,8 +115,8 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     fprintf(f, "    cached                %7.2f s  %7.2f s  %6.2f s\n", ms.warm, ms.syn,
             ms.prep_stall);
     fprintf(f, "    cold                  %7.2f s  %7.2f s  %6.2f s %5.1f%%  %6.2f s %5.1f%%\n",
-            ms.cold, ms.syn, ms.prep_stall, pct(ms.prep_stall, ms.cold), ms.fetch_stall,
-            pct(ms.fetch_stall, ms.cold));
+            ms.cold, ms.syn, ms.prep_stall, pct(ms.prep_stall, ms.ref), ms.fetch_stall,
+            pct(ms.fetch_stall, ms.ref));
     fprintf(f, "  model of the same runs: cached %.2f s, cold %.2f s (errors %+.0f%%, %+.0f%%)\n",
             r->warm_run.epoch_s, r->cold_run.epoch_s, pct(r->warm_run.epoch_s - ms.warm, ms.warm),
             pct(r->cold_run.epoch_s - ms.cold, ms.cold));
@@ -210,7 +231,7 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     NOSTALL_ANALYZE_MEAS_TABLE(NST_AN_JSON_MEAS_)
 #undef NST_AN_JSON_MEAS_
     fprintf(f, "}, \"measured\": {\"bound\": \"%s\"", ms.bound);
-    double ce = ms.cold > 0 ? ms.cold : 1;
+    double ce = ms.ref > 0 ? ms.ref : 1; /* (stalls are 0 without a run) */
     json_kv(f, "synthetic_s", ms.syn);
     json_kv(f, "cached_s", ms.warm);
     json_kv(f, "cold_s", ms.cold);
