@@ -29,6 +29,7 @@
 #include "source/fetch.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "source/s3.h"
 
 /* REQ_WAIT: a cache miss while another fetch reads the same item: wait for
  * it to land in the cache (or be given up) rather than read it twice. */
@@ -40,12 +41,12 @@ struct nst_fetcher {
     nst_fetch_req *reqs;
     int use_uring;
     struct io_uring ring;
-    uint32_t uring_inflight; /* reads submitted and not yet reaped */
-    nst_http *http;          /* created on the first URL */
+    uint32_t uring_inflight;      /* reads submitted and not yet reaped */
+    nst_http *http;               /* created on the first URL */
     nst_fetch_rewrite_fn rewrite; /* NULL: none */
     void *rewrite_ctx;
-    nst_buf spare;           /* the rewrite's output; swapped with a request's buf */
-    uint64_t rewrite_ns;     /* time in the hook so far (kept out of wait_ns) */
+    nst_buf spare;       /* the rewrite's output; swapped with a request's buf */
+    uint64_t rewrite_ns; /* time in the hook so far (kept out of wait_ns) */
 };
 
 static int drop_cache(const nst_fetcher *f) { return f->env->cache || f->env->peer; }
@@ -67,8 +68,7 @@ static void req_fail(nst_fetcher *f, nst_fetch_req *r, int status)
     r->state = REQ_DONE;
 }
 
-int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth,
-                       uint32_t cap)
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth, uint32_t cap)
 {
     nst_fetcher *f = calloc(1, sizeof *f);
     *out = NULL;
@@ -160,7 +160,8 @@ static void finish_read(nst_fetcher *f, nst_fetch_req *r)
      * have cached the item meanwhile, or taken the room). */
     if (f->env->cache && !nst_cache_put(f->env->cache, r->index, r->data, r->len))
         r->io.rewritten = 0;
-    if (f->env->peer && f->env->peer->put) f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
+    if (f->env->peer && f->env->peer->put)
+        f->env->peer->put(f->env->peer->ctx, r->index, r->data, r->len);
     unclaim(f, r);
     r->state = REQ_DONE;
 }
@@ -227,9 +228,8 @@ static void uring_reap(nst_fetcher *f, int wait)
         return;
     }
     if (res < 0) {
-        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %llu: %s",
-                           NST_MSG_PATH(r->path), (unsigned long long)(r->offset + r->have),
-                           strerror(-res));
+        int st = nst_error(NOSTALL_E_IO, "read: %s: read at offset %llu: %s", NST_MSG_PATH(r->path),
+                           (unsigned long long)(r->offset + r->have), strerror(-res));
         close(r->fd);
         r->fd = -1;
         req_fail(f, r, st);
@@ -246,8 +246,8 @@ static void uring_reap(nst_fetcher *f, int wait)
 static void submit_local(nst_fetcher *f, nst_fetch_req *r)
 {
     const nst_fetch_env *env = f->env;
-    int rc = r->length ? nst_open_range(r->path, r->offset, r->length, env->max_file_bytes,
-                                        &r->fd, &r->size)
+    int rc = r->length ? nst_open_range(r->path, r->offset, r->length, env->max_file_bytes, &r->fd,
+                                        &r->size)
                        : nst_open_item(r->path, env->max_file_bytes, &r->fd, &r->size);
     if (rc < 0) {
         req_fail(f, r, rc);
@@ -306,7 +306,8 @@ static void http_reap(nst_fetcher *f, uint32_t timeout_ms)
     if (nst_http_wait(f->http, timeout_ms, &d) != 1) return;
     nst_fetch_req *r = (nst_fetch_req *)(uintptr_t)d.tag;
     r->io.http_transfers = (uint8_t)(d.attempts > 255 ? 255 : d.attempts);
-    r->io.http_retries = (uint8_t)(d.attempts > 1 ? (d.attempts - 1 > 255 ? 255 : d.attempts - 1) : 0);
+    r->io.http_retries =
+        (uint8_t)(d.attempts > 1 ? (d.attempts - 1 > 255 ? 255 : d.attempts - 1) : 0);
     if (d.status < 0) {
         unclaim(f, r);
         r->status = d.status;
@@ -355,8 +356,10 @@ static void start_read(nst_fetcher *f, nst_fetch_req *r)
             return;
         }
     }
-    if (nst_http_is_url(r->path)) submit_http(f, r);
-    else submit_local(f, r);
+    if (nst_http_handles(r->path))
+        submit_http(f, r);
+    else
+        submit_local(f, r);
 }
 
 /* A waiting request: served from the cache once the other read landed, or
@@ -412,12 +415,11 @@ void nst_fetch_submit_range(nst_fetcher *f, uint64_t index, const char *path, ui
     r->length = length;
     /* A bad range or key fails before any cache or storage sees it (a key
      * past the caches' items would index env->reading out of bounds). */
-    const char *src = nst_http_is_url(path) ? "http" : "read";
+    const char *src = nst_s3_is_url(path) ? "s3" : nst_http_is_url(path) ? "http" : "read";
     int rc = nst_range_check(src, path, offset, length, env->max_file_bytes);
     if (rc == 0 && env->keys && index >= env->keys)
         rc = nst_error(NOSTALL_E_INVALID, "%s: %s: key %llu is not below the %llu keys", src,
-                       NST_MSG_PATH(path), (unsigned long long)index,
-                       (unsigned long long)env->keys);
+                       NST_MSG_PATH(path), (unsigned long long)index, (unsigned long long)env->keys);
     if (rc < 0) {
         req_fail(f, r, rc);
         return;
@@ -454,9 +456,12 @@ nst_fetch_req *nst_fetch_next(nst_fetcher *f)
     const uint64_t t0 = nst_now_ns(), rw0 = f->rewrite_ns;
     while (r->state != REQ_DONE) {
         if (f->env->stop && atomic_load(f->env->stop)) return NULL;
-        if (r->state == REQ_URING) uring_reap(f, 1);
-        else if (r->state == REQ_HTTP) http_reap(f, 20);
-        else wait_step(f, r);
+        if (r->state == REQ_URING)
+            uring_reap(f, 1);
+        else if (r->state == REQ_HTTP)
+            http_reap(f, 20);
+        else
+            wait_step(f, r);
     }
     /* Reap whatever else completed meanwhile (keeps the queue moving). */
     while (f->uring_inflight && io_uring_cq_ready(&f->ring)) uring_reap(f, 0);

@@ -12,8 +12,9 @@
  *
  * Sources, in order: the MinIO cache (a hit is a pointer into cache memory:
  * no copy, no read), the peer cache hook (nostall_peer_cache), then storage
- * — a path is read with pread or io_uring, an http:// or https:// URL with
- * the worker's libcurl multi handle (created on the first URL). What was
+ * — a path is read with pread or io_uring, an http://, https:// or s3://
+ * URL with the worker's libcurl multi handle (created on the first URL;
+ * s3:// objects are signed GETs, source/s3.h). What was
  * read from storage is offered to the MinIO cache and the peer cache (after
  * the optional rewrite hook, when the MinIO cache would keep it), and, when
  * either cache exists, dropped from the OS page cache.
@@ -46,19 +47,19 @@ enum { NST_READER_AUTO = 0, NST_READER_PREAD = 1, NST_READER_URING = 2 };
 
 /* What every fetcher of a loader shares (owned by the loader). */
 typedef struct nst_fetch_env {
-    nst_cache *cache;                /* NULL: none */
-    _Atomic uint8_t *reading;        /* with a cache: per item, 1 while some
+    nst_cache *cache;               /* NULL: none */
+    _Atomic uint8_t *reading;       /* with a cache: per item, 1 while some
                                         worker reads it from storage (so a
                                         second miss waits for the cache
                                         instead of reading it again) */
-    const nostall_peer_cache *peer;  /* NULL: none */
+    const nostall_peer_cache *peer; /* NULL: none */
     nst_throttle *throttle;
     const atomic_int *stop;
     uint64_t max_file_bytes;
-    uint64_t keys;                   /* keys are < keys (the cache's item
+    uint64_t keys; /* keys are < keys (the cache's item
                                         count); a larger one fails with
                                         E_INVALID. 0: not checked      */
-    int reader;                      /* NST_READER_* */
+    int reader;    /* NST_READER_* */
     uint32_t http_timeout_ms, http_retries;
     int http_verify_tls;
 } nst_fetch_env;
@@ -86,7 +87,7 @@ typedef int (*nst_fetch_rewrite_fn)(void *ctx, const uint8_t *in, size_t len, ns
  * item's bytes (valid until nst_fetch_release), or a negative status with
  * msg naming the item. */
 typedef struct nst_fetch_req {
-    uint64_t index;          /* the key (cache item) */
+    uint64_t index; /* the key (cache item) */
     const char *path;
     uint64_t offset, length; /* the range read; length 0: the whole file */
     const uint8_t *data;
@@ -110,8 +111,7 @@ typedef struct nst_fetcher nst_fetcher;
 /* depth >= 1 fetches in flight, room allocated for up to cap (>= depth;
  * nst_fetcher_grow). With env->reader AUTO, io_uring is used when cap > 1
  * and the kernel allows it; URING fails with E_IO when it is unavailable. */
-int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth,
-                       uint32_t cap);
+int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t depth, uint32_t cap);
 /* Allow `depth` fetches in flight (depth <= cap). Only possible while the
  * pending fetches do not wrap around the FIFO's current size: returns 1 if
  * done, 0 if not now (try again after a release). Request buffers beyond

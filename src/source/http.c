@@ -28,41 +28,55 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "source/http.h"
+#include "source/s3.h"
 
 #define NST_STR2_(x) #x
 #define NST_STR_(x) NST_STR2_(x)
-#define NST_HTTP_UA                                                            \
-    "nostall/" NST_STR_(NOSTALL_VERSION_MAJOR) "." NST_STR_(                   \
-        NOSTALL_VERSION_MINOR) "." NST_STR_(NOSTALL_VERSION_PATCH)
+#define NST_HTTP_UA                                                                                \
+    "nostall/" NST_STR_(NOSTALL_VERSION_MAJOR) "." NST_STR_(NOSTALL_VERSION_MINOR) "." NST_STR_(   \
+        NOSTALL_VERSION_PATCH)
 
 enum { SLOT_FREE, SLOT_ACTIVE, SLOT_PARKED, SLOT_DONE };
-enum { DEFAULT_BACKOFF_MS = 50, DEFAULT_TIMEOUT_MS = 30000, STOP_POLL_MS = 20,
-       MAX_REDIRS = 5, REASON_MAX = 384 };
+enum {
+    DEFAULT_BACKOFF_MS = 50,
+    DEFAULT_TIMEOUT_MS = 30000,
+    STOP_POLL_MS = 20,
+    MAX_REDIRS = 5,
+    REASON_MAX = 384,
+    ERRBODY_MAX = 2048
+};
 
 typedef struct slot {
     CURL *easy;
     struct nst_http *h;
     int state;
-    char *url;                 /* copy of the submitted URL (grow-only) */
+    char *url; /* copy of the submitted URL (grow-only) */
     size_t urlcap;
-    nst_buf *buf;              /* caller's destination */
+    int s3;        /* url is s3://: the request goes to req_url */
+    int easy_s3;   /* the easy handle is set up for S3 (signing) */
+    char *req_url; /* s3: the HTTP(S) URL (grow-only) */
+    size_t req_urlcap;
+    char errbody[ERRBODY_MAX]; /* s3: the start of an error response's body */
+    size_t errlen;
+    char bucket_region[NST_S3_REGION_MAX + 1]; /* s3: x-amz-bucket-region */
+    nst_buf *buf;                              /* caller's destination */
     uint64_t tag;
-    size_t len;                /* body bytes received in this attempt */
-    int64_t clen;              /* Content-Length of the current response, -1 unknown */
-    uint64_t offset, length;   /* the range asked; length 0: the whole file */
-    char range[48];            /* CURLOPT_RANGE's "A-B" while length > 0 */
+    size_t len;                         /* body bytes received in this attempt */
+    int64_t clen;                       /* Content-Length of the current response, -1 unknown */
+    uint64_t offset, length;            /* the range asked; length 0: the whole file */
+    char range[48];                     /* CURLOPT_RANGE's "A-B" while length > 0 */
     int64_t cr_start, cr_end, cr_total; /* Content-Range of the current
                                            response: bytes S-E/T, -1 unknown
                                            (or "*")                      */
-    long code;                 /* status of the current response's header block */
-    int hdr_done;              /* the current header block ended */
-    int fail_status;           /* set by a callback: final failure (no retry) */
+    long code;                          /* status of the current response's header block */
+    int hdr_done;                       /* the current header block ended */
+    int fail_status;                    /* set by a callback: final failure (no retry) */
     uint32_t attempts;
     uint64_t retry_at_ns;
     uint64_t done_seq;
-    int status;                /* final status when DONE */
-    char reason[REASON_MAX];   /* why the last attempt failed */
-    char msg[512];             /* final message when DONE */
+    int status;              /* final status when DONE */
+    char reason[REASON_MAX]; /* why the last attempt failed */
+    char msg[512];           /* final message when DONE */
     char errbuf[CURL_ERROR_SIZE];
 } slot;
 
@@ -70,8 +84,11 @@ struct nst_http {
     CURLM *multi;
     nst_http_opts o;
     slot *slots;
-    uint32_t inflight;         /* slots not FREE */
+    uint32_t inflight; /* slots not FREE */
     uint64_t seq;
+    nst_s3 *s3; /* S3 configuration, read at the first s3:// URL */
+    int s3_rc;  /* reading it failed: every s3:// submit fails so */
+    char s3_msg[NST_ERROR_MAX];
 };
 
 /* ---- process-wide init ------------------------------------------------- */
@@ -79,15 +96,25 @@ struct nst_http {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static CURLcode g_init_rc = CURLE_FAILED_INIT;
 
-static void global_init(void)
-{
-    g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+static void global_init(void) { g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int nst_http_is_url(const char *path)
 {
     if (!path) return 0;
     return strncasecmp(path, "http://", 7) == 0 || strncasecmp(path, "https://", 8) == 0;
+}
+
+int nst_http_handles(const char *path) { return nst_http_is_url(path) || nst_s3_is_url(path); }
+
+/* The start of an error response's body, for S3's <Code> and <Message>. */
+static void keep_error_body(slot *s, const char *p, size_t n)
+{
+    if (!s->s3 || s->errlen >= sizeof s->errbody - 1) return;
+    size_t t = sizeof s->errbody - 1 - s->errlen;
+    if (t > n) t = n;
+    memcpy(s->errbody + s->errlen, p, t);
+    s->errlen += t;
+    s->errbody[s->errlen] = '\0';
 }
 
 static void set_reason(slot *s, const char *fmt, ...) NST_PRINTF(2, 3);
@@ -158,8 +185,8 @@ static void parse_content_range(slot *s, const char *b, size_t n)
 }
 
 /* "bytes A-B" of the slot's range, for messages. */
-#define RANGE_ASKED(s) (unsigned long long)(s)->offset, \
-                       (unsigned long long)((s)->offset + (s)->length - 1)
+#define RANGE_ASKED(s)                                                                             \
+    (unsigned long long)(s)->offset, (unsigned long long)((s)->offset + (s)->length - 1)
 
 /* The headers of a response to a Range request ended: is it the range?
  * 0 (with fail_status and the reason set) stops the transfer now. Other
@@ -174,26 +201,32 @@ static int range_headers_ok(slot *s)
             return reserve_range(s);
         s->fail_status = NOSTALL_E_IO;
         if (s->clen >= 0)
-            set_reason(s, "bytes %llu-%llu asked: the server does not support range requests "
-                       "(HTTP 200 with all %lld bytes instead of 206)", RANGE_ASKED(s),
-                       (long long)s->clen);
+            set_reason(s,
+                       "bytes %llu-%llu asked: the server does not support range requests "
+                       "(HTTP 200 with all %lld bytes instead of 206)",
+                       RANGE_ASKED(s), (long long)s->clen);
         else
-            set_reason(s, "bytes %llu-%llu asked: the server does not support range requests "
-                       "(HTTP 200 of unknown length instead of 206)", RANGE_ASKED(s));
+            set_reason(s,
+                       "bytes %llu-%llu asked: the server does not support range requests "
+                       "(HTTP 200 of unknown length instead of 206)",
+                       RANGE_ASKED(s));
         return 0;
     }
     if (s->code != 206) return 1;
     if (s->cr_start < 0) {
         s->fail_status = NOSTALL_E_IO;
-        set_reason(s, "bytes %llu-%llu asked: HTTP 206 without a usable Content-Range "
-                   "(multipart or malformed)", RANGE_ASKED(s));
+        set_reason(s,
+                   "bytes %llu-%llu asked: HTTP 206 without a usable Content-Range "
+                   "(multipart or malformed)",
+                   RANGE_ASKED(s));
         return 0;
     }
     if ((uint64_t)s->cr_start != s->offset) {
         s->fail_status = NOSTALL_E_IO;
-        set_reason(s, "bytes %llu-%llu asked: the server sends bytes %lld-%lld (Content-Range "
-                   "does not start at the offset)", RANGE_ASKED(s), (long long)s->cr_start,
-                   (long long)s->cr_end);
+        set_reason(s,
+                   "bytes %llu-%llu asked: the server sends bytes %lld-%lld (Content-Range "
+                   "does not start at the offset)",
+                   RANGE_ASKED(s), (long long)s->cr_start, (long long)s->cr_end);
         return 0;
     }
     if ((uint64_t)s->cr_end > last) {
@@ -217,9 +250,10 @@ static int range_headers_ok(slot *s)
     }
     if (s->clen >= 0 && (uint64_t)s->clen > s->length) {
         s->fail_status = NOSTALL_E_IO;
-        set_reason(s, "bytes %llu-%llu asked: HTTP 206 with Content-Length %lld, more than "
-                   "the %llu bytes asked", RANGE_ASKED(s), (long long)s->clen,
-                   (unsigned long long)s->length);
+        set_reason(s,
+                   "bytes %llu-%llu asked: HTTP 206 with Content-Length %lld, more than "
+                   "the %llu bytes asked",
+                   RANGE_ASKED(s), (long long)s->clen, (unsigned long long)s->length);
         return 0;
     }
     return reserve_range(s);
@@ -243,9 +277,19 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
         s->clen = -1;
         s->cr_start = s->cr_end = s->cr_total = -1;
         s->hdr_done = 0;
+        s->errlen = 0;
+        s->bucket_region[0] = '\0';
         return n;
     }
     if (s->hdr_done) return n; /* trailers */
+    if (s->s3 && starts_with_ci(b, n, "x-amz-bucket-region:")) {
+        size_t k = 0;
+        for (size_t i = 20; i < n && k < NST_S3_REGION_MAX; i++)
+            if ((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '-')
+                s->bucket_region[k++] = b[i];
+        s->bucket_region[k] = '\0';
+        return n;
+    }
     if (starts_with_ci(b, n, "content-range:")) {
         parse_content_range(s, b + 14, n - 14);
         return n;
@@ -269,8 +313,8 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
         if (s->code != 200 || s->clen < 0) return n;
         if (o->max_bytes && (uint64_t)s->clen > o->max_bytes) {
             s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
-            set_reason(s, "Content-Length %lld is over the limit of %llu bytes",
-                       (long long)s->clen, (unsigned long long)o->max_bytes);
+            set_reason(s, "Content-Length %lld is over the limit of %llu bytes", (long long)s->clen,
+                       (unsigned long long)o->max_bytes);
             return 0; /* abort the transfer */
         }
         if ((uint64_t)s->clen > SIZE_MAX) {
@@ -295,7 +339,10 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
 static size_t on_range_body(slot *s, const char *ptr, size_t n)
 {
     size_t need;
-    if (s->code != 200 && s->code != 206) return n; /* an error page */
+    if (s->code != 200 && s->code != 206) { /* an error page */
+        keep_error_body(s, ptr, n);
+        return n;
+    }
     if (nst_add_overflow(s->len, n, &need) || (uint64_t)need > s->length) {
         s->fail_status = NOSTALL_E_IO;
         set_reason(s, "bytes %llu-%llu asked: the server sends more than the %llu bytes asked",
@@ -315,12 +362,13 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
     nst_http_opts *o = &s->h->o;
 
     if (s->length) return on_range_body(s, ptr, n);
-    if (s->code != 200) return n; /* an error page: not the item */
-    if (nst_add_overflow(s->len, n, &need) ||
-        (o->max_bytes && (uint64_t)need > o->max_bytes)) {
+    if (s->code != 200) { /* an error page: not the item */
+        keep_error_body(s, ptr, n);
+        return n;
+    }
+    if (nst_add_overflow(s->len, n, &need) || (o->max_bytes && (uint64_t)need > o->max_bytes)) {
         s->fail_status = NOSTALL_E_FILE_TOO_LARGE;
-        set_reason(s, "body over the limit of %llu bytes",
-                   (unsigned long long)o->max_bytes);
+        set_reason(s, "body over the limit of %llu bytes", (unsigned long long)o->max_bytes);
         return 0;
     }
     nst_buf *b = s->buf;
@@ -354,9 +402,9 @@ static int setup_easy(nst_http *h, slot *s)
     CURL *e = s->easy;
     const nst_http_opts *o = &h->o;
     CURLcode rc = CURLE_OK;
-#define SET(opt, val)                                                          \
-    do {                                                                       \
-        if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val);                \
+#define SET(opt, val)                                                                              \
+    do {                                                                                           \
+        if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val);                                    \
     } while (0)
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_PRIVATE, (void *)s);
@@ -397,6 +445,8 @@ static int start_attempt(nst_http *h, slot *s)
     s->fail_status = 0;
     s->errbuf[0] = '\0';
     s->reason[0] = '\0';
+    s->errlen = 0;
+    s->bucket_region[0] = '\0';
     s->attempts++;
     CURLMcode mc = curl_multi_add_handle(h->multi, s->easy);
     if (mc != CURLM_OK)
@@ -413,10 +463,11 @@ static void finish(nst_http *h, slot *s, int status)
     s->status = status;
     s->done_seq = ++h->seq;
     if (status < 0) {
-        int n = snprintf(s->msg, sizeof s->msg, "http: %.300s: %s", s->url, s->reason);
+        int n = snprintf(s->msg, sizeof s->msg, "%s: %.300s: %s", s->s3 ? "s3" : "http", s->url,
+                         s->reason);
         if (n > 0 && (size_t)n < sizeof s->msg && s->attempts > 1)
-            snprintf(s->msg + n, sizeof s->msg - (size_t)n, " (after %u attempts)",
-                     s->attempts);
+            snprintf(s->msg + n, sizeof s->msg - (size_t)n, " (after %u attempts)", s->attempts);
+        if (s->s3) nst_s3_redact(h->s3, s->msg, sizeof s->msg);
     } else {
         s->msg[0] = '\0';
     }
@@ -435,10 +486,8 @@ static int curl_transient(CURLcode rc)
     case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
+    case CURLE_HTTP2_STREAM: return 1;
+    default: return 0;
     }
 }
 
@@ -465,16 +514,32 @@ static void attempt_ended(nst_http *h, slot *s, CURLcode rc)
             return;
         }
         transient = 1; /* on_range_body never takes more than the range */
-        set_reason(s, "body cut short: got %zu of the %llu bytes asked (bytes %llu-%llu)",
-                   s->len, (unsigned long long)s->length, RANGE_ASKED(s));
+        set_reason(s, "body cut short: got %zu of the %llu bytes asked (bytes %llu-%llu)", s->len,
+                   (unsigned long long)s->length, RANGE_ASKED(s));
     } else if (rc == CURLE_OK && s->length && code == 416) {
         status = NOSTALL_E_TRUNCATED;
         if (s->cr_total >= 0)
             set_reason(s, "bytes %llu-%llu asked, the file has %lld (HTTP 416)", RANGE_ASKED(s),
                        (long long)s->cr_total);
         else
-            set_reason(s, "bytes %llu-%llu asked: past the end of the file (HTTP 416 Range Not "
-                       "Satisfiable)", RANGE_ASKED(s));
+            set_reason(s,
+                       "bytes %llu-%llu asked: past the end of the file (HTTP 416 Range Not "
+                       "Satisfiable)",
+                       RANGE_ASKED(s));
+    } else if (rc == CURLE_OK && s->s3 && code != 200) {
+        /* S3's own error: its Code (SlowDown, NoSuchKey, AccessDenied...),
+         * the bucket and the key, what to check */
+        char bucket[NST_S3_BUCKET_MAX + 1] = "";
+        const char *key = "";
+        nst_s3_errinfo ei;
+        (void)nst_s3_parse(s->url, bucket, sizeof bucket, &key); /* checked at submit */
+        nst_s3_parse_error(h->s3, s->errbody, s->errlen, &ei);
+        transient = nst_s3_reason(h->s3, code, &ei, s->bucket_region, bucket, key, s->reason,
+                                  sizeof s->reason);
+        if (code == 404 || code == 410)
+            status = NOSTALL_E_NOT_FOUND;
+        else if (code == 401 || code == 403)
+            status = NOSTALL_E_PERMISSION;
     } else if (rc == CURLE_OK) {
         if (code == 200) {
             if (s->len > 0) {
@@ -653,11 +718,45 @@ void nst_http_free(nst_http *h)
             if (s->state == SLOT_ACTIVE && h->multi) curl_multi_remove_handle(h->multi, s->easy);
             curl_easy_cleanup(s->easy);
             free(s->url);
+            free(s->req_url);
         }
     }
     if (h->multi) curl_multi_cleanup(h->multi);
+    nst_s3_free(h->s3);
     free(h->slots);
     free(h);
+}
+
+/* Point the slot's easy handle at s->url: an http(s) URL as it is, an
+ * s3:// URL as the signed request for its object (the configuration read
+ * at the first one). The handle is switched between the two set-ups only
+ * when the kind of URL changes. */
+static int set_target(nst_http *h, slot *s)
+{
+    s->s3 = nst_s3_is_url(s->url);
+    if (s->s3) {
+        if (!h->s3 && !h->s3_rc) {
+            int rc = nst_s3_create(&h->s3);
+            if (rc < 0) {
+                h->s3_rc = rc;
+                snprintf(h->s3_msg, sizeof h->s3_msg, "%s", nostall_last_error());
+            }
+        }
+        if (h->s3_rc) return nst_error_set(h->s3_rc, h->s3_msg);
+        int rc = nst_s3_object_url(h->s3, s->url, &s->req_url, &s->req_urlcap);
+        if (rc < 0) return rc;
+        if (!s->easy_s3) {
+            if ((rc = nst_s3_setup_easy(h->s3, s->easy)) < 0) return rc;
+            /* a redirect elsewhere would lose the signature: report it */
+            curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 0L);
+            s->easy_s3 = 1;
+        }
+    } else if (s->easy_s3) {
+        nst_s3_clear_easy(s->easy);
+        curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 1L);
+        s->easy_s3 = 0;
+    }
+    return 0;
 }
 
 int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag)
@@ -669,23 +768,28 @@ int nst_http_submit_range(nst_http *h, const char *url, uint64_t offset, uint64_
                           nst_buf *buf, uint64_t tag)
 {
     if (!h || !url || !buf) return nst_error(NOSTALL_E_INVALID, "http: submit: missing argument");
-    if (!nst_http_is_url(url))
-        return nst_error(NOSTALL_E_INVALID, "http: %.300s: not an http:// or https:// URL", url);
+    if (!nst_http_handles(url))
+        return nst_error(NOSTALL_E_INVALID, "http: %.300s: not an http://, https:// or s3:// URL",
+                         url);
     if (length == 0 && offset != 0)
-        return nst_error(NOSTALL_E_INVALID, "http: %.300s: offset %llu with length 0 (the whole "
-                         "file)", url, (unsigned long long)offset);
+        return nst_error(NOSTALL_E_INVALID,
+                         "http: %.300s: offset %llu with length 0 (the whole "
+                         "file)",
+                         url, (unsigned long long)offset);
     if (length && (offset > (uint64_t)INT64_MAX || length > (uint64_t)INT64_MAX - offset))
-        return nst_error(NOSTALL_E_INVALID, "http: %.300s: range of %llu bytes at offset %llu "
-                         "ends past 2^63", url, (unsigned long long)length,
-                         (unsigned long long)offset);
+        return nst_error(NOSTALL_E_INVALID,
+                         "http: %.300s: range of %llu bytes at offset %llu "
+                         "ends past 2^63",
+                         url, (unsigned long long)length, (unsigned long long)offset);
     if (length && h->o.max_bytes && length > h->o.max_bytes)
-        return nst_error(NOSTALL_E_FILE_TOO_LARGE, "http: %.300s: bytes %llu-%llu asked: %llu "
-                         "bytes is over the limit of %llu bytes", url, (unsigned long long)offset,
-                         (unsigned long long)(offset + length - 1), (unsigned long long)length,
-                         (unsigned long long)h->o.max_bytes);
+        return nst_error(NOSTALL_E_FILE_TOO_LARGE,
+                         "http: %.300s: bytes %llu-%llu asked: %llu "
+                         "bytes is over the limit of %llu bytes",
+                         url, (unsigned long long)offset, (unsigned long long)(offset + length - 1),
+                         (unsigned long long)length, (unsigned long long)h->o.max_bytes);
     if (h->inflight >= h->o.max_inflight)
-        return nst_error(NOSTALL_E_STATE, "http: %.300s: %u transfers already in flight",
-                         url, h->inflight);
+        return nst_error(NOSTALL_E_STATE, "http: %.300s: %u transfers already in flight", url,
+                         h->inflight);
     slot *s = NULL;
     for (uint32_t i = 0; i < h->o.max_inflight && !s; i++)
         if (h->slots[i].state == SLOT_FREE) s = &h->slots[i];
@@ -699,7 +803,9 @@ int nst_http_submit_range(nst_http *h, const char *url, uint64_t offset, uint64_
         s->urlcap = ul;
     }
     memcpy(s->url, url, ul);
-    CURLcode cc = curl_easy_setopt(s->easy, CURLOPT_URL, s->url);
+    int rc = set_target(h, s);
+    if (rc < 0) return rc;
+    CURLcode cc = curl_easy_setopt(s->easy, CURLOPT_URL, s->s3 ? s->req_url : s->url);
     /* The easy handle is reused: a whole-file transfer clears the Range. */
     s->offset = offset;
     s->length = length;
@@ -713,7 +819,7 @@ int nst_http_submit_range(nst_http *h, const char *url, uint64_t offset, uint64_
     s->buf = buf;
     s->tag = tag;
     s->attempts = 0;
-    int rc = start_attempt(h, s);
+    rc = start_attempt(h, s);
     if (rc < 0) {
         s->state = SLOT_FREE;
         s->buf = NULL;
@@ -752,10 +858,7 @@ int nst_http_wait(nst_http *h, uint32_t timeout_ms, nst_http_done *done)
     }
 }
 
-uint32_t nst_http_inflight(const nst_http *h)
-{
-    return h ? h->inflight : 0;
-}
+uint32_t nst_http_inflight(const nst_http *h) { return h ? h->inflight : 0; }
 
 void nst_http_wakeup(nst_http *h)
 {

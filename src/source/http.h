@@ -52,6 +52,19 @@
  * "nostall/<version>". TLS peer and host verification unless verify_tls is 0.
  * Proxies follow libcurl's environment variables (http_proxy, no_proxy...).
  *
+ * s3:// URLs (source/s3.h). The first one read by a handle loads the S3
+ * configuration (credentials, region, endpoint) into it; each is fetched
+ * as the signed GET of its object (SigV4 by libcurl, ranges as Range
+ * requests), judged as above, except that S3's error responses are read:
+ * the message says "s3: s3://BUCKET/KEY: HTTP 404 NoSuchKey: ... (no
+ * object: key 'KEY' in bucket 'BUCKET')", a 403 names where the
+ * credentials came from, a 301 the bucket's region; 503 SlowDown, 500,
+ * 429 and 400 RequestTimeout are retried like other transient failures.
+ * Redirects are not followed (they would lose the signature). A
+ * configuration that cannot be read (a half-set key pair, a missing
+ * profile) fails every s3:// submit with its reason. No secret appears in
+ * any message (server text is scrubbed: nst_s3_redact).
+ *
  * Memory. The handle owns max_inflight easy handles, configured once at
  * create; a submit only sets the URL, so the steady state allocates nothing
  * of ours (libcurl allocates a little internally per transfer). The body
@@ -76,26 +89,26 @@
 
 #include "common/buf.h"
 
-typedef struct nst_http nst_http;      /* one per worker thread; not thread-safe itself */
+typedef struct nst_http nst_http; /* one per worker thread; not thread-safe itself */
 
 typedef struct nst_http_opts {
-    uint32_t max_inflight;     /* transfers in flight at once (>= 1, <= NST_HTTP_MAX_INFLIGHT) */
-    uint32_t timeout_ms;       /* one attempt fails after this long (also a connect timeout); 0 = 30 s */
-    uint32_t retries;          /* retries of transient failures */
-    uint32_t backoff_ms;       /* first retry delay; doubles each retry (capped at 2 s); 0 = 50 ms */
-    int verify_tls;            /* 1: verify peer and host (default behaviour) */
-    uint64_t max_bytes;        /* larger bodies fail with E_FILE_TOO_LARGE; 0 = no limit */
-    const atomic_int *stop;    /* when set, waits return promptly (within ~20 ms); may be NULL */
+    uint32_t max_inflight; /* transfers in flight at once (>= 1, <= NST_HTTP_MAX_INFLIGHT) */
+    uint32_t timeout_ms; /* one attempt fails after this long (also a connect timeout); 0 = 30 s */
+    uint32_t retries;    /* retries of transient failures */
+    uint32_t backoff_ms; /* first retry delay; doubles each retry (capped at 2 s); 0 = 50 ms */
+    int verify_tls;      /* 1: verify peer and host (default behaviour) */
+    uint64_t max_bytes;  /* larger bodies fail with E_FILE_TOO_LARGE; 0 = no limit */
+    const atomic_int *stop; /* when set, waits return promptly (within ~20 ms); may be NULL */
 } nst_http_opts;
 
 enum { NST_HTTP_MAX_INFLIGHT = 4096, NST_HTTP_MAX_BACKOFF_MS = 2000 };
 
 typedef struct nst_http_done {
-    uint64_t tag;              /* as given to submit */
-    int status;                /* 0 or a negative NOSTALL_E_* */
-    size_t len;                /* body bytes in the caller's buffer when status == 0 */
-    uint32_t attempts;         /* 1 + retries used */
-    char msg[512];             /* when status < 0: names the URL and the reason */
+    uint64_t tag;      /* as given to submit */
+    int status;        /* 0 or a negative NOSTALL_E_* */
+    size_t len;        /* body bytes in the caller's buffer when status == 0 */
+    uint32_t attempts; /* 1 + retries used */
+    char msg[512];     /* when status < 0: names the URL and the reason */
 } nst_http_done;
 
 /* E_INVALID (bad options), E_NOMEM, E_IO (libcurl could not initialize). */
@@ -106,7 +119,9 @@ void nst_http_free(nst_http *h);
 /* Start fetching url into *buf (grown with nst_buf_reserve as needed; the
  * caller keeps buf alive and untouched until the transfer is reported done).
  * E_STATE if max_inflight transfers are already in flight; E_INVALID if url
- * is not http:// or https://. The URL is copied. */
+ * is not http://, https:// or s3:// (or not a valid s3:// object URL), the
+ * S3 configuration's error for s3:// when it cannot be read. The URL is
+ * copied. */
 int nst_http_submit(nst_http *h, const char *url, nst_buf *buf, uint64_t tag);
 /* The same for bytes [offset, offset + length) (length 0: the whole file,
  * offset must then be 0; see the top of this file). Also E_INVALID for an
@@ -127,5 +142,7 @@ uint32_t nst_http_inflight(const nst_http *h);
 void nst_http_wakeup(nst_http *h);
 /* 1 for http:// or https:// (case-insensitive scheme), else 0. */
 int nst_http_is_url(const char *path);
+/* 1 for what a handle fetches: http://, https:// or s3://. */
+int nst_http_handles(const char *path);
 
 #endif

@@ -58,6 +58,7 @@
 #include "common/error.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "source/s3.h"
 #include "source/shards.h"
 #include "source/tar.h"
 
@@ -862,10 +863,10 @@ static int build_list(nst_index *ix, const char *list)
         for (const char *c = line; is_url && c < sep; c++)
             if (!ascii_alpha(*c) && !(*c >= '0' && *c <= '9') && *c != '+' && *c != '-' && *c != '.')
                 is_url = 0;
-        if (is_url && !nst_http_is_url(line)) {
+        if (is_url && !nst_http_handles(line)) {
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: unsupported URL scheme '%.*s://' in "
-                           "'%.200s' (only http:// and https:// are fetched)",
+                           "'%.200s' (only http://, https:// and s3:// are fetched)",
                            mlist, lineno, (int)(sep - line < 32 ? sep - line : 32), line, line);
             goto err;
         }
@@ -1160,7 +1161,11 @@ static int add_name(void *ctx, const char *name)
 static int build_spec(nst_index *ix, const char *source)
 {
     nst_strtab names = {0};
-    int rc = nst_shards_expand(source, add_name, &names);
+    /* s3://BUCKET/PREFIX/: the .tar objects listed under it */
+    int rc = nst_s3_is_url(source) && source[strlen(source) - 1] == '/'
+                 ? nst_s3_list_tars(source, add_name, &names, ix->sopts.timeout_ms,
+                                    ix->sopts.retries, ix->sopts.verify_tls)
+                 : nst_shards_expand(source, add_name, &names);
     for (size_t k = 0; rc == 0 && k < names.count; k++) {
         const char *name = strtab_get(&names, k);
         if (!nst_shard_is_tar(name))
@@ -1168,11 +1173,11 @@ static int build_spec(nst_index *ix, const char *source)
                            "index: %s: '%s' is not a tar shard (a URL or pattern source names "
                            "shards ending in .tar; a list of image URLs goes in a list file)",
                            NST_MSG_PATH(source), NST_MSG_PATH(name));
-        else if (nst_http_is_url(source) != nst_http_is_url(name) ||
-                 (strstr(name, "://") && !nst_http_is_url(name)))
+        else if (nst_http_handles(source) != nst_http_handles(name) ||
+                 (strstr(name, "://") && !nst_http_handles(name)))
             rc = nst_error(NOSTALL_E_DATASET,
-                           "index: %s: unsupported URL scheme in '%s' (only http:// "
-                           "and https:// are fetched)",
+                           "index: %s: unsupported URL scheme in '%s' (only http://, "
+                           "https:// and s3:// are fetched)",
                            NST_MSG_PATH(source), NST_MSG_PATH(name));
     }
     if (rc == 0) rc = build_shards(ix, source, &names);
@@ -1248,7 +1253,7 @@ int nst_index_build_opts(nst_index **out, const char *source, unsigned flags,
         nst_shard_opts_default(&ix->sopts);
 
     struct stat st;
-    if (nst_http_is_url(source)) {
+    if (nst_http_handles(source)) {
         rc = build_spec(ix, source);
     } else if (stat(source, &st) != 0) {
         int e = errno;
@@ -1270,6 +1275,13 @@ int nst_index_build_opts(nst_index **out, const char *source, unsigned flags,
         strtab_free(&one);
     } else if (S_ISREG(st.st_mode)) {
         rc = build_list(ix, source);
+        /* s3:// items: the credentials, bucket and region checked once, now */
+        for (uint64_t i = 0; rc == 0 && !ix->ranges && i < nst_index_count(ix); i++)
+            if (nst_s3_is_url(nst_index_path(ix, i))) {
+                rc = nst_s3_probe(nst_index_path(ix, i), ix->sopts.timeout_ms, ix->sopts.retries,
+                                  ix->sopts.verify_tls);
+                break;
+            }
     } else {
         rc = nst_error(NOSTALL_E_DATASET,
                        "index: %s: neither a directory (ImageFolder) nor a "

@@ -34,6 +34,7 @@
 #include "nostall.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "source/s3.h"
 #include "source/tar.h"
 
 #define LOCAL_CHUNK (64 * 1024)
@@ -54,7 +55,7 @@ void nst_shard_opts_default(nst_shard_opts *o)
 
 /* ---- names ------------------------------------------------------------- */
 
-int nst_shard_is_url(const char *s) { return nst_http_is_url(s); }
+int nst_shard_is_url(const char *s) { return nst_http_handles(s); }
 
 int nst_shard_is_tar(const char *s)
 {
@@ -313,7 +314,8 @@ static int http_get(rd *r, const char *url, uint64_t off, uint64_t len, size_t l
         h->len = 0;
         h->over = h->has_range = 0;
         h->limit = limit;
-        curl_easy_setopt(c, CURLOPT_URL, url);
+        int urc = nst_s3_curl_url(c, url); /* s3://: the signed request */
+        if (urc < 0) return urc;
         curl_easy_setopt(c, CURLOPT_RANGE, len ? range : NULL);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, (void *)h);
@@ -335,6 +337,9 @@ static int http_get(rd *r, const char *url, uint64_t off, uint64_t len, size_t l
                 NOSTALL_E_IO, "index: %s: %s", NST_MSG_PATH(url),
                 len ? "the server does not support range requests (indexing a shard needs them)"
                     : "the index file is over 1 GiB");
+        if (cc == CURLE_OK && nst_s3_is_url(url) && (*code == 404 || *code == 403))
+            return nst_s3_fail(*code == 404 ? NOSTALL_E_NOT_FOUND : NOSTALL_E_PERMISSION, "index",
+                               url, *code, h->data, h->len);
         if (cc == CURLE_OK) {
             if (*code == 404 || *code == 410)
                 return nst_error(NOSTALL_E_NOT_FOUND, "index: %s: HTTP %ld", NST_MSG_PATH(url),
