@@ -41,6 +41,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "source/s3.h"
 #include "source/shards.h"
 #include "source/stream.h"
 #include "source/tar.h"
@@ -636,7 +637,10 @@ static int read_url(nst_stream *s, const char *url, collect *c)
         uint64_t at = s->scan.pos;
         xfer x = {.s = s, .c = c, .at = at};
         snprintf(range, sizeof range, "%llu-", (unsigned long long)at);
-        curl_easy_setopt(h, CURLOPT_URL, url);
+        if (nst_s3_curl_url(h, url) < 0) { /* s3://: the signed request */
+            snprintf(why, sizeof why, "%s", nostall_last_error());
+            return finish(s, c, s->scan.pos, why);
+        }
         curl_easy_setopt(h, CURLOPT_RANGE, at ? range : NULL);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, x_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)&x);
