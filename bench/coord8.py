@@ -20,6 +20,11 @@ Scenarios, in rounds (medians over --rounds):
               epochs, checked (items and batches per epoch);
   indep-late  8 independent jobs started --stagger s apart, job i running as
               many epochs as job i of coord-late received (the same work).
+  marginal   one job alone and 8 coordinated jobs, each for 1 and for
+              1 + --marginal K epochs: the CPU of the K extra epochs / K is
+              the CPU per epoch without the per-job start-up (process,
+              library, index, joining the group), which a group of 8 pays 8
+              times and a run of --epochs E spreads over only E epochs.
 Figures: per-job items/s over its epochs after its first (steady state),
 the aggregate (sum over jobs), CPU seconds (user + system of the jobs,
 getrusage of the children) per epoch the group prepared, wall time until
@@ -27,6 +32,7 @@ all jobs finished. Once, after the rounds: the late joiners' bytes epoch by
 epoch against a job alone (checksums, a smaller crop so hashing stays cheap).
 
     PYTHONPATH=python /usr/bin/python3 bench/coord8.py --cli build-profile/nostall [--rounds 3]
+    /usr/bin/python3 bench/coord8.py --only-marginal   # add the marginal runs to --out's JSON
 
 Writes build-profile/coord8.{json,md} (--out). Acceptance (issue 26): the
 aggregate of 8 coordinated jobs >= 7x that of 8 independent ones; the
@@ -101,6 +107,10 @@ def main():
     ap.add_argument("--step-ms", type=float, default=0.0)
     ap.add_argument("--nice", type=int, default=10, help="nice level of every job (0: none)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build-profile", "coord8"))
+    ap.add_argument("--marginal", type=int, default=6,
+                    help="extra epochs of the marginal CPU runs (0: none)")
+    ap.add_argument("--only-marginal", action="store_true",
+                    help="only the marginal CPU runs, added to the JSON of --out (and its .md)")
     a = ap.parse_args()
     data = os.path.join(os.environ.get("NOSTALL_BENCH_DATA", "/tmp/nostall-bench-data"),
                         "coord-n%d-470x425-q95" % a.images)
@@ -113,6 +123,18 @@ def main():
                    str(a.threads), "--json", "--quiet", "--no-checksum", "--seed", "1",
                    "--step-ms", str(a.step_ms)]
     J = a.jobs
+    if a.only_marginal:
+        with open(a.out + ".json") as f:
+            results = json.load(f)
+        results["marginal"] = marginal(a, base, J)
+        b = argparse.Namespace(**dict(results["args"], marginal=a.marginal))
+        md = table(results, b)
+        print(md)
+        with open(a.out + ".json", "w") as f:
+            json.dump(results, f)
+        with open(a.out + ".md", "w") as f:
+            f.write(md + "\n")
+        return 0
     # learning rates of the search: they name the jobs; the data is the same
     lrs = [0.4 / 2 ** i for i in range(J)]
     results = {"args": vars(a), "lrs": lrs, "rounds": []}
@@ -165,6 +187,8 @@ def main():
     bytes_ok = all(e["checksum"] == ref[e["epoch"]] for j in late_sum for e in j["per_epoch"])
     results["late_checksums"] = {"ok": bytes_ok, "epochs": [[e["epoch"] for e in j["per_epoch"]]
                                                             for j in late_sum]}
+    if a.marginal:
+        results["marginal"] = marginal(a, base, J)
     results["elapsed_s"] = time.time() - t_all
     md = table(results, a)
     print(md)
@@ -174,6 +198,28 @@ def main():
     with open(a.out + ".md", "w") as f:
         f.write(md + "\n")
     return 0
+
+
+def marginal(a, base, J):
+    """CPU s of one job alone and of a group of J, each for 1 and 1 + K epochs,
+    in --rounds rounds (the order within a round alternating)."""
+    K, out = a.marginal, []
+    for rnd in range(a.rounds):
+        R = {"load_before": os.getloadavg()[0]}
+        runs = [(n, e) for n in ("solo", "coord") for e in (1, 1 + K)]
+        if rnd % 2:
+            runs.reverse()
+        for n, e in runs:
+            cmd = base + ["--epochs", str(e)]
+            if n == "coord":
+                cmd = cmd + ["--coordinate", "coord8m-%d-%d-%d" % (os.getpid(), rnd, e)]
+            outs, cpu, wall, _ = launch([cmd] * (J if n == "coord" else 1), [0.0] * (J if n == "coord" else 1))
+            R["%s%d" % (n, e)] = {"cpu_s": cpu, "wall_s": wall,
+                                  "items": sum(o["items"] for o in outs)}
+            print("marginal round %d %-5s %2d epochs: wall %6.2f s  cpu %6.2f s"
+                  % (rnd, n, e, wall, cpu), flush=True)
+        out.append(R)
+    return {"extra_epochs": K, "rounds": out}
 
 
 def table(results, a):
@@ -232,6 +278,21 @@ def table(results, a):
               "", "Aggregate: %d coordinated **%.2fx** %d independent (want >= 7x for 8); group "
               "CPU per epoch **%.2fx** one job's (want <= 1.15x); %.0f s in all."
               % (J, agg["coord"] / agg["indep"], J, cpu["coord"] / cpu1, results["elapsed_s"])]
+    if results.get("marginal"):
+        M = results["marginal"]
+        K, mr = M["extra_epochs"], M["rounds"]
+        ms = med([(r["solo%d" % (1 + K)]["cpu_s"] - r["solo1"]["cpu_s"]) / K for r in mr])
+        mc = med([(r["coord%d" % (1 + K)]["cpu_s"] - r["coord1"]["cpu_s"]) / K for r in mr])
+        fs = med([r["solo1"]["cpu_s"] - (r["solo%d" % (1 + K)]["cpu_s"] - r["solo1"]["cpu_s"]) / K
+                  for r in mr])
+        fc = med([r["coord1"]["cpu_s"] - (r["coord%d" % (1 + K)]["cpu_s"] - r["coord1"]["cpu_s"]) / K
+                  for r in mr])
+        lines += ["", "Marginal CPU per epoch (runs of 1 and %d epochs, %d rounds, medians; load "
+                  "average before: %s): one job alone %.3f s, the group of %d **%.3f s: %.2fx** "
+                  "one job's. Start-up (CPU of the 1-epoch run less one marginal epoch): one job "
+                  "%.3f s, the group %.3f s (%.3f s per joining job)."
+                  % (1 + K, len(mr), ", ".join("%.1f" % r["load_before"] for r in mr), ms, J, mc,
+                     mc / ms if ms > 0 else float("nan"), fs, fc, (fc - fs) / max(1, J - 1))]
     return "\n".join(lines)
 
 
