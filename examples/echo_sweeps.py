@@ -27,6 +27,13 @@ examples and the training seconds to reach it):
            accuracy with e = 1, 2 and 4 (decode), learning rate tuned for
            final accuracy.
 
+--reuse-lr (for a machine too busy to tune every condition): buffer
+conditions take factor e=4's tuned rate (the same e and batch size), batch
+echoing at e takes factor e's, noharm e=2 and e=4 take noharm e=1's; the
+buffer condition with the default echo_buffer (loader options identical to
+factor e=4) takes factor e=4's measured runs. The JSON says which
+("lr_from", and "copied_from" on a copied run), and so do the tables.
+
 Every finished run is written to the --out JSON at once; a rerun with the
 same --out skips what is there (a crash loses at most the run in progress).
 Fresh examples to target are a property of the data stream and the model,
@@ -167,6 +174,17 @@ def train(nostall, args, paths, classes, val, spec, lr, seed):
     return res
 
 
+def lr_source(sweep, cond):
+    """--reuse-lr: the tuned condition whose rate `cond` takes, or None."""
+    if sweep == "buffer":
+        return "factor|e=4"
+    if sweep == "batchecho":
+        return "factor|e=%s" % cond.split("=")[-1]
+    if sweep == "noharm" and cond != "e=1":
+        return "noharm|e=1"
+    return None
+
+
 def tune_key(r, budget):
     if budget:
         return (-r["budget_acc"],)
@@ -188,6 +206,8 @@ def main():
     p.add_argument("--factor-seeds", type=int, default=5)
     p.add_argument("--noharm-seeds", type=int, default=5)
     p.add_argument("--tune-seed", type=int, default=100)
+    p.add_argument("--reuse-lr", action="store_true",
+                   help="take the learning rate of a tuned equivalent condition (see above)")
     p.add_argument("--data-dir", default="/tmp/nostall-echo-data")
     p.add_argument("--cli", help="the nostall CLI (default: next to $NOSTALL_LIBRARY)")
     p.add_argument("--train-images", type=int, default=3000)
@@ -258,6 +278,14 @@ def main():
         key = run_key(sweep, cond, lr, seed)
         if key in results["runs"]:
             return results["runs"][key]
+        same = run_key("factor", "e=4", lr, seed)
+        if (args.reuse_lr and sweep == "buffer" and cond == "buffer=%d" % args.echo_buffer
+                and same in results["runs"]):  # identical loader options: the same run
+            r = dict(results["runs"][same], sweep=sweep, condition=cond, role=role,
+                     copied_from=same)
+            results["runs"][key] = r
+            save()
+            return r
         t = time.time()
         r = train(nostall, args, paths, classes, val, spec, lr, seed)
         r.update(sweep=sweep, condition=cond, role=role, wall=time.time() - t,
@@ -287,6 +315,11 @@ def main():
         scale = spec.get("batch_size", args.batch_size) / args.batch_size
         grid = [round(l * scale, 6) for l in BASE_LRS] if not args.quick else [0.02 * scale]
         tkey = "%s|%s" % (sweep, cond)
+        src = lr_source(sweep, cond) if args.reuse_lr else None
+        if tkey not in results["tuned"] and src in results["tuned"]:
+            results["tuned"][tkey] = results["tuned"][src]
+            results.setdefault("lr_from", {})[tkey] = src
+            save()
         if tkey not in results["tuned"]:
             print("%s %s: tuning lr on seed %d" % (sweep, cond, args.tune_seed), flush=True)
             tried = {lr: run(sweep, cond, spec, lr, args.tune_seed, "tune") for lr in grid}
@@ -408,6 +441,8 @@ def report(results, args):
     md += ["", "Learning rates tried on the tuning seed (fresh examples to target, or final "
            "accuracy):", ""]
     for tkey, best in tuned.items():
+        if tkey in results.get("lr_from", {}):
+            continue
         sweep, cond = tkey.split("|")
         tries = sorted((r for r in results["runs"].values() if r["sweep"] == sweep and
                         r["condition"] == cond and r["role"] == "tune"), key=lambda r: r["lr"])
@@ -415,6 +450,14 @@ def report(results, args):
             "%g: %s" % (r["lr"], ("%.3f" % r["budget_acc"]) if "budget_acc" in r else
                         (str(r["fresh"]) if r["reached"] else "not reached")) for r in tries),
             best))
+    for tkey, src in results.get("lr_from", {}).items():
+        md.append("* %s %s: not tuned (--reuse-lr): the rate of %s, %g" % (
+            tkey.split("|")[0], tkey.split("|")[1], src.replace("|", " "), tuned.get(tkey, 0)))
+    copied = sorted({(r["condition"], r["copied_from"].split("|")[0] + " " +
+                      r["copied_from"].split("|")[1])
+                     for r in results["runs"].values() if r.get("copied_from")})
+    for cond, src in copied:
+        md.append("* %s: the runs of %s (identical loader options), not run again" % (cond, src))
     loads = [r["load"] for r in results["runs"].values()]
     if loads:
         md += ["", "%d runs; load average during them: median %.1f, range %.1f-%.1f (2 cores)."
