@@ -344,7 +344,21 @@ NOSTALL_API const char *nostall_last_error(void);
     X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",                                  \
       "audio: the widest frequency mask (mel bands)")                                              \
     X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400",                 \
-      "audio: longer clips are bad items (like max_pixels for images)")
+      "audio: longer clips are bad items (like max_pixels for images)")                            \
+    X(MIX, 74, "mix", PATH, "", "", "",                                                            \
+      "weighted mixing: several sources read as one dataset, SOURCE:WEIGHT "                       \
+      "entries separated by commas, or by newlines (then a path may hold "                         \
+      "commas), e.g. 'a:0.7,b:0.3'; every source with the same task and "                          \
+      "options; the loader's own source is then only a name; empty = off "                         \
+      "(docs/mixing.md)")                                                                          \
+    X(MIX_EPOCH_ITEMS, 75, "mix_epoch_items", UINT, "0", "0", "281474976710656",                   \
+      "weighted mixing: items of a mixed epoch, shared out by the weights "                        \
+      "exactly (each source walks its own epochs at its own rate); 0 = the "                       \
+      "sum of the sources' items")                                                                 \
+    X(MIX_LABELS, 76, "mix_labels", ENUM, "own", "own|offset", "",                                 \
+      "weighted mixing: own = each source's labels as they are (sources of "                       \
+      "one class list); offset = source s's integer labels shifted by the "                        \
+      "classes of the sources before it (disjoint class lists)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -391,6 +405,7 @@ enum { NOSTALL_BOX_CROP_IOU = 0, NOSTALL_BOX_CROP_RRC = 1, NOSTALL_BOX_CROP_NONE
 enum { NOSTALL_TOKEN_AUTO = 0, NOSTALL_TOKEN_UINT16 = 1, NOSTALL_TOKEN_UINT32 = 2 };
 enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
+enum { NOSTALL_MIX_LABELS_OWN = 0, NOSTALL_MIX_LABELS_OFFSET = 1 };
 
 typedef struct nostall_option_info {
     const char *name; /* "batch_size" */

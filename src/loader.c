@@ -34,6 +34,7 @@
 #include "echo/adaptive.h"
 #include "echo/batches.h"
 #include "loader_impl.h"
+#include "recipe/mixture.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -307,12 +308,23 @@ static int make_fetch_env(struct nostall_loader *ld, const char *fn)
 static int make_source(struct nostall_loader *ld, const char *source, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
+    const nst_mix *mix = NULL; /* weighted mixing: the sampler's slots (recipe/mixture.c) */
     int rc;
-    if ((rc = nst_recipe_create(&ld->recipe, &ld->cfg, source)) < 0) return rc;
-    rc = nst_sampler_init(&ld->sampler, ld->recipe->items, v[NOSTALL_OPT_SEED].u,
+    if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0] && v[NOSTALL_OPT_COORDINATE].s[0])
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: mix cannot be combined with coordinate='%s' (a group shares one "
+                         "source)",
+                         fn, v[NOSTALL_OPT_COORDINATE].s);
+    if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0])
+        rc = nst_mixture_create(&ld->recipe, &mix, &ld->cfg);
+    else
+        rc = nst_recipe_create(&ld->recipe, &ld->cfg, source);
+    if (rc < 0) return rc;
+    rc = nst_sampler_init(&ld->sampler, mix ? mix->len : ld->recipe->items, v[NOSTALL_OPT_SEED].u,
                           (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
                           (int)v[NOSTALL_OPT_SHUFFLE].u, ld->drop_last);
     if (rc < 0) return rc;
+    ld->sampler.mix = mix;
     if (ld->drop_last && ld->sampler.per_rank < ld->batch_size)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "

@@ -11,6 +11,12 @@
  * resumed epoch, nst_sampler_resume, changed while no worker is between
  * taking a ticket and mapping it: the backend's reset calls back).
  *
+ * A weighted mix (option mix) needs nothing more: its order is a pure
+ * function of (seed, epoch, position) too, every source's own epoch counter
+ * a product of the mixed epoch (source/mix.h); the fingerprint covers its
+ * sources (each one's items), weights (each one's draws per mixed epoch)
+ * and the mix options.
+ *
  * THREADS  The consumer thread. The fingerprint is computed once, on
  *   first use, under skip_mu.
  */
@@ -119,9 +125,9 @@ static int state_check(struct nostall_loader *ld, const nostall_state *st, const
     if (st->fingerprint != fp)
         return nst_error(NOSTALL_E_STATE,
                          "%s: the state was saved for another dataset or other options: the item "
-                         "list of %s (paths, labels) or an option that changes the bytes (%s, "
-                         "...) differs",
-                         fn, ld->source, "mode, crop, output, mean, std, echo");
+                         "list of %s (paths, labels), a mix's sources or weights, or an option "
+                         "that changes the bytes (%s, ...) differs",
+                         fn, ld->source, "mode, crop, output, mean, std, echo, mix_labels");
     if (st->world_size == 0 || st->rank >= st->world_size)
         return nst_error(NOSTALL_E_STATE, "%s: the state says rank %u of world size %u", fn,
                          st->rank, st->world_size);

@@ -186,13 +186,14 @@ static void submit(worker *w, uint32_t first)
     struct nostall_loader *ld = w->ld;
     for (uint32_t k = first; k < w->tk_count; k++) {
         nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
-        if (!t->echo) t->index = nst_sampler_item(&ld->sampler, t->epoch, t->position);
+        uint64_t ie = t->epoch; /* the item's draws' epoch (a mix: its source's own) */
+        if (!t->echo) t->index = nst_sampler_item_epoch(&ld->sampler, t->epoch, t->position, &ie);
         *t->index_dst = t->index;
         if (t->echo && !t->produce)
             nst_fetch_submit_none(w->fetch, t->index);
         else {
             nst_item_loc loc;
-            nst_recipe_locate(ld->recipe, t->epoch, t->index, &loc);
+            nst_recipe_locate(ld->recipe, ie, t->index, &loc);
             nst_fetch_submit_range(w->fetch, loc.key, loc.path, loc.offset, loc.length);
         }
     }
@@ -203,7 +204,9 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg
 {
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
-    nst_item_ctx c = {.epoch = t->epoch,
+    uint64_t ie = t->epoch;
+    if (!t->echo) nst_sampler_item_epoch(&ld->sampler, t->epoch, t->position, &ie);
+    nst_item_ctx c = {.epoch = ie,
                       .index = t->index,
                       .copy = t->copy,
                       .path = nst_recipe_path(ld->recipe, t->index),

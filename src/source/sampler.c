@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "common/rng.h"
+#include "source/mix.h"
 
 /* Rounds of the Feistel network. Four make a pseudo-random permutation for
  * wide halves; the extra rounds improve the mixing of the tiny domains
@@ -92,6 +93,7 @@ int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank, u
     s->per_rank = n / world + ((!drop_last && n % world) ? 1 : 0);
     s->res_on = 0;
     s->res_epoch = s->res_offset = s->res_len = 0;
+    s->mix = NULL;
     return NOSTALL_OK;
 }
 
@@ -121,6 +123,12 @@ void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset)
 
 uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
 {
+    return nst_sampler_item_epoch(s, epoch, pos, NULL);
+}
+
+uint64_t nst_sampler_item_epoch(const nst_sampler *s, uint64_t epoch, uint64_t pos,
+                                uint64_t *item_epoch)
+{
     /* Position in the epoch's (cut or wrapped) sequence. pos < per_rank, so
      * j < T <= n + world - 1: no overflow unless n is near 2^64. Padding
      * positions j >= n read p[j mod n]. */
@@ -130,5 +138,7 @@ uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
         j = s->res_offset + j % (rest ? rest : 1);
     }
     j %= s->n;
-    return s->shuffle ? nst_permute(s->n, s->seed, epoch, j) : j;
+    uint64_t q = s->shuffle ? nst_permute(s->n, s->seed, epoch, j) : j;
+    if (item_epoch) *item_epoch = epoch;
+    return s->mix ? nst_mix_item(s->mix, epoch, q, NULL, item_epoch) : q;
 }

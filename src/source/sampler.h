@@ -16,6 +16,10 @@
  *                  W * ceil(n/W) - n padded positions repeat items.
  * shuffle = 0: p is the identity (dataset order).
  *
+ * A mix (source/mix.h; `mix` set after nst_sampler_init, n being the mixed
+ * epoch's slots): p[j] is a slot, and the item is the one the mix's slot
+ * draws; everything above (sharding, padding, resumed epochs) is unchanged.
+ *
  * A resumed epoch (nst_sampler_resume: a state saved by a job of another
  * world size): epoch e begins at global position `offset` of its sequence,
  * the first `offset` items having been consumed by the old job's ranks. The
@@ -37,6 +41,9 @@ typedef struct nst_sampler {
     /* a resumed epoch (see above); res_on = 0: none */
     int res_on;
     uint64_t res_epoch, res_offset, res_len;
+    /* weighted mixing: slots of a mixed epoch to items (NULL: none; not
+     * owned, set after init) */
+    const struct nst_mix *mix;
 } nst_sampler;
 
 /* E_INVALID (with a message) when n == 0, world == 0, rank >= world, or
@@ -47,6 +54,11 @@ int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank, u
 /* Dataset index of the pos-th item (pos < nst_sampler_len) of this rank in
  * `epoch`. */
 uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos);
+/* The same, and the epoch whose draws the item gets (*item_epoch): `epoch`,
+ * or with a mix the item's source's own epoch (so a source drawn more than
+ * once per mixed epoch gets fresh augmentation each time). */
+uint64_t nst_sampler_item_epoch(const nst_sampler *s, uint64_t epoch, uint64_t pos,
+                                uint64_t *item_epoch);
 
 /* Items of this rank in `epoch`: per_rank, or less in a resumed epoch. */
 uint64_t nst_sampler_len(const nst_sampler *s, uint64_t epoch);

@@ -1,0 +1,18 @@
+/*
+ * mixture.h — the recipe of a weighted mix (option `mix`): one recipe per
+ * source, behind one recipe whose items are theirs concatenated.
+ */
+#ifndef NST_RECIPE_MIXTURE_H
+#define NST_RECIPE_MIXTURE_H
+
+#include "recipe/recipe.h"
+#include "source/mix.h"
+
+/* The recipes of the mix `cfg` names (its `mix` option), each built as
+ * nst_recipe_create would with the source's own seed, and the mix's counts
+ * (*mix: owned by the recipe, valid until nst_recipe_free). E_OPTION /
+ * E_DATASET naming the source whose items differ from the first's (fields,
+ * shapes, dtypes, labels) or cannot be read. */
+int nst_mixture_create(nst_recipe **out, const nst_mix **mix, const nostall_config *cfg);
+
+#endif
