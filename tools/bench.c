@@ -40,12 +40,30 @@ static void sleep_s(double s)
     }
 }
 
+/* --mix: count each item of a batch under its source (the "source" field). */
+#define MIX_SOURCES_MAX 64
+static void count_sources(const nostall_batch *b, uint64_t *counts)
+{
+    for (uint32_t f = 0; f < b->nfields; f++) {
+        const nostall_field *fd = &b->fields[f];
+        if (strcmp(fd->name, "source") != 0 || fd->dtype != NOSTALL_DTYPE_INT64) continue;
+        for (uint32_t i = 0; i < b->count; i++) {
+            int64_t s;
+            memcpy(&s, fd->data + (size_t)i * sizeof s, sizeof s);
+            if (s >= 0 && s < MIX_SOURCES_MAX) counts[s]++;
+        }
+    }
+}
+
 static void bench_usage(FILE *f)
 {
     fprintf(f,
             "usage: nostall bench DATA [options]\n"
+            "       nostall bench --mix DATA:WEIGHT --mix DATA:WEIGHT ... [options]\n"
             "\n"
             "DATA is an ImageFolder directory or a file of `path<TAB>label` lines.\n"
+            "--mix (repeated, or 'A:0.7,B:0.3') reads several sources as one, by weight\n"
+            "(docs/mixing.md).\n"
             "\n"
             "bench options:\n"
             "  --step-ms MS      simulated training time per batch (default 0: as fast as possible)\n"
@@ -154,7 +172,8 @@ int cmd_bench(int argc, char **argv)
     int json = 0, quiet = 0, no_checksum = 0, epochs_set = 0, rc, status = 1;
     nostall_config *cfg = NULL;
     nostall_loader *ld = NULL;
-    const char *pcache = NULL; /* --partitioned-cache BYTES */
+    const char *pcache = NULL;         /* --partitioned-cache BYTES */
+    static char mix[NOSTALL_PATH_MAX]; /* --mix, repeated */
 #ifdef NOSTALL_HAVE_MPI
     void *mpi = NULL;
 #endif
@@ -216,12 +235,28 @@ int cmd_bench(int argc, char **argv)
             }
             continue;
         }
+        if (!strcmp(name, "mix")) { /* repeated: one SOURCE:WEIGHT per line */
+            if (!value) value = i + 1 < argc ? argv[++i] : NULL;
+            size_t have = strlen(mix);
+            if (!value || have + strlen(value) + 2 > sizeof mix) {
+                fprintf(stderr, "nostall bench: --mix needs SOURCE:WEIGHT (at most %zu bytes)\n",
+                        sizeof mix - 1);
+                goto usage_error;
+            }
+            snprintf(mix + have, sizeof mix - have, "%s%s", have ? "\n" : "", value);
+            if (nostall_config_set(cfg, "mix", mix) < 0) {
+                tool_line(stderr, "nostall bench: %s", nostall_last_error());
+                goto usage_error;
+            }
+            continue;
+        }
         int id = tool_loader_option(cfg, "bench", name, value, argc, argv, &i);
         if (id == -1)
             tool_line(stderr, "nostall bench: unknown option '%s' (see nostall bench --help)", a);
         if (id < 0) goto usage_error;
         if (id == NOSTALL_OPT_EPOCHS) epochs_set = 1;
     }
+    if (!data && mix[0]) data = "mix"; /* the mix's name in messages */
     if (!data) {
         fprintf(stderr, "nostall bench: missing DATA (an ImageFolder directory or a file list)\n");
         goto usage_error;
@@ -259,7 +294,8 @@ int cmd_bench(int argc, char **argv)
 
     int show = !quiet && isatty(2);
     uint64_t checksum = 0, items = 0, batches = 0, ep = 0, ep_items = 0, ep_batches = 0;
-    uint64_t ep_sum = 0, ep_epoch = 0; /* this epoch's checksum and number */
+    uint64_t ep_sum = 0, ep_epoch = 0;          /* this epoch's checksum and number */
+    uint64_t mix_counts[MIX_SOURCES_MAX] = {0}; /* --mix: items delivered per source */
     nostall_stats st;
     double t0 = tool_now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
     nostall_stats st0; /* counters at the start of the current epoch */
@@ -302,6 +338,7 @@ int cmd_bench(int argc, char **argv)
             nostall_checksum_batch(&ep_sum, &b);
         }
         ep_epoch = b.epoch;
+        if (mix[0]) count_sources(&b, mix_counts);
         items += b.count;
         ep_items += b.count;
         batches++;
@@ -338,6 +375,13 @@ int cmd_bench(int argc, char **argv)
                 ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
                 items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
+        if (mix[0]) { /* items delivered per source, in --mix order */
+            int last = MIX_SOURCES_MAX - 1;
+            while (last > 0 && !mix_counts[last]) last--;
+            fprintf(f, ", \"mix_items\": [");
+            for (int k = 0; k <= last; k++) fprintf(f, "%s%" PRIu64, k ? ", " : "", mix_counts[k]);
+            fprintf(f, "]");
+        }
         if (no_checksum)
             fprintf(f, ", \"checksum\": null");
         else
@@ -422,6 +466,13 @@ int cmd_bench(int argc, char **argv)
                    "class folders)",
                    info.files_ignored, info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
+        if (mix[0] && items) { /* the share of each source, in --mix order */
+            printf("  mix        ");
+            for (int k = 0; k < MIX_SOURCES_MAX; k++)
+                if (mix_counts[k])
+                    printf(" source %d: %.1f%%", k, 100.0 * (double)mix_counts[k] / (double)items);
+            printf("\n");
+        }
         print_repairs(&info);
         uint64_t bs = 0;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);
