@@ -111,7 +111,17 @@ def main():
                     help="extra epochs of the marginal CPU runs (0: none)")
     ap.add_argument("--only-marginal", action="store_true",
                     help="only the marginal CPU runs, added to the JSON of --out (and its .md)")
+    ap.add_argument("--table", action="store_true",
+                    help="run nothing: the tables of --out's JSON, again (into its .md)")
     a = ap.parse_args()
+    if a.table:
+        with open(a.out + ".json") as f:
+            results = json.load(f)
+        md = table(results, argparse.Namespace(**results["args"]))
+        print(md)
+        with open(a.out + ".md", "w") as f:
+            f.write(md + "\n")
+        return 0
     data = os.path.join(os.environ.get("NOSTALL_BENCH_DATA", "/tmp/nostall-bench-data"),
                         "coord-n%d-470x425-q95" % a.images)
     if not os.path.isdir(data):
@@ -252,9 +262,12 @@ def table(results, a):
                  "| %.2f | %.2f s |"
                  % (J, med([med(per(r, "indep")) for r in rs]), agg["indep"], cpu["indep"],
                     J * cpu["indep"], J, J * cpu["indep"] / cpu1, wall["indep"]))
+    # the ratios side by side: within each round, then the median of the rounds
+    agg_x = [sum(per(r, "coord")) / sum(per(r, "indep")) for r in rs]
+    cpu_x = [r["coord"]["cpu_s"] / r["solo"]["cpu_s"] for r in rs]  # the same epochs
     lines.append("| %d coordinated | %.0f | %.0f | **%.2f** | %.2f | **%.2f** | %.2f s |"
                  % (J, med([med(per(r, "coord")) for r in rs]), agg["coord"],
-                    agg["coord"] / agg["indep"], cpu["coord"], cpu["coord"] / cpu1, wall["coord"]))
+                    med(agg_x), cpu["coord"], med(cpu_x), wall["coord"]))
     # late joiners
     late_cpu = med([r["coord-late"]["cpu_s"] for r in rs])
     il_cpu = med([r["indep-late"]["cpu_s"] for r in rs])
@@ -275,9 +288,11 @@ def table(results, a):
               % (J, wall["coord-late"], late_cpu, med([sum(per(r, "coord-late")) for r in rs])),
               "| %d independent, the same epochs each | %.2f s | %.2f | %.0f |"
               % (J, wall["indep-late"], il_cpu, med([sum(per(r, "indep-late")) for r in rs])),
-              "", "Aggregate: %d coordinated **%.2fx** %d independent (want >= 7x for 8); group "
-              "CPU per epoch **%.2fx** one job's (want <= 1.15x); %.0f s in all."
-              % (J, agg["coord"] / agg["indep"], J, cpu["coord"] / cpu1, results["elapsed_s"])]
+              "", "Aggregate: %d coordinated **%.2fx** %d independent (rounds: %s; want >= 7x for "
+              "8); group CPU per epoch **%.2fx** one job's (rounds: %s; want <= 1.15x); the "
+              "ratios within each round, their median in bold; %.0f s in all."
+              % (J, med(agg_x), J, ", ".join("%.2f" % x for x in agg_x), med(cpu_x),
+                 ", ".join("%.2f" % x for x in cpu_x), results["elapsed_s"])]
     if results.get("marginal"):
         M = results["marginal"]
         K, mr = M["extra_epochs"], M["rounds"]
@@ -287,12 +302,15 @@ def table(results, a):
                   for r in mr])
         fc = med([r["coord1"]["cpu_s"] - (r["coord%d" % (1 + K)]["cpu_s"] - r["coord1"]["cpu_s"]) / K
                   for r in mr])
+        mx = [(r["coord%d" % (1 + K)]["cpu_s"] - r["coord1"]["cpu_s"]) /
+              (r["solo%d" % (1 + K)]["cpu_s"] - r["solo1"]["cpu_s"]) for r in mr]
         lines += ["", "Marginal CPU per epoch (runs of 1 and %d epochs, %d rounds, medians; load "
-                  "average before: %s): one job alone %.3f s, the group of %d **%.3f s: %.2fx** "
-                  "one job's. Start-up (CPU of the 1-epoch run less one marginal epoch): one job "
-                  "%.3f s, the group %.3f s (%.3f s per joining job)."
+                  "average before: %s): one job alone %.3f s, the group of %d %.3f s: **%.2fx** "
+                  "one job's (rounds: %s). Start-up (CPU of the 1-epoch run less one marginal "
+                  "epoch): one job %.3f s, the group %.3f s (%.3f s per joining job)."
                   % (1 + K, len(mr), ", ".join("%.1f" % r["load_before"] for r in mr), ms, J, mc,
-                     mc / ms if ms > 0 else float("nan"), fs, fc, (fc - fs) / max(1, J - 1))]
+                     med(mx), ", ".join("%.2f" % x for x in mx), fs, fc,
+                     (fc - fs) / max(1, J - 1))]
     return "\n".join(lines)
 
 
