@@ -37,6 +37,15 @@ sum=$("$PY" -c "import json,sys; a=json.load(open(sys.argv[1]))['mix_items']; b=
 "$CLI" bench --mix "$TMP/a:0.7,$TMP/b:0.3" --crop 16 --batch-size 50 --quiet > "$TMP/text.txt"
 grep -q "source 0: 70.0% source 1: 30.0%" "$TMP/text.txt" || fail "summary: $(cat "$TMP/text.txt")"
 
+# the MinIO cache (keys shifted per source) and fixed echoing keep the bytes
+"$CLI" bench --mix "$TMP/a:0.7,$TMP/b:0.3" "${common[@]}" --threads 2 --cache-bytes 64M > "$TMP/c.json"
+[ "$(json "$TMP/c.json" 'j["checksum"]')" = "$a" ] || fail "the cache changed a mix's bytes"
+for t in 1 2; do
+    "$CLI" bench --mix "$TMP/a:0.7,$TMP/b:0.3" "${common[@]}" --threads $t --echo-factor 2 > "$TMP/e$t.json"
+done
+[ "$(json "$TMP/e1.json" 'j["checksum"]')" = "$(json "$TMP/e2.json" 'j["checksum"]')" ] || fail "echoing a mix depends on threads"
+[ "$(json "$TMP/e1.json" 'j["mix_items"]')" = "[2800, 1200]" ] || fail "echoed shares"
+
 # refused, with a reason
 if "$CLI" bench --mix "$TMP/a:0.7,$TMP/b" --quiet 2> "$TMP/err1.txt"; then fail "a source without weight was accepted"; fi
 grep -q "weight" "$TMP/err1.txt" || fail "no reason: $(cat "$TMP/err1.txt")"

@@ -90,3 +90,23 @@ def test_errors(two):
                         mix_epoch_items=100)
     src = np.concatenate([np.asarray(x["source"]) for x in ld])
     assert (src == 0).sum() == 70
+
+
+def test_tokens(tmp_path):
+    # two token files of distinct ranges: each window is contiguous and
+    # entirely its source's (locate and make agree on the window's draws)
+    np.arange(0, 5000, dtype=np.uint16).tofile(tmp_path / "a.bin")
+    (np.arange(0, 3000, dtype=np.uint16) + 10000).tofile(tmp_path / "b.bin")
+    for windows in ("random", "chunks"):
+        ld = nostall.Loader(sources=[(tmp_path / "a.bin", 3), (tmp_path / "b.bin", 1)],
+                            task="tokens", context_length=32, batch_size=8, seed=1,
+                            windows=windows, epochs=2, threads=2)
+        n = [0, 0]
+        for b in ld:
+            tok = np.asarray(b["tokens"])
+            tgt = np.asarray(b["targets"])
+            for row, t, s in zip(tok, tgt, np.asarray(b["source"])):
+                assert np.all(np.diff(row) == 1) and np.array_equal(t, row + 1)
+                assert (row[0] >= 10000) == (s == 1)
+                n[s] += 1
+        assert n == [187, 62]  # one mixed epoch of 249 windows, 3:1 by largest remainder
