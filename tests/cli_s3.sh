@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# s3:// end to end against a real S3 server on loopback (s3rver from npm,
+# tests/lib_s3.sh; skipped with 77 when it cannot be installed), through
+# tests/s3_proxy.py where signatures are checked or faults injected:
+#   - per-file objects (a list of s3:// lines, one key with + = , ; @ and a
+#     space) give the ImageFolder's checksum for 1 and 2 threads, with
+#     every request's SigV4 verified by the proxy;
+#   - shards (indexed mode): an s3:// prefix, a brace pattern, shards
+#     without index files (header passes by ranged GETs, cached), and the
+#     same shards local and over HTTP from nginx: one checksum, 1 and 2
+#     threads (once the loader reads items' byte ranges);
+#   - errors at create: a wrong secret is one 403 naming the bucket and the
+#     key or prefix, a missing bucket and an empty prefix name themselves;
+#     the secret appears in no output of any run;
+#   - faults: 503 SlowDown and connection resets are retried (same
+#     checksum); responses slower than the timeout are counted skips; the
+#     server killed mid-epoch and restarted: the run ends, every item
+#     delivered or a counted skip; a shard cut on the server after indexing:
+#     its cut items are skips naming the shard;
+#   - Python: nostall.Loader over the s3:// list gives the folder's batches.
+source "$(dirname "$0")/lib_cli.sh"
+source "$(dirname "$0")/lib_s3.sh"
+source "$(dirname "$0")/lib_nginx.sh"
+SRC_DIR=$(cd "$(dirname "$0")/.." && pwd)
+export S3_OWNER_PID=$$ NGINX_OWNER_PID=$$
+export XDG_CACHE_HOME="$TMP/xdg"
+trap 's3_proxy_stop "$TMP/srv" > /dev/null 2>&1 || true; s3rver_stop "$TMP/srv" > /dev/null 2>&1 || true
+      nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
+rc=0
+s3rver_ensure > /dev/null 2> "$TMP/ensure.err" || rc=$?
+if [ $rc != 0 ]; then
+    echo "SKIP: s3rver unavailable: $(cat "$TMP/ensure.err")"
+    [ $rc = 77 ] && exit 77
+    exit 1
+fi
+ranges=1 # items of shards are read as byte ranges once recipe.c's locate asks for them
+grep -q nst_index_range "$SRC_DIR/src/recipe/recipe.c" || ranges=0
+
+SECRET='t3st/SECRET+key=value;x'
+LOG="$TMP/all.log" # every output of every run: the secret must not be in it
+: > "$LOG"
+"$CLI" gen "$TMP/data" --images 36 --classes 4 --width 80 --height 60 --quiet
+"$CLI" pack "$TMP/data" "$TMP/www/s" --shard-bytes 40K --quiet > /dev/null
+n=$(ls "$TMP/www/s"/shard-*.tar | wc -l)
+[ "$n" -ge 3 ] || fail "want several shards, got $n"
+last=$(printf '%06d' $((n - 1)))
+
+port=$(s3rver_start "$TMP/srv" 0 bkt) || fail "s3rver did not start"
+s3rver_put_tree "$TMP/srv" bkt shards "$TMP/www/s"
+for f in "$TMP/www/s"/*.tar; do s3rver_put "$TMP/srv" bkt "bare/$(basename "$f")" "$f"; done
+s3rver_put_tree "$TMP/srv" bkt img "$TMP/data"
+# the list, in the folder's order (class folders sorted, files sorted)
+odd='img/odd a+b=c,d;e@f.jpg' # a key SigV4 must encode
+i=0
+: > "$TMP/s3.txt"
+for c in $(ls "$TMP/data"); do
+    for f in $(ls "$TMP/data/$c"); do
+        printf 's3://bkt/img/%s/%s\t%d\n' "$c" "$f" $i >> "$TMP/s3.txt"
+    done
+    i=$((i + 1))
+done
+# the first image again under the odd key, in its place
+first=$(head -1 "$TMP/s3.txt" | cut -f1 | sed 's|^s3://bkt/||')
+s3rver_put "$TMP/srv" bkt "$odd" "$(s3rver_object "$TMP/srv" bkt "$first")"
+"$PY" - "$TMP/s3.txt" "$odd" <<'EOF'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+url, label = lines[0].split("\t")
+lines[0] = "s3://bkt/%s\t%s" % (sys.argv[2], label)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+EOF
+
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY="$SECRET" AWS_REGION=us-east-1
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 || true
+pport=$(s3_proxy_start "$TMP/srv" "$port" --access-key S3RVER --secret "$SECRET") \
+    || fail "s3_proxy.py did not start"
+direct="http://127.0.0.1:$port"
+proxied="http://127.0.0.1:$pport"
+pstat() { json "$TMP/srv/proxy.stats" "j['$1']"; }
+
+common=(--batch-size 5 --crop 32 --epochs 2 --json --quiet --seed 3)
+sum() { json "$1" 'j["checksum"]'; }
+run() { # run OUT ARGS...: bench, output to OUT and the log; the status
+    local out=$1
+    shift
+    local st=0
+    timeout 300 "$CLI" bench "$@" > "$out" 2> "$out.err" || st=$?
+    cat "$out" "$out.err" >> "$LOG"
+    [ $st != 124 ] || fail "bench $*: still running after 300 s (a hang)"
+    return $st
+}
+run "$TMP/ref.json" "$TMP/data" "${common[@]}" --threads 1
+ref=$(sum "$TMP/ref.json")
+
+# per-file objects, every request's signature checked by the proxy
+export AWS_ENDPOINT_URL=$proxied
+for t in 1 2; do
+    run "$TMP/o.json" "$TMP/s3.txt" "${common[@]}" --threads $t || fail "s3 list: $(cat "$TMP/o.json.err")"
+    [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "s3 list, $t threads: checksum $(sum "$TMP/o.json"), want $ref ($(json "$TMP/o.json" 'j["skipped"][:2]'))"
+done
+[ "$(pstat rejected)" = 0 ] || fail "the proxy rejected a signature: $(pstat last_rejection)"
+[ "$(pstat verified)" -ge 72 ] || fail "the proxy verified $(pstat verified) requests"
+
+# shards: a prefix, a pattern, bare shards (header passes), local, HTTP
+sources=("$TMP/www/s" "s3://bkt/shards/" "s3://bkt/shards/shard-{000000..$last}.tar" "s3://bkt/bare/")
+nginx_ok=1
+hport=$(nginx_start "$TMP/ngx" "$TMP/www" 2> "$TMP/ngx.err") || nginx_ok=0
+[ $nginx_ok = 1 ] && sources+=("http://127.0.0.1:$hport/s/shard-{000000..$last}.tar") \
+    || echo "nginx not available: the HTTP shards left out"
+for s in "${sources[@]}"; do
+    for t in 1 2; do
+        run "$TMP/o.json" "$s" "${common[@]}" --threads $t || fail "$s: $(cat "$TMP/o.json.err")"
+        [ "$(json "$TMP/o.json" 'j["dataset"]["items"]')" = 36 ] || fail "$s: $(json "$TMP/o.json" 'j["dataset"]["items"]') items"
+        if [ $ranges = 1 ]; then
+            [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "$s, $t threads: checksum $(sum "$TMP/o.json"), want $ref"
+        fi
+    done
+done
+[ $ranges = 1 ] || echo "note: recipe.c's locate does not read byte ranges yet: shard checksums not compared (indexing checked)"
+[ "$(ls "$XDG_CACHE_HOME"/nostall/shards/*.nstidx | wc -l)" -ge "$n" ] || fail "the header passes over s3:// were not cached"
+[ "$(pstat rejected)" = 0 ] || fail "the proxy rejected a signature: $(pstat last_rejection)"
+
+# errors at create: one clear message each, no secret
+expect_error() { # expect_error WHAT PATTERN SOURCE [ARGS]
+    local what=$1 pat=$2
+    shift 2
+    if run "$TMP/e.json" "$@" --batch-size 5 --crop 32 --epochs 1 --json --quiet; then
+        fail "$what: the run succeeded"
+    fi
+    grep -q -- "$pat" "$TMP/e.json.err" || fail "$what: '$(cat "$TMP/e.json.err")' does not say '$pat'"
+    [ "$(wc -l < "$TMP/e.json.err")" -le 2 ] || fail "$what: more than one error: $(cat "$TMP/e.json.err")"
+}
+AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (list)" \
+    "HTTP 403 SignatureDoesNotMatch.*key 'img/.*' in bucket 'bkt'" "$TMP/s3.txt"
+AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (prefix)" \
+    "HTTP 403 SignatureDoesNotMatch.*prefix 'shards/' in bucket 'bkt'" "s3://bkt/shards/"
+AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (pattern)" \
+    "HTTP 403.*bucket 'bkt'" "s3://bkt/shards/shard-{000000..$last}.tar"
+expect_error "no bucket" "NoSuchBucket" "s3://nobkt/shards/"
+expect_error "an empty prefix" "no objects under prefix 'none/' in bucket 'bkt'" "s3://bkt/none/"
+expect_error "no .tar under a prefix" "no .tar objects" "s3://bkt/img/"
+AWS_ACCESS_KEY_ID= expect_error "half a key pair" "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not" "s3://bkt/shards/"
+
+# faults through the proxy: 503 SlowDown twice per object, then resets
+s3_proxy_stop "$TMP/srv"
+pport=$(s3_proxy_start "$TMP/srv" "$port" --slowdown 2) || fail "proxy"
+export AWS_ENDPOINT_URL="http://127.0.0.1:$pport"
+run "$TMP/o.json" "$TMP/s3.txt" "${common[@]}" --threads 2 --http-retries 3 || fail "slowdown: $(cat "$TMP/o.json.err")"
+[ "$(sum "$TMP/o.json")" = "$ref" ] || fail "slowdown: checksum differs ($(json "$TMP/o.json" 'j["skipped"][:2]'))"
+[ "$(pstat slowdowns)" -ge 72 ] || fail "slowdown: only $(pstat slowdowns) 503s sent"
+run "$TMP/o.json" "s3://bkt/shards/" "${common[@]}" --threads 2 --http-retries 3 || fail "slowdown (shards): $(cat "$TMP/o.json.err")"
+[ "$(json "$TMP/o.json" 'j["dataset"]["items"]')" = 36 ] || fail "slowdown (shards): items"
+s3_proxy_stop "$TMP/srv"
+pport=$(s3_proxy_start "$TMP/srv" "$port" --reset 1) || fail "proxy"
+export AWS_ENDPOINT_URL="http://127.0.0.1:$pport"
+run "$TMP/o.json" "$TMP/s3.txt" "${common[@]}" --threads 2 --http-retries 3 || fail "resets: $(cat "$TMP/o.json.err")"
+[ "$(sum "$TMP/o.json")" = "$ref" ] || fail "resets: checksum differs"
+[ "$(pstat resets)" -ge 36 ] || fail "resets: only $(pstat resets) connections reset"
+
+# slow responses: slower than the timeout, counted skips (no hang)
+s3_proxy_stop "$TMP/srv"
+pport=$(s3_proxy_start "$TMP/srv" "$port" --delay-ms 4000) || fail "proxy"
+export AWS_ENDPOINT_URL="http://127.0.0.1:$pport"
+run "$TMP/o.json" "$TMP/s3.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --threads 2 \
+    --http-timeout-ms 500 --http-retries 0 || fail "slow: the run failed: $(cat "$TMP/o.json.err")"
+[ "$(json "$TMP/o.json" 'j["skipped_count"]')" = 36 ] || fail "slow: $(json "$TMP/o.json" 'j["skipped_count"]') skipped, want 36"
+json "$TMP/o.json" 'j["skipped"][0]["reason"]' | grep -qi "time" || fail "slow: $(json "$TMP/o.json" 'j["skipped"][0]')"
+s3_proxy_stop "$TMP/srv"
+
+# the server killed mid-epoch and restarted on its port: the run ends,
+# every item delivered or a counted skip
+export AWS_ENDPOINT_URL=$direct
+gets() { grep -ac "img_[0-9]*\.jpg 200" "$TMP/srv/s3rver.log" 2> /dev/null || true; }
+started() { [ "$(gets)" -ge 8 ]; }
+: > "$TMP/srv/s3rver.log"
+timeout 300 "$CLI" bench "$TMP/s3.txt" --batch-size 4 --crop 32 --epochs 2 --json --quiet --threads 2 \
+    --step-ms 150 --http-retries 8 --io-depth 2 > "$TMP/k.json" 2> "$TMP/k.err" &
+bp=$!
+wait_until 120 started || fail "the run made no requests"
+s3rver_kill "$TMP/srv"
+s3rver_start "$TMP/srv" "$port" bkt > /dev/null || fail "s3rver did not restart on port $port"
+st=0
+wait $bp || st=$?
+cat "$TMP/k.json" "$TMP/k.err" >> "$LOG"
+[ $st = 0 ] || fail "killed server: the run ended with $st: $(cat "$TMP/k.err")"
+delivered=$(json "$TMP/k.json" 'j["items"]')
+skipped=$(json "$TMP/k.json" 'j["skipped_count"]')
+[ $((delivered + skipped)) = 72 ] || fail "killed server: $delivered delivered + $skipped skipped, want 72"
+echo "killed server: $delivered items delivered, $skipped counted skips"
+
+# a shard cut on the server after indexing: its cut items are skips
+if [ $ranges = 1 ]; then
+    obj=$(s3rver_object "$TMP/srv" bkt shards/shard-000001.tar)
+    truncate -s $(($(stat -c %s "$obj") / 2)) "$obj"
+    rm -f "$obj.md5"
+    run "$TMP/o.json" "s3://bkt/shards/" --batch-size 2 --crop 32 --epochs 1 --json --quiet \
+        --http-retries 1 || fail "a cut shard failed the run: $(cat "$TMP/o.json.err")"
+    [ "$(json "$TMP/o.json" 'j["skipped_count"]')" -ge 1 ] || fail "a cut shard: nothing skipped"
+    json "$TMP/o.json" '" ".join(s["reason"] for s in j["skipped"])' | grep -q "shard-000001.tar" \
+        || fail "the cut items do not name their shard: $(json "$TMP/o.json" 'j["skipped"]')"
+fi
+
+# Python: the same batches from the s3:// list as from the folder
+# (not with a sanitized library: python3 would need its runtime preloaded)
+if [ -n "${NOSTALL_LIBRARY:-}" ] && ! nm -D "$NOSTALL_LIBRARY" 2> /dev/null | grep -qE ' __(asan|tsan)_'; then
+    PYTHONPATH="$SRC_DIR/python" "$PY" - "$TMP/data" "$TMP/s3.txt" <<'EOF' 2>&1 | tee -a "$LOG" || fail "python over s3://"
+import hashlib, sys
+import nostall
+def digests(src):
+    out = []
+    for images, labels in nostall.Loader(src, batch_size=6, crop=32, threads=2, seed=5,
+                                         output="uint8"):
+        out.append(hashlib.sha1(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest())
+    return out
+a, b = digests(sys.argv[1]), digests(sys.argv[2])
+assert a == b and len(a) == 6, (len(a), len(b))
+print("python: %d batches, as from the folder" % len(b))
+EOF
+fi
+
+grep -qF -- "$SECRET" "$LOG" && fail "the secret appears in the output"
+echo PASS
