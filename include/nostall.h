@@ -461,7 +461,10 @@ typedef struct nostall_loader nostall_loader;
  * path may be an http:// or https:// URL, fetched with libcurl — other
  * "scheme://" entries are refused with E_DATASET).
  * Option combinations are validated here (e.g. scale_min <= scale_max,
- * rank < world_size). `cfg` may be NULL for the defaults. */
+ * rank < world_size). `cfg` may be NULL for the defaults.
+ * With the `mix` option (weighted mixing, docs/mixing.md) the items are the
+ * mix's sources' and `source` only names the mix in messages; batches get
+ * an int64 field "source" (each item's source, in the option's order). */
 NOSTALL_API int nostall_loader_create(nostall_loader **out, const char *source,
                                       const nostall_config *cfg);
 /* Stop, join every thread, free everything. NULL is a no-op. */

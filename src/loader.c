@@ -315,6 +315,12 @@ static int make_source(struct nostall_loader *ld, const char *source, const char
                          "%s: mix cannot be combined with coordinate='%s' (a group shares one "
                          "source)",
                          fn, v[NOSTALL_OPT_COORDINATE].s);
+    if (!nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0] &&
+        (v[NOSTALL_OPT_MIX_EPOCH_ITEMS].u || v[NOSTALL_OPT_MIX_LABELS].u))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: mix_epoch_items and mix_labels apply to a mix, but the mix option "
+                         "is empty",
+                         fn);
     if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0])
         rc = nst_mixture_create(&ld->recipe, &mix, &ld->cfg);
     else

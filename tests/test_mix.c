@@ -402,7 +402,26 @@ static void test_errors(void)
     CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_OPTION);
     CHECK(strstr(nostall_last_error(), "coordinate") != NULL);
     CHECK_OK(nostall_config_set(cfg, "coordinate", ""));
-    /* fields that differ: a multi-hot label over 2 classes vs ImageFolder ints */
+    /* fields that differ (float labels of a list vs an ImageFolder's int64
+     * ones) are refused, naming the field and both sources */
+    char list[4200];
+    snprintf(list, sizeof list, "%s/float.txt", test_tmpdir("mix-list"));
+    FILE *f = fopen(list, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("x.jpg\t0.5\ny.jpg\t1.5\n", f);
+        fclose(f);
+    }
+    snprintf(bad, sizeof bad, "%s:1,%s:1", dir_a, list);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "field 'label'") != NULL);
+    CHECK(strstr(nostall_last_error(), "float.txt") != NULL);
+    /* the mix options without a mix are refused, not ignored */
+    CHECK_OK(nostall_config_set(cfg, "mix", ""));
+    CHECK_OK(nostall_config_set(cfg, "mix_epoch_items", "10"));
+    CHECK_RC(nostall_loader_create(&ld, dir_a, cfg), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "mix_epoch_items") != NULL);
     CHECK(ld == NULL);
     nostall_config_free(cfg);
 }
