@@ -202,7 +202,9 @@ fi
 
 # Python: the same batches from the s3:// list as from the folder
 # (not with a sanitized library: python3 would need its runtime preloaded)
-if [ -n "${NOSTALL_LIBRARY:-}" ] && ! nm -D "$NOSTALL_LIBRARY" 2> /dev/null | grep -qE ' __(asan|tsan)_'; then
+sanitized=0 # (grep -c reads all of nm's output: no SIGPIPE under pipefail)
+[ -n "${NOSTALL_LIBRARY:-}" ] && sanitized=$(nm -D "$NOSTALL_LIBRARY" 2> /dev/null | grep -cE ' __(asan|tsan)_' || true)
+if [ -n "${NOSTALL_LIBRARY:-}" ] && [ "$sanitized" = 0 ]; then
     PYTHONPATH="$SRC_DIR/python" "$PY" - "$TMP/data" "$TMP/s3.txt" <<'EOF' 2>&1 | tee -a "$LOG" || fail "python over s3://"
 import hashlib, sys
 import nostall
