@@ -18,7 +18,7 @@ Then:
      --step-ms`), for echo factor 1, 2, 4 (echo_point decode) and adaptive
      (echo_max 8), --rounds interleaved rounds, medians, no checksum;
   3. time to a target validation accuracy with the real training step for
-     e = 1 and e = 4 (decode), --seeds seeds (learning rate per condition
+     e = 1, e = 4 (decode) and adaptive (max 8), --seeds seeds (learning rate per condition
      from a small grid on a separate tuning seed).
 
     # as root (ip netns, tc); builds nothing: give the CLI and the library
@@ -55,6 +55,10 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 S3RVER_VERSION = "3.7.1"
 BUCKET = "echo"
 PORT = 8642
+
+
+# adaptive as in the bench rows (echo_max 8: R may exceed 4 here)
+EXTRA_CONDITIONS = {"adaptive8": {"echo": "adaptive", "echo_max": 8}}
 
 
 def log(*a):
@@ -272,7 +276,8 @@ def main():
     ap.add_argument("--calib-batches", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--conditions", default="baseline,decode-e4")
+    ap.add_argument("--conditions", default="baseline,decode-e4,adaptive8",
+                    help="of examples/echo_experiment.py's, and adaptive8 (echo_max 8)")
     ap.add_argument("--lrs", default="0.02,0.05", help="learning-rate grid (tuning seed 100)")
     ap.add_argument("--tune-seed", type=int, default=100)
     ap.add_argument("--target", type=float, default=0.80)
@@ -300,6 +305,7 @@ def main():
     torch.set_num_threads(1)
     import nostall
     import echo_experiment as ee
+    ee.CONDITIONS.update(EXTRA_CONDITIONS)
 
     t_start = time.time()
     args.cli = os.path.abspath(args.cli)
@@ -439,6 +445,7 @@ def main():
 
 def summary(results):
     import echo_experiment as ee
+    ee.CONDITIONS.update(EXTRA_CONDITIONS)
     res = dict(results)
     res["calibration"] = dict(results["calibration"])
     return ee.summarize(res) if results["runs"] else []
@@ -473,6 +480,17 @@ def report(results):
                    rel("fresh"), cell("seconds"), rel("seconds"), r["factor"],
                    100 * r["stall"], r["step_ms"],
                    ", ".join("%.1f" % s for s in r["seconds_all"])))
+        base = next((r for r in rows if r["condition"] == "baseline"), None)
+        if base:
+            log("In the runs: e=1 took %.1f ms per step of wall clock for %.1f ms of training "
+                "step: R in training = %.2f" % (base["wall_ms_per_step"], base["step_ms"],
+                                               base["R_run"]))
+    if results.get("bench"):
+        est = [s.get("estimated_R") for s in results["bench"].get("e=1", {}).get("runs", [])]
+        est = [e for e in est if e]
+        if est:
+            log("nostall's own estimate of R in the e=1 bench rounds: %s"
+                % ", ".join("%.2f" % e for e in est))
     return rows
 
 
@@ -481,7 +499,7 @@ def plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     cal = results["calibration"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
     ax = axes[0]
     names = list(results["bench"])
     if names:
@@ -503,9 +521,9 @@ def plot(results, path):
         ax.grid(axis="y", alpha=0.3)
     rows = summary(results)
     colors = {"baseline": "k", "decode-e2": "tab:orange", "decode-e4": "tab:red",
-              "adaptive": "tab:purple"}
+              "adaptive": "tab:purple", "adaptive8": "tab:purple"}
     label = {"baseline": "e = 1", "decode-e2": "e = 2", "decode-e4": "e = 4 (decode)",
-             "adaptive": "adaptive"}
+             "adaptive": "adaptive (max 4)", "adaptive8": "adaptive (max 8)"}
     target = results["args"]["target"]
     ax = axes[1]
     for r in results["runs"]:
@@ -519,23 +537,29 @@ def plot(results, path):
     ax.set_title("accuracy vs wall clock (%d seeds each)" % results["args"]["seeds"], fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    ax = axes[2]
-    for j, r in enumerate(rows):
-        c = colors.get(r["condition"], "tab:blue")
-        for k, (key, off) in enumerate((("seconds", -0.2), ("fresh", 0.2))):
+    for ax, key, title in ((axes[2], "seconds", "wall-clock seconds to %.2f" % target),
+                           (axes[3], "fresh", "items to %.2f: fresh (solid), delivered "
+                                              "(light)" % target)):
+        for j, r in enumerate(rows):
+            c = colors.get(r["condition"], "tab:blue")
+            ok = [x for x in results["runs"] if x["condition"] == r["condition"] and x["reached"]]
             vals = r[key + "_all"]
-            if key == "fresh":
-                vals = [v / 100 for v in vals]
             if vals:
-                ax.bar(j + off, statistics.mean(vals), 0.4, color=c,
-                       alpha=0.55 if key == "seconds" else 0.25)
-                ax.scatter([j + off] * len(vals), vals, color=c, s=14, zorder=3)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(["%s\nleft: seconds, right: fresh/100" % label.get(r["condition"],
-                                                                          r["condition"])
-                        for r in rows], fontsize=8)
-    ax.set_title("to %.2f val accuracy (bars: mean; dots: seeds)" % target, fontsize=9)
-    ax.grid(axis="y", alpha=0.3)
+                ax.bar(j, statistics.mean(vals), 0.6, color=c, alpha=0.55)
+                ax.scatter([j] * len(vals), vals, color=c, s=14, zorder=3)
+            if key == "fresh" and ok:
+                # items delivered up to the target: steps x batch
+                dl = [x["steps"] * results["args"]["batch_size"] for x in ok]
+                ax.bar(j, statistics.mean(dl), 0.6, color=c, alpha=0.15, zorder=0)
+            miss = r["runs"] - r["reached"]
+            if miss:
+                ax.annotate("%d/%d not reached" % (miss, r["runs"]), (j, 0), ha="center",
+                            va="bottom", fontsize=7, color="r")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([label.get(r["condition"], r["condition"]) for r in rows],
+                           fontsize=8)
+        ax.set_title(title + " (bars: mean; dots: seeds)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Data echoing over a bandwidth-limited %s (tbf %.1f Mbit/s, R = %.1f): "
                  "small CNN on CPU" % ({"s3": "S3 server (s3rver)", "http": "HTTP server (nginx)"}
                                        [results["server"]], cal["rate_mbit"], cal["R"]))
