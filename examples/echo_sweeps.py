@@ -197,7 +197,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.path.join(ROOT, "build-profile", "echo_sweeps.json"))
-    p.add_argument("--from", dest="from_json", help="only the tables and plots of this JSON")
+    p.add_argument("--from", dest="from_json",
+                   help="only the tables and plots of this JSON (or of several: A,B,...)")
     p.add_argument("--plots", help="write the plots as PREFIX-<sweep>.png")
     p.add_argument("--md", help="write the tables (markdown) here")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 2 conditions a sweep")
@@ -234,8 +235,18 @@ def main():
     args = p.parse_args()
 
     if args.from_json:
-        with open(args.from_json) as f:
-            results = json.load(f)
+        # several JSONs (sweeps run in parallel processes, each its own --out):
+        # their runs, tuned and reused rates together; args and machine of the first
+        results = None
+        for path in args.from_json.split(","):
+            with open(path) as f:
+                part = json.load(f)
+            if results is None:
+                results = part
+                continue
+            for k in ("runs", "tuned", "lr_from"):
+                results.setdefault(k, {}).update(part.get(k, {}))
+            results["elapsed_s"] = results.get("elapsed_s", 0) + part.get("elapsed_s", 0)
         report(results, args)
         return
     if args.quick:
