@@ -116,7 +116,10 @@ class Net:
     def start(self, argv, ready):
         """Start argv inside the namespace; wait until ready() is true."""
         self.server_log = open(os.path.join(self.tmp, "server.log"), "w")
-        self.server = subprocess.Popen(["ip", "netns", "exec", self.ns] + argv,
+        # the server at the default priority, whatever this script's nice: it
+        # stands for storage elsewhere, it should not be starved by the load
+        self.server = subprocess.Popen(["ip", "netns", "exec", self.ns, "nice", "-n",
+                                        str(-os.nice(0))] + argv,
                                        stdin=subprocess.DEVNULL, stdout=self.server_log,
                                        stderr=subprocess.STDOUT)
         for _ in range(1200):
@@ -136,7 +139,7 @@ class Net:
 
     def close(self):
         if self.server is not None and self.server.poll() is None:
-            self.server.terminate()  # `ip netns exec` execs: this is the server itself
+            self.server.terminate()  # `ip netns exec` and nice exec: this is the server
             try:
                 self.server.wait(5)
             except subprocess.TimeoutExpired:
@@ -274,6 +277,7 @@ def main():
     ap.add_argument("--burst", default="16kb", help="tbf burst")
     ap.add_argument("--calib-steps", type=int, default=30)
     ap.add_argument("--calib-batches", type=int, default=16)
+    ap.add_argument("--calib-iters", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--conditions", default="baseline,decode-e4,adaptive8",
@@ -347,28 +351,43 @@ def main():
     step_mem = ee.time_step(nostall, args, paths, classes)
     log("calibration: upstream without the shaper %.1f ms/batch; step on in-memory batches "
         "%.1f ms" % (up_free, step_mem))
+    # The step is timed in the training loop fed at the current rate (it is
+    # slower there than alone: the loader's thread and the server share the
+    # cores); on a shared machine it drifts, so the median of every timing
+    # so far is used, and the rate is corrected until R is within 0.5 of
+    # --R (at most --calib-iters times).
+    steps_ms = []
     if args.rate_mbit is None:
-        # bits on the wire ~ 1.08 x the bytes (headers, TCP/IP): a first guess
-        rate = 8 * 1.08 * batch_bytes / (args.R * step_mem / 1000) / 1e6
-        net.shape(rate)
-        _, _, step = ee.time_in_training(nostall, args, urls, classes, 0, steps=args.calib_steps)
-        for _ in range(2):
+        # bits on the wire ~ 1.07 x the bytes (headers, TCP/IP): a first guess
+        rate = 8 * 1.07 * batch_bytes / (args.R * step_mem / 1000) / 1e6
+        for it in range(args.calib_iters):
             net.shape(rate)
+            steps_ms.append(ee.time_in_training(nostall, args, urls, classes, 0,
+                                                steps=args.calib_steps)[2])
             up = ee.time_upstream(nostall, args, urls, 0, batches=args.calib_batches)
-            log("  rate %.2f Mbit/s: upstream %.1f ms/batch, step %.1f ms: R = %.2f"
-                % (rate, up, step, up / step))
-            rate *= up / (args.R * step)
+            step = statistics.median(steps_ms)
+            log("  rate %.2f Mbit/s: upstream %.1f ms/batch, step %.1f ms (median of %s): "
+                "R = %.2f" % (rate, up, step, ", ".join("%.0f" % x for x in steps_ms),
+                              up / step))
+            if abs(up / step - args.R) <= 0.5:
+                break
+            # the part of the upstream time that the shaper sets scales with 1/rate
+            rate *= max(up - up_free, 1) / max(args.R * step - up_free, 1)
         args.rate_mbit = round(rate, 2)
     net.shape(args.rate_mbit)
-    wall, step_mean, step = ee.time_in_training(nostall, args, urls, classes, 0,
-                                                steps=args.calib_steps)
+    wall, step_mean, step_last = ee.time_in_training(nostall, args, urls, classes, 0,
+                                                     steps=args.calib_steps)
+    steps_ms.append(step_last)
+    step = statistics.median(steps_ms)
     up = ee.time_upstream(nostall, args, urls, 0, batches=args.calib_batches)
     cal = {"rate_mbit": args.rate_mbit, "burst": args.burst, "upstream_ms": up,
+           "steps_ms": steps_ms,
            "upstream_unshaped_ms": up_free, "step_ms": step, "step_mean_ms": step_mean,
            "step_memory_ms": step_mem, "wall_ms": wall, "R": up / step,
            "batch_bytes": batch_bytes, "goodput_mbit": 8 * batch_bytes / up / 1e3}
     log("calibration: tbf rate %.2f Mbit/s: upstream %.1f ms/batch (%.1f without the shaper; "
-        "goodput %.2f Mbit/s of image bytes); step %.1f ms (median in training; mean %.1f; "
+        "goodput %.2f Mbit/s of image bytes); step %.1f ms (median of the timings in training; "
+        "the last one's mean %.1f; "
         "%.1f in memory): R = %.2f; baseline training %.1f ms per step"
         % (args.rate_mbit, up, up_free, cal["goodput_mbit"], step, step_mean, step_mem,
            cal["R"], wall))
@@ -415,7 +434,9 @@ def main():
     # --- time to target, real training step ----------------------------------------
     if not args.no_train:
         lrs = [float(x) for x in args.lrs.split(",")]
-        for cond in args.conditions.split(","):
+        conds = [c for c in args.conditions.split(",") if c]
+        chosen = {}
+        for cond in conds:
             if len(lrs) > 1:
                 log("%s: tuning lr on seed %d" % (cond, args.tune_seed))
                 tuned = []
@@ -424,14 +445,16 @@ def main():
                     tuned.append(ee.train_run(nostall, args, urls, classes, val, cond, lr,
                                               args.tune_seed))
                 results["tuning"] += tuned
-                lr = min(tuned, key=ee.tune_key)["lr"]
+                chosen[cond] = min(tuned, key=ee.tune_key)["lr"]
             else:
-                lr = lrs[0]
-            log("%s: lr %g, seeds 0-%d" % (cond, lr, args.seeds - 1))
-            for seed in range(args.seeds):
+                chosen[cond] = lrs[0]
+        log("learning rates: %s; seeds 0-%d, the conditions interleaved"
+            % (", ".join("%s %g" % kv for kv in chosen.items()), args.seeds - 1))
+        for seed in range(args.seeds):
+            for cond in conds:
                 loads.append(os.getloadavg()[0])
                 results["runs"].append(ee.train_run(nostall, args, urls, classes, val, cond,
-                                                    lr, seed))
+                                                    chosen[cond], seed))
                 save()
     results["qdisc_final"] = net.qdisc_stats()
     save()
