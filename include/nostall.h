@@ -358,7 +358,16 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MIX_LABELS, 76, "mix_labels", ENUM, "own", "own|offset", "",                                 \
       "weighted mixing: own = each source's labels as they are (sources of "                       \
       "one class list); offset = source s's integer labels shifted by the "                        \
-      "classes of the sources before it (disjoint class lists)")
+      "classes of the sources before it (disjoint class lists)")                                   \
+    X(SHARD_MODE, 77, "shard_mode", ENUM, "indexed", "indexed|stream", "",                         \
+      "tar shards: indexed = each item one ranged read (pread, HTTP Range; "                       \
+      "the global permutation, caches); stream = every shard read whole "                          \
+      "and in order, in a permuted shard order, items through a seeded "                           \
+      "shuffle buffer (for stores where a request costs more than its "                            \
+      "bytes; docs/shards.md)")                                                                    \
+    X(SHUFFLE_BUFFER, 78, "shuffle_buffer", UINT, "1000", "1", "16777216",                         \
+      "shard_mode=stream: items of the shuffle buffer (memory: this many "                         \
+      "items' bytes, plus the batches in flight)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),

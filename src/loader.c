@@ -35,6 +35,7 @@
 #include "echo/batches.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
+#include "source/stream.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -347,6 +348,51 @@ static int make_source(struct nostall_loader *ld, const char *source, const char
     return 0;
 }
 
+/* shard_mode=stream: the shards' reader (source/stream.h). Its store holds
+ * the shuffle buffer plus every item the ring's open batches and the
+ * workers' tickets can wait for, so the reader never waits for room that
+ * only a later item would free. */
+static int make_stream(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    if (v[NOSTALL_OPT_SHARD_MODE].u == 0) return 0;
+    const nst_index *ix = ld->recipe->index;
+    if (!ix || ld->sampler.mix || !nst_index_shards(ix) || ld->recipe->ops->locate ||
+        ld->recipe->items != nst_index_count(ix))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: shard_mode=stream needs tar shards read one item per member (%s "
+                         "with task=%s is not)",
+                         fn, ld->source, ld->recipe->ops->name);
+    if (ld->echo || v[NOSTALL_OPT_COORDINATE].s[0] || ld->sampler.mix)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: shard_mode=stream cannot be combined with %s (use shard_mode=indexed)",
+                         fn,
+                         ld->echo          ? "data echoing"
+                         : ld->sampler.mix ? "mix"
+                                           : "coordinate");
+    uint32_t nslots = 0, items = 0, bbuf = 0;
+    int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
+    if (rc < 0) return rc;
+    uint64_t tickets =
+        (uint64_t)ld->nthreads *
+        (v[NOSTALL_OPT_IO_DEPTH].u ? v[NOSTALL_OPT_IO_DEPTH].u : NOSTALL_IO_DEPTH_AUTO_MAX);
+    uint64_t cap = v[NOSTALL_OPT_SHUFFLE_BUFFER].u + (uint64_t)(nslots + 1) * items + tickets + 2;
+    if (cap > UINT32_MAX / 4)
+        return nst_error(NOSTALL_E_OPTION, "%s: shuffle_buffer %llu is too large", fn,
+                         (unsigned long long)v[NOSTALL_OPT_SHUFFLE_BUFFER].u);
+    nst_stream_opts o = {.seed = v[NOSTALL_OPT_SEED].u,
+                         .shuffle = (int)v[NOSTALL_OPT_SHUFFLE].u,
+                         .buffer = (uint32_t)v[NOSTALL_OPT_SHUFFLE_BUFFER].u,
+                         .capacity = (uint32_t)cap,
+                         .epochs = ld->epochs_limit,
+                         .max_item_bytes = v[NOSTALL_OPT_MAX_FILE_BYTES].u,
+                         .timeout_ms = (uint32_t)v[NOSTALL_OPT_HTTP_TIMEOUT_MS].u,
+                         .retries = (uint32_t)v[NOSTALL_OPT_HTTP_RETRIES].u,
+                         .verify_tls = (int)v[NOSTALL_OPT_HTTP_VERIFY_TLS].u,
+                         .sampler = ld->sampler};
+    return nst_stream_create(&ld->stream, ix, &o);
+}
+
 int nostall_loader_create(nostall_loader **out, const char *source, const nostall_config *cfg)
 {
     static const char fn[] = "nostall_loader_create";
@@ -392,6 +438,7 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     if ((rc = make_source(ld, source, fn)) < 0) goto fail;
     if ((rc = make_backend(ld, fn)) < 0 || (rc = make_fetch_env(ld, fn)) < 0) goto fail;
     plan_counts(ld);
+    if ((rc = make_stream(ld, fn)) < 0) goto fail;
     if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
     *out = ld;
     return 0;
@@ -414,6 +461,7 @@ int nostall_loader_stop(nostall_loader *ld)
     if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_stop: loader is NULL");
     atomic_store(&ld->stop_flag, 1);
     if (ld->bq) ld->bq->ops->stop(ld->bq);
+    nst_stream_stop(ld->stream); /* workers waiting for a streamed item */
     return 0;
 }
 
@@ -446,6 +494,7 @@ void nostall_loader_free(nostall_loader *ld)
         free(ld->workers);
     }
     if (ld->bq) ld->bq->ops->free(ld->bq); /* after the workers: none still calls it */
+    nst_stream_free(ld->stream);
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
     free(ld->skips);
     free(ld->skip_reason);

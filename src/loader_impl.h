@@ -119,6 +119,7 @@ struct nostall_loader {
     nst_counter dlv[NST_IO_COUNT_]; /* accounting of delivered batches      */
 
     worker *workers;
+    struct nst_stream *stream; /* shard_mode=stream: the shards' reader    */
 };
 
 /* Deliveries in `epoch` (the shard, or with fixed item echoing the sum of

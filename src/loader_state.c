@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "echo/batches.h"
 #include "loader_impl.h"
+#include "source/stream.h"
 
 /* Options that change the bytes delivered for a given (seed, epoch,
  * position), besides the seed itself (checked on its own). world_size and
@@ -191,7 +192,7 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
 
 typedef struct resume_args {
     struct nostall_loader *ld;
-    uint64_t epoch, offset;
+    uint64_t epoch, offset, position;
 } resume_args;
 
 /* Called by the backend's reset with nothing in flight. */
@@ -199,6 +200,8 @@ static void resume_sampler(void *ctx)
 {
     resume_args *a = ctx;
     nst_sampler_resume(&a->ld->sampler, a->epoch, a->offset);
+    if (a->ld->stream) /* the shards' reader restarts at the new place */
+        nst_stream_start(a->ld->stream, a->epoch, a->position, &a->ld->sampler);
     pthread_mutex_lock(&a->ld->plan_mu);
     memset(a->ld->elen_val, 0, sizeof a->ld->elen_val);
     pthread_mutex_unlock(&a->ld->plan_mu);
@@ -218,7 +221,7 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
                          (unsigned long long)ld->epochs_limit - 1);
     uint64_t offset, position, taken;
     if ((rc = state_place(ld, st, &offset, &position, &taken, fn)) < 0) return rc;
-    resume_args args = {ld, st->epoch, offset};
+    resume_args args = {ld, st->epoch, offset, position};
     return ld->bq->ops->reset(ld->bq, st->epoch, position, (uint32_t)taken, resume_sampler, &args,
                               fn);
 }

@@ -31,6 +31,7 @@
 #include "echo/adaptive.h"
 #include "echo/store.h"
 #include "loader_impl.h"
+#include "source/stream.h"
 
 static void last_error_into(char *msg, size_t n, int rc)
 {
@@ -227,6 +228,49 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg
     return rc;
 }
 
+/* shard_mode=stream: the items come from the shards' reader (source/
+ * stream.h), not from the fetcher: each ticket's item is the stream's
+ * order at its global position, and its fetch is an empty entry that
+ * keeps the fetcher's FIFO in step. (Echoing is refused with streaming.) */
+static void stream_submit(worker *w, uint32_t first)
+{
+    struct nostall_loader *ld = w->ld;
+    for (uint32_t k = first; k < w->tk_count; k++) {
+        nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+        uint64_t g = nst_stream_global(&ld->sampler, t->epoch, t->position);
+        t->index = nst_stream_item(ld->stream, t->epoch, g);
+        *t->index_dst = t->index;
+        nst_fetch_submit_none(w->fetch, t->index);
+    }
+}
+
+/* The oldest ticket's item from the stream's bytes (a stale ticket only
+ * gives its slot back). */
+static int stream_make(worker *w, nst_ticket *t, nst_fetch_req *r, int stale, char *msg, size_t msgn)
+{
+    struct nostall_loader *ld = w->ld;
+    int rc = 0;
+    if (!stale) {
+        const uint8_t *data;
+        size_t len;
+        uint64_t t0 = nst_now_ns();
+        r->status =
+            nst_stream_get(ld->stream, t->epoch, t->position, &data, &len, r->msg, sizeof r->msg);
+        r->wait_ns = nst_now_ns() - t0;
+        STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+        if (r->status == 0) {
+            STAT_ADD(w->st.storage_reads, 1);
+            STAT_ADD(w->st.storage_bytes, len);
+        }
+        r->data = data;
+        r->len = len;
+        rc = make_item(w, t, r, msg, msgn);
+        r->data = NULL;
+    }
+    nst_stream_release(ld->stream, t->epoch, t->position);
+    return rc;
+}
+
 void *nst_worker_main(void *arg)
 {
     worker *w = arg;
@@ -243,7 +287,10 @@ void *nst_worker_main(void *arg)
             continue;
         }
         uint64_t t0 = nst_now_ns();
-        submit(w, first);
+        if (ld->stream)
+            stream_submit(w, first);
+        else
+            submit(w, first);
         const int full = w->tk_count >= w->depth;
         nst_fetch_req *r = nst_fetch_next(w->fetch);
         const uint64_t tb = nst_now_ns();
@@ -261,7 +308,10 @@ void *nst_worker_main(void *arg)
         STAT_ADD(w->st.cache_misses, r->io.cache_miss);
         int rc = 0;
         msg[0] = '\0';
-        if (!bq->ops->stale(bq, t)) rc = make_item(w, t, r, msg, sizeof msg);
+        if (ld->stream)
+            rc = stream_make(w, t, r, bq->ops->stale(bq, t), msg, sizeof msg);
+        else if (!bq->ops->stale(bq, t))
+            rc = make_item(w, t, r, msg, sizeof msg);
         if (t->apool != UINT32_MAX)
             nst_adaptive_put(ld->adaptive, t->apool, t->dst, t->index, rc == 0);
         io_add_fetch(t->io, &r->io);

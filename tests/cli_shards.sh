@@ -81,7 +81,7 @@ for g in g1 g2; do
 done
 
 # resume mid-epoch: the rest of the epoch exactly
-if [ -n "${NOSTALL_LIBRARY:-}" ]; then
+if [ -n "${NOSTALL_LIBRARY:-}" ] && ! nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -E ' __(asan|tsan)_' > /dev/null; then
     PYTHONPATH="$SRC_DIR/python" "$PY" - "$TMP/www/s" <<'EOF' || fail "resume on shards"
 import hashlib, sys
 import nostall
@@ -101,7 +101,7 @@ assert head + rest == full, (len(head), len(rest), len(full))
 print("resume: %d + %d batches, as one run" % (len(head), len(rest)))
 EOF
 else
-    echo "NOSTALL_LIBRARY unset: the resume check skipped"
+    echo "NOSTALL_LIBRARY unset or a sanitizer build: the resume check skipped"
 fi
 
 # damage before indexing: a shard cut inside its third sample keeps two

@@ -585,6 +585,8 @@ class Loader(_Base):
                  mix: "str | None" = None,
                  mix_epoch_items: "int | None" = None,
                  mix_labels: "str | None" = None,
+                 shard_mode: "str | None" = None,
+                 shuffle_buffer: "int | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,

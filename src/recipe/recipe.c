@@ -49,6 +49,7 @@ void nst_recipe_locate(const nst_recipe *r, uint64_t epoch, uint64_t index, nst_
         return;
     }
     *out = (nst_item_loc){.path = nst_index_path(r->index, index), .key = index};
+    nst_index_range(r->index, index, &out->offset, &out->length); /* a shard's member */
 }
 
 const char *nst_recipe_path(const nst_recipe *r, uint64_t index)
