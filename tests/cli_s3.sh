@@ -5,8 +5,9 @@
 #   - per-file objects (a list of s3:// lines, one key with + = , ; @ and a
 #     space) give the ImageFolder's checksum for 1 and 2 threads, with
 #     every request's SigV4 verified by the proxy;
-#   - shards (indexed mode): an s3:// prefix, a brace pattern, shards
-#     without index files (header passes by ranged GETs, cached), and the
+#   - shards (indexed mode): an s3:// prefix (also one of several listing
+#     pages), a brace pattern, shards without index files (header passes
+#     by ranged GETs, cached), and the
 #     same shards local and over HTTP from nginx: one checksum, 1 and 2
 #     threads (once the loader reads items' byte ranges);
 #   - errors at create: a wrong secret is one 403 naming the bucket and the
@@ -119,6 +120,23 @@ done
 [ $ranges = 1 ] || echo "note: recipe.c's locate does not read byte ranges yet: shard checksums not compared (indexing checked)"
 [ "$(ls "$XDG_CACHE_HOME"/nostall/shards/*.nstidx | wc -l)" -ge "$n" ] || fail "the header passes over s3:// were not cached"
 [ "$(pstat rejected)" = 0 ] || fail "the proxy rejected a signature: $(pstat last_rejection)"
+
+# a prefix of more than one page (ListObjectsV2 continuation tokens): 1100
+# other objects around the shards, left out
+"$PY" - "$TMP/srv/data/bkt/many" "$TMP/www/s" <<'EOF'
+import os, shutil, sys
+dst, src = sys.argv[1], sys.argv[2]
+os.makedirs(dst)
+for k in range(1100):
+    with open(os.path.join(dst, "a-%04d.txt._S3rver_object" % k), "w") as f:
+        f.write("x")
+for name in os.listdir(src):
+    shutil.copy(os.path.join(src, name), os.path.join(dst, name + "._S3rver_object"))
+EOF
+run "$TMP/o.json" "s3://bkt/many/" "${common[@]}" --threads 2 || fail "s3://bkt/many/: $(cat "$TMP/o.json.err")"
+[ "$(json "$TMP/o.json" 'j["dataset"]["items"]')" = 36 ] || fail "s3://bkt/many/: $(json "$TMP/o.json" 'j["dataset"]["items"]') items"
+[ $ranges = 0 ] || [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "s3://bkt/many/: checksum differs"
+grep -aq "ntinuation-token=" "$TMP/srv/s3rver.log" || fail "s3://bkt/many/ was listed in one page?"
 
 # errors at create: one clear message each, no secret
 expect_error() { # expect_error WHAT PATTERN SOURCE [ARGS]

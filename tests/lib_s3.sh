@@ -106,9 +106,12 @@ s3rver_start() {
     _s3_kill_pidfile "$dir/s3rver.pid" KILL
     for b in "$@"; do args+=(--configure-bucket "$b"); done
     : > "$dir/s3rver.log"
+    # (--openssl-legacy-provider: s3rver 3 makes continuation tokens with a
+    # cipher OpenSSL 3 keeps in its legacy provider; without it a listing of
+    # more than one page is a 500 InternalError)
     # (a port just released by a killed server may linger a moment: retry)
     for try in $(seq 1 50); do
-        node "$bin" -d "$dir/data" -a 127.0.0.1 -p "$port" "${args[@]}" \
+        node --openssl-legacy-provider "$bin" -d "$dir/data" -a 127.0.0.1 -p "$port" "${args[@]}" \
             < /dev/null >> "$dir/s3rver.log" 2>&1 &
         echo $! > "$dir/s3rver.pid"
         # up to 60 s: node starts slowly on a loaded machine
