@@ -161,6 +161,8 @@ f="$TMP/tok.json"
 echo "tokens: $(json "$f" '{k: j["measurements"][k] for k in ("dataset_items", "dataset_files", "dataset_bytes")}')"
 json "$f" '(lambda m: m["dataset_bytes"] == 400000 and m["dataset_files"] == 1 and m["dataset_items"] == 3124 and m["rst_sample_items"] == 0)(j["measurements"])' \
     | grep -q True || fail "tokens: want 3124 windows of 1 file of 400000 bytes, no sample: $(json "$f" 'j["measurements"]')"
+# (the storage of a one-file dataset: that file read cold)
+json "$f" 'j["measurements"]["disk_bw"] > 0' | grep -q True || fail "tokens: storage not measured on the one file"
 measured_ok "$f"
 ! grep -q "warning: restart-marker" "$TMP/tok.err" || fail "tokens: restart-marker sample warned: $(cat "$TMP/tok.err")"
 
