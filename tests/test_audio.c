@@ -575,7 +575,7 @@ static void test_stages(const char *root, const char *features, const char *mode
     int same = 1, short_ok = 1, copies_differ = 0;
     for (uint64_t i = 0; i < r->items; i++) {
         const char *path = nst_recipe_path(r, i);
-        size_t len;
+        size_t len = 0;
         uint8_t *data = slurp(path, &len);
         for (uint32_t copy = 0; copy < 3; copy++) {
             nst_recipe_times t = {0};
@@ -651,7 +651,7 @@ static void test_window_rule(void)
         for (uint64_t epoch = 0; epoch < 4; epoch++)
             for (uint32_t copy = 0; copy < 3; copy++)
                 for (uint64_t i = 0; i < 2; i++) {
-                    size_t blen;
+                    size_t blen = 0;
                     uint8_t *data = slurp(nst_recipe_path(r, i), &blen);
                     nst_item_ctx c = {.epoch = epoch,
                                       .index = i,
@@ -703,7 +703,7 @@ static void test_masks(const char *root)
     fields_alloc(&b, r[1]);
     int ok = 1, masked_some = 0;
     for (uint64_t i = 0; i < r[0]->items; i++) {
-        size_t len;
+        size_t len = 0;
         const char *path = nst_recipe_path(r[0], i);
         uint8_t *data = slurp(path, &len);
         nst_item_ctx c = {.epoch = 2, .index = i, .copy = 1, .path = path, .dst = a.f};
