@@ -9,8 +9,9 @@
 #   B. coordinated prep: a group of 3 jobs (`--coordinate`, also with a MinIO
 #      cache each) for E epochs, in which member 3 is killed with -9 every
 #      --kill-every seconds (once it has joined the group and started its
-#      workers) and restarted at once; the restarted member joins at the
-#      next epoch boundary. Echoing cannot be combined with coordinated prep
+#      workers; every other kill at a moment when one of its workers runs,
+#      so that some kills catch it holding items) and restarted at once; the
+#      restarted member joins at the next epoch boundary. Echoing cannot be combined with coordinated prep
 #      (the loader refuses it), hence two runs; they run at the same time.
 #
 # Both runs are paced (--step-ms) to last about --minutes of wall time, so
@@ -138,6 +139,30 @@ joined() {
     n=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
     [ "${n:-0}" -gt "$THREADS" ]
 }
+# worker_busy PID: a thread of PID other than its main one (a worker
+# preparing an item, holding the group's tickets) is running or runnable
+worker_busy() {
+    local f line st
+    for f in /proc/"$1"/task/*/stat; do
+        [ "$f" = "/proc/$1/task/$1/stat" ] && continue
+        read -r line 2>/dev/null < "$f" || continue
+        st=${line##*) }
+        [ "${st%% *}" = R ] && return 0
+    done
+    return 1
+}
+# wait_busy PID SECONDS: until worker_busy (0) or SECONDS pass (1), polling
+# every 2 ms without starting a process (read -t on a FIFO nobody writes)
+mkfifo "$WORK/tick"
+exec 9<> "$WORK/tick"
+wait_busy() {
+    local end=$((SECONDS + $2))
+    while [ $SECONDS -lt $end ]; do
+        worker_busy "$1" && return 0
+        read -r -t 0.002 -u 9 _ || true
+    done
+    return 1
+}
 wait_joined() { # PID SECONDS
     local end=$((SECONDS + $2))
     until joined "$1"; do
@@ -158,11 +183,15 @@ start_job B2 "$WORK/B2.json" "${bargs[@]}"
 B2=$JOB
 start_job B3 "$WORK/B3.0.json" "${bargs[@]}"
 B3=$JOB
-kills=0 kill_failures=0
+kills=0 kill_failures=0 busy_kills=0
 # The kills stop 3 kill periods before the planned end (the paced group
 # cannot end sooner: its steps alone take the planned time), so the last
 # member 3 joins the group while it still runs and delivers a few epochs (a
 # member started after the group ended would begin a group of its own).
+# Every other kill waits (up to 10 s) for a moment when one of member 3's
+# workers runs: a paced group spends most of its time with a full ring and
+# idle workers, so kills at any moment rarely catch a member holding items
+# (which the others must then requeue).
 stop_kills=$(awk -v m="$MINUTES" -v k="$KILL_EVERY" 'BEGIN {printf "%d", m * 60 - 3 * k}')
 while kill -0 $B1 2>/dev/null && kill -0 $B2 2>/dev/null; do
     sleep "$KILL_EVERY"
@@ -174,6 +203,7 @@ while kill -0 $B1 2>/dev/null && kill -0 $B2 2>/dev/null; do
         kill_failures=$((kill_failures + 1))
         continue
     fi
+    if [ $((kills % 2)) = 1 ] && wait_busy $B3 10; then busy_kills=$((busy_kills + 1)); fi
     kill -9 $B3 2>/dev/null || true
     wait $B3 2>/dev/null || true
     kills=$((kills + 1))
@@ -211,10 +241,11 @@ log "done in $WALL s; analysing ..."
 
 # ---- checks and the table ------------------------------------------------------
 "$PY" - "$WORK" "$EPOCHS" "$IMAGES" "$kills" "$kill_failures" "$shm_left" "$WALL" \
-    "$rc_a" "$rc_b1" "$rc_b2" "$rc_b3" "$B3" "$MINUTES" "$STEP_A" "$STEP_B" "$KILL_EVERY" "$BYTES" <<'PYEOF'
+    "$rc_a" "$rc_b1" "$rc_b2" "$rc_b3" "$B3" "$MINUTES" "$STEP_A" "$STEP_B" "$KILL_EVERY" "$BYTES" \
+    "$busy_kills" <<'PYEOF'
 import glob, json, os, sys
 (work, E, N, kills, kill_failures, shm_left, wall, rc_a, rc_b1, rc_b2, rc_b3, last_b3, minutes,
- step_a, step_b, kill_every, nbytes) = sys.argv[1:]
+ step_a, step_b, kill_every, nbytes, busy_kills) = sys.argv[1:]
 E, N, kills, kill_failures, shm_left = int(E), int(N), int(kills), int(kill_failures), int(shm_left)
 rcs = {"A": int(rc_a), "B1": int(rc_b1), "B2": int(rc_b2), "B3": int(rc_b3)}
 checks, rows = [], []
@@ -266,7 +297,7 @@ def rss_figures(pid):
 
 result = {"epochs": E, "images": N, "dataset_bytes": int(nbytes), "minutes": float(minutes),
           "step_ms": {"A": float(step_a), "B": float(step_b)}, "kill_every_s": int(kill_every),
-          "kills": kills, "wall_s": int(wall), "jobs": {}}
+          "kills": kills, "busy_kills": int(busy_kills), "wall_s": int(wall), "jobs": {}}
 jobs = {"A": f"{work}/A.json", "B1": f"{work}/B1.json", "B2": f"{work}/B2.json"}
 last = sorted(glob.glob(f"{work}/B3.*.json"), key=lambda p: int(p.split(".")[-2]))[-1]
 jobs["B3 (last)"] = last
@@ -334,7 +365,7 @@ mib = lambda kb: f"{kb / 1024:.1f}" if kb is not None else "-"
 print()
 print(f"soak: {E} epochs x {N} items, {int(wall) / 60:.1f} min wall; A: echo 2 (decode) + MinIO cache of half "
       f"the data, step {step_a} ms; B: group of 3 + cache, step {step_b} ms, member 3 killed -9 and "
-      f"restarted {kills} times (every {kill_every} s)")
+      f"restarted {kills} times (every {kill_every} s; {busy_kills} of them while one of its workers ran)")
 print()
 print("| job | epochs (from) | epochs = solo | RSS MiB at 10% | at 50% | end | peak after 10% | growth 2nd half | slope 2nd half KiB/min | cache hits/epoch | storage reads/epoch |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
