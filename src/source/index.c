@@ -1363,7 +1363,9 @@ uint32_t nst_index_labels(const nst_index *ix, uint64_t i, const uint32_t **labe
         return 0;
     }
     uint64_t v = (uint64_t)ix->labels[i];
-    *labels = ix->multi + (v >> 20);
+    /* a list whose every label set is empty has no multi array (NULL + 0
+     * is undefined; found by fuzz_index) */
+    *labels = ix->multi ? ix->multi + (v >> 20) : NULL;
     return (uint32_t)(v & ((1u << 20) - 1));
 }
 
