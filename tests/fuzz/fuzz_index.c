@@ -173,7 +173,7 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
         if (it.kind == NST_LABEL_INT && (it.label < 0 || it.label > (int64_t)UINT32_MAX) &&
             !not_multi)
             not_multi = lineno;
-        /* a URL: "scheme://" at the start; only http(s) */
+        /* a URL: "scheme://" at the start; only http(s) and s3 */
         int is_url = 0;
         if (alpha(line[0])) {
             size_t sep = 0;
@@ -186,7 +186,8 @@ static long long ref_list(const uint8_t *d, size_t n, const char *prefix, ref_it
                     is_url = 0;
             }
             if (is_url && !((tab >= 7 && strncasecmp((const char *)line, "http://", 7) == 0) ||
-                            (tab >= 8 && strncasecmp((const char *)line, "https://", 8) == 0)))
+                            (tab >= 8 && strncasecmp((const char *)line, "https://", 8) == 0) ||
+                            (tab >= 5 && strncasecmp((const char *)line, "s3://", 5) == 0)))
                 return lineno;
         }
         int verbatim = line[0] == '/' || is_url;
