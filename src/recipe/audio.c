@@ -317,7 +317,7 @@ static int probe_channels(audio_recipe *r, const char *source)
     const nst_index *ix = r->base.index;
     for (uint64_t i = 0; i < nst_index_count(ix); i++) {
         const char *p = nst_index_path(ix, i);
-        if (nst_http_is_url(p)) continue;
+        if (nst_http_handles(p)) continue;
         uint32_t ch;
         int rc = nst_audio_probe_channels(p, &ch);
         if (rc < 0)

@@ -130,7 +130,7 @@ static uint64_t find_room(const nst_index *ix, uint64_t max_bytes)
     for (uint64_t i = 0; i < n; i++) {
         const char *p = nst_index_path(ix, i);
         struct stat st;
-        if (nst_http_is_url(p)) return max_bytes;
+        if (nst_http_handles(p)) return max_bytes;
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max_bytes &&
             (uint64_t)st.st_size > room)
             room = (uint64_t)st.st_size;

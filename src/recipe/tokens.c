@@ -661,9 +661,9 @@ int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *s
     const nst_optval *v = cfg->v;
     int rc;
     *out = NULL;
-    if (nst_http_is_url(source))
+    if (nst_http_handles(source))
         return nst_error(NOSTALL_E_UNSUPPORTED,
-                         "task=tokens: %s: token files over http(s) are not built into this "
+                         "task=tokens: %s: token files over http(s) or s3 are not built into this "
                          "nostall yet (download the file and name the local copy)",
                          NST_MSG_PATH(source));
     tokens *r = calloc(1, sizeof *r);
