@@ -207,6 +207,8 @@ def main():
     p.add_argument("--factor-seeds", type=int, default=5)
     p.add_argument("--noharm-seeds", type=int, default=5)
     p.add_argument("--tune-seed", type=int, default=100)
+    p.add_argument("--tune-only", action="store_true",
+                   help="tune the learning rates, measure nothing (e.g. to check --reuse-lr's)")
     p.add_argument("--reuse-lr", action="store_true",
                    help="take the learning rate of a tuned equivalent condition (see above)")
     p.add_argument("--data-dir", default="/tmp/nostall-echo-data")
@@ -347,6 +349,8 @@ def main():
             save()
         lr = results["tuned"][tkey]
         print("%s %s: lr %g" % (sweep, cond, lr), flush=True)
+        if args.tune_only:
+            continue
         for seed in range(spec["seeds"]):
             run(sweep, cond, spec, lr, seed, "measure")
     results["elapsed_s"] = results.get("elapsed_s", 0) + time.time() - t_start
