@@ -440,6 +440,9 @@ def report(results, args):
                     k[1], r["lr"], r["acc"], r["acc_sd"], ", ".join("%.3f" % a for a in r["acc_all"]),
                     statistics.mean(r["steps_all"]), r["seconds"]))
             continue
+        if sweep in ("buffer", "batchecho"):
+            md += ["x e=1: against the factor sweep's e=1 (batch 64, the same data and model); "
+                   "its seconds are not compared (measured at another time, another load).", ""]
         md += ["| condition | lr | fresh examples to target | x e=1 | seconds to target | x e=1 "
                "| time at R=4 (model) x e=1 | SGD steps | factor | stall |",
                "|---|---|---|---|---|---|---|---|---|---|"]
@@ -450,7 +453,11 @@ def report(results, args):
                 ref = rows.get(("batch", k[1].split()[0] + " e=1"))
             md.append("| %s | %g | %s | %s | %s | %s | %s | %s | %.2f | %.0f%% |" % (
                 k[1], r["lr"], cell(r, "fresh", "%.0f ± %.0f"), rel(r, "fresh", ref),
-                cell(r, "seconds", "%.1f ± %.1f"), rel(r, "seconds", ref), rel(r, "model", ref),
+                cell(r, "seconds", "%.1f ± %.1f"),
+                # seconds against a reference run in the same sweep only (the
+                # factor sweep's e=1 ran at another time, under another load)
+                rel(r, "seconds", ref) if sweep in ("factor", "batch") else "-",
+                rel(r, "model", ref),
                 "%.0f" % r["steps"] if r["steps"] else "-", r["factor"], 100 * r["stall"]))
     tuned = results.get("tuned", {})
     md += ["", "Learning rates tried on the tuning seed (fresh examples to target, or final "
