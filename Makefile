@@ -22,7 +22,8 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
 # Debian 12 packages: what the build (and make demo) needs, and what the
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
-# numpy, torch, torchvision, PIL and pytest).
+# numpy, torch, torchvision, PIL and pytest; node and npm install the S3
+# server the s3:// tests start, s3rver, from the npm registry).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev libjansson-dev \
                   libsndfile1-dev libsoxr-dev libfftw3-dev
@@ -38,7 +39,8 @@ FORMAT_FILES = $(sort $(wildcard include/*.h src/*.c src/*/*.[ch] tools/*.[ch] t
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
-                 python3-setuptools python3-wheel python3-torchaudio
+                 python3-setuptools python3-wheel python3-torchaudio \
+                 nodejs npm
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 .PHONY: fuzz-deps clang fuzz format-check
