@@ -39,8 +39,10 @@ FORMAT_FILES = $(sort $(wildcard include/*.h src/*.c src/*/*.[ch] tools/*.[ch] t
 TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
-                 python3-setuptools python3-wheel python3-torchaudio \
-                 nodejs npm
+                 python3-setuptools python3-wheel python3-torchaudio
+# Debian's node and npm, unless an npm is already there (another node, such as
+# NodeSource's, bundles its own npm and conflicts with Debian's package).
+NODE_PACKAGES := nodejs npm
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 .PHONY: fuzz-deps clang fuzz format-check
@@ -52,6 +54,7 @@ deps:
 
 test-deps:
 	@bash tools/install-deps.sh $(TEST_PACKAGES)
+	@command -v npm > /dev/null 2>&1 || bash tools/install-deps.sh $(NODE_PACKAGES)
 
 fuzz-deps:
 	@bash tools/install-deps.sh $(FUZZ_PACKAGES)
