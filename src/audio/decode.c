@@ -147,6 +147,23 @@ static int wav_declared(const uint8_t *d, size_t len, uint64_t *bytes, uint64_t 
     return 0;
 }
 
+/* AU (Sun .snd): the data offset of its header (bytes 4-7, in the byte
+ * order of its magic) into *off; 1 when it lies inside the 24-byte header.
+ * libsndfile 1.2 then reads frames from byte 24 on but seeks from the
+ * offset, so a window read alone gave other samples than the whole clip's
+ * (found by fuzz_audio). */
+static int au_offset_in_header(const uint8_t *d, size_t len, uint32_t *off)
+{
+    if (len < 8) return 0;
+    if (!memcmp(d, ".snd", 4))
+        *off = (uint32_t)d[4] << 24 | (uint32_t)d[5] << 16 | (uint32_t)d[6] << 8 | d[7];
+    else if (!memcmp(d, "dns.", 4))
+        *off = (uint32_t)d[7] << 24 | (uint32_t)d[6] << 16 | (uint32_t)d[5] << 8 | d[4];
+    else
+        return 0;
+    return *off < 24;
+}
+
 /* --- the reader ----------------------------------------------------------- */
 
 /* MP3: libmpg123's length is exact when the first frame is a Xing/Info
@@ -269,6 +286,14 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
     const int major = si.format & SF_FORMAT_TYPEMASK;
     int known = si.frames > 0 && si.frames != SF_COUNT_MAX;
     uint64_t bytes, avail;
+    uint32_t au_off;
+    if (major == SF_FORMAT_AU && au_offset_in_header(data, len, &au_off)) {
+        nst_audio_close(rd);
+        return nst_error(NOSTALL_E_CORRUPT,
+                         "audio: %s: corrupt: the AU header's data offset %u lies inside the "
+                         "header (24 bytes)",
+                         path, au_off);
+    }
     if (known && major == SF_FORMAT_MPEG) {
         known = mp3_xing(data, len, &bytes, &avail);
         if (known && bytes && avail < bytes - bytes / 100) { /* libmpg123's "off by 1%" */
