@@ -593,9 +593,21 @@ def plot(results, path):
                            fontsize=8)
         ax.set_title(title + " (bars: mean; dots: seeds)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Data echoing over a bandwidth-limited %s (tbf %.1f Mbit/s, R = %.1f): "
+    # R as it held: nostall's estimate in the e=1 bench rounds, and the e=1
+    # training runs' wall time per step over their training step (the
+    # calibration's single step timing drifts with the machine's load)
+    rs = []
+    est = [x.get("estimated_R") for x in results["bench"].get("e=1", {}).get("runs", [])]
+    est = [e for e in est if e]
+    if est:
+        rs.append("%.1f in the bench" % statistics.median(est))
+    base = next((r for r in rows if r["condition"] == "baseline"), None)
+    if base:
+        rs.append("%.1f in training" % base["R_run"])
+    fig.suptitle("Data echoing over a bandwidth-limited %s (tbf %.1f Mbit/s; R = %s): "
                  "small CNN on CPU" % ({"s3": "S3 server (s3rver)", "http": "HTTP server (nginx)"}
-                                       [results["server"]], cal["rate_mbit"], cal["R"]))
+                                       [results["server"]], cal["rate_mbit"],
+                                       ", ".join(rs) or "%.1f" % cal["R"]))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     log("plot written to %s" % path)
