@@ -18,13 +18,15 @@ Then:
      --step-ms`), for echo factor 1, 2, 4 (echo_point decode) and adaptive
      (echo_max 8), --rounds interleaved rounds, medians, no checksum;
   3. time to a target validation accuracy with the real training step for
-     e = 1, e = 4 (decode) and adaptive (max 8), --seeds seeds (learning rate per condition
-     from a small grid on a separate tuning seed).
+     e = 1, e = 4 (decode) and adaptive (max 8), --seeds seeds (learning
+     rate per condition from a small grid on a separate tuning seed).
 
-    # as root (ip netns, tc); builds nothing: give the CLI and the library
+    # as root (ip netns, tc); builds nothing: give the CLI and the library.
+    # docs/echo_cloud.md's headline run (~15 min on 2 shared cores) fixed
+    # the rate, the training step drifting 2x with the machine's load:
     PYTHONPATH=python NOSTALL_LIBRARY=build-e2/libnostall.so nice -n 10 \\
-        /usr/bin/python3 bench/echo_cloud.py --cli build-e2/nostall \\
-        --out /tmp/echo_cloud.json --plot docs/echo_cloud.png
+        /usr/bin/python3 bench/echo_cloud.py --server s3 --cli build-e2/nostall \\
+        --calib-steps 40 --rate-mbit 13 --out /tmp/echo_cloud.json --plot docs/echo_cloud.png
     /usr/bin/python3 bench/echo_cloud.py --from /tmp/echo_cloud.json --plot docs/echo_cloud.png
 
 --server s3 (default when the CLI reads s3://): objects in s3rver, items are
