@@ -43,11 +43,13 @@
  * boundary) and skips the items delivered before it (the offset): the
  * rest of the epoch is exactly what an uninterrupted run delivers.
  *
- * Ranks. The store keeps only the items of this rank's positions: the
- * caller's `local` function maps a global position to the rank's
- * positions (one, or two where the sampler pads by wrapping around); every
- * rank still reads every shard (reads are W times the data with W ranks:
- * use indexed reads, or one stream per data-parallel group).
+ * Ranks. The store keeps only the items of this rank's positions:
+ * nst_stream_local maps a global position to the rank's positions (one, or
+ * two where the sampler pads by wrapping around), with the sampler's
+ * arithmetic (a resumed epoch included); a shard holding none of them from
+ * the restart point on is not read. Every rank still reads most shards
+ * (reads are up to W times the data with W ranks: use indexed reads, or
+ * one stream per data-parallel group).
  *
  * Threads: the reader thread, and any number of consumer threads calling
  * nst_stream_item, _get and _release. One mutex guards the store, the
