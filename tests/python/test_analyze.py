@@ -65,9 +65,12 @@ def test_compute_bound_step(data, cli, tmp_path):
 
 def test_prep_bound_when_the_step_is_fast(tmp_path, cli):
     from conftest import gen
-    # larger images (more decode per item) and a step far faster than one thread
-    big = gen(tmp_path / "big", 48, 2, 400, 300)
-    r = nostall.analyze(Step(0.001), big, cli=cli, progress=False,
+    # large images (about 2 ms of decode per item) and a step that only reads
+    # the batch: prep is ~70x the step, so the verdict holds on a loaded
+    # machine (400x300 and a 1 ms sleep were ~2x: a sleep that woke late under
+    # load made it compute-bound)
+    big = gen(tmp_path / "big", 48, 2, 1200, 900)
+    r = nostall.analyze(Step(0.0), big, cli=cli, progress=False,
                         batch_size=8, crop=64, threads=1)
     assert r["bound"] == "prep"
     cores = r["recommendations"][0]
