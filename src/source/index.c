@@ -217,6 +217,7 @@ static int parse_label_column(nst_index *ix, const char *s, int64_t *v, double *
         char tok[32];
         for (const char *p = s; strcmp(s, ",") != 0; p++) {
             size_t n = strcspn(p, ",");
+            while (n > 1 && p[0] == '0') p++, n--; /* as a label alone (found by fuzz_index) */
             if (n >= sizeof tok) return -2;
             memcpy(tok, p, n);
             tok[n] = '\0';
