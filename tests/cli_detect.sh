@@ -91,7 +91,7 @@ done
 # two threads prepare them, to 48x48, far faster). Sanitizer builds get fewer,
 # smaller images for the prep-bound job (as tests/cli_analyze.sh does).
 big=(--images 192 --width 500 --height 375)
-[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -qE ' __(asan|tsan)_' \
+[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -E ' __(asan|tsan)_' > /dev/null \
     && big=(--images 24 --width 400 --height 300)
 "$CLI" gen --task detect "$TMP/big" "${big[@]}" --quality 60 --quiet
 "$CLI" analyze "$TMP/big/instances.json" --task detect --out-height 224 --out-width 224 --batch-size 16 \

@@ -76,7 +76,7 @@ echo "group of 2: prepared $produced items for 3 epochs of 48"
 # storage fetch-bound (margins as in cli_analyze.sh: sanitizer builds get
 # fewer, smaller images)
 big=(--images 96 --width 500 --height 375)
-[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -qE ' __(asan|tsan)_' \
+[ -n "${NOSTALL_LIBRARY:-}" ] && nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -E ' __(asan|tsan)_' > /dev/null \
     && big=(--images 24 --width 400 --height 300)
 "$CLI" gen "$TMP/big" "${big[@]}" --quality 60 --classes 2 --quiet
 "$CLI" analyze "$TMP/big" --quiet --json --op-library "$OP" --op-args "size=224" --batch-size 16 \
