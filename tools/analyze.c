@@ -409,16 +409,29 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     }
     if (!runs) return step_runs(data, cfg, step_s, max_batches, show, m);
         /* the three runs were measured elsewhere (Python, with a real step) */
-#define AN_TAKE_(f) m->f = runs->f;
-    AN_TAKE_(step_s)
-    AN_TAKE_(step_cpu_s) AN_TAKE_(syn_seconds) AN_TAKE_(syn_batches) AN_TAKE_(warm_seconds)
-        AN_TAKE_(warm_items) AN_TAKE_(warm_batches) AN_TAKE_(warm_stall_s) AN_TAKE_(warm_cpu_s)
-            AN_TAKE_(warm_fetch_ns) AN_TAKE_(warm_decode_ns) AN_TAKE_(warm_augment_ns)
-                AN_TAKE_(cold_seconds) AN_TAKE_(cold_items) AN_TAKE_(cold_batches)
-                    AN_TAKE_(cold_stall_s) AN_TAKE_(cold_storage_reads) AN_TAKE_(cold_storage_bytes)
-                        AN_TAKE_(cold_storage_wait_ns) AN_TAKE_(cold_fetch_ns)
+#define AN_TAKE_(f) m->f = runs->f
+    AN_TAKE_(step_s);
+    AN_TAKE_(step_cpu_s);
+    AN_TAKE_(syn_seconds);
+    AN_TAKE_(syn_batches);
+    AN_TAKE_(warm_seconds);
+    AN_TAKE_(warm_items);
+    AN_TAKE_(warm_batches);
+    AN_TAKE_(warm_stall_s);
+    AN_TAKE_(warm_cpu_s);
+    AN_TAKE_(warm_fetch_ns);
+    AN_TAKE_(warm_decode_ns);
+    AN_TAKE_(warm_augment_ns);
+    AN_TAKE_(cold_seconds);
+    AN_TAKE_(cold_items);
+    AN_TAKE_(cold_batches);
+    AN_TAKE_(cold_stall_s);
+    AN_TAKE_(cold_storage_reads);
+    AN_TAKE_(cold_storage_bytes);
+    AN_TAKE_(cold_storage_wait_ns);
+    AN_TAKE_(cold_fetch_ns);
 #undef AN_TAKE_
-                            if (runs->cores > 0) m->cores = runs->cores;
+    if (runs->cores > 0) m->cores = runs->cores;
     return 0;
 }
 

@@ -61,11 +61,28 @@
 #define NST_ITEM_PENDING 1
 
 /* Per-batch accounting: where its items came from, and echoing. */
+/* clang-format off: one field per line (clang-format 14 wraps an X-list
+   differently on each pass) */
 #define NST_SLOT_IO_FIELDS(X)                                                                      \
     X(storage_bytes)                                                                               \
-    X(storage_reads) X(cache_hits) X(cache_misses) X(peer_hits) X(peer_bytes) X(http_transfers)    \
-        X(http_retries) X(fresh) X(echoed) X(uses_1) X(uses_2) X(uses_3) X(uses_4) X(uses_5_8)     \
-            X(uses_9_up) X(dups) X(distance)
+    X(storage_reads)                                                                               \
+    X(cache_hits)                                                                                  \
+    X(cache_misses)                                                                                \
+    X(peer_hits)                                                                                   \
+    X(peer_bytes)                                                                                  \
+    X(http_transfers)                                                                              \
+    X(http_retries)                                                                                \
+    X(fresh)                                                                                       \
+    X(echoed)                                                                                      \
+    X(uses_1)                                                                                      \
+    X(uses_2)                                                                                      \
+    X(uses_3)                                                                                      \
+    X(uses_4)                                                                                      \
+    X(uses_5_8)                                                                                    \
+    X(uses_9_up)                                                                                   \
+    X(dups)                                                                                        \
+    X(distance)
+/* clang-format on */
 enum {
 #define NST_SLOT_IO_ID_(f) NST_IO_##f,
     NST_SLOT_IO_FIELDS(NST_SLOT_IO_ID_)

@@ -94,11 +94,26 @@ typedef struct serve_slot {
     int live;
 } serve_slot;
 
+/* clang-format off: one field per line (clang-format 14 wraps an X-list
+   differently on each pass) */
 #define COUNTERS(X)                                                                                \
     X(local_hits)                                                                                  \
-    X(remote_hits) X(remote_misses) X(storage_reads) X(storage_bytes) X(net_bytes_in)              \
-        X(net_bytes_out) X(requests_served) X(served_hits) X(pushes_sent) X(pushes_received)       \
-            X(timeouts) X(skipped_down) X(verify_failures) X(remote_ns) X(parked)
+    X(remote_hits)                                                                                 \
+    X(remote_misses)                                                                               \
+    X(storage_reads)                                                                               \
+    X(storage_bytes)                                                                               \
+    X(net_bytes_in)                                                                                \
+    X(net_bytes_out)                                                                               \
+    X(requests_served)                                                                             \
+    X(served_hits)                                                                                 \
+    X(pushes_sent)                                                                                 \
+    X(pushes_received)                                                                             \
+    X(timeouts)                                                                                    \
+    X(skipped_down)                                                                                \
+    X(verify_failures)                                                                             \
+    X(remote_ns)                                                                                   \
+    X(parked)
+/* clang-format on */
 
 struct nostall_mpi {
     MPI_Comm comm;
