@@ -55,6 +55,14 @@ if [ $nginx_ok = 1 ]; then
     ls "$TMP/www/hbare"/*.nstidx > /dev/null 2>&1 && fail "index files written beside HTTP shards?"
 fi
 
+# task=bytes: each member's bytes, the room sized by the index's member
+# lengths (not by the shard's size), the same as the folder's files
+bcommon=(--task bytes --batch-size 5 --epochs 1 --json --quiet --seed 3)
+"$CLI" bench "$TMP/data" "${bcommon[@]}" > "$TMP/bref.json" || fail "bytes: the folder"
+"$CLI" bench "$TMP/www/s" "${bcommon[@]}" --threads 2 > "$TMP/b.json" || fail "bytes: the shards"
+[ "$(json "$TMP/b.json" 'j["skipped_count"]')" = 0 ] || fail "bytes on shards skipped: $(json "$TMP/b.json" 'j["skipped"][:2]')"
+[ "$(sum "$TMP/b.json")" = "$(sum "$TMP/bref.json")" ] || fail "bytes: shards differ from the folder"
+
 # the MinIO cache: the same bytes, each item read from storage once
 "$CLI" bench "$TMP/www/s" "${common[@]}" --threads 2 --cache-bytes 64M > "$TMP/c.json"
 [ "$(sum "$TMP/c.json")" = "$ref" ] || fail "cache: checksum differs"

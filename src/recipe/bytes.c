@@ -121,15 +121,21 @@ static const nst_recipe_ops bytes_ops = {
     .free = recipe_free,
 };
 
-/* The room: the largest regular file within max_file_bytes (stat, symlinks
- * followed; what cannot be stat'ed fails at fetch with its reason), or
- * max_file_bytes with any URL. At least 1. */
+/* The room: the largest item within max_file_bytes — a shard member's
+ * length from the index, a regular file's size (stat, symlinks followed;
+ * what cannot be stat'ed fails at fetch with its reason) — or
+ * max_file_bytes with any whole-file URL. At least 1. */
 static uint64_t find_room(const nst_index *ix, uint64_t max_bytes)
 {
     uint64_t room = 1, n = nst_index_count(ix);
     for (uint64_t i = 0; i < n; i++) {
         const char *p = nst_index_path(ix, i);
         struct stat st;
+        uint64_t off, len;
+        if (nst_index_range(ix, i, &off, &len) == 1) {
+            if (len <= max_bytes && len > room) room = len;
+            continue;
+        }
         if (nst_http_handles(p)) return max_bytes;
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max_bytes &&
             (uint64_t)st.st_size > room)
