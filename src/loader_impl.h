@@ -33,8 +33,8 @@
 typedef _Atomic uint64_t nst_counter;
 
 /* Single-writer add: only the owning thread writes, any thread may read. */
-#define STAT_ADD(c, d)                                                                    \
-    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + (d), \
+#define STAT_ADD(c, d)                                                                             \
+    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + (d),            \
                           memory_order_relaxed)
 #define STAT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
 
@@ -54,8 +54,8 @@ typedef struct worker {
     struct nostall_loader *ld;
     pthread_t thread;
     int started;
-    nst_fetcher *fetch;  /* the fetches in flight, oldest first          */
-    nst_ticket *tk;      /* their tickets, same FIFO order (cap entries)  */
+    nst_fetcher *fetch; /* the fetches in flight, oldest first          */
+    nst_ticket *tk;     /* their tickets, same FIFO order (cap entries)  */
     uint32_t tk_head, tk_count;
     /* Tickets kept now (the FIFO's modulus, as in the fetcher) / room for
      * (io_depth=0: auto grows depth up to cap) / the depth decided, applied
@@ -85,8 +85,8 @@ struct nostall_loader {
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
-    nst_batches *bq;       /* the batch backend: local ring or a group    */
-    nst_bq_plan plan;      /* the delivery plan the backend walks          */
+    nst_batches *bq;  /* the batch backend: local ring or a group    */
+    nst_bq_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
     int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
@@ -109,7 +109,7 @@ struct nostall_loader {
     pthread_mutex_t skip_mu;
     skip_entry *skips;
     uint64_t nskips, skips_cap, skipped_total;
-    char *skip_reason; /* copy handed out by nostall_loader_skipped      */
+    char *skip_reason;    /* copy handed out by nostall_loader_skipped      */
     uint64_t fingerprint; /* of the item list and byte options (skip_mu)  */
 
     atomic_int stop_flag;
@@ -126,6 +126,11 @@ struct nostall_loader {
  * the items' uses); the plan's batch length. plan_mu taken inside. */
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
+
+/* loader_source.c, at create: the recipe (or mix), sampler, echo mode and
+ * plan; then the fetch environment (after the backend: the cache's keys). */
+int nst_loader_make_source(struct nostall_loader *ld, const char *source, const char *fn);
+int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn);
 
 /* worker.c: start / the thread body. */
 int nst_workers_create(struct nostall_loader *ld, const char *fn);

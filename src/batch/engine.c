@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "batch/engine.h"
+#include "batch/engine_impl.h"
 
 enum {
     J_NONE = NST_BQ_J_NONE,
@@ -23,97 +23,6 @@ enum {
 enum { TOP_FULL = 1, TOP_DROPPED = 2 };
 enum { I_FREE = 0, I_TAKEN, I_DONE };
 
-typedef struct item_ctl {
-    uint8_t state, owner;
-    uint16_t pad_;
-    uint32_t tag;
-} item_ctl;
-
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-/* ------------------------------------------------------------------------
- * Layout.
- * ------------------------------------------------------------------------ */
-
-typedef struct layout {
-    size_t field_off[NST_FIELDS_MAX];
-    size_t off_indices, off_status, off_items, off_msgs, slot_bytes, data_off, total;
-} layout;
-
-static int plan_layout(uint32_t nslots, uint32_t items, const nst_field_decl *f, uint32_t nf,
-                       layout *l)
-{
-    size_t off = 0, n;
-    if (nslots == 0 || nslots > NST_BQ_MAX_SLOTS || items == 0 || nf > NST_FIELDS_MAX) return -1;
-    for (uint32_t i = 0; i < nf; i++) {
-        l->field_off[i] = off;
-        if (nst_mul_overflow(f[i].item_bytes, items, &n) || n > (SIZE_MAX >> 8)) return -1;
-        off += align64(n);
-    }
-    l->off_indices = off;
-    off += align64((size_t)items * sizeof(uint64_t));
-    l->off_status = off;
-    off += align64((size_t)items * sizeof(int32_t));
-    l->off_items = off;
-    off += align64((size_t)items * sizeof(item_ctl));
-    l->off_msgs = off;
-    off += align64((size_t)items * NST_BQ_MSG);
-    l->slot_bytes = off;
-    l->data_off = (sizeof(nst_bq) + (size_t)nslots * sizeof(nst_bq_slot) + 4095) & ~(size_t)4095;
-    if (nst_mul_overflow(l->slot_bytes, nslots, &n) || n > SIZE_MAX / 2 - l->data_off) return -1;
-    l->total = l->data_off + n;
-    return 0;
-}
-
-size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                   uint32_t nfields)
-{
-    layout l;
-    return plan_layout(nslots, slot_items, fields, nfields, &l) < 0 ? 0 : l.total;
-}
-
-static uint8_t *sdata(nst_bq *q, uint32_t s)
-{
-    return (uint8_t *)q + q->data_off + (size_t)s * q->slot_bytes;
-}
-uint8_t *nst_bq_field(nst_bq *q, uint32_t s, uint32_t f) { return sdata(q, s) + q->field_off[f]; }
-uint64_t *nst_bq_indices(nst_bq *q, uint32_t s)
-{
-    return (uint64_t *)(sdata(q, s) + q->off_indices);
-}
-int32_t *nst_bq_status(nst_bq *q, uint32_t s) { return (int32_t *)(sdata(q, s) + q->off_status); }
-static item_ctl *sitems(nst_bq *q, uint32_t s) { return (item_ctl *)(sdata(q, s) + q->off_items); }
-char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j)
-{
-    return (char *)sdata(q, s) + q->off_msgs + (size_t)j * NST_BQ_MSG;
-}
-
-nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                    uint32_t nfields, uint32_t flags)
-{
-    layout l;
-    if (plan_layout(nslots, slot_items, fields, nfields, &l) < 0) return NULL;
-    nst_bq *q = mem;
-    memset(q, 0, l.data_off);
-    q->total_bytes = l.total;
-    q->data_off = l.data_off;
-    q->slot_bytes = l.slot_bytes;
-    q->nslots = nslots;
-    q->slot_items = slot_items;
-    q->nfields = nfields;
-    q->flags = flags;
-    for (uint32_t i = 0; i < nfields; i++) {
-        q->field_off[i] = l.field_off[i];
-        q->field_bytes[i] = fields[i].item_bytes;
-    }
-    q->off_indices = l.off_indices;
-    q->off_status = l.off_status;
-    q->off_items = l.off_items;
-    q->off_msgs = l.off_msgs;
-    q->prod_slot = NST_BQ_NONE;
-    for (uint32_t s = 0; s < nslots; s++) q->slots[s].seq = UINT64_MAX;
-    return q;
-}
 
 /* ------------------------------------------------------------------------
  * Slots.
@@ -158,7 +67,7 @@ static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint6
                       uint32_t count)
 {
     nst_bq_slot *sc = &q->slots[s];
-    item_ctl *it = sitems(q, s);
+    item_ctl *it = nst_bq_items(q, s);
     int32_t *st = nst_bq_status(q, s);
     sc->seq = seq;
     sc->epoch = epoch;
@@ -222,7 +131,7 @@ static int find_item(nst_bq *q, uint32_t *s_out, uint32_t *j_out)
     for (uint32_t s = 0; s < q->nslots; s++) {
         nst_bq_slot *sc = &q->slots[s];
         if (sc->state != NST_BQ_FILLING || sc->seq >= best) continue;
-        item_ctl *it = sitems(q, s);
+        item_ctl *it = nst_bq_items(q, s);
         while (sc->hint < sc->count && it[sc->hint].state != I_FREE) sc->hint++;
         if (sc->hint < sc->count) {
             best = sc->seq;
@@ -251,7 +160,7 @@ int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket 
         if (!find_item(q, &s, &j)) return NST_BQ_WAIT;
     }
     nst_bq_slot *sc = &q->slots[s];
-    item_ctl *it = &sitems(q, s)[j];
+    item_ctl *it = &nst_bq_items(q, s)[j];
     t->seq = sc->seq;
     t->epoch = sc->epoch;
     t->position = sc->position + j;
@@ -305,7 +214,7 @@ int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, 
 {
     if (t->slot >= q->nslots || t->j >= q->slot_items) return 0;
     nst_bq_slot *sc = &q->slots[t->slot];
-    item_ctl *it = &sitems(q, t->slot)[t->j];
+    item_ctl *it = &nst_bq_items(q, t->slot)[t->j];
     if (sc->state != NST_BQ_FILLING || sc->seq != t->seq || it->state != I_TAKEN ||
         it->owner != member || it->tag != t->tag)
         return 0; /* reassigned meanwhile: someone else's result counts */
@@ -498,7 +407,7 @@ static void drop(nst_bq *q, uint32_t member)
     for (uint32_t s = 0; s < q->nslots; s++) {
         nst_bq_slot *sc = &q->slots[s];
         if (sc->state == NST_BQ_FILLING) {
-            item_ctl *it = sitems(q, s);
+            item_ctl *it = nst_bq_items(q, s);
             for (uint32_t j = 0; j < sc->count; j++)
                 if (it[j].state == I_TAKEN && it[j].owner == member) {
                     it[j].state = I_FREE;
@@ -594,7 +503,7 @@ void nst_bq_repair(nst_bq *q)
         if (arg < q->nslots && q->slots[arg].state == NST_BQ_FINALIZING) {
             /* compaction may have moved bytes: prepare the batch again */
             nst_bq_slot *sc = &q->slots[arg];
-            item_ctl *it = sitems(q, arg);
+            item_ctl *it = nst_bq_items(q, arg);
             int32_t *st = nst_bq_status(q, arg);
             for (uint32_t j = 0; j < sc->count; j++) {
                 it[j].state = I_FREE;
@@ -617,7 +526,7 @@ void nst_bq_repair(nst_bq *q)
     for (uint32_t s = 0; s < q->nslots; s++) {
         nst_bq_slot *sc = &q->slots[s];
         if (sc->state != NST_BQ_FILLING) continue;
-        item_ctl *it = sitems(q, s);
+        item_ctl *it = nst_bq_items(q, s);
         const int32_t *st = nst_bq_status(q, s);
         uint32_t done = 0, failed = 0, hint = sc->count;
         for (uint32_t j = 0; j < sc->count; j++) {

@@ -1,0 +1,28 @@
+/*
+ * engine_impl.h — what the batch engine's two files share (engine.c: the
+ * slots' lifecycle; layout.c: where their parts lie): an item's control
+ * word and the start of a slot's data. Not for other rooms (engine.h is).
+ */
+#ifndef NOSTALL_BATCH_ENGINE_IMPL_H
+#define NOSTALL_BATCH_ENGINE_IMPL_H
+
+#include "batch/engine.h"
+
+/* An item's control word: free, taken by a worker, or done; which member
+ * took it and its ticket's tag. */
+typedef struct item_ctl {
+    uint8_t state, owner;
+    uint16_t pad_;
+    uint32_t tag;
+} item_ctl;
+
+static inline uint8_t *nst_bq_slot_data(nst_bq *q, uint32_t s)
+{
+    return (uint8_t *)q + q->data_off + (size_t)s * q->slot_bytes;
+}
+static inline item_ctl *nst_bq_items(nst_bq *q, uint32_t s)
+{
+    return (item_ctl *)(nst_bq_slot_data(q, s) + q->off_items);
+}
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * loader_source.c — the loader's items and how they are fetched, made at
+ * create (loader.c calls these once, before any thread starts): the item
+ * recipe or a weighted mix of recipes (recipe/mixture.c), the sampler over
+ * its items, the echo mode, the epoch plan; and the fetch environment the
+ * workers share (the MinIO cache, the peer cache hook, storage options).
+ * Touches only the loader being created.
+ */
+#include <stdlib.h>
+
+#include "batch/ring.h"
+#include "common/error.h"
+#include "loader_impl.h"
+#include "recipe/mixture.h"
+
+int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    int rc;
+    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, ld->recipe->keys);
+        if (rc < 0) return rc;
+        ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
+        if (!ld->fenv.reading) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    }
+    ld->fenv.keys = ld->recipe->keys; /* a key past them is E_INVALID, not a stray read */
+    ld->fenv.cache = ld->cache;
+    ld->fenv.peer = ld->cfg.has_peer ? &ld->cfg.peer : NULL;
+    ld->fenv.throttle = &ld->throttle;
+    ld->fenv.stop = &ld->stop_flag;
+    ld->fenv.max_file_bytes = v[NOSTALL_OPT_MAX_FILE_BYTES].u;
+    ld->fenv.reader = (int)v[NOSTALL_OPT_READER].u;
+    ld->fenv.http_timeout_ms = (uint32_t)v[NOSTALL_OPT_HTTP_TIMEOUT_MS].u;
+    ld->fenv.http_retries = (uint32_t)v[NOSTALL_OPT_HTTP_RETRIES].u;
+    ld->fenv.http_verify_tls = (int)v[NOSTALL_OPT_HTTP_VERIFY_TLS].u;
+    return 0;
+}
+
+/* Index, sampler, recipe and the epoch plan. */
+int nst_loader_make_source(struct nostall_loader *ld, const char *source, const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    const nst_mix *mix = NULL; /* weighted mixing: the sampler's slots (recipe/mixture.c) */
+    int rc;
+    if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0] && v[NOSTALL_OPT_COORDINATE].s[0])
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: mix cannot be combined with coordinate='%s' (a group shares one "
+                         "source)",
+                         fn, v[NOSTALL_OPT_COORDINATE].s);
+    if (!nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0] &&
+        (v[NOSTALL_OPT_MIX_EPOCH_ITEMS].u || v[NOSTALL_OPT_MIX_LABELS].u))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: mix_epoch_items and mix_labels apply to a mix, but the mix option "
+                         "is empty",
+                         fn);
+    if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0])
+        rc = nst_mixture_create(&ld->recipe, &mix, &ld->cfg);
+    else
+        rc = nst_recipe_create(&ld->recipe, &ld->cfg, source);
+    if (rc < 0) return rc;
+    rc = nst_sampler_init(&ld->sampler, mix ? mix->len : ld->recipe->items, v[NOSTALL_OPT_SEED].u,
+                          (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
+                          (int)v[NOSTALL_OPT_SHUFFLE].u, ld->drop_last);
+    if (rc < 0) return rc;
+    ld->sampler.mix = mix;
+    if (ld->drop_last && ld->sampler.per_rank < ld->batch_size)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
+                         "%llu items per epoch)",
+                         fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
+    if (v[NOSTALL_OPT_ECHO].u == 1) {
+        ld->echo = NST_ECHO_ADAPTIVE;
+    } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
+        ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
+        ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
+    }
+    ld->plan =
+        (nst_bq_plan){.batch_len = nst_loader_batch_len, .ctx = ld, .epochs = ld->epochs_limit};
+    return 0;
+}
