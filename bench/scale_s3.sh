@@ -20,7 +20,8 @@
 #            adds a row for streamed shards.
 #
 # Usage: bash bench/scale_s3.sh [--shards K] [--samples N] [--runs R]
-#                               [--items N] [--delay-ms MS] [--repeats R]
+#                               [--items N] [--size WxH] [--shard-bytes B]
+#                               [--delay-ms MS] [--repeats R]
 #                               [--skip-index] [--skip-reads]
 # Environment: BUILD (default build: `make build`), STREAM_ARGS.
 # Exit 77 when s3rver cannot be installed. Prints a Markdown table.
@@ -30,6 +31,9 @@ SHARDS=10000
 SAMPLES=16
 RUNS=3
 ITEMS=512
+WIDTH=64
+HEIGHT=48
+SHARD_BYTES=1M
 DELAY=100
 REPEATS=3
 DO_INDEX=1
@@ -40,6 +44,8 @@ while [ $# -gt 0 ]; do
         --samples) SAMPLES=$2; shift 2 ;;
         --runs) RUNS=$2; shift 2 ;;
         --items) ITEMS=$2; shift 2 ;;
+        --size) WIDTH=${2%x*}; HEIGHT=${2#*x}; shift 2 ;;
+        --shard-bytes) SHARD_BYTES=$2; shift 2 ;;
         --delay-ms) DELAY=$2; shift 2 ;;
         --repeats) REPEATS=$2; shift 2 ;;
         --skip-index) DO_INDEX=0; shift ;;
@@ -174,8 +180,8 @@ EOF
 fi
 
 if [ $DO_READS = 1 ]; then
-    "$CLI" gen "$WORK/img" --images "$ITEMS" --classes 4 --width 64 --height 48 --quiet
-    "$CLI" pack "$WORK/img" "$WORK/shards" --shard-bytes 1M --quiet > /dev/null
+    "$CLI" gen "$WORK/img" --images "$ITEMS" --classes 4 --width "$WIDTH" --height "$HEIGHT" --quiet
+    "$CLI" pack "$WORK/img" "$WORK/shards" --shard-bytes "$SHARD_BYTES" --quiet > /dev/null
     s3rver_put_tree "$WORK/srv" bkt img "$WORK/img"
     s3rver_put_tree "$WORK/srv" bkt shards "$WORK/shards"
     i=0
@@ -187,7 +193,7 @@ if [ $DO_READS = 1 ]; then
     rows=("per-file GETs|$WORK/list.txt|" "indexed shard reads|s3://bkt/shards/|")
     [ -n "${STREAM_ARGS:-}" ] && rows+=("streamed shards|s3://bkt/shards/|$STREAM_ARGS")
     echo
-    echo "## reads from s3rver through s3_proxy.py ($ITEMS JPEGs 64x48, 2 threads, items/s, median of $REPEATS)"
+    echo "## reads from s3rver through s3_proxy.py ($ITEMS JPEGs ${WIDTH}x$HEIGHT in shards of $SHARD_BYTES, 2 threads, items/s, median of $REPEATS)"
     echo
     echo "| reads | +0 ms per request | +$DELAY ms per request | ratio |"
     echo "|---|---|---|---|"
