@@ -80,6 +80,11 @@ typedef struct ref_item {
 
 static int alpha(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 
+/* Set when the reference cannot judge an input (more labels on a line than
+ * it holds): the index is still built (crashes, leaks, UB), its answer not
+ * compared. */
+static int ref_unsure;
+
 static int digits(const uint8_t *p, size_t n, uint64_t lim, uint64_t *out)
 {
     uint64_t v = 0;
@@ -117,7 +122,7 @@ static int ref_label(const uint8_t *p, size_t n, ref_item *it)
         for (size_t i = 0; i <= n; i++) {
             if (i < n && p[i] != ',') continue;
             if (!digits(p + start, i - start, 1ULL << 62, &v) || v > UINT32_MAX) return -1;
-            if (it->nmulti == 64) return -1;
+            if (it->nmulti == 64) return ref_unsure = 1, -1; /* past what it holds */
             it->multi[it->nmulti++] = (uint32_t)v;
             start = i + 1;
         }
@@ -229,10 +234,20 @@ static void fuzz_list(const uint8_t *d, size_t n)
     snprintf(list, sizeof list, "/proc/self/fd/%d", fd);
     ref_item *want;
     size_t nwant;
+    ref_unsure = 0;
+    /* s3:// lines: the index probes the first one's bucket over the network
+     * at build; their parsing is http(s)'s, fuzzed with those */
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (strncasecmp((const char *)d + i, "s3://", 5) == 0) {
+            close(fd);
+            return;
+        }
     long long ref = ref_list(d, n, "/proc/self/fd/", &want, &nwant);
     nst_index *ix = NULL;
     int rc = nst_index_build(&ix, list);
-    if (ref == 0) {
+    if (ref_unsure) {
+        /* built, not compared */
+    } else if (ref == 0) {
         if (rc < 0) FAIL("list refused, the reference accepts %zu items", nwant);
         if (nst_index_count(ix) != nwant)
             FAIL("%llu items, want %zu", (unsigned long long)nst_index_count(ix), nwant);
