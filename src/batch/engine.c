@@ -21,7 +21,6 @@ enum {
     J_DROP = NST_BQ_J_DROP
 };
 enum { TOP_FULL = 1, TOP_DROPPED = 2 };
-enum { I_FREE = 0, I_TAKEN, I_DONE };
 
 
 /* ------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 /* An item's control word: free, taken by a worker, or done; which member
  * took it and its ticket's tag. */
+enum { I_FREE = 0, I_TAKEN, I_DONE };
 typedef struct item_ctl {
     uint8_t state, owner;
     uint16_t pad_;
