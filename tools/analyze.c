@@ -274,8 +274,15 @@ static void on_progress(void *ctx, const char *run, uint64_t done, uint64_t tota
         draw(run, done, total, seconds);
 }
 
-/* The dataset's local files (a loader of one thread, freed at once): what
- * the cached run warms and the cold run drops. */
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The dataset's distinct local files (a loader of one thread, freed at
+ * once): what the cached run warms and the cold run drops. A file that many
+ * items share (the windows of a token corpus, the members of a tar shard)
+ * is listed once: warming it once per item would read it again and again. */
 static int dataset_paths(const char *data, const nostall_config *cfg, paths *p, uint64_t *batches)
 {
     static const char *const probe_set[] =
@@ -299,13 +306,27 @@ static int dataset_paths(const char *data, const nostall_config *cfg, paths *p, 
         const char *path;
         int64_t label;
         if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
-        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) continue;
+        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) ||
+            !strncmp(path, "s3://", 5))
+            continue;
+        if (p->n && !strcmp(p->v[p->n - 1], path)) continue; /* the same file as the last item */
         if (!(p->v[p->n] = strdup(path)))
             rc = -1;
         else
             p->n++;
     }
     nostall_loader_free(ld);
+    if (rc == 0 && p->n > 1) {
+        qsort(p->v, p->n, sizeof *p->v, cmp_path);
+        size_t k = 1;
+        for (size_t i = 1; i < p->n; i++) {
+            if (strcmp(p->v[i], p->v[k - 1]))
+                p->v[k++] = p->v[i];
+            else
+                free(p->v[i]);
+        }
+        p->n = k;
+    }
     if (rc < 0) fprintf(stderr, "nostall analyze: out of memory indexing %s\n", data);
     return rc;
 }

@@ -173,8 +173,10 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
                       storage_latency_ms=0, cache_transcode=0)
     with Loader(source, copy=True, **probe_opts) as probe:
         info = probe.info()
-        paths = [p for p in (probe.item(i)[0] for i in range(info["items"]))
-                 if not p.startswith(("http://", "https://"))]  # local files only
+        # local files only, each once (the windows of a token corpus, the
+        # members of a tar shard share one file)
+        paths = list(dict.fromkeys(p for p in (probe.item(i)[0] for i in range(info["items"]))
+                                   if not p.startswith(("http://", "https://", "s3://"))))
         images, labels = next(iter(probe))
         source_path = probe.source if isinstance(source, (str, bytes, os.PathLike)) else None
     if source_path is None:

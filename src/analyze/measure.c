@@ -741,8 +741,10 @@ static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_an
         const char *path;
         int64_t label;
         if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
-        /* http(s) items: no page cache to drop, no file to stat (not measured here) */
-        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) continue;
+        /* http(s) and s3 items: no page cache to drop, no file to stat (not measured here) */
+        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) ||
+            !strncmp(path, "s3://", 5))
+            continue;
         const int added = strset_add(&seen, path); /* the loader's string: lives as long */
         if (added <= 0) {
             oom = added < 0;
