@@ -39,6 +39,25 @@ def gen(out, images, classes, width=64, height=48, seed=0, *extra):
     return str(out)
 
 
+@pytest.fixture
+def memory_path(tmp_path):
+    """A fresh folder on tmpfs (/dev/shm; tmp_path where there is none),
+    removed after the test. Data there cannot be dropped from memory: an
+    analyzer's cold run reads it as fast as its cached run, so a prep-bound
+    verdict does not hang on how busy the machine's disk is."""
+    import shutil
+    import tempfile
+    try:
+        d = tempfile.mkdtemp(prefix="nostall-test-", dir="/dev/shm")
+    except OSError:
+        yield tmp_path
+        return
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def cli():
     return CLI

@@ -50,12 +50,14 @@ def test_compute_bound_step(data, cli, tmp_path):
     m = r["measurements"]
     assert m["items_per_epoch"] == 40 and m["batch_size"] == 8 and m["threads"] == 2
     assert m["syn_batches"] == 5 and m["warm_items"] == 40 and m["cold_items"] == 40
-    assert m["step_s"] == pytest.approx(0.02, abs=0.008)  # the real step's time, measured
+    # the real step's time, measured: a sleep never wakes early, and a loaded
+    # machine may wake it late (bounds far from what an idle machine gives)
+    assert 0.02 <= m["step_s"] < 0.08
     assert m["warm_cpu_s"] > 0 and m["dataset_bytes"] == sum(
         os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
     assert r["bound"] == "compute"
     assert r["model"]["steady_state"]["stall_fraction"] < 0.05
-    assert r["measured"]["synthetic_s"] == pytest.approx(0.1, abs=0.04)
+    assert 0.1 <= r["measured"]["synthetic_s"] < 0.4  # 5 steps of 0.02 s
     assert len(r["predictions"]) == 1 and r["predictions"][0]["config"]["threads"] == 1
     assert [x["what"] for x in r["recommendations"]] == ["cores", "cache", "echo", "transcode"]
     assert "compute-bound" in r.text and data in r.text
@@ -63,13 +65,14 @@ def test_compute_bound_step(data, cli, tmp_path):
     assert html.count('class="chart"') == 5 and "<script>" in html
 
 
-def test_prep_bound_when_the_step_is_fast(tmp_path, cli):
+def test_prep_bound_when_the_step_is_fast(memory_path, cli):
     from conftest import gen
     # large images (about 2 ms of decode per item) and a step that only reads
     # the batch: prep is ~70x the step, so the verdict holds on a loaded
     # machine (400x300 and a 1 ms sleep were ~2x: a sleep that woke late under
-    # load made it compute-bound)
-    big = gen(tmp_path / "big", 48, 2, 1200, 900)
+    # load made it compute-bound). On tmpfs: a cold read from a disk busy
+    # with other jobs must not make it fetch-bound.
+    big = gen(os.path.join(memory_path, "big"), 48, 2, 1200, 900)
     r = nostall.analyze(Step(0.0), big, cli=cli, progress=False,
                         batch_size=8, crop=64, threads=1)
     assert r["bound"] == "prep"
@@ -131,5 +134,5 @@ def test_stall_summary_during_training(data):
     assert s["fetch_stall_s"] + s["prep_stall_s"] == pytest.approx(s["stall_s"])
     assert s["fetch_stall_s"] > s["prep_stall_s"]
     if st.get("consumer_busy_ns"):  # the library measures the step too
-        assert s["step_s"] == pytest.approx(5 * 0.002, abs=0.01)
+        assert 5 * 0.002 <= s["step_s"] < 0.1  # 5 sleeps of 2 ms, woken late under load
         assert 0.5 < s["stall_fraction"] < 1
