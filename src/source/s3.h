@@ -188,6 +188,18 @@ void nst_s3_xml_unescape(char *s);
  * only. */
 typedef int (*nst_s3_list_fn)(void *ctx, const char *url, const char *key, uint64_t size);
 
+/* One page of a ListObjectsV2 response, body[0..n) (what nst_s3_list does
+ * with each page; also the entry of tests/fuzz/fuzz_s3_list.c): its
+ * objects in page order to fn(ctx, NULL, key, size), keys decoded (XML
+ * character references, then encoding-type=url), folder markers (keys
+ * ending in '/') skipped and counted in *folders; *truncated, and the
+ * continuation token into token[tcap]. Returns 0, fn's status, or E_IO
+ * naming `what` for a malformed page (not a ListBucketResult, an object
+ * without a Key or a valid Size, a key of 0 or over NST_S3_KEY_MAX bytes, a
+ * bad %XX, a truncated page without a token). */
+int nst_s3_parse_listing(const char *what, const char *body, size_t n, nst_s3_list_fn fn, void *ctx,
+                         uint64_t *folders, int *truncated, char *token, size_t tcap);
+
 typedef struct nst_s3_list_opts {
     const nst_s3 *s3;       /* NULL: read the configuration now */
     uint32_t timeout_ms;    /* per request; 0 = 30 s */

@@ -350,6 +350,8 @@ static int parse_page(const char *what, const char *body, size_t n, listing *L,
                       nst_s3_list_stats *st, int *truncated, char *token, size_t tcap)
 {
     char tmp[64];
+    *truncated = 0;
+    token[0] = '\0';
     nst_s3_xml_text(body, n, "EncodingType", tmp, sizeof tmp);
     int urlenc = strcmp(tmp, "url") == 0;
     if (!memmem(body, n, "<ListBucketResult", 17))
@@ -408,6 +410,20 @@ static int parse_page(const char *what, const char *body, size_t n, listing *L,
         if ((rc = add_entry(L, key, kl, size)) < 0) break;
     }
     free(key);
+    return rc;
+}
+
+int nst_s3_parse_listing(const char *what, const char *body, size_t n, nst_s3_list_fn fn, void *ctx,
+                         uint64_t *folders, int *truncated, char *token, size_t tcap)
+{
+    listing L = {0};
+    nst_s3_list_stats st = {0};
+    int rc = parse_page(what, body, n, &L, &st, truncated, token, tcap);
+    for (size_t i = 0; rc == 0 && i < L.n; i++)
+        rc = fn(ctx, NULL, L.keys + L.e[i].off, L.e[i].size);
+    if (folders) *folders = st.folders;
+    free(L.keys);
+    free(L.e);
     return rc;
 }
 
