@@ -59,7 +59,7 @@ foreach(src ${NOSTALL_FUZZ_SOURCES})
     list(APPEND dirs ${NOSTALL_FUZZ_DIR}/corpus/${prefix})
   endif()
   add_test(NAME fuzz_replay_${name} COMMAND fuzz_replay_${name} ${dirs})
-  set_tests_properties(fuzz_replay_${name} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+  set_tests_properties(fuzz_replay_${name} PROPERTIES TIMEOUT ${NOSTALL_TEST_TIMEOUT} SKIP_RETURN_CODE 77
                        ENVIRONMENT "NOSTALL_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp")
   if(NOSTALL_FUZZ)
     add_executable(${target} ${src})

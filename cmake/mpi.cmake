@@ -62,6 +62,6 @@ find_program(NOSTALL_MPIEXEC NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 # (the 3x speed-up at 50 MB/s is a benchmark: bench/partitioned_cache.sh)
 foreach(t mpi_api mpi_partitioned_cache mpi_peer_killed mpi_faults)
   add_test(NAME ${t} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/mpi/run.sh ${t})
-  set_tests_properties(${t} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+  set_tests_properties(${t} PROPERTIES TIMEOUT ${NOSTALL_TEST_TIMEOUT} SKIP_RETURN_CODE 77
     ENVIRONMENT "NOSTALL_CLI=$<TARGET_FILE:nostall_cli>;NOSTALL_MPI_CHECK=$<TARGET_FILE:mpi_loader_check>;NOSTALL_MPIEXEC=${NOSTALL_MPIEXEC};NOSTALL_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp")
 endforeach()
