@@ -104,16 +104,27 @@ log "reference runs (solo, no cache, 1 thread, as fast as they go) ..."
 "$CLI" bench "$WORK/data" "${common[@]}" --threads 1 --cache none > "$WORK/ref-plain.json"
 
 # ---- RSS sampler ---------------------------------------------------------------
-: > "$WORK/procs"    # "pid role" of every process started
-: > "$WORK/rss"      # "seconds pid rss_kb"
+# start_time PID: when the process started (clock ticks since boot, field 22
+# of /proc/PID/stat; set at fork, kept across exec), empty if it is gone
+start_time() { sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | awk '{print $20}'; }
+: > "$WORK/procs"    # "pid role starttime" of every process started
+: > "$WORK/rss"      # "seconds pid rss_kb anon_kb file_kb shmem_kb"
 T0=$(date +%s.%N)
 INTERVAL=$(awk -v m="$MINUTES" 'BEGIN {i = m * 60 / 600; if (i < 1) i = 1; if (i > 5) i = 5; print i}')
 sampler() {
-    local now p role r
+    local now p role st r
     while :; do
         now=$(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN {printf "%.1f", a - b}')
-        while read -r p role; do
-            r=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
+        while read -r p role st; do
+            # the process it was, not a later one given the same pid (a
+            # killed member's pid is reused within minutes on a busy machine)
+            [ "$(start_time "$p")" = "$st" ] || continue
+            # VmRSS and its parts: anonymous memory (the heap: a leak shows
+            # here), mapped files, and shared memory (the group's segment:
+            # bounded by its size, grows as this member touches more of it)
+            r=$(awk '/^VmRSS:/ {v = $2} /^RssAnon:/ {a = $2} /^RssFile:/ {f = $2}
+                     /^RssShmem:/ {s = $2} END {if (v != "") print v, a + 0, f + 0, s + 0}' \
+                "/proc/$p/status" 2>/dev/null) || continue
             [ -n "$r" ] && echo "$now $p $r"
         done < "$WORK/procs" >> "$WORK/rss"
         sleep "$INTERVAL"
@@ -128,7 +139,7 @@ start_job() { # ROLE OUT ARGS...: start a bench in the background, record it; se
     "$CLI" bench "$WORK/data" "$@" > "$out" 2> "$out.err" &
     JOB=$!
     PIDS+=($JOB)
-    echo "$JOB $role" >> "$WORK/procs"
+    echo "$JOB $role $(start_time $JOB)" >> "$WORK/procs"
 }
 # joined PID: PID maps the group's segment (by inode) and runs its workers
 # (the loader joins the group before it starts any worker thread)
@@ -267,12 +278,14 @@ refsum = {k: {e["epoch"]: e["checksum"] for e in r["per_epoch"]} if r else {} fo
 # processes and their RSS samples
 procs = {}
 for line in open(f"{work}/procs"):
-    pid, role = line.split()
+    pid, role, *_ = line.split()
     procs[pid] = role
 samples = {}
+parts_of = {}  # pid -> [(t, [anon, file, shmem])]
 for line in open(f"{work}/rss"):
-    t, pid, kb = line.split()
+    t, pid, kb, *parts = line.split()
     samples.setdefault(pid, []).append((float(t), int(kb)))
+    parts_of.setdefault(pid, []).append((float(t), [int(x) for x in parts]))
 
 def rss_figures(pid):
     s = samples.get(pid, [])
@@ -293,7 +306,16 @@ def rss_figures(pid):
     return {"samples": len(s), "first_kb": s[0][1], "at10_kb": early, "at50_kb": mid,
             "end_kb": s[-1][1], "peak_after10_kb": max(late), "growth_kb": s[-1][1] - early,
             "growth_2nd_half_kb": s[-1][1] - mid, "peak_growth_kb": max(late) - early,
-            "slope_kb_per_min_2nd_half": round(slope, 1), "seconds": round(t1 - t0, 1)}
+            "slope_kb_per_min_2nd_half": round(slope, 1), "seconds": round(t1 - t0, 1),
+            "growth_2nd_half_parts_kb": parts_growth(pid, t0 + 0.5 * (t1 - t0))}
+
+def parts_growth(pid, since):
+    """growth of RssAnon, RssFile, RssShmem from the first sample at or after `since` to the end"""
+    p = [(t, v) for t, v in parts_of.get(pid, []) if len(v) == 3]
+    mid = next((v for t, v in p if t >= since), None)
+    if not p or mid is None:
+        return None
+    return dict(zip(("anon", "file", "shmem"), (e - m for e, m in zip(p[-1][1], mid))))
 
 result = {"epochs": E, "images": N, "dataset_bytes": int(nbytes), "minutes": float(minutes),
           "step_ms": {"A": float(step_a), "B": float(step_b)}, "kill_every_s": int(kill_every),
@@ -362,13 +384,14 @@ result["checks"] = checks
 json.dump(result, open(f"{work}/result.json", "w"), indent=1)
 
 mib = lambda kb: f"{kb / 1024:.1f}" if kb is not None else "-"
+parts_cell = lambda g: " / ".join(mib(g[k]) for k in ("anon", "file", "shmem")) if g else "-"
 print()
 print(f"soak: {E} epochs x {N} items, {int(wall) / 60:.1f} min wall; A: echo 2 (decode) + MinIO cache of half "
       f"the data, step {step_a} ms; B: group of 3 + cache, step {step_b} ms, member 3 killed -9 and "
       f"restarted {kills} times (every {kill_every} s; {busy_kills} of them while one of its workers ran)")
 print()
-print("| job | epochs (from) | epochs = solo | RSS MiB at 10% | at 50% | end | peak after 10% | growth 2nd half | slope 2nd half KiB/min | cache hits/epoch | storage reads/epoch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| job | epochs (from) | epochs = solo | RSS MiB at 10% | at 50% | end | peak after 10% | growth 2nd half | of it anon / file / shmem | slope 2nd half KiB/min | cache hits/epoch | storage reads/epoch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     x = r["rss"] or {}
     hits = r.get("cache_hits_per_epoch") or ["-", "-"]
@@ -376,6 +399,7 @@ for r in rows:
     print(f"| {r['job']} | {r['epochs']} ({r['first_epoch']}) | {r['epochs'] - r['mismatch']}/{r['epochs']} | "
           f"{mib(x.get('at10_kb'))} | {mib(x.get('at50_kb'))} | {mib(x.get('end_kb'))} | "
           f"{mib(x.get('peak_after10_kb'))} | {mib(x.get('growth_2nd_half_kb'))} | "
+          f"{parts_cell(x.get('growth_2nd_half_parts_kb'))} | "
           f"{x.get('slope_kb_per_min_2nd_half', '-')} | "
           f"{hits[0]}-{hits[1]} | {reads[0]}-{reads[1]} |")
 print()
