@@ -27,7 +27,10 @@
 
 #include "nostall.h"
 
-#define TEXT_MAX 512
+/* The longest text an option can hold: a path option takes up to
+ * NOSTALL_PATH_MAX - 1 bytes (512 here made the harness, not nostall, fail
+ * on a 600-byte image_root that sets and gets back correctly). */
+#define TEXT_MAX (NOSTALL_PATH_MAX + 64)
 
 static void die(const char *what, const char *name, const char *a, const char *b)
 {
