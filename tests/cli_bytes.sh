@@ -60,11 +60,19 @@ done
     || fail "echo fetch/decode/augment must repeat the same bytes"
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --echo adaptive --step-ms 1 > /dev/null || fail "echo adaptive"
 
-# the MinIO cache: the second epoch reads nothing, the same bytes
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 1M > "$TMP/c.json"
-[ "$(sum "$TMP/c.json")" = "$(sum "$TMP/data-1.json")" ] || fail "cache: other bytes"
+# the MinIO cache: each file read once (twice at most, at the first
+# boundary), then never again; the same bytes
+# (a third epoch: at an epoch's boundary the workers fetch the next epoch's
+# first items while this one's last are still queued, so which of an item's
+# two fetches reads storage, and rarely both, is a race; from the third
+# epoch on every item was stored long before)
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 1M --epochs 3 > "$TMP/c.json"
+[ "$(json "$TMP/c.json" '[e["checksum"] for e in j["per_epoch"][:2]]')" = \
+  "$(json "$TMP/data-1.json" '[e["checksum"] for e in j["per_epoch"]]')" ] || fail "cache: other bytes"
 want=$(find "$TMP/data" -mindepth 2 -type f ! -name '.*' -printf '%s\n' | awk '{s+=$1} END {print s}')
-json "$TMP/c.json" "j['per_epoch'][0]['storage_bytes_read'] == $want and j['per_epoch'][1]['storage_reads'] == 0 and j['per_epoch'][1]['cache_hits'] == 36" \
+json "$TMP/c.json" "(lambda e: 36 <= e[0]['storage_reads'] + e[1]['storage_reads'] <= 72 \
+and $want <= e[0]['storage_bytes_read'] + e[1]['storage_bytes_read'] <= 2 * $want \
+and e[2]['storage_reads'] == 0 and e[2]['cache_hits'] == 36)(j['per_epoch'])" \
     | grep -q True || fail "cache: $(json "$TMP/c.json" 'j["per_epoch"]')"
 
 # bad items: skipped, listed with the reason

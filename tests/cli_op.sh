@@ -44,10 +44,14 @@ done
     || fail "mode=eval gives the bytes of mode=train"
 
 # 2. the MinIO cache: epoch 1 from the cache, the bytes of a run without one
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 64M > "$TMP/cache.json"
-json "$TMP/cache.json" 'j["per_epoch"][1]["cache_hits"] == 48 and j["per_epoch"][1]["storage_reads"] == 0' \
-    | grep -q True || fail "second epoch not served by the cache: $(json "$TMP/cache.json" 'j["per_epoch"]')"
-[ "$(json "$TMP/cache.json" '[e["checksum"] for e in j["per_epoch"]]')" = \
+# (a third epoch: at an epoch's boundary the workers fetch the next epoch's
+# first items while this one's last are still queued, so which of an item's
+# two fetches reads storage, and rarely both, is a race; from the third
+# epoch on every item was stored long before)
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 64M --epochs 3 > "$TMP/cache.json"
+json "$TMP/cache.json" 'j["per_epoch"][2]["cache_hits"] == 48 and j["per_epoch"][2]["storage_reads"] == 0' \
+    | grep -q True || fail "third epoch not served by the cache: $(json "$TMP/cache.json" 'j["per_epoch"]')"
+[ "$(json "$TMP/cache.json" '[e["checksum"] for e in j["per_epoch"][:2]]')" = \
   "$(json "$TMP/train.json" '[e["checksum"] for e in j["per_epoch"]]')" ] || fail "the cache changed the bytes"
 
 # 3. a coordinated group of 2 running the op: every epoch a member delivers

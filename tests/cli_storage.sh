@@ -85,20 +85,23 @@ fi
 # here in < 10 ms) or use the workers' storage-wait counter, from which the
 # CPU work is left out.
 # bandwidth: 60 items of $total bytes at 0.5 MB/s cannot take less than
-# total/0.5e6 s (~1.5 s); a second epoch from a cache that holds everything
-# reads nothing and is not slowed by storage
+# total/0.5e6 s (~1.5 s); an epoch from a cache that holds everything
+# reads nothing and is not slowed by storage (the third epoch: at the first
+# boundary the workers may fetch an item for the next epoch before this
+# one's fetch of it, so either may be the read). The upper bounds are far
+# from an idle machine's figures (a loaded one under TSan must pass).
 bw=0.5e6
-"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 0.5 --epochs 2 \
+"$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 2 --storage-mbps 0.5 --epochs 3 \
     --cache-bytes 100M --json --quiet > "$TMP/slow.json"
-echo "0.5 MB/s, $total bytes: epoch 0 (reads) $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s, epoch 1 (cached) $(json "$TMP/slow.json" 'j["per_epoch"][1]["seconds"]') s"
+echo "0.5 MB/s, $total bytes: epoch 0 (reads) $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s, epoch 2 (cached) $(json "$TMP/slow.json" 'j["per_epoch"][2]["seconds"]') s"
 json "$TMP/slow.json" "j['per_epoch'][0]['seconds'] >= 0.95 * $total / $bw" | grep True > /dev/null \
     || fail "0.5 MB/s emulation too fast: $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s for $total bytes"
-json "$TMP/slow.json" "j['per_epoch'][0]['seconds'] <= 3 * $total / $bw + 2" | grep True > /dev/null \
+json "$TMP/slow.json" "j['per_epoch'][0]['seconds'] <= 5 * $total / $bw + 10" | grep True > /dev/null \
     || fail "0.5 MB/s emulation too slow: $(json "$TMP/slow.json" 'j["per_epoch"][0]["seconds"]') s"
-json "$TMP/slow.json" "j['per_epoch'][1]['storage_reads'] == 0 and j['per_epoch'][1]['cache_hits'] == 60" \
-    | grep True > /dev/null || fail "fully cached epoch read from storage: $(json "$TMP/slow.json" 'j["per_epoch"][1]')"
-json "$TMP/slow.json" "j['per_epoch'][1]['seconds'] < 0.5 * $total / $bw" \
-    | grep True > /dev/null || fail "fully cached epoch slowed by storage: $(json "$TMP/slow.json" 'j["per_epoch"][1]["seconds"]') s"
+json "$TMP/slow.json" "j['per_epoch'][2]['storage_reads'] == 0 and j['per_epoch'][2]['cache_hits'] == 60" \
+    | grep True > /dev/null || fail "fully cached epoch read from storage: $(json "$TMP/slow.json" 'j["per_epoch"][2]')"
+json "$TMP/slow.json" "j['per_epoch'][2]['seconds'] < 0.9 * $total / $bw" \
+    | grep True > /dev/null || fail "fully cached epoch slowed by storage: $(json "$TMP/slow.json" 'j["per_epoch"][2]["seconds"]') s"
 # latency: one thread, 20 ms per read, 60 reads one at a time: at least 1.2 s
 "$CLI" bench "$TMP/data" --batch-size 8 --crop 16 --threads 1 --io-depth 1 --storage-latency-ms 20 --json --quiet > "$TMP/lat.json"
 json "$TMP/lat.json" "j['seconds'] >= 1.14" | grep True > /dev/null \

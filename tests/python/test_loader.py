@@ -412,17 +412,23 @@ def test_cache_and_storage_options(data):
     """The storage-tier options are keywords like any other, and their
     counters appear in stats(): from the second epoch on, every cached item
     is a hit and only the rest is read from storage."""
+    # (the third epoch is the exact one: at the first boundary the workers
+    # may fetch an item for epoch 1 before epoch 0's fetch of it, so which
+    # of the two reads storage, and rarely both, is a race)
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data) for f in fs)
     with nostall.Loader(data, batch_size=4, crop=16, threads=2, cache_bytes="64M",
                         storage_mbps=1000, seed=1) as ld:
         n = sum(len(y) for _, y in ld)
-        first = ld.stats()
-        assert first["cache_misses"] == n and first["cache_hits"] == 0
-        assert first["storage_bytes_read"] > 0
         assert sum(len(y) for _, y in ld) == n
-        second = ld.stats()
-        assert second["cache_hits"] - first["cache_hits"] == n
-        assert second["storage_bytes_read"] == first["storage_bytes_read"]
-        assert second["cache_bytes"] == first["storage_bytes_read"]
+        two = ld.stats()
+        assert two["cache_hits"] + two["cache_misses"] == 2 * n
+        assert n <= two["cache_misses"] <= 2 * n
+        assert size <= two["storage_bytes_read"] <= 2 * size
+        assert two["cache_bytes"] == size
+        assert sum(len(y) for _, y in ld) == n
+        three = ld.stats()
+        assert three["cache_hits"] - two["cache_hits"] == n
+        assert three["storage_bytes_read"] == two["storage_bytes_read"]
     with pytest.raises(nostall.OptionError, match="cache_bytes"):
         nostall.Loader(data, cache="none", cache_bytes="1M")
 
