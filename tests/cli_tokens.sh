@@ -154,12 +154,13 @@ if [ -d /dev/shm ]; then
 fi
 
 # analyze: prep-bound (one thread widening 3 windows of 2^20 tokens -- 48 MB
-# of int64 -- per batch against a 1 ms step: 8 batches of 25 ms or more, so
-# a step stretched a few ms by a loaded machine leaves the verdict alone) and
-# fetch-bound (windows of 2 KB at 0.4 MB/s against a 10 ms step)
-# (from tmpfs: the cold run's 48 MB cannot wait on a busy disk)
+# of int64 -- per batch against a 1 ms step: 21 batches of 25 ms or more, a
+# prep stall of about 0.15 s; with 8 batches it was 0.07 s, a few times the
+# noise a loaded machine adds to a cold run) and fetch-bound (windows of
+# 2 KB at 0.4 MB/s against a 10 ms step)
+# (from tmpfs: the cold run's 128 MB cannot wait on a busy disk)
 mkdir "$TMP/bigd"
-"$PY" -c "import numpy as np; np.random.default_rng(1).integers(0, 50000, size=24 << 20, dtype=np.uint16).tofile('$TMP/bigd/big.bin')"
+"$PY" -c "import numpy as np; np.random.default_rng(1).integers(0, 50000, size=64 << 20, dtype=np.uint16).tofile('$TMP/bigd/big.bin')"
 in_memory "$TMP/bigd" bigd
 rm -f "$TMP/bigd/big.bin"
 "$CLI" analyze "$bigd/big.bin" --task tokens --context-length 1048576 --batch-size 3 --threads 1 --step-ms 1 \
