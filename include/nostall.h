@@ -438,6 +438,9 @@ typedef struct nostall_config nostall_config;
 /* A configuration with every option at its default. */
 NOSTALL_API int nostall_config_create(nostall_config **out);
 NOSTALL_API void nostall_config_free(nostall_config *cfg);
+/* A new configuration equal to cfg: every option (path options of any
+ * length), the peer cache and the op set on it. */
+NOSTALL_API int nostall_config_copy(nostall_config **out, const nostall_config *cfg);
 /* Parse and set an option by name from text, as the CLI and Python do.
  * E_OPTION with a message naming the option and its bounds if the name is
  * unknown or the value malformed or out of bounds; cfg is then unchanged. */

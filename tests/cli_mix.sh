@@ -46,6 +46,22 @@ done
 [ "$(json "$TMP/e1.json" 'j["checksum"]')" = "$(json "$TMP/e2.json" 'j["checksum"]')" ] || fail "echoing a mix depends on threads"
 [ "$(json "$TMP/e1.json" 'j["mix_items"]')" = "[2800, 1200]" ] || fail "echoed shares"
 
+# a mix longer than 255 bytes (sources in deep folders): `bench --json`
+# writes all of it, and `analyze` measures the mix (its variants of the
+# configuration once kept only 255 bytes of each option and lost the mix)
+deep="$TMP/$(printf 'd%.0s' $(seq 120))/$(printf 'e%.0s' $(seq 120))"
+mkdir -p "$deep"
+ln -s "$TMP/a" "$deep/a"
+ln -s "$TMP/b" "$deep/b"
+long="$deep/a:0.7,$deep/b:0.3"
+"$CLI" bench --mix "$long" "${common[@]}" > "$TMP/long.json"
+[ "$(json "$TMP/long.json" 'j["config"]["mix"]')" = "$long" ] || fail "bench --json cut the mix (${#long} bytes)"
+[ "$(json "$TMP/long.json" 'j["checksum"]')" = "$a" ] || fail "the same mix through longer paths gave other bytes"
+"$CLI" analyze mixed --mix "$long" --crop 16 --batch-size 50 --mix-epoch-items 200 --step-ms 1 \
+    --json --quiet > "$TMP/analyze.json" 2> "$TMP/analyze.err" || fail "analyze of a ${#long}-byte mix: $(cat "$TMP/analyze.err")"
+[ "$(json "$TMP/analyze.json" 'j["measurements"]["dataset_items"]')" = 80 ] || fail "analyze measured $(json "$TMP/analyze.json" 'j["measurements"]["dataset_items"]') items, not the mix's 80"
+[ "$(json "$TMP/analyze.json" 'j["measurements"]["cold_items"]')" = 200 ] || fail "analyze's cold run: not one mixed epoch"
+
 # refused, with a reason
 if "$CLI" bench --mix "$TMP/a:0.7,$TMP/b" --quiet 2> "$TMP/err1.txt"; then fail "a source without weight was accepted"; fi
 grep -q "weight" "$TMP/err1.txt" || fail "no reason: $(cat "$TMP/err1.txt")"

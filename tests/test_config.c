@@ -161,6 +161,36 @@ int main(void)
     CHECK(strcmp(nostall_stats_name(0), "epoch") == 0);
     CHECK(nostall_stats_name(nostall_stats_count()) == NULL);
 
+    /* a copy: every option, path options of any length, independent of the original */
+    {
+        static char longtext[NOSTALL_PATH_MAX];
+        memset(longtext, 'p', sizeof longtext - 1);
+        longtext[0] = '/';
+        CHECK_OK(nostall_config_set(c, "op_args", longtext));
+        CHECK_OK(nostall_config_set(c, "threads", "7"));
+        nostall_config *k = NULL;
+        CHECK_OK(nostall_config_copy(&k, c));
+        if (!k) TEST_EXIT();
+        static char a[NOSTALL_PATH_MAX], b[NOSTALL_PATH_MAX];
+        for (int i = 0; i < nostall_option_count(); i++) {
+            nostall_option_info oi;
+            nostall_option_info_get(i, &oi);
+            CHECK_OK(nostall_config_get(c, oi.name, a, sizeof a));
+            CHECK_OK(nostall_config_get(k, oi.name, b, sizeof b));
+            CHECK(strcmp(a, b) == 0);
+        }
+        CHECK_OK(nostall_config_get(k, "op_args", b, sizeof b));
+        CHECK_EQ(strlen(b), sizeof longtext - 1);
+        CHECK_OK(nostall_config_set(k, "threads", "3"));
+        CHECK_OK(nostall_config_get_uint(c, NOSTALL_OPT_THREADS, &u));
+        CHECK_EQ(u, 7);
+        nostall_config_free(k);
+        nostall_config *none = c;
+        CHECK_RC(nostall_config_copy(&none, NULL), NOSTALL_E_INVALID);
+        CHECK(none == NULL);
+        CHECK_RC(nostall_config_copy(NULL, c), NOSTALL_E_INVALID);
+    }
+
     nostall_config_free(c);
     nostall_config_free(NULL);
     TEST_EXIT();

@@ -443,7 +443,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(f, ", \"config\": {");
         for (int i = 0; i < nostall_option_count(); i++) {
             nostall_option_info oi;
-            char val[256];
+            char val[NOSTALL_PATH_MAX]; /* a path option's longest text */
             nostall_option_info_get(i, &oi);
             nostall_config_get(cfg, oi.name, val, sizeof val);
             fprintf(f, "%s\"%s\": ", i ? ", " : "", oi.name);

@@ -325,14 +325,7 @@ typedef struct run_out {
 static nostall_config *config_variant(const nostall_config *cfg, const char *const *set)
 {
     nostall_config *c;
-    if (nostall_config_create(&c) < 0) return NULL;
-    for (int i = 0; cfg && i < nostall_option_count(); i++) {
-        nostall_option_info oi;
-        char val[256];
-        nostall_option_info_get(i, &oi);
-        if (nostall_config_get(cfg, oi.name, val, sizeof val) == 0)
-            nostall_config_set(c, oi.name, val);
-    }
+    if ((cfg ? nostall_config_copy(&c, cfg) : nostall_config_create(&c)) < 0) return NULL;
     for (; set && set[0]; set += 2) nostall_config_set(c, set[0], set[1]);
     return c;
 }

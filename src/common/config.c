@@ -357,6 +357,19 @@ int nostall_config_create(nostall_config **out)
 
 void nostall_config_free(nostall_config *cfg) { free(cfg); }
 
+int nostall_config_copy(nostall_config **out, const nostall_config *cfg)
+{
+    nst_error_clear();
+    if (!out) return nst_error(NOSTALL_E_INVALID, "nostall_config_copy: out is NULL");
+    *out = NULL;
+    if (!cfg) return nst_error(NOSTALL_E_INVALID, "nostall_config_copy: cfg is NULL");
+    nostall_config *c = malloc(sizeof *c);
+    if (!c) return nst_error(NOSTALL_E_NOMEM, "nostall_config_copy: out of memory");
+    *c = *cfg; /* values, path texts, peer hooks and op: all held by value */
+    *out = c;
+    return 0;
+}
+
 int nostall_config_set_peer_cache(nostall_config *cfg, const nostall_peer_cache *pc)
 {
     nst_error_clear();
