@@ -185,6 +185,37 @@ NOSTALL_API int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, 
                                         size_t opts_size);
 
 /* ------------------------------------------------------------------------
+ * A dataset's local files and the OS page cache.
+ * ------------------------------------------------------------------------
+ * The cached run wants every file of the dataset in the page cache, the
+ * cold run none of them: the CLI and Python warm and drop them with these
+ * (nostall_analyze_measure() uses the same list). The list holds each
+ * distinct local file once, however many items it holds (a token corpus,
+ * a tar shard, a clip list's audio file); http(s):// and s3:// items have
+ * no page cache here and are left out. A drop is posix_fadvise(DONTNEED)
+ * after writing back dirty pages: no root needed. */
+typedef struct nostall_analyze_files nostall_analyze_files;
+
+/* Index `source` with `cfg` (NULL: defaults; the options that choose the
+ * items count: task, mix, world_size, ...) as a loader would, and list its
+ * distinct local files. `info` (may be NULL) receives the dataset as that
+ * loader reports it (nostall_loader_info). Errors: those of
+ * nostall_loader_create() (the message names `source`), E_NOMEM. */
+NOSTALL_API int nostall_analyze_files_create(nostall_analyze_files **out, const char *source,
+                                             const nostall_config *cfg, nostall_dataset_info *info,
+                                             size_t info_size);
+NOSTALL_API void nostall_analyze_files_free(nostall_analyze_files *f);
+/* The number of files, and file i (NULL past the end). */
+NOSTALL_API uint64_t nostall_analyze_files_count(const nostall_analyze_files *f);
+NOSTALL_API const char *nostall_analyze_files_path(const nostall_analyze_files *f, uint64_t i);
+/* Read every file once, whole (into the page cache, as memory allows):
+ * the number of files that could not be read. */
+NOSTALL_API uint64_t nostall_analyze_files_warm(const nostall_analyze_files *f);
+/* Drop every file from the page cache: the number that could not be
+ * dropped (a file gone or unreadable since). */
+NOSTALL_API uint64_t nostall_analyze_files_drop(const nostall_analyze_files *f);
+
+/* ------------------------------------------------------------------------
  * The model.
  * ------------------------------------------------------------------------ */
 typedef struct nostall_analysis nostall_analysis;

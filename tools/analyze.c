@@ -24,7 +24,6 @@
  * Threads: the main thread only (the loaders have their own).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,53 +87,6 @@ static void sleep_s(double s)
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
-}
-
-/* Drop a file's pages from the OS page cache (no root needed). */
-static int drop_file(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-    return rc == 0 ? 0 : -1;
-}
-
-/* Read a whole file; returns bytes read or -1. */
-static long long read_file(const char *path, char *buf, size_t buflen)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    long long total = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, buflen);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        total += n;
-    }
-    close(fd);
-    return total;
-}
-
-typedef struct paths {
-    char **v;
-    size_t n;
-} paths;
-
-static void paths_free(paths *p)
-{
-    for (size_t i = 0; i < p->n; i++) free(p->v[i]);
-    free(p->v);
-    p->v = NULL;
-    p->n = 0;
-}
-
-static int drop_all(const paths *p)
-{
-    int failed = 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (drop_file(p->v[i]) < 0) failed++;
-    return failed;
 }
 
 /* ---- the measured runs ---------------------------------------------------- */
@@ -267,74 +219,21 @@ static void on_progress(void *ctx, const char *run, uint64_t done, uint64_t tota
         draw(run, done, total, seconds);
 }
 
-static int cmp_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The dataset's distinct local files (a loader of one thread, freed at
- * once): what the cached run warms and the cold run drops. A file that many
- * items share (the windows of a token corpus, the members of a tar shard)
- * is listed once: warming it once per item would read it again and again. */
-static int dataset_paths(const char *data, const nostall_config *cfg, paths *p, uint64_t *batches)
-{
-    static const char *const probe_set[] =
-        {"threads",    "1", "batches_ahead",   "1", "cache_bytes", "0",
-         "coordinate", "",  "cache_transcode", "0", NULL};
-    nostall_config *probe_cfg = config_variant(cfg, probe_set);
-    nostall_loader *ld;
-    if (!probe_cfg || nostall_loader_create(&ld, data, probe_cfg) < 0) {
-        fprintf(stderr, "nostall analyze: %s\n", probe_cfg ? nostall_last_error() : "out of memory");
-        nostall_config_free(probe_cfg);
-        return -1;
-    }
-    nostall_config_free(probe_cfg);
-    nostall_dataset_info info;
-    nostall_loader_info(ld, &info, sizeof info);
-    nostall_loader_stop(ld);
-    *batches = info.batches_per_epoch;
-    p->v = calloc(info.items ? info.items : 1, sizeof(char *));
-    int rc = p->v ? 0 : -1;
-    for (uint64_t i = 0; rc == 0 && i < info.items; i++) {
-        const char *path;
-        int64_t label;
-        if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
-        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) ||
-            !strncmp(path, "s3://", 5))
-            continue;
-        if (p->n && !strcmp(p->v[p->n - 1], path)) continue; /* the same file as the last item */
-        if (!(p->v[p->n] = strdup(path)))
-            rc = -1;
-        else
-            p->n++;
-    }
-    nostall_loader_free(ld);
-    if (rc == 0 && p->n > 1) {
-        qsort(p->v, p->n, sizeof *p->v, cmp_path);
-        size_t k = 1;
-        for (size_t i = 1; i < p->n; i++) {
-            if (strcmp(p->v[i], p->v[k - 1]))
-                p->v[k++] = p->v[i];
-            else
-                free(p->v[i]);
-        }
-        p->n = k;
-    }
-    if (rc < 0) fprintf(stderr, "nostall analyze: out of memory indexing %s\n", data);
-    return rc;
-}
-
 /* The three runs with the simulated step: synthetic, cached (every file in
  * the page cache, no emulated storage, no echo), cold (the configuration as
  * given, the dataset dropped from the page cache). */
 static int step_runs(const char *data, nostall_config *cfg, double step_s, uint64_t max_batches,
                      int show, nostall_analyze_meas *m)
 {
-    paths p = {NULL, 0};
+    nostall_analyze_files *files = NULL;
     nostall_config *wcfg = NULL;
     int status = -1;
-    uint64_t nb = 0;
-    if (dataset_paths(data, cfg, &p, &nb) < 0) goto out;
+    nostall_dataset_info info;
+    if (nostall_analyze_files_create(&files, data, cfg, &info, sizeof info) < 0) {
+        tool_line(stderr, "nostall analyze: %s", nostall_last_error());
+        goto out;
+    }
+    uint64_t nb = info.batches_per_epoch;
     static const char *const warm_set[] = {"cache",
                                            "none",
                                            "cache_bytes",
@@ -366,9 +265,7 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
 
     /* 2. cached: every file in the page cache (nostall_analyze_measure left
      * them there), no emulated storage, no echo */
-    char *buf = malloc(1 << 20);
-    for (size_t i = 0; buf && i < p.n; i++) (void)read_file(p.v[i], buf, 1 << 20);
-    free(buf);
+    (void)nostall_analyze_files_warm(files);
     if (run_loader(data, wcfg, m->step_s, max_batches, "cached", show, &warm) < 0) goto out;
     m->warm_seconds = warm.seconds;
     m->warm_items = (double)warm.items;
@@ -380,12 +277,12 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
     m->warm_augment_ns = (double)warm.st.augment_busy_ns;
 
     /* 3. cold: the configuration as given, the dataset dropped from the page cache */
-    int failed = drop_all(&p);
+    const uint64_t failed = nostall_analyze_files_drop(files);
     if (failed)
         tool_line(stderr,
-                  "nostall analyze: warning: could not drop %d file(s) from the page cache "
-                  "(e.g. %s)",
-                  failed, p.v[0]);
+                  "nostall analyze: warning: could not drop %" PRIu64
+                  " file(s) from the page cache (e.g. %s)",
+                  failed, nostall_analyze_files_path(files, 0));
     nostall_config_set(cfg, "epochs", "1");
     nostall_config_set(cfg, "echo", "fixed");
     nostall_config_set(cfg, "echo_factor", "1");
@@ -401,8 +298,8 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
     status = 0;
 out:
     nostall_config_free(wcfg);
-    drop_all(&p);
-    paths_free(&p);
+    nostall_analyze_files_drop(files);
+    nostall_analyze_files_free(files);
     return status;
 }
 

@@ -240,6 +240,12 @@ class AnalyzeMeasureOptions(ctypes.Structure):
 ANALYZE_TEXT, ANALYZE_JSON, ANALYZE_HTML = 0, 1, 2
 analyze_measure = _fn("nostall_analyze_measure", c_int, POINTER(AnalyzeMeas), c_size_t, c_char_p,
                       c_void_p, POINTER(AnalyzeMeasureOptions), c_size_t)
+analyze_files_create = _fn("nostall_analyze_files_create", c_int, POINTER(c_void_p), c_char_p,
+                           c_void_p, POINTER(DatasetInfo), c_size_t)
+analyze_files_free = _fn("nostall_analyze_files_free", None, c_void_p)
+analyze_files_count = _fn("nostall_analyze_files_count", c_uint64, c_void_p)
+analyze_files_warm = _fn("nostall_analyze_files_warm", c_uint64, c_void_p)
+analyze_files_drop = _fn("nostall_analyze_files_drop", c_uint64, c_void_p)
 analyze_create = _fn("nostall_analyze_create", c_int, POINTER(c_void_p), POINTER(AnalyzeMeas),
                      c_size_t)
 analyze_free = _fn("nostall_analyze_free", None, c_void_p)

@@ -11,6 +11,7 @@
  *   escape.c     untrusted text (file names) for terminals, JSON, HTML
  *   meas.c       the measurements' table, reading them from JSON
  *   measure.c    the measurements that need no training step
+ *   files.c      a dataset's distinct local files and the page cache
  *   analysis.c   the public handle: create, predict, copy-outs, reports
  *
  * Nothing here keeps global state; an analysis is used by one thread at a
@@ -159,5 +160,27 @@ void nst_an_text_buf(char *buf, size_t cap, const char *s);
 int nst_an_json_string(FILE *f, const char *s);
 void nst_an_json_member(FILE *f, const char *key, const char *s);
 void nst_an_html_text(FILE *f, const char *s);
+
+/* files.c: a dataset's distinct local files (the public handle's body).
+ * nst_an_files_index: list them with a probe loader of `source` and `cfg`
+ *   (info: the loader's dataset info, may be NULL); errors name `fn`.
+ * nst_an_files_drop: drop each from the page cache; the number that could
+ *   not be (works on any list, e.g. a sample of the files).
+ * nst_an_read_upto: read a file through buf, at most `max` bytes; bytes
+ *   read, or -1 (errno set) when it cannot be opened or read.
+ * nst_an_config_variant: a copy of cfg (NULL: defaults) with name/value
+ *   pairs (a NULL-terminated list) set on top; NULL out of memory. */
+struct nostall_analyze_files {
+    char **v; /* each file once, in the order of its first item */
+    size_t n;
+    double bytes; /* their sizes (stat), each once */
+};
+int nst_an_files_index(nostall_analyze_files *f, const char *source, const nostall_config *cfg,
+                       nostall_dataset_info *info, const char *fn);
+void nst_an_files_clear(nostall_analyze_files *f);
+int nst_an_file_drop(const char *path);
+size_t nst_an_files_drop(const nostall_analyze_files *f);
+long long nst_an_read_upto(const char *path, char *buf, size_t buflen, long long max);
+nostall_config *nst_an_config_variant(const nostall_config *cfg, const char *const *set);
 
 #endif

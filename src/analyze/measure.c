@@ -45,10 +45,7 @@
 #include "analyze/analyze_impl.h"
 #include "common/error.h"
 
-typedef struct paths {
-    char **v;
-    size_t n;
-} paths;
+typedef nostall_analyze_files paths; /* files.c */
 
 typedef struct ctx {
     const nostall_analyze_measure_options *o;
@@ -85,57 +82,10 @@ static void say(const ctx *c, int warning, const char *fmt, ...)
 
 /* ---- files -------------------------------------------------------------- */
 
-static void paths_free(paths *p)
-{
-    for (size_t i = 0; i < p->n; i++) free(p->v[i]);
-    free(p->v);
-    p->v = NULL;
-    p->n = 0;
-}
-
-/* Drop a file's pages from the OS page cache (no root needed). DONTNEED
- * leaves dirty pages (and pages under writeback) in place, so a dataset
- * written moments ago (`nostall gen`, a copy) would stay cached and the
- * storage measured would be memory: write them back first (fdatasync on a
- * read-only descriptor is allowed, and costs nothing on clean files). */
-static int drop_file(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    (void)fdatasync(fd);
-    int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-    return rc == 0 ? 0 : -1;
-}
-
-static int drop_all(const paths *p)
-{
-    int failed = 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (drop_file(p->v[i]) < 0) failed++;
-    return failed;
-}
-
-/* Read a file through buf, at most `max` bytes; bytes read or -1. */
-static long long read_upto(const char *path, char *buf, size_t buflen, long long max)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    long long total = 0;
-    while (total < max) {
-        ssize_t n = read(fd, buf, buflen);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        total += n;
-    }
-    close(fd);
-    return total;
-}
-
 /* Read a whole file through buf; bytes read or -1. */
 static long long read_through(const char *path, char *buf, size_t buflen)
 {
-    return read_upto(path, buf, buflen, LLONG_MAX);
+    return nst_an_read_upto(path, buf, buflen, LLONG_MAX);
 }
 
 /* ---- microbenchmarks ----------------------------------------------------- */
@@ -252,12 +202,12 @@ static void storage_bench_one(const char *path, nostall_analyze_meas *m)
 {
     char *buf = malloc(1 << 20);
     if (!buf) return;
-    drop_file(path);
+    nst_an_file_drop(path);
     double t0 = now_s();
-    long long n = read_upto(path, buf, 1 << 20, 256ll << 20);
+    long long n = nst_an_read_upto(path, buf, 1 << 20, 256ll << 20);
     double t = now_s() - t0;
     if (n > 0 && t > 0) m->disk_bw = m->disk_bw1 = (double)n / t;
-    drop_file(path);
+    nst_an_file_drop(path);
     free(buf);
 }
 
@@ -266,7 +216,7 @@ static void storage_bench(const paths *all, nostall_analyze_meas *m)
     size_t ns = all->n < 128 ? all->n : 128, n1 = 0;
     if (ns == 1) storage_bench_one(all->v[0], m);
     if (ns < 2) return;
-    paths one = {calloc(ns, sizeof(char *)), 0}, many = {calloc(ns, sizeof(char *)), 0};
+    paths one = {.v = calloc(ns, sizeof(char *))}, many = {.v = calloc(ns, sizeof(char *))};
     char *buf = malloc(1 << 20);
     if (!one.v || !many.v || !buf) goto out;
     for (size_t i = 0; i < ns; i++) {
@@ -276,8 +226,8 @@ static void storage_bench(const paths *all, nostall_analyze_meas *m)
         else
             many.v[many.n++] = path;
     }
-    drop_all(&one);
-    drop_all(&many);
+    nst_an_files_drop(&one);
+    nst_an_files_drop(&many);
     long long b1 = 0;
     double t0 = now_s();
     for (size_t i = 0; i < one.n; i++) {
@@ -293,8 +243,8 @@ static void storage_bench(const paths *all, nostall_analyze_meas *m)
     if (t1 > 0) m->disk_bw1 = mean_b / t1;
     if (m->disk_bw <= 0) m->disk_bw = m->disk_bw1;
     if (m->disk_bw > 0) m->disk_latency_s = fmax(0, t1 - mean_b / m->disk_bw);
-    drop_all(&one);
-    drop_all(&many);
+    nst_an_files_drop(&one);
+    nst_an_files_drop(&many);
 out:
     free(buf);
     free(one.v);
@@ -320,15 +270,6 @@ typedef struct run_out {
     uint64_t items, batches;
     nostall_stats st;
 } run_out;
-
-/* A copy of cfg with name/value pairs (NULL-terminated list) set on top. */
-static nostall_config *config_variant(const nostall_config *cfg, const char *const *set)
-{
-    nostall_config *c;
-    if ((cfg ? nostall_config_copy(&c, cfg) : nostall_config_create(&c)) < 0) return NULL;
-    for (; set && set[0]; set += 2) nostall_config_set(c, set[0], set[1]);
-    return c;
-}
 
 /* One epoch (or max_batches) of the loader alone, as fast as it goes; the
  * counters of this run only. 0 or the loader's status (error set). */
@@ -592,7 +533,7 @@ static int sample_build(const ctx *c, sample *s, const paths *p)
 static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nostall_analyze_meas *m)
 {
     static const char *const set[] = {"threads", "1", "batch_size", "16", "drop_last", "0", NULL};
-    nostall_config *cf = config_variant(warm, set);
+    nostall_config *cf = nst_an_config_variant(warm, set);
     int lists[2] = {memory_file("nostall-analyze-orig", s->orig, s->orig_len),
                     memory_file("nostall-analyze-rst", s->rst, s->rst_len)};
     double best[2] = {0, 0};
@@ -653,123 +594,20 @@ static void transcode_sample(const ctx *c, const paths *p, const nostall_config 
 
 /* ---- the whole measurement ------------------------------------------------ */
 
-/* A set of strings (open addressing, FNV-1a): the distinct files of an
- * index in which many items may share one file (token windows of one
- * corpus, members of one shard). The strings are the caller's. */
-typedef struct strset {
-    const char **slot;
-    size_t cap, n; /* cap: a power of two, at most half full */
-} strset;
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-/* 1 if `s` was added, 0 if it was there, -1 out of memory. */
-static int strset_add(strset *t, const char *s)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        const char **slot = calloc(cap, sizeof *slot);
-        if (!slot) return -1;
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slot[i]) {
-                size_t j = (size_t)str_hash(t->slot[i]) & (cap - 1);
-                while (slot[j]) j = (j + 1) & (cap - 1);
-                slot[j] = t->slot[i];
-            }
-        free(t->slot);
-        t->slot = slot;
-        t->cap = cap;
-    }
-    size_t j = (size_t)str_hash(s) & (t->cap - 1);
-    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
-        if (!strcmp(t->slot[j], s)) return 0;
-    t->slot[j] = s;
-    t->n++;
-    return 1;
-}
-
-/* The dataset: index and the sizes of its distinct local files (a loader
- * of one thread, freed at once; a file that many items share, as the token
- * windows of one corpus do, is listed, stat'ed and counted once), fresh
- * items per epoch without echoing (the model applies it). */
+/* The dataset: index and the sizes of its distinct local files (files.c:
+ * a file that many items share, as the token windows of one corpus do, is
+ * listed, stat'ed and counted once), fresh items per epoch without echoing
+ * (the model applies it). */
 static int dataset(const ctx *c, const nostall_config *cfg, paths *p, nostall_analyze_meas *m)
 {
-    static const char *const probe_set[] = {"threads",
-                                            "1",
-                                            "batches_ahead",
-                                            "1",
-                                            "cache_bytes",
-                                            "0",
-                                            "storage_mbps",
-                                            "0",
-                                            "storage_latency_ms",
-                                            "0",
-                                            "echo",
-                                            "fixed",
-                                            "echo_factor",
-                                            "1",
-                                            "coordinate",
-                                            "",
-                                            "cache_transcode",
-                                            "0",
-                                            NULL};
-    nostall_config *probe_cfg = config_variant(cfg, probe_set);
-    nostall_loader *ld;
-    if (!probe_cfg) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
-    int rc = nostall_loader_create(&ld, c->source, probe_cfg);
-    nostall_config_free(probe_cfg);
-    if (rc < 0) return rc;
     nostall_dataset_info info;
-    nostall_loader_info(ld, &info, sizeof info);
-    nostall_loader_stop(ld);
-    strset seen = {NULL, 0, 0};
-    size_t cap = 0;
-    int oom = 0;
-    for (uint64_t i = 0; !oom && i < info.items; i++) {
-        const char *path;
-        int64_t label;
-        if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
-        /* http(s) and s3 items: no page cache to drop, no file to stat (not measured here) */
-        if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) ||
-            !strncmp(path, "s3://", 5))
-            continue;
-        const int added = strset_add(&seen, path); /* the loader's string: lives as long */
-        if (added <= 0) {
-            oom = added < 0;
-            continue;
-        }
-        if (p->n == cap) {
-            size_t ncap = cap ? 2 * cap : 256;
-            char **v = realloc(p->v, ncap * sizeof *v);
-            if (!v) {
-                oom = 1;
-                break;
-            }
-            p->v = v;
-            cap = ncap;
-        }
-        if (!(p->v[p->n] = strdup(path))) {
-            oom = 1;
-            break;
-        }
-        p->n++;
-        struct stat sb;
-        if (stat(path, &sb) == 0) m->dataset_bytes += (double)sb.st_size;
-    }
-    free(seen.slot);
+    int rc = nst_an_files_index(p, c->source, cfg, &info, "nostall_analyze_measure");
+    if (rc < 0) return rc;
+    m->dataset_bytes = p->bytes;
     m->dataset_items = (double)info.items;
     m->dataset_files = (double)p->n;
     m->items_per_epoch = (double)info.items_per_epoch;
     m->item_out_bytes = info.batches_per_epoch ? (double)info.batch_bytes : 0;
-    nostall_loader_free(ld);
-    if (oom)
-        return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory indexing %s",
-                         c->source);
     return 0;
 }
 
@@ -851,7 +689,7 @@ int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *
     const ctx c = {.o = &o, .source = source};
     nostall_analyze_meas m;
     memset(&m, 0, sizeof m);
-    paths p = {NULL, 0};
+    paths p = {.v = NULL};
     nostall_config *warm = NULL;
     int rc = dataset(&c, cfg, &p, &m);
     if (rc < 0) goto out;
@@ -879,7 +717,7 @@ int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *
                                            "cache_transcode",
                                            "0",
                                            NULL};
-    warm = config_variant(cfg, warm_set);
+    warm = nst_an_config_variant(cfg, warm_set);
     if (!warm) {
         rc = nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
         goto out;
@@ -888,9 +726,9 @@ int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *
     transcode_sample(&c, &p, warm, &m);
     memcpy(out, &m, size < sizeof m ? size : sizeof m);
 out:
-    if (rc < 0 || !o.keep_cached) drop_all(&p);
+    if (rc < 0 || !o.keep_cached) nst_an_files_drop(&p);
     nostall_config_free(warm);
     nostall_config_free(defaults);
-    paths_free(&p);
+    nst_an_files_clear(&p);
     return rc;
 }
