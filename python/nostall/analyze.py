@@ -6,7 +6,11 @@
     result["bound"]                          # "compute" | "prep" | "fetch"
     result["recommendations"]                # cores, cache, echo, transcode, with predicted gains
 
-`train_step(images, labels)` is your step. It is run three ways, as the CLI's
+`train_step(images, labels)` is your step: it is called as
+train_step(*batch) when the loader yields a tuple (an ImageFolder's
+(images, labels)), else as train_step(batch) (the dict of a mix, of
+task="detect", "tokens", "audio" or "bytes", of a transform's fields), as
+nostall.profile calls it. It is run three ways, as the CLI's
 `nostall analyze` runs a simulated one:
 
 * synthetic: on one batch already in memory, as many times as an epoch has
@@ -37,6 +41,7 @@ import time
 
 from . import _lib
 from .loader import _PY_OPTIONS, Loader, _check, _encode, _option_text
+from .profile import _call
 
 __all__ = ["analyze", "stall_summary", "Analysis"]
 
@@ -46,32 +51,32 @@ class Analysis(dict):
     text = ""
 
 
-def _read_all(paths):
-    buf = bytearray(1 << 20)
-    for p in paths:
-        try:
-            with open(p, "rb", buffering=0) as f:
-                while f.readinto(buf):
-                    pass
-        except OSError:
-            pass
+class _Files:
+    """The dataset's distinct local files (nostall_analyze_files: a token
+    corpus or a tar shard is one file; http(s) and s3 items are left out):
+    warm() reads each into the page cache, drop() drops each from it."""
 
-
-def _drop(paths):
-    failed = 0
-    for p in paths:
+    def __init__(self, source_path, options):
+        self._h = ctypes.c_void_p()
+        cfg = _config(options)
         try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            failed += 1
-            continue
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            failed += 1
+            _check(_lib.analyze_files_create(ctypes.byref(self._h), _encode(source_path), cfg,
+                                             None, 0))
         finally:
-            os.close(fd)
-    return failed
+            _lib.config_free(cfg)
+
+    def __len__(self):
+        return _lib.analyze_files_count(self._h)
+
+    def warm(self):
+        return _lib.analyze_files_warm(self._h)
+
+    def drop(self):
+        return _lib.analyze_files_drop(self._h)
+
+    def close(self):
+        _lib.analyze_files_free(self._h)
+        self._h = ctypes.c_void_p()
 
 
 def _run(source, options, train_step, max_batches, label, progress):
@@ -81,9 +86,9 @@ def _run(source, options, train_step, max_batches, label, progress):
         s0 = ld.stats()
         t0, c0 = time.perf_counter(), time.process_time()
         items = batches = 0
-        for images, labels in ld:
-            train_step(images, labels)
-            items += len(labels)
+        for batch in ld:
+            _call(train_step, batch)
+            items += len(ld.last_indices)
             batches += 1
             if progress:
                 progress(label, batches, total)
@@ -103,14 +108,24 @@ def _tty_progress(label, done, total):
     sys.stderr.flush()
 
 
-def _measure(source_path, options, max_batches):
-    """nostall_analyze_measure(): what needs no step, with the job's options."""
+def _config(options):
+    """A C configuration of the Loader keywords that are C options (free it)."""
     cfg = ctypes.c_void_p()
     _check(_lib.config_create(ctypes.byref(cfg)))
     try:
         for name, value in options.items():
             if name not in _PY_OPTIONS:  # Loader keywords that are not C options
                 _check(_lib.config_set(cfg, name.encode(), _encode(_option_text(name, value))))
+    except BaseException:
+        _lib.config_free(cfg)
+        raise
+    return cfg
+
+
+def _measure(source_path, options, max_batches):
+    """nostall_analyze_measure(): what needs no step, with the job's options."""
+    cfg = _config(options)
+    try:
         m = _lib.AnalyzeMeas()
         o = _lib.AnalyzeMeasureOptions(max_batches=max_batches or 0, keep_cached=0)
         _check(_lib.analyze_measure(ctypes.byref(m), ctypes.sizeof(m), _encode(source_path), cfg,
@@ -173,11 +188,7 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
                       storage_latency_ms=0, cache_transcode=0)
     with Loader(source, copy=True, **probe_opts) as probe:
         info = probe.info()
-        # local files only, each once (the windows of a token corpus, the
-        # members of a tar shard share one file)
-        paths = list(dict.fromkeys(p for p in (probe.item(i)[0] for i in range(info["items"]))
-                                   if not p.startswith(("http://", "https://", "s3://"))))
-        images, labels = next(iter(probe))
+        batch0 = next(iter(probe))
         source_path = probe.source if isinstance(source, (str, bytes, os.PathLike)) else None
     if source_path is None:
         # a Python list of (path, label): the library takes a list file
@@ -190,27 +201,29 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
         list_file = None
     nb = info["batches_per_epoch"] if not max_batches else min(info["batches_per_epoch"], max_batches)
 
+    files = None
     try:
+        files = _Files(source_path, opts)
         # 1. synthetic: the step alone, on a batch already in memory
         t0, c0 = time.perf_counter(), time.process_time()
         for i in range(nb):
-            train_step(images, labels)
+            _call(train_step, batch0)
             if progress:
                 progress("synthetic", i + 1, nb)
         syn_s, syn_cpu = time.perf_counter() - t0, time.process_time() - c0
-        del images, labels
+        del batch0
 
         # 2. cached: page cache warm, no emulated storage, no echo
-        _read_all(paths)
+        files.warm()
         warm = _run(source_path, dict(opts, cache="none", cache_bytes=0, cache_transcode=0,
                                       storage_mbps=0, storage_latency_ms=0, echo="fixed",
                                       echo_factor=1, epochs=1),
                     train_step, max_batches, "cached", progress)
         # 3. cold: as configured, after dropping the files from the page cache
-        _drop(paths)
+        files.drop()
         cold = _run(source_path, dict(opts, epochs=1, echo="fixed", echo_factor=1), train_step, max_batches,
                     "cold", progress)
-        _drop(paths)
+        files.drop()
 
         runs = {
             "step_s": syn_s / nb, "step_cpu_s": syn_cpu / nb,
@@ -235,6 +248,8 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
             setattr(m, k, float(v))
         result = _model(m, os.fsdecode(source_path), predict, report)
     finally:
+        if files is not None:
+            files.close()
         if list_file:
             os.unlink(list_file)
     return result

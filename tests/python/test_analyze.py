@@ -90,6 +90,46 @@ def test_list_source_and_bad_option(data, cli):
         nostall.analyze(Step(0), data, cli=cli, progress=False, threads=-1)
 
 
+class DictStep:
+    """A step for the tasks whose batches are dicts: it gets the whole dict."""
+
+    def __init__(self):
+        self.calls, self.items, self.keys = 0, 0, set()
+
+    def __call__(self, batch):
+        assert isinstance(batch, dict)
+        self.keys.add(tuple(sorted(batch)))
+        first = next(iter(batch.values()))
+        assert isinstance(first, torch.Tensor)
+        self.calls += 1
+        self.items += len(first)
+
+
+def test_dict_batches(data, tmp_path):
+    """Batches that are dicts (a token corpus: two fields; a mix: three)
+    reach the step whole, as profile() passes them, and every item counts
+    (a dict was once unpacked into its two key names, or refused)."""
+    import numpy as np
+    corpus = tmp_path / "corpus.bin"
+    np.arange(40 * 17 + 1, dtype=np.uint16).tofile(corpus)
+    step = DictStep()
+    r = nostall.analyze(step, str(corpus), progress=False, task="tokens", context_length=16,
+                        windows="chunks", batch_size=8, threads=2)
+    m = r["measurements"]
+    assert m["items_per_epoch"] == 42 and m["dataset_files"] == 1
+    assert m["warm_items"] == 42 and m["cold_items"] == 42 and m["syn_batches"] == 6
+    assert step.keys == {("targets", "tokens")}
+    assert step.calls == 3 * 6 and step.items == 6 * 8 + 2 * 42
+
+    step = DictStep()
+    r = nostall.analyze(step, "mixed", progress=False, mix="%s:0.5,%s:0.5" % (data, data),
+                        mix_epoch_items=24, **OPTS)
+    m = r["measurements"]
+    assert m["items_per_epoch"] == 24 and m["cold_items"] == 24 and m["warm_items"] == 24
+    assert step.keys == {("image", "label", "source")}
+    assert step.items == 3 * 8 + 2 * 24
+
+
 def test_one_model_no_program(data, cli, tmp_path, monkeypatch):
     """No program is run (cli= is ignored, none on PATH): the library
     measures and models. The CLI's model of the same measurements gives the
