@@ -46,14 +46,6 @@ json.dump(m, open(sys.argv[2], "w"))
 PYEOF
 }
 
-# measured_ok FILE: the measured figures of an analyze --json output are
-# consistent whatever the machine's load: each stall a fraction of the
-# epoch (0..1), the two adding up to the whole, the verdict the one they give
-measured_ok() {
-    json "$1" '(lambda d: 0 <= d["prep_stall_fraction"] <= 1 and 0 <= d["fetch_stall_fraction"] <= 1 and abs(d["prep_stall_fraction"] + d["fetch_stall_fraction"] - d["stall_fraction"]) < 1e-6 and d["bound"] == ("compute" if d["stall_fraction"] < 0.05 else "fetch" if d["fetch_stall_s"] > d["prep_stall_s"] else "prep"))(j["measured"])' \
-        | grep -q True || fail "$1: measured figures inconsistent: $(json "$1" 'j["measured"]')"
-}
-
 # 1. step-bound: 32 batches of 2 items, 100 ms each; two threads prepare a
 # batch (one item each) in well under 25 ms even under TSan on a loaded
 # machine, and the first batch (the only wait) is < 1% of the 3.2 s

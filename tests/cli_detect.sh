@@ -96,11 +96,10 @@ big=(--images 192 --width 500 --height 375)
 "$CLI" gen --task detect "$TMP/big" "${big[@]}" --quality 60 --quiet
 in_memory "$TMP/big" bigm # (tmpfs: the cold run cannot wait on a busy disk)
 "$CLI" analyze "$bigm/instances.json" --task detect --out-height 224 --out-width 224 --batch-size 16 \
-    --threads 1 --step-ms 1 --seed 5 --quiet --json > "$TMP/prep.json" || fail "analyze (prep) failed"
+    --threads 1 --step-ms 1 --predict step_ms=1 --seed 5 --quiet --json > "$TMP/prep.json" || fail "analyze (prep) failed"
 f="$TMP/prep.json"
 echo "prep-bound: bound $(json "$f" 'j["bound"]'), measured $(json "$f" 'j["measured"]["bound"]'); $(json "$f" 'j["recommendations"][0]["text"]')"
-[ "$(json "$f" 'j["bound"]')" = prep ] || fail "thread-starved detection job not classified prep-bound"
-[ "$(json "$f" 'j["measured"]["bound"]')" = prep ] || fail "measured runs do not show a prep stall: $(json "$f" 'j["measured"]')"
+predicted_prep "$f" detection
 json "$f" 'j["recommendations"][0]["needed"]' | grep -q True || fail "prep-bound: more cores should be recommended"
 
 "$CLI" gen --task detect "$TMP/mid" --images 64 --width 240 --height 180 --quiet
