@@ -15,7 +15,9 @@
  *     FLAC, a WAV header claiming 2^31 frames, a WAV data chunk longer than
  *     the file, a zero-length file, text named .wav, garbage named .mp3, an
  *     MP3 cut short, too long for max_audio_seconds, another channel count)
- *     are errors of the documented kind naming the file;
+ *     are errors of the documented kind naming the file; opens failing in
+ *     four threads at once each give their own file's reason (libsndfile
+ *     keeps it in process-wide variables);
  *   - the recipe: make == transform(decode) byte for byte for every clip,
  *     train and eval, waveform and log-mel, mixdown and kept channels, copies
  *     0..2; the window starts where the documented rule says (a float WAV
@@ -28,6 +30,7 @@
  *     reasons; option errors at create.
  */
 #include <math.h>
+#include <pthread.h>
 #include <sndfile.h>
 #include <soxr.h>
 #include <sys/stat.h>
@@ -37,6 +40,7 @@
 #include "audio/resample.h"
 #include "check.h"
 #include "common/config.h"
+#include "common/error.h"
 #include "common/rng.h"
 #include "recipe/recipe.h"
 
@@ -489,6 +493,103 @@ static void test_decode(void)
     expect_bad(rd, path, NOSTALL_E_EMPTY, "no frames");
     nst_audio_reader_free(rd);
     free(st);
+}
+
+/* Opens failing in several threads at once: each error names its own file's
+ * reason, as an open alone gives it. libsndfile writes the reason of a
+ * failed open to process-wide variables that every open resets (its issue
+ * #279), so reading them after another thread's open gives that one's (or
+ * none: "format not recognised"). Five headers libsndfile refuses for five
+ * different reasons, and a good clip whose open resets them. */
+#define NREASON 6
+static struct {
+    const char *name;
+    const void *bytes;
+    size_t len;
+    char want[NST_ERROR_MAX]; /* nostall_last_error() of an open alone ("" if it opens) */
+} reason_in[NREASON];
+
+typedef struct {
+    int first, wrong;
+    char seen[NST_ERROR_MAX], want[NST_ERROR_MAX];
+} reason_thread;
+
+static void *reasons_worker(void *arg)
+{
+    reason_thread *t = arg;
+    nst_audio_reader *rd;
+    nst_audio_limits lim = {.max_seconds = 600};
+    nst_audio_info info;
+    if (nst_audio_reader_create(&rd) < 0) {
+        t->wrong++;
+        return NULL;
+    }
+    for (int i = 0; i < 300 * NREASON; i++) {
+        int k = (t->first + i) % NREASON;
+        int rc = nst_audio_open(rd, reason_in[k].bytes, reason_in[k].len, reason_in[k].name, &lim,
+                                &info);
+        const char *got = rc < 0 ? nostall_last_error() : "";
+        if (strcmp(got, reason_in[k].want)) {
+            if (!t->wrong++) {
+                snprintf(t->seen, sizeof t->seen, "%s", got);
+                snprintf(t->want, sizeof t->want, "%s", reason_in[k].want);
+            }
+        }
+        nst_audio_close(rd);
+    }
+    nst_audio_reader_free(rd);
+    return NULL;
+}
+
+static void test_open_reasons_concurrently(void)
+{
+    static const uint8_t wav0ch[44] =
+        "RIFF\x24\0\0\0WAVEfmt \x10\0\0\0\x01\0\0\0\x40\x1f\0\0\x40\x1f\0\0\x01\0\x08\0data\0\0\0\0";
+    static const uint8_t wavfmt[44] =
+        "RIFF\x24\0\0\0WAVEfmt \x10\0\0\0\x07\x07\x01\0\x40\x1f\0\0\x40\x1f\0\0\x01\0\x08\0data\0\0\0\0";
+    static const uint8_t flac[48] = "fLaC\0\0\0\x22junkjunkjunkjunkjunkjunkjunkjunkjunkjunk";
+    static uint8_t good[44 + 800];
+    memcpy(good, wav0ch, 44);
+    good[22] = 1;                         /* one channel */
+    memcpy(good + 40, "\x20\x03\0\0", 4); /* 800 frames of 8-bit PCM */
+    for (int i = 0; i < 800; i++) good[44 + i] = (uint8_t)(128 + 100 * sin(i * 0.05));
+    reason_in[0].name = "text.wav", reason_in[0].bytes = "hello, this is not audio\n";
+    reason_in[0].len = 25;
+    reason_in[1].name = "riff12.wav", reason_in[1].bytes = "RIFF\x24\0\0\0WAVE",
+    reason_in[1].len = 12;
+    reason_in[2].name = "nochannels.wav", reason_in[2].bytes = wav0ch, reason_in[2].len = 44;
+    reason_in[3].name = "badfmt.wav", reason_in[3].bytes = wavfmt, reason_in[3].len = 44;
+    reason_in[4].name = "junk.flac", reason_in[4].bytes = flac, reason_in[4].len = sizeof flac;
+    reason_in[5].name = "good.wav", reason_in[5].bytes = good, reason_in[5].len = sizeof good;
+    nst_audio_reader *rd;
+    CHECK_OK(nst_audio_reader_create(&rd));
+    nst_audio_limits lim = {.max_seconds = 600};
+    nst_audio_info info;
+    for (int k = 0; k < NREASON; k++) {
+        int rc = nst_audio_open(rd, reason_in[k].bytes, reason_in[k].len, reason_in[k].name, &lim,
+                                &info);
+        CHECK_EQ(rc, k == NREASON - 1 ? 0 : NOSTALL_E_UNSUPPORTED);
+        snprintf(reason_in[k].want, sizeof reason_in[k].want, "%s",
+                 rc < 0 ? nostall_last_error() : "");
+        nst_audio_close(rd);
+        for (int j = 0; j < k; j++) /* five different reasons */
+            if (rc < 0) CHECK(strcmp(reason_in[j].want, reason_in[k].want) != 0);
+    }
+    nst_audio_reader_free(rd);
+    pthread_t th[4];
+    reason_thread t[4];
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < 4; i++) {
+        t[i].first = i;
+        CHECK_EQ(pthread_create(&th[i], NULL, reasons_worker, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        if (t[i].wrong)
+            fprintf(stderr, "thread %d: %d wrong reasons, e.g. '%s' for '%s'\n", i, t[i].wrong,
+                    t[i].seen, t[i].want);
+        CHECK_EQ(t[i].wrong, 0);
+    }
 }
 
 /* --- the recipe ------------------------------------------------------------- */
@@ -959,6 +1060,7 @@ int main(void)
     test_resample();
     test_mel();
     test_decode();
+    test_open_reasons_concurrently();
     const char *mono = make_folder("mono", 0);
     static char stereo[4096];
     snprintf(stereo, sizeof stereo, "%s", make_folder("stereo", 1));

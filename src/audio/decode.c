@@ -13,8 +13,18 @@
  * the limit is applied to what a WAV header declares before libsndfile's
  * repair hides it.
  *
- * THREADS  A reader belongs to one worker; nothing here is shared.
+ * THREADS  A reader belongs to one worker. Shared: `open_lock`, because
+ * libsndfile keeps the reason an open failed in process-wide variables
+ * (sf_error(NULL), sf_strerror(NULL): libsndfile issue #279) that every open
+ * resets and every failed one writes, so a reason read after a failed open
+ * may be another thread's. Opens hold the lock shared; a failed one is
+ * repeated holding it exclusively (the same bytes fail the same way), and
+ * the reason is read then. One lock held for every open would serialise
+ * them (an Ogg Vorbis open takes about 0.4 ms). Two failed opens still
+ * write libsndfile's buffers at once (ThreadSanitizer is told so below);
+ * nothing reads them outside the exclusive lock.
  */
+#include <pthread.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +49,58 @@ struct nst_audio_reader {
     float *acc;     /* WHOLE: interleaved planes, grow-only   */
     size_t acc_cap; /* floats                                 */
 };
+
+/* --- opening, with libsndfile's shared error state ---------------------- */
+
+static pthread_rwlock_t open_lock;
+static pthread_once_t open_once = PTHREAD_ONCE_INIT;
+
+static void open_lock_init(void)
+{
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    /* a failed open is not starved by workers opening one clip after another */
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&open_lock, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+
+/* open(ctx, si) is sf_open or sf_open_virtual over ctx; on failure it is
+ * repeated under the exclusive lock and libsndfile's reason copied into
+ * reason[cap] (its first attempt's *si is not kept). */
+static SNDFILE *open_locked(SNDFILE *(*open)(void *, SF_INFO *), void *ctx, SF_INFO *si,
+                            char *reason, size_t cap)
+{
+    pthread_once(&open_once, open_lock_init);
+    pthread_rwlock_rdlock(&open_lock);
+    SNDFILE *sf = open(ctx, si);
+    pthread_rwlock_unlock(&open_lock);
+    if (sf) return sf;
+    pthread_rwlock_wrlock(&open_lock);
+    memset(si, 0, sizeof *si);
+    sf = open(ctx, si);
+    if (!sf) {
+        int e = sf_error(NULL);
+        snprintf(reason, cap, "%s", e ? sf_strerror(NULL) : "format not recognised");
+    }
+    pthread_rwlock_unlock(&open_lock);
+    return sf;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define NST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NST_TSAN 1
+#endif
+#endif
+#ifdef NST_TSAN
+/* ThreadSanitizer builds, however they are run: two opens failing at once
+ * both write libsndfile's process-wide reason (above), a race inside
+ * libsndfile that nostall only reads under the exclusive lock. */
+__attribute__((visibility("default"))) const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void) { return "race:libsndfile.so\n"; }
+#endif
 
 /* --- virtual I/O over the clip's bytes ---------------------------------- */
 
@@ -66,6 +128,14 @@ static sf_count_t vio_read(void *dst, sf_count_t n, void *u)
 static sf_count_t vio_tell(void *u) { return ((nst_audio_reader *)u)->mem.pos; }
 
 static SF_VIRTUAL_IO vio = {vio_len, vio_seek, vio_read, NULL, vio_tell};
+
+static SNDFILE *open_virtual(void *u, SF_INFO *si)
+{
+    ((nst_audio_reader *)u)->mem.pos = 0;
+    return sf_open_virtual(&vio, SFM_READ, si, u);
+}
+
+static SNDFILE *open_path(void *path, SF_INFO *si) { return sf_open(path, SFM_READ, si); }
 
 /* --- formats -------------------------------------------------------------- */
 
@@ -247,18 +317,14 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
         return nst_error(NOSTALL_E_FILE_TOO_LARGE, "audio: %s: too large", path);
     rd->mem.data = data;
     rd->mem.len = (sf_count_t)len;
-    rd->mem.pos = 0;
     memset(&si, 0, sizeof si);
-    rd->sf = sf_open_virtual(&vio, SFM_READ, &si, rd);
-    if (!rd->sf) {
-        /* sf_error(NULL) is a process-wide number another thread's open may
-         * have reset meanwhile: the reason is best effort, the status not. */
-        int e = sf_error(NULL);
+    char why[256];
+    rd->sf = open_locked(open_virtual, rd, &si, why, sizeof why);
+    if (!rd->sf)
         return nst_error(NOSTALL_E_UNSUPPORTED,
                          "audio: %s: not an audio file libsndfile reads (WAV, FLAC, Ogg, MP3, "
                          "...): %s",
-                         path, e ? sf_error_number(e) : "format not recognised");
-    }
+                         path, why);
     nst_audio_info *in = &rd->info;
     in->format = si.format;
     in->channels = si.channels > 0 ? (uint32_t)si.channels : 0;
@@ -515,10 +581,10 @@ int nst_audio_probe_channels(const char *path, uint32_t *channels)
 {
     SF_INFO si;
     memset(&si, 0, sizeof si);
-    SNDFILE *sf = sf_open(path, SFM_READ, &si);
+    char why[256];
+    SNDFILE *sf = open_locked(open_path, (void *)path, &si, why, sizeof why);
     if (!sf)
-        return nst_error(NOSTALL_E_UNSUPPORTED, "audio: %s: cannot read its header: %s", path,
-                         sf_strerror(NULL));
+        return nst_error(NOSTALL_E_UNSUPPORTED, "audio: %s: cannot read its header: %s", path, why);
     sf_close(sf);
     if (si.channels <= 0)
         return nst_error(NOSTALL_E_UNSUPPORTED, "audio: %s: %d channels", path, si.channels);
