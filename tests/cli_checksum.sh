@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CLI end to end: same seed → identical checksum with 1, 2 and 8 threads
 # (train mode, float output and uint8), a different seed → a different one;
-# the JSON has the documented fields; bad usage exits non-zero with a message.
+# the JSON has the documented fields; SIGTERM ends a run with a report of
+# what was delivered; bad usage exits non-zero with a message.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 48 --classes 3 --width 96 --height 72 --size-jitter 0.25 --quiet
@@ -50,6 +51,25 @@ json "$TMP/step.json" 'j["batches"] == 6 and j["seconds"] >= 6 * 0.1' | grep -q 
     || fail "a run of 6 steps of 100 ms took $(json "$TMP/step.json" 'j["seconds"]') s"
 json "$TMP/step.json" 'j["stall_seconds"] < 0.5 * j["seconds"]' | grep -q True \
     || fail "stall with a slow step: $(json "$TMP/step.json" 'j["stall_seconds"]') of $(json "$TMP/step.json" 'j["seconds"]') s"
+
+# an interrupt ends the run at the next batch with a report of what was
+# delivered: SIGTERM during a step of ten minutes (the first SIGINT of a
+# terminal's Ctrl-C likewise), status 128 + 15
+for mode in json text; do
+    flags=(--batch-size 5 --crop 32 --epochs 2 --quiet --threads 2 --step-ms 600000)
+    [ $mode = json ] && flags+=(--json)
+    "$CLI" bench "$TMP/data" "${flags[@]}" > "$TMP/int.$mode" &
+    p=$!
+    wait_until 60 catches_term $p || fail "bench does not catch SIGTERM"
+    kill -TERM $p
+    rc=0
+    wait $p || rc=$?
+    [ $rc = 143 ] || fail "$mode: status $rc after SIGTERM, not 143"
+done
+json "$TMP/int.json" 'j["interrupted"] == "SIGTERM" and j["batches"] <= 1 and j["items"] == 5 * j["batches"] and j["per_epoch"] == []' \
+    | grep -q True || fail "interrupted report: $(head -c 400 "$TMP/int.json")"
+grep -q "interrupted by SIGTERM" "$TMP/int.text" || fail "the summary does not say it was interrupted: $(cat "$TMP/int.text")"
+[ "$(json "$f" 'j["interrupted"]')" = None ] || fail "a run that ended says it was interrupted"
 
 # usage errors: non-zero exit, one line naming the problem
 if "$CLI" bench "$TMP/data" --batch-size 0 2> "$TMP/err"; then fail "batch-size 0 accepted"; fi

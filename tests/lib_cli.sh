@@ -55,3 +55,12 @@ wait_until() {
         sleep 0.02
     done
 }
+# catches_term PID: the process runs the CLI and has a handler for SIGTERM
+# (bench installs its own once the loader runs: before, SIGTERM ends it
+# without a report; the shell that forked it, before its exec, has one too).
+catches_term() {
+    local m
+    [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$(readlink -f "$CLI")" ] || return 1
+    m=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+    [ -n "$m" ] && (((16#$m >> 14) & 1))
+}

@@ -81,14 +81,6 @@ static double cpu_now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void sleep_s(double s)
-{
-    if (s <= 0) return;
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 /* ---- the measured runs ---------------------------------------------------- */
 
 typedef struct run_out {
@@ -114,7 +106,7 @@ static void run_synthetic(double step_s, uint64_t batches, int show, run_out *o)
     memset(o, 0, sizeof *o);
     double t0 = tool_now_s(), c0 = cpu_now_s(), last = 0;
     for (uint64_t i = 0; i < batches; i++) {
-        sleep_s(step_s);
+        tool_sleep_s(step_s);
         if (show && tool_now_s() - last > 0.1) {
             last = tool_now_s();
             draw("synthetic", i + 1, batches, last - t0);
@@ -157,7 +149,7 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
         }
         o->items += b.count;
         o->batches++;
-        sleep_s(step_s);
+        tool_sleep_s(step_s);
         if (nostall_loader_release(ld, &b) < 0) {
             fprintf(stderr, "nostall analyze: %s run on %s: %s\n", label, data,
                     nostall_last_error());

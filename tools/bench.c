@@ -7,11 +7,12 @@
  * Every loader option is a flag of the same name (--batch-size for
  * batch_size), taken from the option table, so nothing here repeats the
  * library's defaults or bounds. Output: a readable summary (and a progress
- * line when stderr is a terminal), or one JSON object with --json.
+ * line when stderr is a terminal), or one JSON object with --json. A first
+ * SIGINT or SIGTERM ends the run at the next batch: the report covers what
+ * was delivered, and the exit status is 128 + the signal's number.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +32,6 @@ typedef struct epoch_rec {
     double seconds, stall_seconds;
     uint64_t storage_bytes_read, storage_reads, cache_hits, cache_misses, cache_bytes;
 } epoch_rec;
-
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* --mix: count each item of a batch under its source (the "source" field). */
 #define MIX_SOURCES_MAX 64
@@ -64,6 +57,9 @@ static void bench_usage(FILE *f)
             "DATA is an ImageFolder directory or a file of `path<TAB>label` lines.\n"
             "--mix (repeated, or 'A:0.7,B:0.3') reads several sources as one, by weight\n"
             "(docs/mixing.md).\n"
+            "Ctrl-C (or SIGTERM) ends the run at the next batch and reports what was\n"
+            "delivered (exit status 128 + the signal; a coordinated job leaves its group);\n"
+            "a second one ends it at once.\n"
             "\n"
             "bench options:\n"
             "  --step-ms MS      simulated training time per batch (default 0: as fast as possible)\n"
@@ -300,8 +296,10 @@ int cmd_bench(int argc, char **argv)
     double t0 = tool_now_s(), t_ep = t0, last_draw = 0, stall_ep0 = 0;
     nostall_stats st0; /* counters at the start of the current epoch */
     nostall_loader_stats(ld, &st0, sizeof st0);
+    tool_catch_interrupts();
     for (;;) {
         nostall_batch b;
+        if (tool_interrupted()) break;
         rc = nostall_loader_next(ld, &b);
         if (rc == NOSTALL_DONE) break;
         if (rc == NOSTALL_EPOCH_END) {
@@ -343,7 +341,8 @@ int cmd_bench(int argc, char **argv)
         ep_items += b.count;
         batches++;
         ep_batches++;
-        if (step_ms > 0) sleep_s(step_ms / 1000.0);
+        if (step_ms > 0) tool_sleep_s(step_ms / 1000.0);
+        if (tool_interrupted()) break; /* the batch stays lent: freeing the loader returns it */
         uint64_t pos = b.position + b.count;
         if (nostall_loader_release(ld, &b) < 0) {
             tool_line(stderr, "nostall bench: %s", nostall_last_error());
@@ -360,6 +359,7 @@ int cmd_bench(int argc, char **argv)
         }
     }
     double seconds = tool_now_s() - t0;
+    int sig = tool_interrupted();
     if (show) fputc('\n', stderr);
     nostall_loader_stats(ld, &st, sizeof st);
     double stall_s = st.consumer_wait_ns * 1e-9;
@@ -375,6 +375,11 @@ int cmd_bench(int argc, char **argv)
                 ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
                 items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
+        fprintf(f, ", \"interrupted\": ");
+        if (sig)
+            fprintf(f, "\"%s\"", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        else
+            fprintf(f, "null");
         if (mix[0]) { /* items delivered per source, in --mix order */
             int last = MIX_SOURCES_MAX - 1;
             while (last > 0 && !mix_counts[last]) last--;
@@ -481,6 +486,9 @@ int cmd_bench(int argc, char **argv)
         printf("  delivered   %" PRIu64 " items in %" PRIu64 " batches over %" PRIu64
                " epoch(s) in %.2f s: %.1f items/s\n",
                items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0);
+        if (sig)
+            printf("  interrupted by %s: the figures are those of the run until then\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
         for (uint64_t e = 0; e < ep && e < epochs; e++)
             printf("    epoch %-4" PRIu64 " %8" PRIu64
                    " items  %7.2f s  %8.1f items/s  stall %.2f s\n",
@@ -546,7 +554,7 @@ int cmd_bench(int argc, char **argv)
         tool_mpi_report(mpi, stdout, 0);
 #endif
     }
-    status = 0;
+    status = sig ? 128 + sig : 0;
 out:
     free(recs);
     nostall_loader_free(ld);

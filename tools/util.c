@@ -4,6 +4,7 @@
  * three writers decide how it is shown. */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,38 @@ double tool_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) { interrupted = sig; }
+
+void tool_catch_interrupts(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_interrupt;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART; /* a second one ends the process */
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+int tool_interrupted(void) { return interrupted; }
+
+void tool_sleep_s(double s)
+{
+    double end = tool_now_s() + s;
+    for (;;) { /* in slices: the signal may reach any of the loader's threads */
+        double left = end - tool_now_s();
+        if (left <= 0 || interrupted) return;
+        if (left > 0.05) left = 0.05;
+        struct timespec ts = {0, (long)(left * 1e9)};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int tool_mkdir_p(const char *path)

@@ -8,6 +8,15 @@ double tool_now_s(void);
 int tool_mkdir_p(const char *path);
 /* 1 if the directory has any entry besides . and .., 0 if empty, -1 on error. */
 int tool_dir_nonempty(const char *path);
+/* Interrupts. After tool_catch_interrupts(), the first SIGINT or SIGTERM
+ * only asks the command to stop (tool_interrupted() returns its number, 0
+ * before one came): it ends at the next batch and reports what it did. A
+ * second one ends the process as usual. A SIGINT the shell ignored (a
+ * background job) stays ignored. */
+void tool_catch_interrupts(void);
+int tool_interrupted(void);
+/* Sleep S seconds (nothing if S <= 0), ending early once interrupted. */
+void tool_sleep_s(double s);
 
 #include <stddef.h>
 #include <stdint.h>
