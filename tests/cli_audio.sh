@@ -118,28 +118,14 @@ else
     echo "http: nginx not installed, not checked"
 fi
 
-# a coordinated group of two jobs: each epoch has the bytes of the job alone,
-# each item is prepared once for the group. The first job trains slowly, so
-# the second joins however late it starts.
+# a coordinated group of two jobs (a slow and a fast one): each delivers
+# every epoch with the bytes of the job alone, each item prepared once
 if [ -d /dev/shm ]; then
     G=aud$$
-    trap 'nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
+    trap 'coord_kill; nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     co=(--task audio --clip-seconds 0.75 --batch-size 6 --epochs 3 --seed 5 --threads 1 --json --quiet)
     "$CLI" bench "$TMP/data" "${co[@]}" > "$TMP/solo.json"
-    "$CLI" bench "$TMP/data" "${co[@]}" --step-ms 300 --coordinate $G > "$TMP/g1.json" &
-    p1=$!
-    "$CLI" bench "$TMP/data" "${co[@]}" --step-ms 10 --coordinate $G > "$TMP/g2.json" &
-    p2=$!
-    wait $p1 || fail "group member 1 failed"
-    wait $p2 || fail "group member 2 failed"
-    produced=0
-    for g in g1 g2; do
-        json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-            | grep -q True || fail "$g: an epoch's bytes differ from the job alone"
-        produced=$((produced + $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')))
-    done
-    echo "group: epochs $(json "$TMP/g1.json" '[e["epoch"] for e in j["per_epoch"]]') and $(json "$TMP/g2.json" '[e["epoch"] for e in j["per_epoch"]]'), $produced items prepared"
-    [ "$produced" = $((3 * 24)) ] || fail "the group prepared $produced items for 3 epochs of 24"
+    coord_group $G "$TMP/solo.json" "100 10" "$TMP/data" "${co[@]}"
 fi
 
 # bad clips: counted, reported skips with their reasons

@@ -88,26 +88,14 @@ if "$CLI" bench "$TMP/bad" --task bytes --batch-size 4 --max-file-bytes 4000 --o
 fi
 grep -qE "bad/c/(big|empty)" "$TMP/err" || fail "the failure does not name the file: $(cat "$TMP/err")"
 
-# a coordinated group of two jobs
+# a coordinated group of two jobs (a slow and a fast one): each delivers
+# every epoch with the bytes of the job alone, each item prepared once
 if [ -d /dev/shm ]; then
     G=byt$$
-    trap 'rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
+    trap 'coord_kill; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     co=(--task bytes --batch-size 4 --epochs 3 --seed 3 --threads 1 --json --quiet)
     "$CLI" bench "$TMP/data" "${co[@]}" > "$TMP/solo.json"
-    "$CLI" bench "$TMP/data" "${co[@]}" --step-ms 100 --coordinate $G > "$TMP/g1.json" &
-    p1=$!
-    "$CLI" bench "$TMP/data" "${co[@]}" --step-ms 10 --coordinate $G > "$TMP/g2.json" &
-    p2=$!
-    wait $p1 || fail "group member 1 failed"
-    wait $p2 || fail "group member 2 failed"
-    produced=0
-    for g in g1 g2; do
-        json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-            | grep -q True || fail "$g: an epoch's bytes differ from the job alone"
-        produced=$((produced + $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')))
-    done
-    echo "group: epochs $(json "$TMP/g1.json" '[e["epoch"] for e in j["per_epoch"]]') and $(json "$TMP/g2.json" '[e["epoch"] for e in j["per_epoch"]]'), $produced items prepared"
-    [ "$produced" = 108 ] || fail "the group prepared $produced items for 3 epochs of 36"
+    coord_group $G "$TMP/solo.json" "100 10" "$TMP/data" "${co[@]}"
 fi
 
 # analyze: fetch-bound (about 54 KB at 0.02 MB/s, over 2.5 s, against 10 ms

@@ -8,26 +8,13 @@
 # group whose members all crashed is cleaned up by the next job; nothing is
 # left in /dev/shm. Every step waits for what it needs (a member has joined:
 # it maps the group's segment and runs its workers) rather than sleeping, and
-# the jobs that must overlap run long enough to overlap on any machine.
+# jobs that must overlap join a group held for them (coord_hold, lib_cli.sh).
 source "$(dirname "$0")/lib_cli.sh"
 [ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
 G=t$$
 PIDS=()
 shm() { ls /dev/shm 2>/dev/null | grep -c -- "-$1\$" || true; }
-trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
-# in_group PID GROUP: the job PID has joined GROUP and started its workers:
-# it maps the group's segment (found by inode: a segment is created under a
-# temporary name) and, as the loader joins before it starts any worker
-# thread, runs main + 2 workers (members checked this way run --threads 2;
-# a sanitizer may add a thread of its own, never two)
-in_group() {
-    local ino n
-    ino=$(stat -c %i "/dev/shm/nostall-$(id -u)-$2" 2>/dev/null) || return 1
-    awk -v i="$ino" '$5 == i && $6 ~ /^\/dev\/shm\// {f = 1} END {exit !f}' "/proc/$1/maps" 2>/dev/null || return 1
-    n=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
-    [ "${n:-0}" -ge 3 ]
-}
-
+trap 'coord_kill; for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP"' EXIT
 "$CLI" gen "$TMP/data" --images 48 --classes 4 --width 96 --height 72 --quiet
 common=(--batch-size 4 --crop 32 --epochs 3 --threads 1 --seed 2 --json --quiet)
 "$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/solo.json"
@@ -38,25 +25,11 @@ check_epochs() {
         | grep -q True || fail "$1: an epoch's bytes differ from the job alone"
 }
 
-# 1. three jobs at once. The first trains slowly (36 steps of 100 ms) and
-# the group lives as long as its slowest member, so the others join it
-# however late a loaded machine starts them (a late joiner begins at the
-# next epoch); each item is prepared once for the group
-for i in 1 2 3; do
-    step=15
-    [ $i = 1 ] && step=100
-    "$CLI" bench "$TMP/data" "${common[@]}" --step-ms $step --coordinate $G-a > "$TMP/a$i.json" &
-    PIDS+=($!)
-done
-wait
-produced=0
-for i in 1 2 3; do
-    check_epochs "$TMP/a$i.json"
-    produced=$((produced + $(json "$TMP/a$i.json" 'j["stats"]["coord_items_produced"]')))
-    echo "job $i: epochs $(json "$TMP/a$i.json" '[e["epoch"] for e in j["per_epoch"]]'), prepared $(json "$TMP/a$i.json" 'j["stats"]["coord_items_produced"]') items"
-done
-[ "$produced" = 144 ] || fail "the group prepared $produced items for 3 epochs of 48 (want each once: 144)"
-[ "$(shm $G-a)" = 0 ] || fail "segment left after every member exited"
+# 1. a group of three (one slow, two fast): every member delivers every
+# epoch with the bytes of the job alone, and each item is prepared once for
+# the group. The group is held until all three have joined (coord_group,
+# lib_cli.sh), so they overlap however late a loaded machine starts them.
+coord_group $G-a "$TMP/solo.json" "100 15 15" "$TMP/data" "${common[@]}"
 
 # 1b. slow storage: each member's reads in flight grow (io_depth auto), the
 # bytes do not change. With 100 ms per read a worker waits for storage at
@@ -88,14 +61,20 @@ grep -q "crop" "$TMP/err" || fail "refusal does not name the option: $(cat "$TMP
 kill $a 2>/dev/null; wait $a 2>/dev/null || true
 
 # 3. kill -9 of a member mid-epoch: the others finish, with correct bytes,
-# having found it dead. The survivors take >= 3.6 s (24 steps of 150 ms);
-# the victim is killed as soon as it has joined and runs its workers.
-for i in 1 2 3; do
+# having found it dead. The victim is a holder (coord_hold): it trains on
+# batch 0 while the others join at batch 0, and with coordinate_lead slots
+# they cannot finish an epoch without it. It is killed once both have joined
+# (one joining after the kill would find no live member and start the group
+# afresh), so however late a loaded machine starts them, they must drop it.
+coord_hold $G-c "$TMP/data" "${common[@]}" --epochs 2
+p2=$HOLD
+for i in 1 3; do
     "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --epochs 2 --step-ms 150 --coordinate $G-c > "$TMP/c$i.json" &
     eval "p$i=\$!"
     PIDS+=($!)
 done
-wait_until 60 in_group $p2 $G-c || fail "member 2 did not join group c"
+wait_until 60 in_group $p1 $G-c || fail "member 1 did not join group c"
+wait_until 60 in_group $p3 $G-c || fail "member 3 did not join group c"
 kill -9 $p2
 start=$(date +%s)
 for i in 1 3; do

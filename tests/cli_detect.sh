@@ -64,27 +64,14 @@ printf '{"images": [\n  {"id": 1, "file_name": "a.jpg", "width": 3 "height": 3}]
 if "$CLI" bench "$TMP/bad.json" --task detect --quiet 2> "$TMP/err"; then fail "bad JSON accepted"; fi
 grep -q "bad.json:2:53: JSON syntax error: .*near .\"height\"." "$TMP/err" || fail "syntax error not located: $(cat "$TMP/err")"
 
-# 4. a coordinated group of two: the bytes of a job alone, each item prepared once
+# 4. a coordinated group of two (a slow and a fast job): each delivers every
+# epoch with the bytes of a job alone, each item prepared once
 [ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
 G=det$$
-trap 'rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
+trap 'coord_kill; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
 solo=(--task detect --batch-size 4 --out-height 40 --out-width 40 --epochs 3 --threads 1 --seed 2 --json --quiet)
 "$CLI" bench "$ann" "${solo[@]}" > "$TMP/solo.json"
-"$CLI" bench "$ann" "${solo[@]}" --step-ms 100 --coordinate $G > "$TMP/g1.json" &
-p1=$!
-"$CLI" bench "$ann" "${solo[@]}" --step-ms 10 --coordinate $G > "$TMP/g2.json" &
-p2=$!
-wait $p1 || fail "group member 1 failed"
-wait $p2 || fail "group member 2 failed"
-produced=0
-for g in g1 g2; do
-    json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-        | grep -q True || fail "$g: an epoch's bytes differ from the job alone"
-    produced=$((produced + $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')))
-    echo "member $g: epochs $(json "$TMP/$g.json" '[e["epoch"] for e in j["per_epoch"]]'), prepared $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')"
-done
-[ "$produced" = 144 ] || fail "the group prepared $produced items for 3 epochs of 48 (want 144)"
-[ -z "$(ls /dev/shm 2>/dev/null | grep -- "-$G\$")" ] || fail "segment left behind"
+coord_group $G "$TMP/solo.json" "100 10" "$ann" "${solo[@]}"
 
 # 5. the analyzer: prep-bound (one thread, a 1 ms step, 500x375 images to
 # 224x224) and fetch-bound (64 files of ~16 KB at 0.4 MB/s take >= 2.5 s;

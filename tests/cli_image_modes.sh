@@ -82,23 +82,10 @@ PYEOF
     echo "echo $m: fetch=decode ${pts[fetch]}, augment ${pts[augment]}, batch ${pts[batch]}"
 done
 
-# a coordinated group of 2 gets a solo run's bytes
+# a coordinated group of 2: each member gets every batch of a solo run
 set -- --image-mode resize --out-height 20 --out-width 28 --output float16 --layout nhwc --threads 1
 "$CLI" bench "$TMP/data" "${common[@]}" "$@" > "$TMP/solo.json"
-name="imgmodes$$"
-"$CLI" bench "$TMP/data" "${common[@]}" "$@" --coordinate "$name" > "$TMP/m1.json" &
-p1=$!
-"$CLI" bench "$TMP/data" "${common[@]}" "$@" --coordinate "$name" > "$TMP/m2.json" \
-    || fail "coordinated member 2"
-wait $p1 || fail "coordinated member 1"
-$PY - "$TMP/solo.json" "$TMP/m1.json" "$TMP/m2.json" <<'PYEOF' || fail "a coordinated member differs from the solo run"
-import json, sys
-solo, *members = (json.load(open(p)) for p in sys.argv[1:])
-ref = {e["epoch"]: e["checksum"] for e in solo["per_epoch"]}
-for m in members:  # a late joiner gets whole later epochs
-    assert all(ref[e["epoch"]] == e["checksum"] for e in m["per_epoch"]), (m["per_epoch"], ref)
-assert any(len(m["per_epoch"]) == len(ref) for m in members)
-PYEOF
+coord_group "imgmodes$$" "$TMP/solo.json" "0 0" "$TMP/data" "${common[@]}" "$@"
 
 # full mode: images over full_max_pixels are reported skips naming both
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --image-mode full --full-max-pixels 3900 \

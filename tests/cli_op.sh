@@ -54,27 +54,14 @@ json "$TMP/cache.json" 'j["per_epoch"][2]["cache_hits"] == 48 and j["per_epoch"]
 [ "$(json "$TMP/cache.json" '[e["checksum"] for e in j["per_epoch"][:2]]')" = \
   "$(json "$TMP/train.json" '[e["checksum"] for e in j["per_epoch"]]')" ] || fail "the cache changed the bytes"
 
-# 3. a coordinated group of 2 running the op: every epoch a member delivers
-# has the bytes of the same epoch alone; each item prepared once
+# 3. a coordinated group of 2 running the op (a slow and a fast job): each
+# delivers every epoch with the bytes of the job alone; each item prepared once
 [ -d /dev/shm ] || { echo "SKIP: no /dev/shm"; exit 77; }
 G=op$$
-trap 'rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
+trap 'coord_kill; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
 coord=(--batch-size 4 --epochs 3 --seed 2 --threads 1 --json --quiet "${op[@]}")
 "$CLI" bench "$TMP/data" "${coord[@]}" > "$TMP/solo.json"
-"$CLI" bench "$TMP/data" "${coord[@]}" --step-ms 100 --coordinate $G > "$TMP/c1.json" &
-p1=$!
-"$CLI" bench "$TMP/data" "${coord[@]}" --step-ms 15 --coordinate $G > "$TMP/c2.json" &
-p2=$!
-wait $p1 || fail "member 1 failed"
-wait $p2 || fail "member 2 failed"
-produced=0
-for i in 1 2; do
-    json "$TMP/c$i.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-        | grep -q True || fail "member $i: an epoch's bytes differ from the job alone"
-    produced=$((produced + $(json "$TMP/c$i.json" 'j["stats"]["coord_items_produced"]')))
-done
-echo "group of 2: prepared $produced items for 3 epochs of 48"
-[ "$produced" = 144 ] || fail "the group prepared $produced items (want each once: 144)"
+coord_group $G "$TMP/solo.json" "100 15" "$TMP/data" "${coord[@]}"
 
 # 4. nostall analyze: a thread-starved op job is prep-bound, one on slow
 # storage fetch-bound (margins as in cli_analyze.sh: sanitizer builds get

@@ -18,7 +18,7 @@ grep -q nst_index_range "$SRC_DIR/src/recipe/recipe.c" \
     || { echo "SKIP: src/recipe/recipe.c's locate does not read byte ranges yet"; exit 77; }
 export XDG_CACHE_HOME="$TMP/xdg"
 export NGINX_OWNER_PID=$$
-trap 'nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
+trap 'coord_kill; nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -f /dev/shm/nostall-*-shards$$ || true; rm -rf "$TMP"' EXIT
 
 "$CLI" gen "$TMP/data" --images 36 --classes 4 --width 80 --height 60 --quiet
 "$CLI" pack "$TMP/data" "$TMP/www/s" --shard-bytes 40K --quiet > /dev/null
@@ -75,18 +75,10 @@ for t in 1 2; do
     [ "$(sum "$TMP/e.json")" = "$(sum "$TMP/e0.json")" ] || fail "echo, $t threads: checksum differs"
 done
 
-# a coordinated group of 2: each member gets the solo job's bytes
+# a coordinated group of 2: each member delivers every epoch with the solo
+# job's bytes, each item prepared once
 G=shards$$
-"$CLI" bench "$TMP/www/s" "${common[@]}" --threads 1 --coordinate $G --step-ms 20 > "$TMP/g1.json" &
-p1=$!
-"$CLI" bench "$TMP/www/s" "${common[@]}" --threads 1 --coordinate $G --step-ms 20 > "$TMP/g2.json" &
-p2=$!
-wait $p1 || fail "group member 1 failed"
-wait $p2 || fail "group member 2 failed"
-for g in g1 g2; do
-    json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/ref.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-        | grep -q True || fail "group: $g's epochs differ from the job alone"
-done
+coord_group $G "$TMP/ref.json" "20 20" "$TMP/www/s" "${common[@]}" --threads 1
 
 # resume mid-epoch: the rest of the epoch exactly
 if [ -n "${NOSTALL_LIBRARY:-}" ] && ! nm -D "$NOSTALL_LIBRARY" 2>/dev/null | grep -E ' __(asan|tsan)_' > /dev/null; then

@@ -129,28 +129,14 @@ grep -q "Give cache_bytes >= 12168" "$TMP/err" || fail "small cache: $(cat "$TMP
 json "$TMP/random-2.json" 'j["per_epoch"][0]["storage_bytes_read"] == 499 * 26' | grep -q True \
     || fail "no cache: windows should read 26 bytes each: $(json "$TMP/random-2.json" 'j["per_epoch"][0]')"
 
-# a coordinated group of two jobs: each epoch has the bytes of the job
-# alone, each item is prepared once for the group. The first job trains
-# slowly (21 steps of 100 ms), so the second joins however late it starts.
+# a coordinated group of two jobs (a slow and a fast one): each delivers
+# every epoch with the bytes of the job alone, each item prepared once
 if [ -d /dev/shm ]; then
     G=tok$$
-    trap 'rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
+    trap 'coord_kill; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     co=(--task tokens --context-length 12 --batch-size 72 --epochs 3 --seed 5 --threads 1 --json --quiet)
     "$CLI" bench "$TMP/u16.bin" "${co[@]}" > "$TMP/solo.json"
-    "$CLI" bench "$TMP/u16.bin" "${co[@]}" --step-ms 100 --coordinate $G > "$TMP/g1.json" &
-    p1=$!
-    "$CLI" bench "$TMP/u16.bin" "${co[@]}" --step-ms 10 --coordinate $G > "$TMP/g2.json" &
-    p2=$!
-    wait $p1 || fail "group member 1 failed"
-    wait $p2 || fail "group member 2 failed"
-    produced=0
-    for g in g1 g2; do
-        json "$TMP/$g.json" "all(e['checksum'] == s['checksum'] for e in j['per_epoch'] for s in __import__('json').load(open('$TMP/solo.json'))['per_epoch'] if s['epoch'] == e['epoch'])" \
-            | grep -q True || fail "$g: an epoch's bytes differ from the job alone"
-        produced=$((produced + $(json "$TMP/$g.json" 'j["stats"]["coord_items_produced"]')))
-    done
-    echo "group: epochs $(json "$TMP/g1.json" '[e["epoch"] for e in j["per_epoch"]]') and $(json "$TMP/g2.json" '[e["epoch"] for e in j["per_epoch"]]'), $produced items prepared"
-    [ "$produced" = $((3 * 499)) ] || fail "the group prepared $produced items for 3 epochs of 499"
+    coord_group $G "$TMP/solo.json" "100 10" "$TMP/u16.bin" "${co[@]}"
 fi
 
 # analyze: prep-bound (one thread widening 3 windows of 2^20 tokens -- 48 MB
