@@ -32,6 +32,7 @@
 
 #include "audio/decode.h"
 #include "common/error.h"
+#include "common/sanitizer.h"
 
 /* Interleaved floats read per sf_readf_float call (frames = this / channels). */
 #define CHUNK_FLOATS 16384
@@ -87,13 +88,6 @@ static SNDFILE *open_locked(SNDFILE *(*open)(void *, SF_INFO *), void *ctx, SF_I
     return sf;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define NST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NST_TSAN 1
-#endif
-#endif
 #ifdef NST_TSAN
 /* ThreadSanitizer builds, however they are run: two opens failing at once
  * both write libsndfile's process-wide reason (above), a race inside

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/sanitizer.h"
 #include "coord/group_impl.h"
 
 #define SLICE_NS (50ull * 1000000)
@@ -63,14 +64,6 @@ static void repair(nst_group *g)
     h->last_sweep_ns = 0; /* find the dead holder at once */
     grp_wake_all(h);
 }
-
-#if defined(__SANITIZE_THREAD__)
-#define NST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NST_TSAN 1
-#endif
-#endif
 
 /* Try to lock for about 100 ms: 0, EOWNERDEAD, ETIMEDOUT or an error. */
 static int lock_slice(pthread_mutex_t *mu)
