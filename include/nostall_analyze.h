@@ -214,6 +214,12 @@ NOSTALL_API uint64_t nostall_analyze_files_warm(const nostall_analyze_files *f);
 /* Drop every file from the page cache: the number that could not be
  * dropped (a file gone or unreadable since). */
 NOSTALL_API uint64_t nostall_analyze_files_drop(const nostall_analyze_files *f);
+/* The configuration of the analyzer's cached run (and of its probe, which
+ * lists the files): a copy of cfg (NULL: defaults) without a cache,
+ * emulated storage, echoing, coordination or cache_transcode, for one
+ * epoch; what is left is the pipeline's own work. Free it with
+ * nostall_config_free(); NULL when out of memory. */
+NOSTALL_API nostall_config *nostall_analyze_cached_config(const nostall_config *cfg);
 
 /* ------------------------------------------------------------------------
  * The model.

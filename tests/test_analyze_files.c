@@ -4,7 +4,9 @@
  * ImageFolder lists each image once; a token corpus of many windows and a
  * list naming one file three times list it once; http(s) and s3 items are
  * left out; the dataset info is the loader's; warm and drop count the files
- * they could not handle; a bad source is an error naming it.
+ * they could not handle; a bad source is an error naming it. The cached
+ * run's configuration (nostall_analyze_cached_config) turns off what is not
+ * the pipeline's own work and keeps every other option.
  */
 #include <string.h>
 #include <unistd.h>
@@ -91,5 +93,38 @@ int main(void)
     CHECK(nostall_analyze_files_create(NULL, path, NULL, NULL, 0) == NOSTALL_E_INVALID);
     nostall_analyze_files_free(NULL);
     CHECK_EQ(nostall_analyze_files_count(NULL), 0);
+
+    /* the cached run's configuration */
+    nostall_config *ucfg, *cached;
+    CHECK_OK(nostall_config_create(&ucfg));
+    static const char *const user[][2] = {{"cache_bytes", "64M"}, {"storage_mbps", "20"},
+                                          {"echo_factor", "3"},   {"epochs", "5"},
+                                          {"coordinate", "grp"},  {"batch_size", "7"},
+                                          {"crop", "40"},         {"threads", "3"}};
+    for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
+        CHECK_OK(nostall_config_set(ucfg, user[i][0], user[i][1]));
+    cached = nostall_analyze_cached_config(ucfg);
+    CHECK(cached != NULL);
+    static const char *const want[][2] = {{"cache", "none"},        {"cache_bytes", "0"},
+                                          {"storage_mbps", "0"},    {"echo_factor", "1"},
+                                          {"epochs", "1"},          {"coordinate", ""},
+                                          {"cache_transcode", "0"}, {"batch_size", "7"},
+                                          {"crop", "40"},           {"threads", "3"}};
+    for (size_t i = 0; cached && i < sizeof want / sizeof want[0]; i++) {
+        char v[64];
+        CHECK_OK(nostall_config_get(cached, want[i][0], v, sizeof v));
+        if (strcmp(v, want[i][1])) {
+            fprintf(stderr, "cached config: %s = '%s', want '%s'\n", want[i][0], v, want[i][1]);
+            CHECK(0);
+        }
+    }
+    char v[64]; /* the caller's configuration is not changed */
+    CHECK_OK(nostall_config_get(ucfg, "epochs", v, sizeof v));
+    CHECK(strcmp(v, "5") == 0);
+    nostall_config_free(cached);
+    cached = nostall_analyze_cached_config(NULL); /* the defaults */
+    CHECK(cached != NULL);
+    nostall_config_free(cached);
+    nostall_config_free(ucfg);
     TEST_EXIT();
 }

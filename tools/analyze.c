@@ -180,15 +180,6 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
     return status;
 }
 
-/* A copy of cfg with name/value pairs (NULL-terminated list) set on top. */
-static nostall_config *config_variant(const nostall_config *cfg, const char *const *set)
-{
-    nostall_config *c;
-    if ((cfg ? nostall_config_copy(&c, cfg) : nostall_config_create(&c)) < 0) return NULL;
-    for (; set && set[0]; set += 2) nostall_config_set(c, set[0], set[1]);
-    return c;
-}
-
 /* ---- the whole measurement ---------------------------------------------- */
 
 /* nostall_analyze_measure()'s notes and warnings, and its prep run's
@@ -226,26 +217,7 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
         goto out;
     }
     uint64_t nb = info.batches_per_epoch;
-    static const char *const warm_set[] = {"cache",
-                                           "none",
-                                           "cache_bytes",
-                                           "0",
-                                           "storage_mbps",
-                                           "0",
-                                           "storage_latency_ms",
-                                           "0",
-                                           "echo",
-                                           "fixed",
-                                           "echo_factor",
-                                           "1",
-                                           "epochs",
-                                           "1",
-                                           "coordinate",
-                                           "",
-                                           "cache_transcode",
-                                           "0",
-                                           NULL};
-    if (!(wcfg = config_variant(cfg, warm_set))) goto out;
+    if (!(wcfg = nostall_analyze_cached_config(cfg))) goto out;
     if (max_batches && max_batches < nb) nb = max_batches;
     /* 1. synthetic: the step alone */
     run_out syn, warm, cold;

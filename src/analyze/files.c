@@ -32,6 +32,30 @@ nostall_config *nst_an_config_variant(const nostall_config *cfg, const char *con
     return c;
 }
 
+nostall_config *nostall_analyze_cached_config(const nostall_config *cfg)
+{
+    static const char *const cached_set[] = {"cache",
+                                             "none",
+                                             "cache_bytes",
+                                             "0",
+                                             "storage_mbps",
+                                             "0",
+                                             "storage_latency_ms",
+                                             "0",
+                                             "echo",
+                                             "fixed",
+                                             "echo_factor",
+                                             "1",
+                                             "epochs",
+                                             "1",
+                                             "coordinate",
+                                             "",
+                                             "cache_transcode",
+                                             "0",
+                                             NULL};
+    return nst_an_config_variant(cfg, cached_set);
+}
+
 /* ---- a set of strings (open addressing, FNV-1a; the strings are the caller's) */
 
 typedef struct strset {
@@ -127,27 +151,11 @@ long long nst_an_read_upto(const char *path, char *buf, size_t buflen, long long
 int nst_an_files_index(nostall_analyze_files *f, const char *source, const nostall_config *cfg,
                        nostall_dataset_info *info, const char *fn)
 {
-    static const char *const probe_set[] = {"threads",
-                                            "1",
-                                            "batches_ahead",
-                                            "1",
-                                            "cache_bytes",
-                                            "0",
-                                            "storage_mbps",
-                                            "0",
-                                            "storage_latency_ms",
-                                            "0",
-                                            "echo",
-                                            "fixed",
-                                            "echo_factor",
-                                            "1",
-                                            "coordinate",
-                                            "",
-                                            "cache_transcode",
-                                            "0",
-                                            NULL};
+    static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", NULL};
     memset(f, 0, sizeof *f);
-    nostall_config *probe_cfg = nst_an_config_variant(cfg, probe_set);
+    nostall_config *plain = nostall_analyze_cached_config(cfg);
+    nostall_config *probe_cfg = plain ? nst_an_config_variant(plain, probe_set) : NULL;
+    nostall_config_free(plain);
     nostall_loader *ld;
     if (!probe_cfg) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     int rc = nostall_loader_create(&ld, source, probe_cfg);

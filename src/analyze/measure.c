@@ -698,26 +698,7 @@ int nostall_analyze_measure(nostall_analyze_meas *out, size_t size, const char *
     m.mem_bw = mem_bandwidth();
     m.cpu_available = cpu_available((int)m.cores);
     storage_bench(&p, &m);
-    static const char *const warm_set[] = {"cache",
-                                           "none",
-                                           "cache_bytes",
-                                           "0",
-                                           "storage_mbps",
-                                           "0",
-                                           "storage_latency_ms",
-                                           "0",
-                                           "echo",
-                                           "fixed",
-                                           "echo_factor",
-                                           "1",
-                                           "epochs",
-                                           "1",
-                                           "coordinate",
-                                           "",
-                                           "cache_transcode",
-                                           "0",
-                                           NULL};
-    warm = nst_an_config_variant(cfg, warm_set);
+    warm = nostall_analyze_cached_config(cfg);
     if (!warm) {
         rc = nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
         goto out;
