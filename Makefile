@@ -45,7 +45,7 @@ TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
 NODE_PACKAGES := nodejs npm
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
-.PHONY: fuzz-deps clang fuzz format-check
+.PHONY: fuzz-deps clang fuzz format-check test-reset
 
 all: build
 
@@ -66,28 +66,31 @@ build: deps
 asan: deps test-deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNOSTALL_SANITIZE=address -DNOSTALL_WERROR=ON >/dev/null
 	@cmake --build build-asan -j$(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest $(CTEST_FLAGS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  bash tools/run-tests.sh asan build-asan ctest $(CTEST_FLAGS)
 
 tsan: deps test-deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_SANITIZE=thread -DNOSTALL_WERROR=ON >/dev/null
 	@cmake --build build-tsan -j$(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest $(CTEST_FLAGS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  bash tools/run-tests.sh tsan build-tsan ctest $(CTEST_FLAGS)
 
-release-test: build test-deps
-	cd build && ctest $(CTEST_FLAGS)
+# test-deps before build: a build configured before libopenmpi-dev is
+# installed has no MPI (cmake/mpi.cmake searches again while it is missing)
+release-test: test-deps build
+	bash tools/run-tests.sh release build ctest $(CTEST_FLAGS)
 
 # The Python binding's tests, against the release build.
-python-test: build test-deps
+python-test: test-deps build
 	NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	  bash tools/run-tests.sh python . pytest -q -p no:cacheprovider tests/python
 
 # clang-14, -Werror, release: the unit tests (test_*) and the fuzz corpus
 # replays (fuzz_replay_*), beside gcc's builds.
 clang: deps test-deps fuzz-deps
 	@cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_WERROR=ON >/dev/null
 	@cmake --build build-clang -j$(JOBS)
-	cd build-clang && ctest $(CTEST_FLAGS) -R '^(test_|fuzz_replay_)'
+	bash tools/run-tests.sh clang build-clang ctest $(CTEST_FLAGS) -R '^(test_|fuzz_replay_)'
 
 # libFuzzer: every tests/fuzz/fuzz_<name>.c for FUZZ_SECONDS each on its
 # seeds (new inputs in build-fuzz/fuzz-scratch, crashes in
@@ -98,7 +101,13 @@ fuzz: deps fuzz-deps
 	@cmake --build build-fuzz -j$(JOBS) --target fuzz_all
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
-test: release-test python-test asan tsan clang format-check
+# Every suite records what it skipped (tools/run-tests.sh); the summary
+# prints them loudly (NOSTALL_STRICT_SKIPS=1 makes a skip fail the run).
+test-reset:
+	@bash tools/run-tests.sh --reset
+
+test: test-reset release-test python-test asan tsan clang format-check
+	@bash tools/run-tests.sh --summary
 	@echo "make test: all test suites passed"
 
 demo: build
@@ -129,4 +138,4 @@ format-check:
 	@echo "format-check: $(words $(FORMAT_FILES)) files in .clang-format's style"
 
 clean:
-	rm -rf build build-asan build-tsan build-clang build-fuzz
+	rm -rf build build-asan build-tsan build-clang build-fuzz .test-skips

@@ -2,7 +2,26 @@
 # src/mpi/), its tests (tests/mpi/) and the CLI's MPI hooks (tools/mpi/).
 # Everything here is built only where an MPI C compiler wrapper/library is
 # found; otherwise one test is registered that reports the skip.
+#
+# A configure that found no MPI must not stick: `make demo` configures build/
+# before `make test` installs libopenmpi-dev, and FindMPI caches what it did
+# not find, so the rerun configure kept MPI off (the CLI lost
+# --partitioned-cache and the MPI tests skipped). While MPI is missing, every
+# configure forgets FindMPI's cache and searches again.
+if(NOSTALL_MPI_MISSING)
+  get_cmake_property(_nst_cache_vars CACHE_VARIABLES)
+  foreach(_nst_var IN LISTS _nst_cache_vars)
+    if(_nst_var MATCHES "^MPI(_|EXEC)")
+      unset(${_nst_var} CACHE)
+    endif()
+  endforeach()
+endif()
 find_package(MPI QUIET COMPONENTS C)
+if(MPI_C_FOUND)
+  set(NOSTALL_MPI_MISSING OFF CACHE INTERNAL "")
+else()
+  set(NOSTALL_MPI_MISSING ON CACHE INTERNAL "")
+endif()
 
 if(NOT MPI_C_FOUND)
   message(STATUS "nostall: MPI not found; libnostall_mpi and its tests are not built")

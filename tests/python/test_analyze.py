@@ -77,8 +77,19 @@ def test_prep_bound_when_the_step_is_fast(memory_path, cli):
                         batch_size=8, crop=64, threads=1)
     assert r["bound"] == "prep"
     cores = r["recommendations"][0]
-    assert cores["needed"] and cores["value"] >= 2
-    assert cores["epoch_after_s"] < cores["epoch_before_s"]
+    assert cores["what"] == "cores" and cores["needed"]
+    # The analyzer's contract, not an idle machine's: it names the fewest
+    # cores whose predicted prep stall is negligible, or none (null, and says
+    # so) when no count up to its search bound is enough. A step this short
+    # beside a busy machine's slowed prep can leave every count short (seen
+    # about one run in three beside other work), so both answers are valid;
+    # a named count must beat this machine's and shorten the epoch.
+    if cores["value"] is None:
+        assert "no core count" in cores["text"], cores["text"]
+        assert "epoch_after_s" not in cores or not cores["epoch_after_s"]
+    else:
+        assert cores["value"] >= 2, cores
+        assert cores["epoch_after_s"] < cores["epoch_before_s"], cores
 
 
 def test_list_source_and_bad_option(data, cli):
