@@ -163,6 +163,8 @@ for n in os.listdir(sys.argv[1]):
         os.link(os.path.join(sys.argv[1], n), os.path.join(sys.argv[2], n[:-6]))' "$dst" "$WORK/www/bkt/scale"
         cat > "$WORK/ngx/conf.d/s3.conf" <<EOF
 location /bkt/ {
+    # the Host the client signed: moto checks the signature
+    proxy_set_header Host \$http_host;
     if (\$args ~ "list-type=") { proxy_pass http://127.0.0.1:$port; }
 }
 EOF
