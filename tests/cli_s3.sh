@@ -177,6 +177,9 @@ AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (list, moto)"
 AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (prefix, moto)" \
     "HTTP 403 SignatureDoesNotMatch.*prefix 'shards/' in bucket 'bkt'" "s3://bkt/shards/"
 [ "$(moto_403)" -ge 2 ] || fail "moto did not reject the wrong secret's requests"
+echo "signatures: the proxy verified $(pstat verified) requests and rejected $(pstat rejected)" \
+    "(the wrong secret's); moto answered $(grep -c " [0-9]*$" "$TMP/srv/server.log")," \
+    "$(moto_403) of them 403 (the wrong secret's, sent to it directly)"
 export AWS_ENDPOINT_URL=$proxied
 expect_error "no bucket" "NoSuchBucket" "s3://nobkt/shards/"
 expect_error "an empty prefix" "no objects under prefix 'none/' in bucket 'bkt'" "s3://bkt/none/"
