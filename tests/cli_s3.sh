@@ -19,8 +19,8 @@
 #     the secret appears in no output of any run;
 #   - faults: 503 SlowDown and connection resets are retried (same
 #     checksum); responses slower than the timeout are counted skips; the
-#     server killed mid-epoch and restarted: the run ends, every item
-#     delivered or a counted skip; a shard cut on the server after indexing:
+#     server killed mid-epoch and restarted (it reloads its objects): the
+#     run ends, every item delivered or a counted skip; a shard cut on the server after indexing:
 #     its cut items are skips naming the shard;
 #   - Python: nostall.Loader over the s3:// list gives the folder's batches.
 source "$(dirname "$0")/lib_cli.sh"
