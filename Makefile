@@ -22,8 +22,9 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 
 # Debian 12 packages: what the build (and make demo) needs, and what the
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
-# numpy, torch, torchvision, PIL and pytest; node and npm install the S3
-# server the s3:// tests start, s3rver, from the npm registry).
+# numpy, torch, torchvision, PIL and pytest; python3-venv and python3-pip
+# make the venv, ~/.cache/nostall/moto, that holds the S3 server the s3://
+# tests start: moto's, from PyPI, installed by tests/lib_s3.sh ensure).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev libjansson-dev \
                   libsndfile1-dev libsoxr-dev libfftw3-dev
@@ -40,9 +41,6 @@ TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-torchvision python3-pil python3-matplotlib nginx chromium \
                  openmpi-bin libopenmpi-dev python3-mpi4py python3-pip python3-venv \
                  python3-setuptools python3-wheel python3-torchaudio
-# Debian's node and npm, unless an npm is already there (another node, such as
-# NodeSource's, bundles its own npm and conflicts with Debian's package).
-NODE_PACKAGES := nodejs npm
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
 .PHONY: fuzz-deps clang fuzz format-check test-reset
@@ -54,7 +52,7 @@ deps:
 
 test-deps:
 	@bash tools/install-deps.sh $(TEST_PACKAGES)
-	@command -v npm > /dev/null 2>&1 || bash tools/install-deps.sh $(NODE_PACKAGES)
+	@bash tests/lib_s3.sh ensure > /dev/null
 
 fuzz-deps:
 	@bash tools/install-deps.sh $(FUZZ_PACKAGES)

@@ -7,7 +7,7 @@ this script's own, through the kernel's token-bucket shaper (`tc qdisc tbf`
 on the namespace's end of a veth pair: server -> loader traffic only), so the
 input pipeline is bandwidth-bound the way streaming from S3 is:
 
-    loader (host) <-- veth, tbf RATE -- s3rver 3.7.1 or nginx (namespace)
+    loader (host) <-- veth, tbf RATE -- moto 5.2.5 or nginx (namespace)
 
 Then:
   1. calibration: the training step of the examples/ classifier
@@ -29,15 +29,16 @@ Then:
         --calib-steps 40 --rate-mbit 13 --out /tmp/echo_cloud.json --plot docs/echo_cloud.png
     /usr/bin/python3 bench/echo_cloud.py --from /tmp/echo_cloud.json --plot docs/echo_cloud.png
 
---server s3 (default when the CLI reads s3://): objects in s3rver, items are
-`s3://BUCKET/KEY` (SigV4 through AWS_ENDPOINT_URL, path-style). --server
+--server s3 (default when the CLI reads s3://): objects in moto's S3 server
+(tests/s3_server.py in the venv tests/lib_s3.sh makes; it checks every
+signature), items are `s3://BUCKET/KEY` (SigV4 through AWS_ENDPOINT_URL,
+path-style). --server
 http: the same files from nginx, items are http:// URLs. The namespace, the
 veth pair and the server are removed on exit (normal, error, SIGINT/TERM).
 """
 
 import argparse
 import atexit
-import http.client
 import json
 import os
 import platform
@@ -54,7 +55,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-S3RVER_VERSION = "3.7.1"
 BUCKET = "echo"
 PORT = 8642
 
@@ -182,38 +182,38 @@ http {
     return (v.stderr or v.stdout).strip().replace("nginx version: ", "")
 
 
-def s3rver_bin():
+def s3_server_python():
+    """The python of the venv with moto (tests/lib_s3.sh ensure)."""
     p = subprocess.run(["bash", os.path.join(ROOT, "tests", "lib_s3.sh"), "ensure"],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        raise RuntimeError("s3rver unavailable: " + p.stderr.strip())
+        raise RuntimeError("the S3 server (moto) is unavailable: " + p.stderr.strip())
     return p.stdout.strip()
 
 
-def start_s3rver(net, root, keys):
-    """s3rver in the namespace, the objects of `keys` (paths under root) PUT
-    into BUCKET (unshaped: PUTs go loader -> server)."""
-    data = os.path.join(net.tmp, "s3data")
-    os.makedirs(data)
-    net.start(["node", s3rver_bin(), "-d", data, "-a", net.ns_ip, "-p", str(PORT),
-               "--configure-bucket", BUCKET, "--silent"], net.port_open)
-    c = http.client.HTTPConnection(net.ns_ip, PORT, timeout=30)
+def start_s3_server(net, root, keys):
+    """moto's S3 server (tests/s3_server.py) in the namespace, the objects of
+    `keys` (paths under root) linked into its store first, which it loads
+    into BUCKET before it listens; it checks every request's signature."""
+    srv = os.path.join(net.tmp, "s3")
     for k in keys:
-        with open(os.path.join(root, k), "rb") as f:
-            body = f.read()
-        c.request("PUT", "/%s/%s" % (BUCKET, k), body=body,
-                  headers={"Content-Type": "image/jpeg"})
-        r = c.getresponse()
-        r.read()
-        if r.status != 200:
-            raise RuntimeError("PUT %s: HTTP %d" % (k, r.status))
-    c.close()
+        dst = os.path.join(srv, "data", BUCKET, k + ".s3obj")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(os.path.join(root, k), dst)
+    os.environ.setdefault("S3_TEST_ACCESS_KEY", "AKIANOSTALLTEST00001")
+    os.environ.setdefault("S3_TEST_SECRET", "nostall-test/secret+0")
+    py = s3_server_python()
+    net.start([py, os.path.join(ROOT, "tests", "s3_server.py"), "serve", srv, str(PORT), BUCKET,
+               "--host", net.ns_ip], net.port_open)
     os.environ.update(AWS_ENDPOINT_URL="http://%s:%d" % (net.ns_ip, PORT),
-                      AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                      AWS_ACCESS_KEY_ID=os.environ["S3_TEST_ACCESS_KEY"],
+                      AWS_SECRET_ACCESS_KEY=os.environ["S3_TEST_SECRET"],
                       AWS_REGION="us-east-1")
     for v in ("AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         os.environ.pop(v, None)
-    return "s3rver %s (node %s)" % (S3RVER_VERSION, sh("node", "--version").strip())
+    v = subprocess.run([py, "-c", "import moto, platform; print(moto.__version__, "
+                        "platform.python_version())"], capture_output=True, text=True).stdout.split()
+    return "moto %s (Python %s)" % tuple(v[:2]) if len(v) >= 2 else "moto"
 
 
 def image_list(root, sub):
@@ -335,7 +335,7 @@ def main():
         server = "s3" if any(b"AWS_ENDPOINT_URL" in b for b in blobs) else "http"
     net = Net(args.burst)
     if server == "s3":
-        software = start_s3rver(net, root, [k for k, _ in items])
+        software = start_s3_server(net, root, [k for k, _ in items])
         prefix = "s3://%s/" % BUCKET
     else:
         software = start_nginx(net, root)
@@ -607,7 +607,7 @@ def plot(results, path):
     if base:
         rs.append("%.1f in training" % base["R_run"])
     fig.suptitle("Data echoing over a bandwidth-limited %s (tbf %.1f Mbit/s; R = %s): "
-                 "small CNN on CPU" % ({"s3": "S3 server (s3rver)", "http": "HTTP server (nginx)"}
+                 "small CNN on CPU" % ({"s3": "S3 server (moto)", "http": "HTTP server (nginx)"}
                                        [results["server"]], cal["rate_mbit"],
                                        ", ".join(rs) or "%.1f" % cal["R"]))
     fig.tight_layout()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/scale_s3.sh — the s3:// rows of issue 24's index-at-scale benchmark
-# and a small side-by-side of reads from an S3 server (s3rver on loopback,
-# tests/lib_s3.sh).
+# and a small side-by-side of reads from an S3 server (moto's server on
+# loopback, tests/lib_s3.sh; it checks every request's signature).
 #
 #   index    an s3:// prefix of SHARDS shards, each with its index file
 #            (NAME.tar.nstidx, as `nostall pack` writes it), listed with
@@ -12,7 +12,7 @@
 #            samples (the point is listing + indexing, not the data).
 #            Median of RUNS builds in one process.
 #   reads    ITEMS small JPEGs read by `nostall bench` (1 epoch, 2 threads)
-#            from s3rver through tests/s3_proxy.py with --delay-ms 0 and
+#            from moto through tests/s3_proxy.py with --delay-ms 0 and
 #            DELAY (default 100) added per request: per-file GETs (a list
 #            of s3:// objects) vs indexed shard reads (one ranged GET per
 #            item); items/s, median of REPEATS runs. STREAM_ARGS (e.g.
@@ -24,7 +24,7 @@
 #                               [--delay-ms MS] [--repeats R]
 #                               [--skip-index] [--skip-reads]
 # Environment: BUILD (default build: `make build`), STREAM_ARGS.
-# Exit 77 when s3rver cannot be installed. Prints a Markdown table.
+# Exit 77 when the S3 server (moto) cannot be installed. Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARDS=10000
@@ -58,13 +58,16 @@ BUILD=${BUILD:-build}
 [ -f "$BUILD/libnostall.a" ] && [ -x "$BUILD/nostall" ] || { echo "no $BUILD/libnostall.a or $BUILD/nostall" >&2; exit 1; }
 CLI=$BUILD/nostall
 source tests/lib_s3.sh
-s3rver_ensure > /dev/null || exit $?
+s3_server_ensure > /dev/null || exit $?
 WORK=$(mktemp -d)
 export S3_OWNER_PID=$$
-trap 's3_proxy_stop "$WORK/srv" > /dev/null 2>&1 || true; s3rver_stop "$WORK/srv" > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+trap 's3_proxy_stop "$WORK/srv" > /dev/null 2>&1 || true; s3_server_stop "$WORK/srv" > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+export AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_TEST_SECRET AWS_REGION=us-east-1
 export XDG_CACHE_HOME="$WORK/xdg"
-port=$(s3rver_start "$WORK/srv" 0 bkt)
+port=
+# (moto keeps objects in memory and loads its store, $WORK/srv/data, when
+# it starts: the index's 2 x SHARDS objects go there first)
+start_server() { [ -n "$port" ] || port=$(s3_server_start "$WORK/srv" 0 bkt); }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo "# bench/scale_s3.sh on $(hostname) ($(nproc) CPUs), $(date -u +%Y-%m-%dT%H:%MZ)"
 
@@ -75,19 +78,16 @@ if [ $DO_INDEX = 1 ]; then
     [ -f "$one.nstidx" ] || { echo "pack wrote no index file" >&2; exit 1; }
     dst=$WORK/srv/data/bkt/scale
     mkdir -p "$dst"
-    # hard links straight into s3rver's store, with their .md5 files (s3rver
-    # would otherwise hash every object when first listed)
+    # hard links into the server's store (tests/s3_server.py: KEY.s3obj),
+    # loaded when it starts: no 20 000 PUTs
     /usr/bin/python3 - "$one" "$dst" "$SHARDS" <<'EOF'
-import hashlib, os, sys
+import os, sys
 one, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for src, suffix in ((one, ".tar"), (one + ".nstidx", ".tar.nstidx")):
-    md5 = hashlib.md5(open(src, "rb").read()).hexdigest()
     for k in range(n):
-        obj = os.path.join(dst, "shard-%06d%s._S3rver_object" % (k, suffix))
-        os.link(src, obj)
-        with open(obj + ".md5", "w") as f:
-            f.write(md5)
+        os.link(src, os.path.join(dst, "shard-%06d%s.s3obj" % (k, suffix)))
 EOF
+    start_server
     cat > "$WORK/idx.c" <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,9 +143,9 @@ EOF
         echo "-ljpeg -lpng -luring -lcurl -ljansson -lsndfile -lsoxr -lfftw3f")
     cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc "$WORK/idx.c" "$BUILD/libnostall.a" $LIBS -lm \
         -lpthread -o "$WORK/idx"
-    # one row per endpoint: s3rver alone, and nginx serving the objects with
-    # s3rver answering the listings (s3rver, one Node process, serves about
-    # a hundred small GETs a second here: the index files' GETs measure it)
+    # one row per endpoint: moto alone, and nginx serving the objects with
+    # moto answering the listings (moto, one Python process checking each
+    # signature, is slow at small GETs: the index files' GETs measure it)
     index_row() { # index_row NAME ENDPOINT
         AWS_ENDPOINT_URL=$2 "$WORK/idx" "s3://bkt/scale/" $((RUNS + 1)) > "$WORK/idx.txt"
         tail -n +2 "$WORK/idx.txt" > "$WORK/idx.runs" # the first build warms the servers
@@ -153,21 +153,23 @@ EOF
         echo "| $1 | $shards | $items | $(cut -d' ' -f1 "$WORK/idx.runs" | median) |" \
             "$(cut -d' ' -f2 "$WORK/idx.runs" | median) | $sidecars | $((reqs + pages)) | $pages |"
     }
-    rows=("s3rver|http://127.0.0.1:$port")
+    rows=("moto|http://127.0.0.1:$port")
     source tests/lib_nginx.sh
     if nginx_bin > /dev/null 2>&1; then
         mkdir -p "$WORK/www/bkt/scale" "$WORK/ngx/conf.d"
         /usr/bin/python3 -c 'import os, sys
 for n in os.listdir(sys.argv[1]):
-    if n.endswith("._S3rver_object"):
-        os.link(os.path.join(sys.argv[1], n), os.path.join(sys.argv[2], n[:-15]))' "$dst" "$WORK/www/bkt/scale"
+    if n.endswith(".s3obj"):
+        os.link(os.path.join(sys.argv[1], n), os.path.join(sys.argv[2], n[:-6]))' "$dst" "$WORK/www/bkt/scale"
         cat > "$WORK/ngx/conf.d/s3.conf" <<EOF
 location /bkt/ {
+    # the Host the client signed: moto checks the signature
+    proxy_set_header Host \$http_host;
     if (\$args ~ "list-type=") { proxy_pass http://127.0.0.1:$port; }
 }
 EOF
         export NGINX_OWNER_PID=$$
-        hport=$(nginx_start "$WORK/ngx" "$WORK/www") && rows+=("nginx (objects) + s3rver (listings)|http://127.0.0.1:$hport")
+        hport=$(nginx_start "$WORK/ngx" "$WORK/www") && rows+=("nginx (objects) + moto (listings)|http://127.0.0.1:$hport")
     fi
     echo
     echo "## s3:// index at scale (loopback, median of $RUNS; list + index = nst_index_build: the listing, then one signed GET per index file on 4 x CPUs threads; target <= 30 s)"
@@ -176,14 +178,18 @@ EOF
     echo "|---|---|---|---|---|---|---|---|"
     for row in "${rows[@]}"; do index_row "${row%%|*}" "${row#*|}"; done
     [ -n "${hport:-}" ] && nginx_stop "$WORK/ngx"
+    # (the reads start a server without the index's objects)
+    s3_server_stop "$WORK/srv"
+    port=
     rm -rf "$dst"
 fi
 
 if [ $DO_READS = 1 ]; then
     "$CLI" gen "$WORK/img" --images "$ITEMS" --classes 4 --width "$WIDTH" --height "$HEIGHT" --quiet
     "$CLI" pack "$WORK/img" "$WORK/shards" --shard-bytes "$SHARD_BYTES" --quiet > /dev/null
-    s3rver_put_tree "$WORK/srv" bkt img "$WORK/img"
-    s3rver_put_tree "$WORK/srv" bkt shards "$WORK/shards"
+    start_server
+    s3_put_tree "$WORK/srv" bkt img "$WORK/img"
+    s3_put_tree "$WORK/srv" bkt shards "$WORK/shards"
     i=0
     : > "$WORK/list.txt"
     for c in $(ls "$WORK/img"); do
@@ -193,7 +199,7 @@ if [ $DO_READS = 1 ]; then
     rows=("per-file GETs|$WORK/list.txt|" "indexed shard reads|s3://bkt/shards/|")
     [ -n "${STREAM_ARGS:-}" ] && rows+=("streamed shards|s3://bkt/shards/|$STREAM_ARGS")
     echo
-    echo "## reads from s3rver through s3_proxy.py ($ITEMS JPEGs ${WIDTH}x$HEIGHT in shards of $SHARD_BYTES, 2 threads, items/s, median of $REPEATS)"
+    echo "## reads from moto through s3_proxy.py ($ITEMS JPEGs ${WIDTH}x$HEIGHT in shards of $SHARD_BYTES, 2 threads, items/s, median of $REPEATS)"
     echo
     echo "| reads | +0 ms per request | +$DELAY ms per request | ratio |"
     echo "|---|---|---|---|"

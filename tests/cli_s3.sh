@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# s3:// end to end against a real S3 server on loopback (s3rver from npm,
-# tests/lib_s3.sh; skipped with 77 when it cannot be installed), through
-# tests/s3_proxy.py where signatures are checked or faults injected:
+# s3:// end to end against an S3 server on loopback (moto's server from
+# PyPI, tests/lib_s3.sh and tests/s3_server.py; skipped with 77 when it
+# cannot be installed) with its IAM authentication on, so moto checks every
+# request's SigV4 signature, and through tests/s3_proxy.py, which checks
+# them a second time, independently, or injects faults:
 #   - per-file objects (a list of s3:// lines, one key with + = , ; @ and a
 #     space) give the ImageFolder's checksum for 1 and 2 threads, with
-#     every request's SigV4 verified by the proxy;
+#     every request's SigV4 verified by the proxy and by moto; the list
+#     and a prefix of several listing pages straight from moto too, and a
+#     wrong secret there is moto's own 403 SignatureDoesNotMatch;
 #   - shards (indexed mode): an s3:// prefix (also one of several listing
 #     pages), a brace pattern, shards without index files (header passes
 #     by ranged GETs, cached), and the
@@ -15,8 +19,8 @@
 #     the secret appears in no output of any run;
 #   - faults: 503 SlowDown and connection resets are retried (same
 #     checksum); responses slower than the timeout are counted skips; the
-#     server killed mid-epoch and restarted: the run ends, every item
-#     delivered or a counted skip; a shard cut on the server after indexing:
+#     server killed mid-epoch and restarted (it reloads its objects): the
+#     run ends, every item delivered or a counted skip; a shard cut on the server after indexing:
 #     its cut items are skips naming the shard;
 #   - Python: nostall.Loader over the s3:// list gives the folder's batches.
 source "$(dirname "$0")/lib_cli.sh"
@@ -25,17 +29,18 @@ source "$(dirname "$0")/lib_nginx.sh"
 SRC_DIR=$(cd "$(dirname "$0")/.." && pwd)
 export S3_OWNER_PID=$$ NGINX_OWNER_PID=$$
 export XDG_CACHE_HOME="$TMP/xdg"
-trap 's3_proxy_stop "$TMP/srv" > /dev/null 2>&1 || true; s3rver_stop "$TMP/srv" > /dev/null 2>&1 || true
+trap 's3_proxy_stop "$TMP/srv" > /dev/null 2>&1 || true; s3_server_stop "$TMP/srv" > /dev/null 2>&1 || true
       nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
 rc=0
-s3rver_ensure > /dev/null 2> "$TMP/ensure.err" || rc=$?
+s3_server_ensure > /dev/null 2> "$TMP/ensure.err" || rc=$?
 if [ $rc != 0 ]; then
-    echo "SKIP: s3rver unavailable: $(cat "$TMP/ensure.err")"
+    echo "SKIP: the S3 server (moto) is unavailable: $(cat "$TMP/ensure.err")"
     [ $rc = 77 ] && exit 77
     exit 1
 fi
 
 SECRET='t3st/SECRET+key=value;x'
+export S3_TEST_SECRET=$SECRET # the only key pair moto accepts (lib_s3.sh)
 LOG="$TMP/all.log" # every output of every run: the secret must not be in it
 : > "$LOG"
 "$CLI" gen "$TMP/data" --images 36 --classes 4 --width 80 --height 60 --quiet
@@ -44,10 +49,11 @@ n=$(ls "$TMP/www/s"/shard-*.tar | wc -l)
 [ "$n" -ge 3 ] || fail "want several shards, got $n"
 last=$(printf '%06d' $((n - 1)))
 
-port=$(s3rver_start "$TMP/srv" 0 bkt) || fail "s3rver did not start"
-s3rver_put_tree "$TMP/srv" bkt shards "$TMP/www/s"
-for f in "$TMP/www/s"/*.tar; do s3rver_put "$TMP/srv" bkt "bare/$(basename "$f")" "$f"; done
-s3rver_put_tree "$TMP/srv" bkt img "$TMP/data"
+port=$(s3_server_start "$TMP/srv" 0 bkt) || fail "the S3 server did not start"
+s3_put_tree "$TMP/srv" bkt shards "$TMP/www/s" || fail "put shards/"
+mkdir "$TMP/bare" && cp "$TMP/www/s"/*.tar "$TMP/bare/"
+s3_put_tree "$TMP/srv" bkt bare "$TMP/bare" || fail "put bare/"
+s3_put_tree "$TMP/srv" bkt img "$TMP/data" || fail "put img/"
 # the list, in the folder's order (class folders sorted, files sorted)
 odd='img/odd a+b=c,d;e@f.jpg' # a key SigV4 must encode
 i=0
@@ -60,7 +66,7 @@ for c in $(ls "$TMP/data"); do
 done
 # the first image again under the odd key, in its place
 first=$(head -1 "$TMP/s3.txt" | cut -f1 | sed 's|^s3://bkt/||')
-s3rver_put "$TMP/srv" bkt "$odd" "$(s3rver_object "$TMP/srv" bkt "$first")"
+s3_put "$TMP/srv" bkt "$odd" "$TMP/data/${first#img/}" || fail "put $odd"
 "$PY" - "$TMP/s3.txt" "$odd" <<'EOF'
 import sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -69,13 +75,15 @@ lines[0] = "s3://bkt/%s\t%s" % (sys.argv[2], label)
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
 EOF
 
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY="$SECRET" AWS_REGION=us-east-1
+export AWS_ACCESS_KEY_ID=$S3_TEST_ACCESS_KEY AWS_SECRET_ACCESS_KEY="$SECRET" AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 || true
-pport=$(s3_proxy_start "$TMP/srv" "$port" --access-key S3RVER --secret "$SECRET") \
+pport=$(s3_proxy_start "$TMP/srv" "$port" --access-key "$S3_TEST_ACCESS_KEY" --secret "$SECRET") \
     || fail "s3_proxy.py did not start"
 direct="http://127.0.0.1:$port"
 proxied="http://127.0.0.1:$pport"
 pstat() { json "$TMP/srv/proxy.stats" "j['$1']"; }
+# moto's answers: a 403 is a signature moto rejected (IAM auth is on)
+moto_403() { grep -c " 403$" "$TMP/srv/server.log" || true; }
 
 common=(--batch-size 5 --crop 32 --epochs 2 --json --quiet --seed 3)
 sum() { json "$1" 'j["checksum"]'; }
@@ -118,20 +126,33 @@ done
 
 # a prefix of more than one page (ListObjectsV2 continuation tokens): 1100
 # other objects around the shards, left out
-"$PY" - "$TMP/srv/data/bkt/many" "$TMP/www/s" <<'EOF'
+"$PY" - "$TMP/many" "$TMP/www/s" <<'EOF'
 import os, shutil, sys
 dst, src = sys.argv[1], sys.argv[2]
 os.makedirs(dst)
 for k in range(1100):
-    with open(os.path.join(dst, "a-%04d.txt._S3rver_object" % k), "w") as f:
+    with open(os.path.join(dst, "a-%04d.txt" % k), "w") as f:
         f.write("x")
 for name in os.listdir(src):
-    shutil.copy(os.path.join(src, name), os.path.join(dst, name + "._S3rver_object"))
+    shutil.copy(os.path.join(src, name), os.path.join(dst, name))
 EOF
+s3_put_tree "$TMP/srv" bkt many "$TMP/many" || fail "put many/"
 run "$TMP/o.json" "s3://bkt/many/" "${common[@]}" --threads 2 || fail "s3://bkt/many/: $(cat "$TMP/o.json.err")"
 [ "$(json "$TMP/o.json" 'j["dataset"]["items"]')" = 36 ] || fail "s3://bkt/many/: $(json "$TMP/o.json" 'j["dataset"]["items"]') items"
 [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "s3://bkt/many/: checksum differs"
-grep -aq "ntinuation-token=" "$TMP/srv/s3rver.log" || fail "s3://bkt/many/ was listed in one page?"
+grep -aq "ntinuation-token=" "$TMP/srv/server.log" || fail "s3://bkt/many/ was listed in one page?"
+[ "$(pstat rejected)" = 0 ] || fail "the proxy rejected a signature: $(pstat last_rejection)"
+[ "$(moto_403)" = 0 ] || fail "moto rejected $(moto_403) requests the proxy verified: $(grep " 403$" "$TMP/srv/server.log" | head -3)"
+
+# straight to moto, no proxy: moto alone checks the signatures (the list's
+# per-object GETs, listings with continuation tokens)
+export AWS_ENDPOINT_URL=$direct
+run "$TMP/o.json" "$TMP/s3.txt" "${common[@]}" --threads 2 || fail "s3 list (moto): $(cat "$TMP/o.json.err")"
+[ "$(sum "$TMP/o.json")" = "$ref" ] || fail "s3 list (moto): checksum $(sum "$TMP/o.json"), want $ref"
+run "$TMP/o.json" "s3://bkt/many/" "${common[@]}" --threads 2 || fail "s3://bkt/many/ (moto): $(cat "$TMP/o.json.err")"
+[ "$(sum "$TMP/o.json")" = "$ref" ] || fail "s3://bkt/many/ (moto): checksum differs"
+[ "$(moto_403)" = 0 ] || fail "moto rejected $(moto_403) requests: $(grep " 403$" "$TMP/srv/server.log" | head -3)"
+export AWS_ENDPOINT_URL=$proxied
 
 # errors at create: one clear message each, no secret
 expect_error() { # expect_error WHAT PATTERN SOURCE [ARGS]
@@ -149,6 +170,17 @@ AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (prefix)" \
     "HTTP 403 SignatureDoesNotMatch.*prefix 'shards/' in bucket 'bkt'" "s3://bkt/shards/"
 AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (pattern)" \
     "HTTP 403.*bucket 'bkt'" "s3://bkt/shards/shard-{000000..$last}.tar"
+# the same wrong secret straight to moto: moto's own check answers
+export AWS_ENDPOINT_URL=$direct
+AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (list, moto)" \
+    "HTTP 403 SignatureDoesNotMatch.*key 'img/.*' in bucket 'bkt'" "$TMP/s3.txt"
+AWS_SECRET_ACCESS_KEY="wrong/$SECRET" expect_error "a wrong secret (prefix, moto)" \
+    "HTTP 403 SignatureDoesNotMatch.*prefix 'shards/' in bucket 'bkt'" "s3://bkt/shards/"
+[ "$(moto_403)" -ge 2 ] || fail "moto did not reject the wrong secret's requests"
+echo "signatures: the proxy verified $(pstat verified) requests and rejected $(pstat rejected)" \
+    "(the wrong secret's); moto answered $(grep -c " [0-9]*$" "$TMP/srv/server.log")," \
+    "$(moto_403) of them 403 (the wrong secret's, sent to it directly)"
+export AWS_ENDPOINT_URL=$proxied
 expect_error "no bucket" "NoSuchBucket" "s3://nobkt/shards/"
 expect_error "an empty prefix" "no objects under prefix 'none/' in bucket 'bkt'" "s3://bkt/none/"
 expect_error "no .tar under a prefix" "no .tar objects" "s3://bkt/img/"
@@ -183,15 +215,17 @@ s3_proxy_stop "$TMP/srv"
 # the server killed mid-epoch and restarted on its port: the run ends,
 # every item delivered or a counted skip
 export AWS_ENDPOINT_URL=$direct
-gets() { grep -ac "img_[0-9]*\.jpg 200" "$TMP/srv/s3rver.log" 2> /dev/null || true; }
+gets() { grep -ac "img_[0-9]*\.jpg 200" "$TMP/srv/server.log" 2> /dev/null || true; }
 started() { [ "$(gets)" -ge 8 ]; }
-: > "$TMP/srv/s3rver.log"
+: > "$TMP/srv/server.log"
 timeout 300 "$CLI" bench "$TMP/s3.txt" --batch-size 4 --crop 32 --epochs 2 --json --quiet --threads 2 \
     --step-ms 150 --http-retries 8 --io-depth 2 > "$TMP/k.json" 2> "$TMP/k.err" &
 bp=$!
 wait_until 120 started || fail "the run made no requests"
-s3rver_kill "$TMP/srv"
-s3rver_start "$TMP/srv" "$port" bkt > /dev/null || fail "s3rver did not restart on port $port"
+s3_server_kill "$TMP/srv"
+# (moto keeps objects in memory: the restarted server loads its store,
+# $TMP/srv/data, before it listens)
+s3_server_start "$TMP/srv" "$port" bkt > /dev/null || fail "the S3 server did not restart on port $port"
 st=0
 wait $bp || st=$?
 cat "$TMP/k.json" "$TMP/k.err" >> "$LOG"
@@ -202,9 +236,9 @@ skipped=$(json "$TMP/k.json" 'j["skipped_count"]')
 echo "killed server: $delivered items delivered, $skipped counted skips"
 
 # a shard cut on the server after indexing: its cut items are skips
-obj=$(s3rver_object "$TMP/srv" bkt shards/shard-000001.tar)
-truncate -s $(($(stat -c %s "$obj") / 2)) "$obj"
-rm -f "$obj.md5"
+obj=$TMP/www/s/shard-000001.tar
+head -c $(($(stat -c %s "$obj") / 2)) "$obj" > "$TMP/cut.tar"
+s3_put "$TMP/srv" bkt shards/shard-000001.tar "$TMP/cut.tar" || fail "put the cut shard"
 run "$TMP/o.json" "s3://bkt/shards/" --batch-size 2 --crop 32 --epochs 1 --json --quiet \
     --http-retries 1 || fail "a cut shard failed the run: $(cat "$TMP/o.json.err")"
 [ "$(json "$TMP/o.json" 'j["skipped_count"]')" -ge 1 ] || fail "a cut shard: nothing skipped"

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""s3_proxy.py — an HTTP proxy in front of a test S3 server (s3rver) that
-checks every request's AWS Signature V4 and adds the faults a real store
-has: slow responses, 503 SlowDown, connection resets.
+"""s3_proxy.py — an HTTP proxy in front of a test S3 server (moto's,
+tests/s3_server.py, which checks the signatures too) that checks every
+request's AWS Signature V4 and adds the faults a real store has: slow
+responses, 503 SlowDown, connection resets.
 
     s3_proxy.py --upstream PORT [--access-key ID --secret KEY [--token T]
                 [--region R]] [--delay-ms MS] [--slowdown N] [--reset N]
@@ -23,7 +24,7 @@ never echoes the secret).
 Faults: --delay-ms holds every request that long before forwarding it;
 --slowdown N answers the first N GETs of each path 503 SlowDown (S3's XML);
 --reset N closes the connection of the first N GETs of each path without an
-answer (a TCP reset). When the upstream refuses the connection (s3rver
+answer (a TCP reset). When the upstream refuses the connection (the server
 killed), the client's connection is reset too.
 
 --stats FILE is rewritten after every request: a JSON object with the
