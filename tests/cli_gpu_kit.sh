@@ -45,6 +45,31 @@ for f in "$KIT/bin/nostall" "$KIT/lib/libnostall.so"; do
 done
 grep -q "libjpeg.so.* => $KIT/lib/" <(LD_LIBRARY_PATH=$KIT/lib ldd "$KIT/bin/nostall") ||
     fail "the packed CLI does not load the kit's libjpeg"
+# As on another distribution: every system copy of a kit library hidden (an
+# empty file bound over it, in a user and mount namespace), the build's own
+# CLI no longer starts; the kit's CLI and the binding, with the kit on the
+# path, still make and load a dataset. Where namespaces are not allowed,
+# this part is skipped, saying so.
+if unshare -rm true 2> /dev/null; then
+    hide=""
+    while read -r name _ path _; do
+        [ -e "$KIT/lib/$name" ] && [ "$name" != libnostall.so ] && hide="$hide $(realpath "$path")"
+    done < <(ldd "$BUILD/nostall" "$BUILD/libnostall.so" | grep '=> /')
+    [ -n "$hide" ] || fail "no system library to hide"
+    # shellcheck disable=SC2016
+    HIDE="$hide" BUILD="$BUILD" KIT="$KIT" TMP="$TMP" ROOT="$ROOT" PY="$PY" unshare -rm bash -c '
+        for f in $HIDE; do mount --bind /dev/null "$f" || exit 3; done
+        "$BUILD/nostall" gen "$TMP/hidden-build" --images 4 --classes 2 --quiet > /dev/null 2>&1 && exit 4
+        export LD_LIBRARY_PATH=$KIT/lib NOSTALL_LIBRARY=$KIT/lib/libnostall.so PYTHONPATH=$ROOT/python
+        "$KIT/bin/nostall" gen "$TMP/hidden" --images 12 --classes 2 --width 64 --height 48 --quiet > /dev/null || exit 5
+        "$PY" -c "import sys, nostall
+with nostall.Loader(sys.argv[1], batch_size=4, crop=16, threads=2) as ld:
+    assert sum(len(b[1]) for b in ld) == 12" "$TMP/hidden" || exit 6' ||
+        { rc=$?; fail "with the system's copies hidden: status $rc (3 hide, 4 the build still ran, 5 kit CLI, 6 binding)"; }
+    echo "kit alone: ran with $(tr " " "\n" <<< "$hide" | sort -u | grep -c .) system libraries hidden"
+else
+    echo "NOTE: no user namespaces here: the kit was not run with the system's libraries hidden"
+fi
 # a kit over the limit is refused, saying so
 if NOSTALL_KIT_LIMIT_BYTES=1000 bash "$ROOT/bench/gpu/pack.sh" --no-build --build-dir "$BUILD" \
     --kit "$TMP/kit2" > "$TMP/pack2.log" 2>&1; then
