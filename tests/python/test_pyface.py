@@ -456,3 +456,24 @@ def test_device_hand_off(data):
         for (x, _), (_, rx, _) in zip(ld, ref):
             assert x.shape == rx.shape and torch.allclose(x.cpu(), rx, atol=1e-5)
     del ref8
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_device_slots_released_after_copy(data):
+    """device="cuda" with every device batch of an epoch kept (more batches
+    than ring slots): a slot returns to the ring once its copy is done, not
+    when the device tensor dies, and never before (no kept batch changed);
+    no lease is left after the copies complete."""
+    opts = dict(SMALL, batch_size=4)
+    ref = reference(data, **opts)
+    with nostall.Loader(data, device="cuda", pin_memory=True, **opts) as ld:
+        slots = ld.info()["ring_slots"]
+        ld.set_epoch(0)
+        kept = [(x, y) for x, y in ld]
+        torch.cuda.synchronize()
+        ld._reap(wait=True)
+        gc.collect()
+        assert ld._core.leases == 0
+    assert len(kept) == len(ref) == 10 and len(kept) > slots
+    for (x, y), (_, rx, ry) in zip(kept, ref):
+        assert x.is_cuda and torch.equal(x.cpu(), rx) and torch.equal(y.cpu(), ry)

@@ -1,0 +1,740 @@
+"""The GPU validation kit's steps (bench/gpu/run.sh calls each in turn).
+
+    python gpu_bench.py STEP --out DIR --data DIR --profile quick|full|rehearse
+
+Steps (each merges its figures into DIR/gpu.json and rewrites DIR/gpu.md as
+soon as it has them, so a run cut short keeps what it measured):
+
+  info         the machine: GPU, driver, CPUs, torch and torchvision versions
+  correctness  the GPU paths of the binding: pin_memory (the ring is page-
+               locked: zero-copy batches are pinned tensors), device="cuda"
+               (every device batch equals the host batch byte for byte, float
+               and uint8), normalize_on_device (against the library's own
+               normalization), ring slots released once their copies are done
+               (an epoch of many more batches than slots, every device batch
+               kept, none overwritten before its copy, no lease left); then
+               pytest on the binding's GPU tests when pytest is there
+  accel        the accelerator's own rate: the model's training step on one
+               repeated batch (images/s)
+  cores        cores per GPU: nostall vs torchvision ImageFolder + DataLoader
+               (num_workers=n-1, pin_memory, persistent_workers) in a process
+               pinned to n cores (taskset): images/s, GPU busy fraction (CUDA
+               events around each step), data stall fraction (time in next()),
+               host CPU used (busy time of the n cores, /proc/stat)
+  analyze      nostall.analyze() on the real step at 4 threads, predicting 2,
+               8 and 16; then the loader and step measured at those counts
+  echo         (full profile) data echoing with emulated slow storage making
+               the pipeline about 4x slower than a ResNet-18 step: e = 1, 2,
+               4 and adaptive (echo_max 8)
+
+Profiles: quick and full are the GPU runs (ResNet-50, 224 px, batch 256,
+bf16 autocast, channels_last, SGD); rehearse runs the same code on the CPU
+with tiny sizes (ResNet-18 at 64 px, batch 16, float32), so that the kit is
+exercised where there is no GPU; the GPU-only checks then say they were
+skipped. Works with torch 1.13 and 2.x (APIs that differ are guarded).
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+PROFILES = {
+    # model, crop, batch; accel warm-up/steps; cores: counts, warm-up batches,
+    # measured batches, seconds cap per configuration; analyze: batches per run
+    "quick": dict(model="resnet50", crop=224, batch=256, device="cuda", accel_warm=8,
+                  accel_steps=25, cores=[2, 4, 8, 16], warm=2, batches=20, cap_s=10,
+                  analyze_batches=10, threads=[2, 8, 16], echo=False),
+    "full": dict(model="resnet50", crop=224, batch=256, device="cuda", accel_warm=10,
+                 accel_steps=50, cores=[2, 4, 8, 16], warm=3, batches=40, cap_s=30,
+                 analyze_batches=20, threads=[2, 8, 16], echo=True),
+    "rehearse": dict(model="resnet18", crop=64, batch=4, device="cpu", accel_warm=1,
+                     accel_steps=2, cores=[2], warm=1, batches=2, cap_s=60,
+                     analyze_batches=2, threads=[2, 8, 16], echo=True),
+}
+
+
+# --- the results files ----------------------------------------------------------
+
+def record(out, step, value):
+    """Merge {step: value} into out/gpu.json (atomically) and rewrite gpu.md."""
+    path = os.path.join(out, "gpu.json")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    doc[step] = value
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    tmp = os.path.join(out, "gpu.md.tmp")
+    with open(tmp, "w") as f:
+        f.write(markdown(doc))
+    os.replace(tmp, os.path.join(out, "gpu.md"))
+    return doc
+
+
+def fmt(v, spec="%.0f"):
+    return "—" if v is None else spec % v
+
+
+def markdown(doc):
+    """The tables for docs/gpu.md, from what gpu.json holds so far."""
+    lines = []
+    info = doc.get("info") or {}
+    run = doc.get("run") or {}
+    lines.append("## GPU run: %s, profile %s" % (run.get("date", "?"), run.get("profile", "?")))
+    lines.append("")
+    lines.append("Machine: %s (driver %s), %s CPUs, %s; torch %s, torchvision %s; nostall %s."
+                 % (info.get("gpu"), info.get("driver"), info.get("cpus"), info.get("os"),
+                    info.get("torch"), info.get("torchvision"), run.get("commit")))
+    if run.get("data"):
+        lines.append("Data: %s." % run["data"])
+    lines.append("")
+    for step in ("correctness", "accel", "cores", "analyze", "echo"):
+        v = doc.get(step)
+        if v is None:
+            continue
+        if v.get("status") != "ok":
+            lines.append("**%s**: %s%s" % (step, v.get("status"),
+                                            ": " + v["reason"] if v.get("reason") else ""))
+            lines.append("")
+        if step == "correctness" and v.get("checks"):
+            lines.append("| check | result | detail |")
+            lines.append("|---|---|---|")
+            for c in v["checks"]:
+                lines.append("| %s | %s | %s |" % (c["name"], c["result"], c.get("detail", "")))
+            if v.get("pytest"):
+                lines.append("| pytest (GPU cases) | %s | %s |" % (v["pytest"]["result"],
+                                                                  v["pytest"].get("summary", "")))
+            lines.append("")
+        elif step == "accel" and "images_per_s" in v:
+            lines.append("Accelerator alone (%s, batch %d, %d px, %s): **%.0f images/s** "
+                         "(%.1f ms per step)." % (v["model"], v["batch"], v["crop"], v["precision"],
+                                                  v["images_per_s"], v["step_ms"]))
+            lines.append("")
+        elif step == "cores" and v.get("rows"):
+            lines.append("| cores | loader | images/s | GPU busy | data stall | host CPU (cores) |")
+            lines.append("|---|---|---|---|---|---|")
+            for r in v["rows"]:
+                if r.get("status") != "ok":
+                    lines.append("| %s | %s | %s | | | |" % (r["cores"], r["loader"], r.get("status")))
+                    continue
+                lines.append("| %d | %s | %.0f | %.0f%% | %.0f%% | %.1f |" % (
+                    r["cores"], r["loader"], r["images_per_s"], 100 * r["busy_fraction"],
+                    100 * r["stall_fraction"], r["cpu_cores_used"]))
+            lines.append("")
+        elif step == "analyze" and v.get("rows"):
+            lines.append("Analyzer measured at %d threads: bound **%s**, stall %s." % (
+                v["threads"], v.get("bound"), fmt(v.get("stall_fraction"), "%.2f")))
+            lines.append("")
+            lines.append("| threads | predicted images/s | measured images/s | predicted stall "
+                         "| measured stall | predicted bound |")
+            lines.append("|---|---|---|---|---|---|")
+            for r in v["rows"]:
+                lines.append("| %d | %s | %s | %s | %s | %s |" % (
+                    r["threads"], fmt(r.get("predicted_images_per_s")),
+                    fmt(r.get("measured_images_per_s")),
+                    fmt(r.get("predicted_stall_fraction"), "%.2f"),
+                    fmt(r.get("measured_stall_fraction"), "%.2f"), r.get("predicted_bound")))
+            lines.append("")
+        elif step == "echo" and v.get("rows"):
+            lines.append("Echoing (%s, step %.1f ms, storage %.2f MB/s: R ≈ %.1f):" % (
+                v["model"], v["step_ms"], v["storage_mbps"], v["r_target"]))
+            lines.append("")
+            lines.append("| echo | delivered images/s | fresh images/s | achieved factor | GPU busy |")
+            lines.append("|---|---|---|---|---|")
+            for r in v["rows"]:
+                if r.get("status") != "ok":
+                    lines.append("| %s | %s | | | |" % (r["echo"], r.get("status")))
+                    continue
+                lines.append("| %s | %.0f | %.0f | %.2f | %.0f%% |" % (
+                    r["echo"], r["images_per_s"], r["fresh_per_s"], r["factor"],
+                    100 * r["busy_fraction"]))
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# --- the model and its step -----------------------------------------------------
+
+class Trainer:
+    """model + SGD + one training step; on CUDA: bf16 autocast (where the GPU
+    has bf16), channels_last; step times from CUDA events (else the clock)."""
+
+    def __init__(self, torch, name, device, threads=None):
+        import torchvision
+        self.torch = torch
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = getattr(torchvision.models, name)(num_classes=1000).to(self.device)
+        self.channels_last = self.cuda and hasattr(torch, "channels_last")
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.model.train()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.bf16 = (self.cuda and hasattr(torch, "autocast")
+                     and torch.cuda.is_bf16_supported())
+        self.precision = ("bf16 autocast" if self.bf16 else "float32") + \
+            (", channels_last" if self.channels_last else "")
+        self.events = []   # (start, end) CUDA events of the timed steps
+        self.busy_s = 0.0  # CPU device: time in the step
+
+    def _autocast(self):
+        if self.bf16:
+            return self.torch.autocast("cuda", dtype=self.torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def step(self, x, y, timed=False):
+        torch = self.torch
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            t0 = time.perf_counter()
+        x = x.to(self.device, non_blocking=True)
+        y = y.to(self.device, non_blocking=True).long()
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with self._autocast():
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        if self.cuda:
+            end.record()
+            if timed:
+                self.events.append((start, end))
+        elif timed:
+            self.busy_s += time.perf_counter() - t0
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def busy_seconds(self):
+        """Seconds the device spent in the timed steps (after sync())."""
+        if self.cuda:
+            return sum(s.elapsed_time(e) for s, e in self.events) * 1e-3
+        return self.busy_s
+
+    def reset(self):
+        self.events, self.busy_s = [], 0.0
+
+
+def synthetic_batch(torch, p, classes=10):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(p["batch"], 3, p["crop"], p["crop"], generator=g)
+    y = torch.randint(0, classes, (p["batch"],), generator=g)
+    return x, y
+
+
+# --- steps -----------------------------------------------------------------------
+
+def step_info(a, p):
+    import torch
+    import torchvision
+    info = {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+            "torch": torch.__version__, "torchvision": torchvision.__version__,
+            "python": platform.python_version(), "cuda_available": torch.cuda.is_available(),
+            "os": platform.platform()}
+    try:
+        with open("/etc/os-release") as f:
+            rel = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+        info["os"] = rel.get("PRETTY_NAME", info["os"]).strip('"')
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            info["memory_gib"] = round(int(f.readline().split()[1]) / 2 ** 20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
+        info["cuda"] = torch.version.cuda
+        info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
+        info["bf16"] = torch.cuda.is_bf16_supported()
+    else:
+        info["gpu"] = "none (CPU rehearsal)" if a.profile == "rehearse" else "none"
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 and r.stdout.strip():
+            info["nvidia_smi"] = r.stdout.strip()
+            info["driver"] = r.stdout.strip().splitlines()[0].split(",")[1].strip()
+    except (OSError, subprocess.TimeoutExpired):
+        info["nvidia_smi"] = None
+    info.setdefault("driver", None)
+    try:  # DataLoader workers pass batches through /dev/shm (containers often give 64 MB)
+        st = os.statvfs("/dev/shm")
+        info["dev_shm_gib"] = round(st.f_blocks * st.f_frsize / 2 ** 30, 2)
+    except OSError:
+        info["dev_shm_gib"] = None
+    info["status"] = "ok"
+    print("machine: %s (driver %s), %d CPUs, %s, torch %s, torchvision %s" % (
+        info["gpu"], info["driver"], info["cpus"], info["os"], info["torch"], info["torchvision"]))
+    return info
+
+
+def step_correctness(a, p):
+    import gc
+    import torch
+    import nostall
+    if not torch.cuda.is_available():
+        print("correctness: skipped (no CUDA device: the GPU paths cannot run here)")
+        return {"status": "skipped", "reason": "no CUDA device"}
+    checks = []
+
+    def check(name, ok, detail=""):
+        checks.append({"name": name, "result": "pass" if ok else "FAIL", "detail": detail})
+        print("  %s %s %s" % ("pass" if ok else "FAIL", name, detail))
+
+    # small: many more batches than ring slots
+    opts = dict(batch_size=8, crop=32, threads=4, seed=5)
+
+    def host(**kw):
+        out = []
+        with nostall.Loader(a.small, copy=True, **dict(opts, **kw)) as ld:
+            ld.set_epoch(0)
+            for x, y in ld:
+                out.append((ld.last_indices.tolist(), x.clone(), y.clone()))
+        return out
+
+    ref = host()
+    # 1. pin_memory: zero-copy batches view the page-locked ring
+    with nostall.Loader(a.small, pin_memory=True, **opts) as ld:
+        ld.set_epoch(0)
+        pinned = same = n = 0
+        for (x, y), (_, rx, ry) in zip(ld, ref):
+            n += 1
+            pinned += bool(x.is_pinned())
+            same += bool(torch.equal(x, rx) and torch.equal(y, ry))
+    check("pin_memory: batches are pinned", pinned == n > 0, "%d/%d pinned" % (pinned, n))
+    check("pin_memory: bytes as without it", same == n == len(ref), "%d/%d equal" % (same, n))
+    # 2. device="cuda": device batches equal the host batches byte for byte
+    for output in ("float", "uint8"):
+        r = ref if output == "float" else host(output="uint8")
+        with nostall.Loader(a.small, device="cuda", pin_memory=True, output=output, **opts) as ld:
+            ld.set_epoch(0)
+            equal = cuda = n = 0
+            for (x, y), (_, rx, ry) in zip(ld, r):
+                n += 1
+                cuda += bool(x.is_cuda and y.is_cuda)
+                equal += bool(torch.equal(x.cpu(), rx) and torch.equal(y.cpu(), ry))
+        check("device=cuda output=%s: on the device" % output, cuda == n == len(r),
+              "%d/%d" % (cuda, len(r)))
+        check("device=cuda output=%s: byte-equal to host" % output, equal == n == len(r),
+              "%d/%d batches" % (equal, len(r)))
+    # 3. normalize_on_device: against the library's float normalization
+    with nostall.Loader(a.small, device="cuda", output="uint8", normalize_on_device=True,
+                        **opts) as ld:
+        ld.set_epoch(0)
+        worst, n, exact = 0.0, 0, 0
+        for (x, _), (_, rx, _) in zip(ld, ref):
+            n += 1
+            d = (x.cpu() - rx).abs().max().item() if x.shape == rx.shape else float("inf")
+            worst = max(worst, d)
+            exact += bool(x.shape == rx.shape and torch.equal(x.cpu(), rx))
+    check("normalize_on_device: matches host float (atol 1e-5)", n == len(ref) and worst <= 1e-5,
+          "max |diff| %.2g, %d/%d bit-identical" % (worst, exact, n))
+    # 4. slots released after the copy: keep every device batch of an epoch
+    # of many more batches than the ring has slots; no batch is overwritten
+    # before its copy is done, and no lease is left once copies complete.
+    with nostall.Loader(a.small, device="cuda", pin_memory=True, **opts) as ld:
+        slots = ld.info()["ring_slots"]
+        ld.set_epoch(0)
+        kept = [(x, y) for x, y in ld]
+        torch.cuda.synchronize()
+        ld._reap(wait=True)
+        gc.collect()
+        leases = ld._core.leases
+    equal = sum(bool(torch.equal(x.cpu(), rx) and torch.equal(y.cpu(), ry))
+                for (x, y), (_, rx, ry) in zip(kept, ref))
+    check("slot release: every kept device batch intact", len(kept) == len(ref) > slots and
+          equal == len(ref), "%d batches, %d ring slots, %d equal" % (len(kept), slots, equal))
+    check("slot release: no lease left after the copies", leases == 0, "%d leases" % leases)
+    del kept
+    result = {"status": "ok" if all(c["result"] == "pass" for c in checks) else "failed",
+              "checks": checks}
+    # pytest on the binding's GPU cases, when pytest is there
+    try:
+        import pytest  # noqa: F401
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            os.path.join(ROOT, "tests", "python", "test_pyface.py"), "-k",
+                            "device or pin_memory or slot"], capture_output=True, text=True,
+                           timeout=max(30, a.budget - 60), cwd=ROOT)
+        summary = (r.stdout.strip().splitlines() or [""])[-1]
+        result["pytest"] = {"result": "pass" if r.returncode == 0 else "FAIL", "summary": summary}
+        print("  pytest: %s" % summary)
+        if r.returncode != 0:
+            result["status"] = "failed"
+            print(r.stdout[-4000:] + r.stderr[-2000:])
+    except ImportError:
+        result["pytest"] = {"result": "not run", "summary": "pytest not installed: the checks "
+                            "above are the standalone equivalent"}
+    return result
+
+
+def step_accel(a, p):
+    import torch
+    tr = Trainer(torch, p["model"], p["device"], threads=1 if p["device"] == "cpu" else None)
+    x, y = synthetic_batch(torch, p)
+    if tr.cuda:
+        x, y = x.to(tr.device), y.to(tr.device)
+    for _ in range(p["accel_warm"]):
+        tr.step(x, y)
+    tr.sync()
+    t0 = time.perf_counter()
+    for _ in range(p["accel_steps"]):
+        tr.step(x, y, timed=True)
+    tr.sync()
+    wall = time.perf_counter() - t0
+    busy = tr.busy_seconds()
+    v = {"status": "ok", "model": p["model"], "batch": p["batch"], "crop": p["crop"],
+         "precision": tr.precision, "device": str(tr.device), "steps": p["accel_steps"],
+         "wall_s": wall, "images_per_s": p["batch"] * p["accel_steps"] / wall,
+         "step_ms": 1e3 * wall / p["accel_steps"], "busy_fraction": busy / wall}
+    print("accelerator: %s %.0f images/s (%.1f ms/step)" % (p["model"], v["images_per_s"],
+                                                            v["step_ms"]))
+    return v
+
+
+def cpu_busy(cpus):
+    """Busy seconds so far of the given CPUs (all but idle and iowait)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3:4].isdigit():
+                parts = line.split()
+                if int(parts[0][3:]) in cpus:
+                    vals = [int(v) for v in parts[1:]]
+                    busy += sum(vals[:8]) - vals[3] - vals[4]
+    return busy / tick
+
+
+def measure(tr, batches, warm, n, cap_s):
+    """Warm-up, then up to n batches or cap_s seconds of loader + step."""
+    it = iter(batches)
+
+    def take():
+        nonlocal it
+        try:
+            return next(it)
+        except StopIteration:
+            it = iter(batches)
+            return next(it)
+    for _ in range(warm):
+        x, y = take()[:2]
+        tr.step(x, y)
+    tr.sync()
+    tr.reset()
+    cpus = os.sched_getaffinity(0)
+    c0, t0 = cpu_busy(cpus), time.perf_counter()
+    wait, done = 0.0, 0
+    while done < n and time.perf_counter() - t0 < cap_s:
+        w = time.perf_counter()
+        x, y = take()[:2]
+        wait += time.perf_counter() - w
+        tr.step(x, y, timed=True)
+        done += 1
+    tr.sync()
+    wall = time.perf_counter() - t0
+    return {"batches": done, "wall_s": wall, "images_per_s": done * len(y) / wall,
+            "busy_fraction": tr.busy_seconds() / wall, "stall_fraction": wait / wall,
+            "cpu_cores_used": (cpu_busy(cpus) - c0) / wall}
+
+
+def torchvision_loader(torch, p, data, workers):
+    import torchvision
+    import torchvision.transforms as T
+    tf = T.Compose([T.RandomResizedCrop(p["crop"]), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = torchvision.datasets.ImageFolder(data, transform=tf)
+    return torch.utils.data.DataLoader(ds, batch_size=p["batch"], shuffle=True,
+                                       num_workers=workers, drop_last=True,
+                                       pin_memory=torch.cuda.is_available(),
+                                       persistent_workers=True)
+
+
+def cores_worker(a, p):
+    """One configuration in a process pinned to a.cores CPUs: a JSON line."""
+    import torch
+    import nostall
+    workers = max(1, a.cores - 1)
+    tr = Trainer(torch, p["model"], p["device"], threads=1 if p["device"] == "cpu" else None)
+    if a.loader == "nostall":
+        kw = dict(batch_size=p["batch"], crop=p["crop"], threads=workers, seed=1, drop_last=True)
+        if tr.cuda:
+            kw.update(device="cuda", pin_memory=True, output="uint8", normalize_on_device=True)
+        loader = nostall.Loader(a.data, **kw)
+    else:
+        loader = torchvision_loader(torch, p, a.data, workers)
+    # the measured part's cap: what the parent's time limit leaves after
+    # start-up (imports, CUDA, the model, workers) and the warm-up
+    r = measure(tr, loader, p["warm"], p["batches"], min(p["cap_s"], a.cap or p["cap_s"]))
+    if a.loader == "nostall":
+        loader.close()
+    r.update(status="ok", cores=a.cores, loader=a.loader, workers=workers)
+    print(json.dumps(r))
+
+
+def step_cores(a, p, doc_rows):
+    n_cpu = len(os.sched_getaffinity(0))
+    counts = [c for c in p["cores"] if c <= n_cpu]
+    if not counts:
+        return {"status": "skipped", "reason": "fewer CPUs than %s" % p["cores"]}
+    per = max(20, (a.budget - 5) / (2 * len(counts)))
+    cpus = sorted(os.sched_getaffinity(0))
+    for c in counts:
+        for loader in ("nostall", "torchvision"):
+            cmd = [sys.executable, os.path.abspath(__file__), "cores-worker", "--out", a.out,
+                   "--data", a.data, "--profile", a.profile, "--cores", str(c), "--loader", loader,
+                   "--cap", str(max(3.0, per - 15))]
+            mask = ",".join(str(i) for i in cpus[:c])
+            try:
+                subprocess.run(["taskset", "--version"], capture_output=True)
+                cmd = ["taskset", "-c", mask] + cmd
+            except OSError:  # no taskset: the worker pins itself
+                cmd += ["--pin", mask]
+            row = {"cores": c, "loader": loader}
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=per)
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                if r.returncode == 0 and lines:
+                    row = json.loads(lines[-1])
+                else:
+                    row.update(status="failed (exit %d)" % r.returncode,
+                               error=(r.stderr or r.stdout)[-1500:])
+                    sys.stderr.write(r.stderr[-3000:])
+            except subprocess.TimeoutExpired:
+                row.update(status="timeout after %.0f s" % per)
+            doc_rows.append(row)
+            print("  cores %d %-11s %s" % (c, loader, row.get("status") if row.get("status") != "ok"
+                  else "%.0f images/s, busy %.0f%%, stall %.0f%%, %.1f cores" % (
+                      row["images_per_s"], 100 * row["busy_fraction"],
+                      100 * row["stall_fraction"], row["cpu_cores_used"])))
+            record(a.out, "cores", {"status": "running", "rows": doc_rows})
+    ok = all(r.get("status") == "ok" for r in doc_rows)
+    return {"status": "ok" if ok else "partial", "rows": doc_rows, "counts": counts}
+
+
+def step_analyze(a, p):
+    import torch
+    import nostall
+    tr = Trainer(torch, p["model"], p["device"], threads=1 if p["device"] == "cpu" else None)
+
+    def train_step(x, y):
+        tr.step(x, y)
+        tr.sync()  # the analyzer times the step by the clock: wait for the device
+
+    base = dict(batch_size=p["batch"], crop=p["crop"], seed=1, drop_last=True)
+    if tr.cuda:
+        base["pin_memory"] = True
+    r = nostall.analyze(train_step, a.data, threads=4, max_batches=p["analyze_batches"],
+                        predict=["threads=%d" % t for t in p["threads"]], progress=False, **base)
+    with open(os.path.join(a.out, "analyze.txt"), "w") as f:
+        f.write(r.text)
+    meas = r.get("measured", {})
+    v = {"status": "running", "threads": 4, "bound": r.get("bound"),
+         "stall_fraction": meas.get("stall_fraction"), "measured": meas,
+         "predictions": r.get("predictions"), "rows": []}
+    nb = r.get("measurements", {}).get("batches_per_epoch")
+    for t, pred in zip(p["threads"], r.get("predictions") or []):
+        pr = pred.get("prediction", {})
+        row = {"threads": t, "predicted_bound": pr.get("bound"),
+               "predicted_stall_fraction": pr.get("stall_fraction"),
+               "predicted_epoch_s": pr.get("epoch_s")}
+        items = pr.get("delivered_items") or (nb * p["batch"] if nb else None)
+        if pr.get("epoch_s") and items:
+            row["predicted_images_per_s"] = items / pr["epoch_s"]
+        v["rows"].append(row)
+    record(a.out, "analyze", v)
+    for row in v["rows"]:
+        with nostall.Loader(a.data, threads=row["threads"], **base) as ld:
+            m = measure(tr, ld, p["warm"], p["analyze_batches"], p["cap_s"])
+        row.update(measured_images_per_s=m["images_per_s"],
+                   measured_stall_fraction=m["stall_fraction"],
+                   measured_busy_fraction=m["busy_fraction"])
+        print("  threads %d: predicted %s images/s stall %s; measured %.0f images/s stall %.2f" % (
+            row["threads"], fmt(row.get("predicted_images_per_s")),
+            fmt(row.get("predicted_stall_fraction"), "%.2f"), m["images_per_s"],
+            m["stall_fraction"]))
+        record(a.out, "analyze", v)
+    v["status"] = "ok"
+    return v
+
+
+def step_echo(a, p):
+    import torch
+    import nostall
+    if not p["echo"]:
+        return {"status": "skipped", "reason": "full profile only"}
+    model = "resnet18"
+    tr = Trainer(torch, model, p["device"], threads=1 if p["device"] == "cpu" else None)
+    x, y = synthetic_batch(torch, p)
+    for _ in range(p["warm"]):
+        tr.step(x, y)
+    tr.sync()
+    t0 = time.perf_counter()
+    for _ in range(p["accel_steps"]):
+        tr.step(x, y)
+    tr.sync()
+    step_s = (time.perf_counter() - t0) / p["accel_steps"]
+    sizes = []
+    for d, _, files in os.walk(a.data):
+        sizes += [os.path.getsize(os.path.join(d, f)) for f in files[:50]]
+        if len(sizes) > 500:
+            break
+    mean_bytes = sum(sizes) / max(1, len(sizes))
+    r_target = 4.0
+    # storage alone makes a batch take R steps
+    mbps = p["batch"] * mean_bytes / (r_target * step_s) / 1e6
+    v = {"status": "running", "model": model, "step_ms": 1e3 * step_s, "storage_mbps": mbps,
+         "r_target": r_target, "mean_file_bytes": mean_bytes, "rows": []}
+    threads = max(1, len(os.sched_getaffinity(0)) - 1)
+    configs = [("1", dict(echo="fixed", echo_factor=1)), ("2", dict(echo="fixed", echo_factor=2)),
+               ("4", dict(echo="fixed", echo_factor=4)),
+               ("adaptive", dict(echo="adaptive", echo_max=8))]
+    if a.profile == "rehearse":  # each way once (fixed, adaptive), in less time
+        configs = configs[1:2] + configs[3:]
+    for name, ecfg in configs:
+        kw = dict(batch_size=p["batch"], crop=p["crop"], threads=threads, seed=1,
+                  storage_mbps=mbps, drop_last=True, **ecfg)
+        if tr.cuda:
+            kw.update(device="cuda", pin_memory=True, output="uint8", normalize_on_device=True)
+        with nostall.Loader(a.data, **kw) as ld:
+            s0 = ld.stats()
+            m = measure(tr, ld, p["warm"], p["batches"], p["cap_s"])
+            s1 = ld.stats()
+        fresh = s1["fresh_items"] - s0["fresh_items"]
+        got = s1["items_delivered"] - s0["items_delivered"]
+        row = {"echo": name, "status": "ok", "images_per_s": m["images_per_s"],
+               "busy_fraction": m["busy_fraction"], "stall_fraction": m["stall_fraction"],
+               "factor": got / fresh if fresh else None,
+               "fresh_per_s": m["images_per_s"] * (fresh / got if got else 0)}
+        v["rows"].append(row)
+        print("  echo %-8s %.0f images/s (%.0f fresh), busy %.0f%%" % (
+            name, row["images_per_s"], row["fresh_per_s"], 100 * row["busy_fraction"]))
+        record(a.out, "echo", v)
+    v["status"] = "ok"
+    return v
+
+
+def step_gen(a, p):
+    """`nostall gen` on every core: one process per CPU, each its own seed
+    into its own folder, then the files moved into one ImageFolder (names
+    prefixed by the part, so none collide)."""
+    cli = os.environ["NOSTALL_CLI"]
+    parts = max(1, min(len(os.sched_getaffinity(0)), a.images // 50))
+    t0 = time.perf_counter()
+    procs = []
+    for k in range(parts):
+        n = a.images // parts + (1 if k < a.images % parts else 0)
+        cmd = [cli, "gen", "%s.part%d" % (a.data, k), "--images", str(n), "--classes",
+               str(a.classes), "--seed", str(1000 + k), "--quiet", "--force"]
+        if a.size:
+            w, h = a.size.split("x")
+            cmd += ["--width", w, "--height", h]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
+    bad = [p.args for p in procs if p.wait() != 0]
+    if bad:
+        raise RuntimeError("nostall gen failed: %s" % " ".join(bad[0]))
+    total = size = 0
+    for k in range(parts):
+        part = "%s.part%d" % (a.data, k)
+        for cls in sorted(os.listdir(part)):
+            os.makedirs(os.path.join(a.data, cls), exist_ok=True)
+            for f in os.listdir(os.path.join(part, cls)):
+                dst = os.path.join(a.data, cls, "p%02d_%s" % (k, f))
+                os.rename(os.path.join(part, cls, f), dst)
+                total += 1
+                size += os.path.getsize(dst)
+            os.rmdir(os.path.join(part, cls))
+        os.rmdir(part)
+    s = time.perf_counter() - t0
+    print("gen: %d images in %d classes (%.1f GB, %.0f KB mean) in %.1f s with %d processes" % (
+        total, a.classes, size / 1e9, size / 1e3 / max(1, total), s, parts))
+    return {"status": "ok", "images": total, "classes": a.classes, "bytes": size,
+            "processes": parts, "path": a.data, "size": a.size or "500x375"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("step", choices=["info", "correctness", "accel", "cores", "cores-worker",
+                                     "analyze", "echo", "gen", "note"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--data", default="")
+    ap.add_argument("--small", default="", help="small dataset for the correctness checks")
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    ap.add_argument("--budget", type=float, default=120, help="this step's seconds")
+    ap.add_argument("--cores", type=int, default=0)
+    ap.add_argument("--loader", choices=["nostall", "torchvision"], default="nostall")
+    ap.add_argument("--pin", default="")
+    ap.add_argument("--cap", type=float, default=0, help="cores-worker: measured seconds at most")
+    ap.add_argument("--images", type=int, default=0)
+    ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--size", default="", help="gen: WxH (default nostall gen's 500x375)")
+    ap.add_argument("--key", default="")
+    ap.add_argument("--json", default="", help="note: a JSON value to record under --key")
+    a = ap.parse_args()
+    p = PROFILES[a.profile]
+    if a.pin:
+        os.sched_setaffinity(0, [int(c) for c in a.pin.split(",")])
+    if a.step == "note":  # a dict merges into what the step recorded
+        value = json.loads(a.json)
+        try:
+            with open(os.path.join(a.out, "gpu.json")) as f:
+                prev = json.load(f).get(a.key)
+        except (OSError, ValueError):
+            prev = None
+        if isinstance(prev, dict) and isinstance(value, dict):
+            value = dict(prev, **value)
+        record(a.out, a.key, value)
+        return 0
+    if a.step == "cores-worker":
+        cores_worker(a, p)
+        return 0
+    t0 = time.perf_counter()
+    try:
+        if a.step == "cores":
+            rows = []
+            try:
+                v = step_cores(a, p, rows)
+            except BaseException:
+                record(a.out, "cores", {"status": "failed", "rows": rows})
+                raise
+        else:
+            v = {"info": step_info, "correctness": step_correctness, "accel": step_accel,
+                 "analyze": step_analyze, "echo": step_echo, "gen": step_gen}[a.step](a, p)
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        prev = {}
+        try:
+            with open(os.path.join(a.out, "gpu.json")) as f:
+                prev = json.load(f).get(a.step) or {}
+        except (OSError, ValueError):
+            pass
+        prev.update(status="failed", reason="%s: %s" % (type(e).__name__, e))
+        record(a.out, a.step, prev)
+        return 1
+    v["seconds"] = round(time.perf_counter() - t0, 1)
+    record(a.out, a.step, v)
+    return 0 if v.get("status") in ("ok", "skipped") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
