@@ -807,6 +807,7 @@ static int ident_fd(int fd, uint64_t size, const struct stat *st, nst_tidx_ident
     const size_t fp = size < NST_TIDX_FP_BYTES ? (size_t)size : NST_TIDX_FP_BYTES;
     uint8_t *b = malloc(2 * (size_t)NST_TIDX_FP_BYTES);
     if (!b) return nst_error(NOSTALL_E_NOMEM, "index: out of memory");
+    errno = 0;
     if (pread_all(fd, b, fp, 0) < 0 || pread_all(fd, b + fp, fp, size - fp) < 0) {
         free(b);
         return nst_error(NOSTALL_E_IO, "index: %s: cannot read its first and last %zu bytes: %s",

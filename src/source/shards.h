@@ -30,16 +30,20 @@
  *      a hash of the shard's real path, size, mtime and inode; URLs' cache
  *      is only there, under a hash of the URL; nothing is cached when
  *      neither place is writable (or with no_cache);
- *   A shard rebuilt in place with the same size (its samples re-shuffled)
- *   thus gets a header pass, never its old index. (An index file of
- *   version 1 has no identity and is never used.)
  *   3. one pass over its tar headers (tar.c's scanner, skipping member
  *      data): pread in chunks of 64 KiB for local shards; ranged GETs of
  *      16 KiB through libcurl for URLs (about one request per sample, one
  *      after the other per shard: latency-bound, which is why pack writes
  *      sidecars). A .cls member's text is read for its label. Damage is
  *      recorded in the index file (tar.h), so a cached index reports it
- *      again.
+ *      again; so is, as a damaged region naming the member, a sample
+ *      webdataset would not read as nostall would: one with two members of
+ *      one key and extension (any case), one of more than 64 members (the
+ *      whole sample, never split), and a member whose key is over 4096
+ *      bytes or extension over 255 (tar.c reports GNU sparse members).
+ * A shard rebuilt in place with the same size (its samples re-shuffled)
+ * thus gets a header pass, never its old index. (An index file of version
+ * 1 has no identity and is never used.)
  * Shards are indexed on `threads` threads at once (default: 4 per online
  * CPU for URLs, one per CPU for local header passes, at most 64) and
  * handed to the caller in order.
