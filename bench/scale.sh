@@ -115,18 +115,19 @@ static void gen_shards(const char *dir, long items, int shards)
             if (nst_tidx_add(&w, &r) < 0) exit(1);
         }
         pos += 1024;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/train-%06d.tar", dir, s);
+        FILE *f = fopen(p, "wb");
+        fclose(f);
+        if (truncate(p, (off_t)pos) != 0) exit(1);
+        if (nst_shard_ident_file(p, &w.ident) < 0) exit(1); /* the index names this shard */
         size_t len;
         if (nst_tidx_finish(&w, pos, &len) < 0) exit(1);
-        char p[4096];
         snprintf(p, sizeof p, "%s/train-%06d.tar.nstidx", dir, s);
-        FILE *f = fopen(p, "wb");
+        f = fopen(p, "wb");
         fwrite(w.buf, 1, len, f);
         fclose(f);
         nst_tidx_writer_free(&w);
-        snprintf(p, sizeof p, "%s/train-%06d.tar", dir, s);
-        f = fopen(p, "wb");
-        fclose(f);
-        if (truncate(p, (off_t)pos) != 0) exit(1);
     }
 }
 

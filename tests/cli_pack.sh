@@ -79,11 +79,12 @@ import glob, os, struct, sys
 def records(p):
     b = open(p, "rb").read()
     assert b[:8] == b"\x89NSTIDX\n", p
-    ver, flags, tar_bytes, samples, members, body = struct.unpack("<IIQQQQ", b[8:48])
-    return tar_bytes, samples, members, b[48:48 + body]
+    ver, flags, tar_bytes, samples, members, body, fp, mtime, validator = struct.unpack("<IIQQQQQQQ", b[8:72])
+    assert ver == 2 and fp != 0, p
+    return tar_bytes, samples, members, fp, b[72:72 + body]
 for p in sorted(glob.glob(sys.argv[1] + "/*.nstidx")):
     q = os.path.join(sys.argv[2], os.path.basename(p))
-    assert records(p) == records(q), p      # the same body: only the flags (who wrote it) differ
+    assert records(p) == records(q), p      # the same body and fingerprint: only the flags (who wrote it) and the mtime differ
     assert os.path.getsize(p[:-7]) == records(p)[0]
 EOF
 

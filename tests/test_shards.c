@@ -13,6 +13,7 @@
  * (sidecar served, or header pass by ranged GETs, then cached).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 
@@ -143,6 +144,141 @@ static void check_items(const nst_index *ix, int nshards, int count, const char 
     }
     for (int k = 0; k <= nshards; k++) CHECK_EQ(nst_index_shard_first(ix, (uint64_t)k), k * count);
     nst_buf_free(&buf);
+}
+
+/* A shard of SAME samples q0..q5 whose images all have one size (so any
+ * order has the same size), sample s's image filled with 'A' + s and
+ * labeled s: in archive order, or reversed (`reversed`: the usual
+ * re-shuffle of a shard rebuilt in place). */
+#define SAME 6
+static void write_same(const char *path, int reversed)
+{
+    tw w = {fopen(path, "wb"), 0};
+    if (!w.f) abort();
+    uint8_t img[700];
+    for (int i = 0; i < SAME; i++) {
+        const int s = reversed ? SAME - 1 - i : i;
+        char name[32], cls[8];
+        memset(img, 'A' + s, sizeof img);
+        img[0] = 0xFF, img[1] = 0xD8;
+        snprintf(name, sizeof name, "q%d.jpg", s);
+        tw_member(&w, name, img, sizeof img);
+        snprintf(name, sizeof name, "q%d.cls", s);
+        tw_member(&w, name, cls, (size_t)snprintf(cls, sizeof cls, "%d", s));
+    }
+    tw_close(&w);
+}
+
+/* Every item of a write_same shard: its own bytes under its own label,
+ * in archive order. */
+static void check_same(const nst_index *ix, int reversed)
+{
+    CHECK_EQ(nst_index_count(ix), SAME);
+    nst_buf buf = {0};
+    for (uint64_t i = 0; i < nst_index_count(ix) && i < SAME; i++) {
+        const int s = reversed ? SAME - 1 - (int)i : (int)i;
+        char name[32];
+        snprintf(name, sizeof name, "q%d.jpg", s);
+        CHECK(!strcmp(nst_index_member(ix, i), name));
+        CHECK_EQ(nst_index_label(ix, i), s);
+        uint64_t off, len;
+        size_t got;
+        CHECK(nst_index_range(ix, i, &off, &len) && len == 700);
+        if (nst_shard_is_url(nst_index_path(ix, i))) continue;
+        CHECK_OK(nst_read_range(nst_index_path(ix, i), off, len, 1 << 20, 0, &buf, &got));
+        CHECK(got == 700 && buf.data[5] == 'A' + s); /* the label's own image */
+    }
+    nst_buf_free(&buf);
+}
+
+/* A shard rebuilt in place with the same samples in another order has the
+ * same size: its old index (sidecar or cache) is not used. */
+static void test_reshuffled(void)
+{
+    PATH(dir, "%s/reshuffled", g_tmp);
+    mkdir(dir, 0755);
+    PATH(shard, "%s/r.tar", dir);
+    write_same(shard, 0);
+    struct stat st0, st1;
+    CHECK(stat(shard, &st0) == 0);
+    nst_index *ix;
+    nst_shard_stats st;
+    CHECK_OK(nst_index_build(&ix, shard)); /* a header pass, its sidecar written */
+    if (ix) check_same(ix, 0), nst_index_free(ix);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.sidecar, 1);
+        nst_index_free(ix);
+    }
+    /* re-shuffled in place: same size, another mtime */
+    write_same(shard, 1);
+    CHECK(stat(shard, &st1) == 0 && st1.st_size == st0.st_size);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.passes, 1);
+        CHECK_EQ(st.sidecar, 0);
+        check_same(ix, 1);
+        nst_index_free(ix);
+    }
+    /* back to the first order, with the mtime the sidecar now records
+     * (copied with its times kept): the fingerprint tells them apart */
+    write_same(shard, 0);
+    struct timespec ts[2] = {st1.st_atim, st1.st_mtim};
+    CHECK(utimensat(AT_FDCWD, shard, ts, 0) == 0);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.passes, 1);
+        check_same(ix, 0);
+        nst_index_free(ix);
+    }
+    /* the cache in $XDG_CACHE_HOME (no sidecar can be written: a folder
+     * has its name) too: kept under the same path, size, mtime and inode */
+    PATH(xdg, "%s/xdg-reshuffled", g_tmp);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    PATH(side, "%s.nstidx", shard);
+    unlink(side);
+    mkdir(side, 0755);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.cache_written, 1);
+        nst_index_free(ix);
+    }
+    write_same(shard, 1);
+    CHECK(utimensat(AT_FDCWD, shard, ts, 0) == 0);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.cached, 0);
+        CHECK_EQ(st.passes, 1);
+        check_same(ix, 1);
+        nst_index_free(ix);
+    }
+    rmdir(side);
+    unsetenv("XDG_CACHE_HOME");
+    /* an index file without an identity (version 1, or written without
+     * one) is never used */
+    nst_tidx_writer w;
+    nst_tidx_writer_init(&w, 0);
+    nst_tidx_rec r = {.key = "q0", .key_len = 2, .nmembers = 1};
+    r.m[0] = (nst_tidx_member){.ext = "jpg", .ext_len = 3, .offset = 512, .size = 700};
+    size_t len;
+    CHECK_EQ(nst_tidx_add(&w, &r), 0);
+    CHECK_EQ(nst_tidx_finish(&w, (uint64_t)st0.st_size, &len), 0);
+    FILE *f = fopen(pathf("%s.nstidx", shard), "wb");
+    fwrite(w.buf, 1, len, f);
+    fclose(f);
+    nst_tidx_writer_free(&w);
+    CHECK_OK(nst_index_build(&ix, shard));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.passes, 1);
+        check_same(ix, 1);
+        nst_index_free(ix);
+    }
 }
 
 static void test_sources(void)
@@ -466,6 +602,114 @@ static void test_damage(void)
     CHECK(strstr(nostall_last_error(), "1 damaged") != NULL);
 }
 
+/* Raw archive bytes (padded to 512). */
+static void tw_raw(tw *w, const void *d, size_t n)
+{
+    static const uint8_t zero[512];
+    fwrite(d, 1, n, w->f);
+    fwrite(zero, 1, (512 - n % 512) % 512, w->f);
+    w->pos += (n + 511) / 512 * 512;
+}
+
+static int ignored_has(const nst_index *ix, const char *a, const char *b)
+{
+    for (uint64_t i = 0; i < nst_index_ignored(ix); i++) {
+        const char *p = nst_index_ignored_path(ix, i);
+        if (p && strstr(p, a) && strstr(p, b)) return 1;
+    }
+    return 0;
+}
+
+/* Members webdataset would not group as nostall used to (silently): a
+ * duplicate member, a sample of more than 64 members, a GNU sparse member
+ * (pax 0.0), names over 4096 bytes: each a counted skip, named, with its
+ * reason; the samples around them stay. */
+static void test_odd_members(void)
+{
+    PATH(dir, "%s/odd4", g_tmp);
+    mkdir(dir, 0755);
+    PATH(shard, "%s/odd4.tar", dir);
+    tw w = {fopen(shard, "wb"), 0};
+    if (!w.f) abort();
+    tw_member(&w, "g0.jpg", "\xff\xd8g0", 4);
+    tw_member(&w, "g0.cls", "0", 1);
+    tw_member(&w, "d.jpg",
+              "\xff\xd8"
+              "d1",
+              4); /* d.jpg twice: webdataset raises */
+    tw_member(&w, "d.cls", "1", 1);
+    tw_member(&w, "d.jpg",
+              "\xff\xd8"
+              "d2",
+              4);
+    tw_member(&w, "d.cls", "2", 1);
+    tw_member(&w, "g1.jpg", "\xff\xd8g1", 4);
+    tw_member(&w, "g1.cls", "1", 1);
+    tw_member(&w, "m.jpg", "\xff\xd8mm", 4); /* m: 66 members */
+    tw_member(&w, "m.cls", "3", 1);
+    for (int i = 0; i < 64; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m.t%02d.txt", i);
+        tw_member(&w, name, "t", 1);
+    }
+    /* p.jpg: GNU sparse, pax format 0.0 (1049210 bytes, 4730 stored) */
+    static const char recs[] = "27 GNU.sparse.size=1049210\n"
+                               "26 GNU.sparse.numblocks=1\n"
+                               "29 GNU.sparse.offset=1044480\n"
+                               "28 GNU.sparse.numbytes=4730\n";
+    uint8_t blk[512];
+    nst_tar_write_header(blk, "PaxHeader", sizeof recs - 1, 0);
+    blk[156] = 'x';
+    memset(blk + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += blk[i];
+    snprintf((char *)blk + 148, 8, "%06o", sum);
+    blk[155] = ' ';
+    tw_raw(&w, blk, 512);
+    tw_raw(&w, recs, sizeof recs - 1);
+    static uint8_t stored[4730];
+    memset(stored, 's', sizeof stored);
+    tw_member(&w, "p.jpg", stored, sizeof stored);
+    tw_member(&w, "p.cls", "4", 1);
+    /* a key of 5000 bytes (a pax path) */
+    static char longname[5100];
+    static uint8_t paxbuf[6144];
+    memset(longname, 'L', 5000);
+    for (int k = 0; k < 2; k++) {
+        strcpy(longname + 5000, k ? ".cls" : ".jpg");
+        size_t n = nst_tar_pax_path(paxbuf, sizeof paxbuf, longname, 0);
+        CHECK(n > 0);
+        tw_raw(&w, paxbuf, n);
+        tw_member(&w, "placeholder", k ? "2" : "\xff\xd8LL", k ? 1 : 4);
+    }
+    tw_member(&w, "g2.jpg", "\xff\xd8g2", 4);
+    tw_member(&w, "g2.cls", "2", 1);
+    tw_close(&w);
+    for (int pass = 0; pass < 2; pass++) { /* a header pass, then its sidecar */
+        nst_index *ix;
+        CHECK_OK(nst_index_build(&ix, shard));
+        if (!ix) continue;
+        nst_shard_stats st;
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(pass ? st.sidecar : st.passes, 1);
+        CHECK_EQ(nst_index_count(ix), 3);
+        for (uint64_t i = 0; i < 3 && i < nst_index_count(ix); i++) {
+            char name[16];
+            snprintf(name, sizeof name, "g%d.jpg", (int)i);
+            CHECK(!strcmp(nst_index_member(ix, i), name));
+            CHECK_EQ(nst_index_label(ix, i), (int64_t)i);
+        }
+        CHECK_EQ(nst_index_damaged(ix), 5);
+        CHECK_EQ(nst_index_ignored(ix), 6); /* the 5, and p.cls without its image */
+        CHECK(ignored_has(ix, "odd4.tar: d.jpg: duplicate member", "bytes "));
+        CHECK(ignored_has(ix, "odd4.tar: m.t", "more than 64 members"));
+        CHECK(ignored_has(ix, "odd4.tar: p.jpg: GNU sparse member", "bytes "));
+        CHECK(ignored_has(ix, "odd4.tar: LLLLLLLLLL", "...: name too long"));
+        CHECK(ignored_has(ix, "odd4.tar: p: no image", ""));
+        nst_index_free(ix);
+    }
+}
+
 static int collect(void *ctx, const char *name)
 {
     char *out = ctx;
@@ -545,16 +789,17 @@ static void write_sidecar_shard(const char *tar, int k, int count)
         if (nst_tidx_add(&w, &r) < 0) abort();
     }
     pos += 1024;
+    FILE *f = fopen(tar, "wb");
+    fclose(f);
+    if (truncate(tar, (off_t)pos) != 0) abort();
+    if (nst_shard_ident_file(tar, &w.ident) < 0) abort(); /* as pack does */
     size_t len;
     if (nst_tidx_finish(&w, pos, &len) < 0) abort();
-    FILE *f = fopen(pathf("%s.nstidx", tar), "wb");
+    f = fopen(pathf("%s.nstidx", tar), "wb");
     if (!f) abort();
     fwrite(w.buf, 1, len, f);
     fclose(f);
     nst_tidx_writer_free(&w);
-    f = fopen(tar, "wb");
-    fclose(f);
-    if (truncate(tar, (off_t)pos) != 0) abort();
 }
 
 static void test_memory(void)
@@ -633,7 +878,7 @@ static void test_http(void)
     if (ix && lx) {
         nst_index_shard_stats(ix, &st);
         CHECK_EQ(st.sidecar, 3);
-        CHECK_EQ(st.http_requests, 3);
+        CHECK_EQ(st.http_requests, 3 * 2); /* the first window (the identity), the sidecar */
         for (uint64_t i = 0; i < nst_index_count(lx); i++) {
             uint64_t a, b, c, d;
             nst_index_range(ix, i, &a, &b);
@@ -643,6 +888,24 @@ static void test_http(void)
     }
     nst_index_free(ix);
     nst_index_free(lx);
+    /* w-1.tar rebuilt in place, its samples re-shuffled (same size): the
+     * sidecar nginx serves and the cached header pass describe the old
+     * shard; neither is used */
+    write_same(local[1], 1);
+    CHECK_OK(nst_index_build(&ix, urls[1]));
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.passes, 1);
+        check_same(ix, 1);
+        nst_index_free(ix);
+    }
+    CHECK_OK(nst_index_build(&ix, urls[1])); /* its new cache */
+    if (ix) {
+        nst_index_shard_stats(ix, &st);
+        CHECK_EQ(st.cached, 1);
+        check_same(ix, 1);
+        nst_index_free(ix);
+    }
     /* a missing shard: an error naming the URL */
     CHECK_RC(nst_index_build(&ix, pathf("http://127.0.0.1:%d/w-{2..3}.tar", port)),
              NOSTALL_E_NOT_FOUND);
@@ -659,7 +922,9 @@ int main(void)
     test_expand();
     test_sources();
     test_cache();
+    test_reshuffled();
     test_damage();
+    test_odd_members();
     test_memory();
     test_http();
     TEST_EXIT();

@@ -268,6 +268,77 @@ static void test_damage(void)
     nst_index_free(ix);
 }
 
+/* Six samples r0..r5 of one image size (sample s's image filled with
+ * 'A' + s), in order, or with r2..r5 reversed. */
+static void write_r(const char *p, int reshuffled)
+{
+    uint8_t img[600];
+    static const uint8_t zero[1024];
+    FILE *f = fopen(p, "wb");
+    if (!f) abort();
+    for (int i = 0; i < 6; i++) {
+        const int s = reshuffled && i >= 2 ? 7 - i : i; /* 0 1 5 4 3 2 */
+        char name[32], cls[8];
+        memset(img, 'A' + s, sizeof img);
+        snprintf(name, sizeof name, "r%d.jpg", s);
+        member(f, name, img, sizeof img);
+        snprintf(name, sizeof name, "r%d.cls", s);
+        member(f, name, cls, (size_t)snprintf(cls, sizeof cls, "%d", s));
+    }
+    fwrite(zero, 1, sizeof zero, f);
+    fclose(f);
+}
+
+/* A shard re-shuffled in place after it was indexed (its samples of one
+ * size: every member where the index expects one, of the expected size):
+ * each item whose member there has another name is a bad item naming
+ * both, never another sample's bytes under this item's label. */
+static void test_reshuffled(void)
+{
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/same", g_tmp);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/r.tar", dir);
+    write_r(p, 0);
+    nst_index *ix;
+    CHECK_OK(nst_index_build(&ix, p));
+    if (!ix) return;
+    write_r(p, 1); /* the index in memory describes the old order */
+    nst_sampler sm;
+    CHECK_OK(nst_sampler_init(&sm, 6, 1, 0, 1, 1, 0));
+    nst_stream_opts o = {.seed = 1,
+                         .shuffle = 0,
+                         .buffer = 1,
+                         .capacity = 4,
+                         .epochs = 1,
+                         .max_item_bytes = 1 << 20,
+                         .sampler = sm};
+    nst_stream *s;
+    CHECK_OK(nst_stream_create(&s, ix, &o));
+    int failed = 0;
+    for (uint64_t pos = 0; pos < 6; pos++) {
+        const uint8_t *d;
+        size_t n;
+        char msg[512];
+        const uint64_t item = nst_stream_item(s, 0, nst_stream_global(&sm, 0, pos));
+        int rc = nst_stream_get(s, 0, pos, &d, &n, msg, sizeof msg);
+        if (rc == 0) {
+            CHECK(item < 2); /* r0, r1 kept their places */
+            CHECK(n == 600 && d[0] == 'A' + item);
+        } else {
+            failed++;
+            CHECK(item >= 2);
+            char want[64];
+            snprintf(want, sizeof want, "the index says 'r%d.jpg'", (int)item);
+            CHECK(strstr(msg, "r.tar") && strstr(msg, want) && strstr(msg, "the member here is"));
+        }
+        nst_stream_release(s, 0, pos);
+    }
+    CHECK_EQ(failed, 4);
+    nst_stream_free(s);
+    nst_index_free(ix);
+}
+
 static void *stopper(void *arg)
 {
     usleep(20000); /* not a timing assertion: the get below waits either way */
@@ -317,5 +388,6 @@ int main(void)
     test_stop(ix);
     nst_index_free(ix);
     test_damage();
+    test_reshuffled();
     TEST_EXIT();
 }

@@ -541,12 +541,151 @@ static void test_index_file(void)
     /* truncated files */
     for (size_t cut = 0; cut < len; cut += 3)
         CHECK(nst_tidx_open(&rd, w.buf, cut, why, sizeof why) < 0);
-    /* version 2 */
-    memcpy(b, w.buf, len);
-    b[8] = 2;
-    reseal(b, len);
-    CHECK(nst_tidx_open(&rd, b, len, why, sizeof why) < 0 && strstr(why, "version"));
+    /* version 1 (no identity) and 3: refused */
+    for (int v = 1; v <= 3; v += 2) {
+        memcpy(b, w.buf, len);
+        b[8] = (uint8_t)v;
+        reseal(b, len);
+        CHECK(nst_tidx_open(&rd, b, len, why, sizeof why) < 0 && strstr(why, "version"));
+    }
     nst_tidx_writer_free(&w);
+
+    /* the identity, and a damaged region's member name, round trip */
+    nst_tidx_writer_init(&w, 0);
+    w.ident = (nst_tidx_ident){.fingerprint = 0x1122334455667788ULL,
+                               .mtime = 1700000000123456789ULL,
+                               .validator = 42};
+    nst_tidx_rec named = {.key = NULL,
+                          .offset = 512,
+                          .size = 100,
+                          .code = NST_TAR_DMG_SPARSE,
+                          .dname = "dir/s.jpg",
+                          .dname_len = 9};
+    CHECK_EQ(nst_tidx_add(&w, &named), 0);
+    static char longname[3000];
+    memset(longname, 'n', sizeof longname);
+    named = (nst_tidx_rec){.key = NULL,
+                           .offset = 1024,
+                           .size = 10,
+                           .code = NST_TAR_DMG_LONGNAME,
+                           .dname = longname,
+                           .dname_len = sizeof longname};
+    CHECK_EQ(nst_tidx_add(&w, &named), 0); /* kept: its first NST_TIDX_MAX_DNAME bytes */
+    CHECK_EQ(nst_tidx_finish(&w, 2048, &len), 0);
+    CHECK_EQ(nst_tidx_open(&rd, w.buf, len, why, sizeof why), 0);
+    CHECK(rd.ident.fingerprint == 0x1122334455667788ULL &&
+          rd.ident.mtime == 1700000000123456789ULL && rd.ident.validator == 42);
+    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK(!g.key && g.code == NST_TAR_DMG_SPARSE && g.dname_len == 9 &&
+          !memcmp(g.dname, "dir/s.jpg", 9));
+    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK(!g.key && g.code == NST_TAR_DMG_LONGNAME && g.dname_len == NST_TIDX_MAX_DNAME);
+    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 0);
+    nst_tidx_writer_free(&w);
+    /* the fingerprint sees both ends and the size */
+    static uint8_t h1[100], h2[100];
+    memset(h1, 1, sizeof h1);
+    memset(h2, 1, sizeof h2);
+    const uint64_t f0 = nst_tidx_fingerprint(5000, h1, 100, h2, 100);
+    h2[99] = 2;
+    CHECK(nst_tidx_fingerprint(5000, h1, 100, h2, 100) != f0);
+    CHECK(nst_tidx_fingerprint(5001, h1, 100, h1, 100) != f0);
+    CHECK(f0 != 0);
+}
+
+/* Recompute a header's checksum after an edit (tar.c's rule). */
+static void fix_checksum(uint8_t *blk)
+{
+    memset(blk + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += blk[i];
+    snprintf((char *)blk + 148, 8, "%06o", sum);
+    blk[155] = ' ';
+}
+
+/* A pax 'x' header with `records` (each "key=value"), at out. */
+static size_t pax(uint8_t *out, const char *const *records, int n)
+{
+    char body[2048];
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t r = strlen(records[i]) + 2; /* ' ' and '\n' */
+        size_t total = r + 1;
+        while (total != r + (size_t)snprintf(NULL, 0, "%zu", total))
+            total = r + (size_t)snprintf(NULL, 0, "%zu", total);
+        len += (size_t)snprintf(body + len, sizeof body - len, "%zu %s\n", total, records[i]);
+    }
+    nst_tar_write_header(out, "PaxHeader", len, 0);
+    out[156] = 'x';
+    fix_checksum(out);
+    memset(out + 512, 0, (len + 511) / 512 * 512);
+    memcpy(out + 512, body, len);
+    return 512 + (len + 511) / 512 * 512;
+}
+
+static size_t member_at(uint8_t *out, const char *name, size_t size, uint8_t fill)
+{
+    nst_tar_write_header(out, name, size, 0);
+    memset(out + 512, fill, (size + 511) / 512 * 512);
+    return 512 + (size + 511) / 512 * 512;
+}
+
+/* GNU sparse members (pax 0.0, 0.1, 1.0; old GNU 'S' with an extension
+ * block) are one SPARSE damage event each, naming the member, never a
+ * member delivered as its stored chunks; the members around them stay. */
+static void test_sparse(void)
+{
+    static uint8_t buf[1 << 16];
+    static scan_result r;
+    size_t pos = 0;
+    pos += member_at(buf + pos, "a.jpg", 700, 'a');
+    const char *v00[] = {"GNU.sparse.size=1049210", "GNU.sparse.numblocks=1",
+                         "GNU.sparse.offset=1044480", "GNU.sparse.numbytes=4730"};
+    pos += pax(buf + pos, v00, 4);
+    pos += member_at(buf + pos, "s00.jpg", 4730, 's');
+    const char *v01[] = {"GNU.sparse.size=9000", "GNU.sparse.numblocks=1", "GNU.sparse.map=0,1000"};
+    pos += pax(buf + pos, v01, 3);
+    pos += member_at(buf + pos, "s01.jpg", 1000, 't');
+    const char *v10[] = {"GNU.sparse.major=1", "GNU.sparse.minor=0", "GNU.sparse.name=s10.jpg",
+                         "GNU.sparse.realsize=9000"};
+    pos += pax(buf + pos, v10, 4);
+    pos += member_at(buf + pos, "GNUSparseFile.0/s10.jpg", 1536, 'u');
+    pos += member_at(buf + pos, "b.jpg", 300, 'b');
+    /* old GNU sparse: type 'S', byte 482 set: one extension block follows */
+    nst_tar_write_header(buf + pos, "sold.jpg", 1024, 0);
+    memcpy(buf + pos + 257, "ustar  ", 8); /* the GNU magic */
+    buf[pos + 156] = 'S';
+    buf[pos + 482] = 1;
+    fix_checksum(buf + pos);
+    pos += 512;
+    memset(buf + pos, 0, 512); /* the extension block: no more (byte 504 = 0) */
+    snprintf((char *)buf + pos, 24, "%011o", 4096);
+    pos += 512;
+    memset(buf + pos, 'v', 1024);
+    pos += 1024;
+    pos += member_at(buf + pos, "c.jpg", 100, 'c');
+    memset(buf + pos, 0, 1024);
+    pos += 1024;
+    static const char *const sparse[] = {"s00.jpg", "s01.jpg", "s10.jpg", "sold.jpg"};
+    for (int mode = 0; mode < 4; mode++) {
+        if (mode < 3)
+            scan_stream(buf, pos, mode == 0 ? 0 : mode == 1 ? 1 : 4096, &r);
+        else
+            scan_skip(buf, pos, &r);
+        CHECK_EQ(r.n, 3);
+        CHECK(r.n == 3 && !strcmp(r.m[0].name, "a.jpg") && !strcmp(r.m[1].name, "b.jpg") &&
+              !strcmp(r.m[2].name, "c.jpg"));
+        CHECK_EQ(r.ndamage, 4);
+        for (int i = 0; i < 4 && i < r.ndamage; i++) {
+            CHECK_EQ(r.damage[i].code, NST_TAR_DMG_SPARSE);
+            CHECK(!strcmp(r.damage_name[i], sparse[i]));
+        }
+        CHECK(r.ended);
+    }
+    /* cut inside the old sparse member's extension block: one event */
+    const size_t cut = pos - 1024 - 1024 - 1024 - 512 + 100;
+    scan_stream(buf, cut, 0, &r);
+    CHECK(r.ndamage == 4 && r.damage[3].code == NST_TAR_DMG_SPARSE);
 }
 
 /* The writer's archives as tarfile sees them. */
@@ -603,6 +742,7 @@ int main(void)
     const char *tmp = test_tmpdir("test_tar");
     test_names();
     test_index_file();
+    test_sparse();
     test_damage();
     test_writer(tmp);
     test_formats(tmp);

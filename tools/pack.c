@@ -610,6 +610,11 @@ static int close_shard(pk_writer *w)
     bad |= fclose(w->f) != 0;
     w->f = NULL;
     if (!bad && rename(w->tmp, w->path) != 0) bad = 1;
+    /* the index is bound to this version of the shard by its fingerprint
+       (its size and ends); no mtime, so that the bytes are the same for
+       every run and a copy of the pair stays valid */
+    if (!bad && nst_shard_ident_file(w->path, &w->idx.ident) < 0) bad = 1;
+    w->idx.ident.mtime = 0;
     if (!bad && nst_tidx_finish(&w->idx, w->pos, &len) < 0) bad = 1;
     char side[PATH_MAX + 16];
     snprintf(side, sizeof side, "%s%s", w->path, NST_TIDX_SUFFIX);

@@ -1051,10 +1051,17 @@ static int add_shard(void *ctx, size_t k, const uint8_t *file, size_t len)
             rc = add_sample(ix, c, (uint32_t)k, sname, rec);
         } else {
             ix->damaged++;
-            rc = note_ignored(ix, sname, "bytes %llu-%llu: %s (members in it lost)",
-                              (unsigned long long)rec->offset,
-                              (unsigned long long)(rec->offset + rec->size - (rec->size > 0)),
-                              nst_tar_damage_name(rec->code));
+            const int cut = rec->dname_len > 200; /* a name over 4096 bytes: its start */
+            if (rec->dname_len)
+                rc = note_ignored(ix, sname, "%.*s%s: %s (bytes %llu-%llu lost)",
+                                  cut ? 200 : (int)rec->dname_len, rec->dname, cut ? "..." : "",
+                                  nst_tar_damage_name(rec->code), (unsigned long long)rec->offset,
+                                  (unsigned long long)(rec->offset + rec->size - (rec->size > 0)));
+            else
+                rc = note_ignored(ix, sname, "bytes %llu-%llu: %s (members in it lost)",
+                                  (unsigned long long)rec->offset,
+                                  (unsigned long long)(rec->offset + rec->size - (rec->size > 0)),
+                                  nst_tar_damage_name(rec->code));
         }
         if (rc < 0) {
             rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(sname));

@@ -198,6 +198,7 @@ typedef struct rd {
     uint8_t *buf;  /* the window: bytes [boff, boff + len) */
     size_t cap, len;
     uint64_t boff;
+    nst_tidx_ident id; /* the shard's identity, as read */
     nst_shard_stats st;
 } rd;
 
@@ -206,7 +207,8 @@ typedef struct hbody {
     uint8_t *data;
     size_t len, cap, limit;
     int over, has_range;
-    uint64_t a, b, total; /* Content-Range: bytes a-b/total (total 0: '*') */
+    uint64_t a, b, total;   /* Content-Range: bytes a-b/total (total 0: '*') */
+    uint64_t etag, lastmod; /* hashes of those headers' values (0: absent) */
 } hbody;
 
 static size_t h_body(char *p, size_t sz, size_t nm, void *ud)
@@ -250,6 +252,22 @@ static size_t h_header(char *p, size_t sz, size_t nm, void *ud)
     if (n >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new response (redirect): start over */
         h->len = 0;
         h->has_range = 0;
+        h->etag = h->lastmod = 0;
+        return n;
+    }
+    static const char et[] = "etag:", lm[] = "last-modified:";
+    for (int k = 0; k < 2; k++) { /* the validators, for the shard's identity */
+        const char *f = k ? lm : et;
+        const size_t fl = k ? sizeof lm - 1 : sizeof et - 1;
+        size_t i = 0;
+        while (i < fl && i < n && (p[i] | 0x20) == f[i]) i++;
+        if (i < fl) continue;
+        const char *v = p + fl, *e = end;
+        while (v < e && (*v == ' ' || *v == '\t')) v++;
+        while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
+        uint64_t x = 0;
+        nostall_checksum_update(&x, v, (size_t)(e - v));
+        *(k ? &h->lastmod : &h->etag) = x ? x : 1;
         return n;
     }
     static const char cr[] = "content-range:";
@@ -472,7 +490,9 @@ static int rd_window(rd *r, uint64_t off, const uint8_t **p, size_t *n)
 
 /* ---- the header pass ------------------------------------------------------ */
 
-/* The sample being gathered. */
+/* The sample being gathered. A sample found bad (a duplicate member, too
+ * many members) keeps gathering its key's members, unrecorded, and is
+ * written as one damaged region naming the member that made it bad. */
 typedef struct gather {
     nst_tidx_rec rec;
     char key[NST_TIDX_MAX_KEY];
@@ -480,15 +500,42 @@ typedef struct gather {
     int cls; /* member index whose text is being collected, or -1 */
     uint8_t text[64];
     size_t text_len;
+    int bad;          /* NST_TAR_DMG_DUPLICATE / _MEMBERS, or 0 */
+    uint64_t bad_end; /* the end of the bad sample's last member */
+    size_t bad_len;
+    char bad_name[NST_TIDX_MAX_KEY + NST_TIDX_MAX_EXT + 2];
 } gather;
 
 static int flush(nst_tidx_writer *w, gather *g)
 {
     int rc = 0;
-    if (g->rec.nmembers) rc = nst_tidx_add(w, &g->rec);
+    if (g->rec.nmembers && g->bad) {
+        nst_tidx_rec d = {.key = NULL,
+                          .offset = g->rec.m[0].offset,
+                          .size = g->bad_end - g->rec.m[0].offset,
+                          .code = g->bad,
+                          .dname = g->bad_name,
+                          .dname_len = (uint32_t)g->bad_len};
+        rc = nst_tidx_add(w, &d);
+    } else if (g->rec.nmembers) {
+        rc = nst_tidx_add(w, &g->rec);
+    }
     g->rec.nmembers = 0;
     g->cls = -1;
+    g->bad = 0;
     return rc;
+}
+
+static int same_ext(const char *a, size_t an, const char *b, size_t bn)
+{
+    if (an != bn) return 0;
+    for (size_t i = 0; i < an; i++) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x = (char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = (char)(y - 'A' + 'a');
+        if (x != y) return 0;
+    }
+    return 1;
 }
 
 static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, const nst_tar_ev *ev)
@@ -500,18 +547,42 @@ static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, cons
         nst_tar_skip(s);
         return 0;
     }
-    if (!nst_tar_split_name(ev->name, nlen, &klen, &ext, &elen) || klen > NST_TIDX_MAX_KEY ||
-        elen > NST_TIDX_MAX_EXT) {
+    if (!nst_tar_split_name(ev->name, nlen, &klen, &ext, &elen)) {
         nst_tar_skip(s); /* in no sample (webdataset skips it too) */
         return 0;
     }
-    if (g->rec.nmembers && (g->rec.key_len != klen || memcmp(g->key, ev->name, klen) != 0 ||
-                            g->rec.nmembers == NST_TIDX_MAX_MEMBERS))
+    if (klen > NST_TIDX_MAX_KEY || elen > NST_TIDX_MAX_EXT) { /* a counted skip, named */
+        nst_tar_skip(s);
+        if (flush(w, g) < 0) return -1;
+        nst_tidx_rec d = {.key = NULL,
+                          .offset = ev->offset,
+                          .size = ev->size,
+                          .code = NST_TAR_DMG_LONGNAME,
+                          .dname = ev->name,
+                          .dname_len =
+                              (uint32_t)(nlen < NST_TIDX_MAX_DNAME ? nlen : NST_TIDX_MAX_DNAME)};
+        return nst_tidx_add(w, &d);
+    }
+    if (g->rec.nmembers && (g->rec.key_len != klen || memcmp(g->key, ev->name, klen) != 0))
         if (flush(w, g) < 0) return -1;
     if (!g->rec.nmembers) {
         memcpy(g->key, ev->name, klen);
         g->rec.key = g->key;
         g->rec.key_len = (uint32_t)klen;
+    } else if (!g->bad) { /* the same key: a duplicate extension, or one too many */
+        for (uint32_t i = 0; i < g->rec.nmembers && !g->bad; i++)
+            if (same_ext(g->rec.m[i].ext, g->rec.m[i].ext_len, ext, elen))
+                g->bad = NST_TAR_DMG_DUPLICATE;
+        if (!g->bad && g->rec.nmembers == NST_TIDX_MAX_MEMBERS) g->bad = NST_TAR_DMG_MEMBERS;
+        if (g->bad) {
+            g->bad_len = nlen < sizeof g->bad_name ? nlen : sizeof g->bad_name - 1;
+            memcpy(g->bad_name, ev->name, g->bad_len);
+        }
+    }
+    if (g->bad) { /* the rest of a bad sample: only its extent */
+        g->bad_end = ev->offset + ev->size;
+        nst_tar_skip(s);
+        return 0;
     }
     const uint32_t k = g->rec.nmembers++;
     memcpy(g->ext[k], ext, elen);
@@ -536,7 +607,13 @@ static int on_damage(rd *r, nst_tidx_writer *w, gather *g, const nst_tar_ev *ev)
     if (flush(w, g) < 0) return -1;
     uint64_t off = ev->offset < r->size ? ev->offset : r->size;
     uint64_t len = ev->size < r->size - off ? ev->size : r->size - off;
-    nst_tidx_rec d = {.key = NULL, .offset = off, .size = len, .code = ev->code};
+    const size_t nlen = ev->name ? strnlen(ev->name, NST_TIDX_MAX_DNAME) : 0;
+    nst_tidx_rec d = {.key = NULL,
+                      .offset = off,
+                      .size = len,
+                      .code = ev->code,
+                      .dname = ev->name,
+                      .dname_len = (uint32_t)nlen};
     return nst_tidx_add(w, &d);
 }
 
@@ -553,6 +630,7 @@ static int header_pass(rd *r, nst_tidx_writer *w)
     nst_tar_scan_init(s);
     g->rec.nmembers = 0;
     g->cls = -1;
+    g->bad = 0;
     nst_tar_ev ev;
     while (!ended && s->pos < r->size) {
         const uint8_t *p = NULL;
@@ -681,20 +759,81 @@ static int cache_file(char *buf, size_t n, const char *id, size_t idlen)
     return snprintf(buf, n, "%s/%016llx%s", dir, (unsigned long long)h, NST_TIDX_SUFFIX) < (int)n;
 }
 
-/* An index file read from `path`, if it describes a shard of `size`. */
-static int usable(const char *path, uint64_t size, uint8_t **out, size_t *len)
+/* 1 if an index file's identity is that of the shard as read: the size
+ * and the fingerprint always; a local shard's mtime when the file records
+ * one (a header pass's does; pack's sidecars do not, so that their bytes
+ * do not depend on when they were written and a copy stays valid); a
+ * URL's validator when both the file and the server have one. */
+static int same_shard(const nst_tidx_reader *tr, const rd *r)
+{
+    if (tr->tar_bytes != r->size || tr->ident.fingerprint != r->id.fingerprint) return 0;
+    if (!nst_shard_is_url(r->name)) return !tr->ident.mtime || tr->ident.mtime == r->id.mtime;
+    return !tr->ident.validator || !r->id.validator || tr->ident.validator == r->id.validator;
+}
+
+/* An index file read from `path`, if it describes the shard as read. */
+static int usable(const char *path, const rd *r, uint8_t **out, size_t *len)
 {
     uint8_t *b;
     size_t n;
     nst_tidx_reader tr;
     if (!slurp(path, SIDECAR_MAX, &b, &n)) return 0;
-    if (nst_tidx_open(&tr, b, n, NULL, 0) < 0 || tr.tar_bytes != size) {
+    if (nst_tidx_open(&tr, b, n, NULL, 0) < 0 || !same_shard(&tr, r)) {
         free(b);
         return 0;
     }
     *out = b;
     *len = n;
     return 1;
+}
+
+/* n bytes at `off` of an open local file. */
+static int pread_all(int fd, uint8_t *b, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, b + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* A local shard's identity: the fingerprint of its ends, its mtime. */
+static int ident_fd(int fd, uint64_t size, const struct stat *st, nst_tidx_ident *id,
+                    const char *name)
+{
+    const size_t fp = size < NST_TIDX_FP_BYTES ? (size_t)size : NST_TIDX_FP_BYTES;
+    uint8_t *b = malloc(2 * (size_t)NST_TIDX_FP_BYTES);
+    if (!b) return nst_error(NOSTALL_E_NOMEM, "index: out of memory");
+    errno = 0;
+    if (pread_all(fd, b, fp, 0) < 0 || pread_all(fd, b + fp, fp, size - fp) < 0) {
+        free(b);
+        return nst_error(NOSTALL_E_IO, "index: %s: cannot read its first and last %zu bytes: %s",
+                         NST_MSG_PATH(name), fp, errno ? strerror(errno) : "the file shrank");
+    }
+    id->fingerprint = nst_tidx_fingerprint(size, b, fp, b + fp, fp);
+    id->mtime = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+    id->validator = 0;
+    free(b);
+    return 0;
+}
+
+int nst_shard_ident_file(const char *path, nst_tidx_ident *id)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        return nst_error(e == ENOENT ? NOSTALL_E_NOT_FOUND : NOSTALL_E_IO,
+                         "index: %s: cannot read: %s", NST_MSG_PATH(path),
+                         fd >= 0 ? "not a regular file" : strerror(e));
+    }
+    const int rc = ident_fd(fd, (uint64_t)st.st_size, &st, id, path);
+    close(fd);
+    return rc;
 }
 
 /* ---- one shard ------------------------------------------------------------ */
@@ -711,6 +850,7 @@ static int pass_and_cache(rd *r, const char *sidecar, const char *cache, job *j)
 {
     nst_tidx_writer w;
     nst_tidx_writer_init(&w, 1);
+    w.ident = r->id;
     int rc = header_pass(r, &w);
     if (rc == 0 && nst_tidx_finish(&w, r->size, &j->len) < 0)
         rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(r->name));
@@ -741,10 +881,17 @@ static int index_local(rd *r, job *j)
         return nst_error(NOSTALL_E_IO, "index: %s: a shard must be a regular file",
                          NST_MSG_PATH(r->name));
     r->size = (uint64_t)st.st_size;
+    r->fd = open(r->name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (r->fd < 0) {
+        int e = errno;
+        return nst_error(e == EACCES ? NOSTALL_E_PERMISSION : NOSTALL_E_IO, "index: %s: %s",
+                         NST_MSG_PATH(r->name), strerror(e));
+    }
+    int rc = ident_fd(r->fd, r->size, &st, &r->id, r->name);
     const int has_side = nst_shard_sidecar_name(r->name, side, sizeof side) == 0;
-    if (has_side && usable(side, r->size, &j->file, &j->len)) {
+    if (rc == 0 && has_side && usable(side, r, &j->file, &j->len)) {
         r->st.sidecar++;
-        return 0;
+        goto done;
     }
     char id[PATH_MAX + 96], real[PATH_MAX];
     const char *rp = realpath(r->name, real) ? real : r->name;
@@ -753,17 +900,12 @@ static int index_local(rd *r, job *j)
                  (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, (unsigned long long)st.st_ino);
     const int has_cache =
         idlen > 0 && idlen < (int)sizeof id && cache_file(cache, sizeof cache, id, (size_t)idlen);
-    if (has_cache && usable(cache, r->size, &j->file, &j->len)) {
+    if (rc == 0 && has_cache && usable(cache, r, &j->file, &j->len)) {
         r->st.cached++;
-        return 0;
+        goto done;
     }
-    r->fd = open(r->name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (r->fd < 0) {
-        int e = errno;
-        return nst_error(e == EACCES ? NOSTALL_E_PERMISSION : NOSTALL_E_IO, "index: %s: %s",
-                         NST_MSG_PATH(r->name), strerror(e));
-    }
-    int rc = pass_and_cache(r, has_side ? side : NULL, has_cache ? cache : NULL, j);
+    if (rc == 0) rc = pass_and_cache(r, has_side ? side : NULL, has_cache ? cache : NULL, j);
+done:
     close(r->fd);
     r->fd = -1;
     return rc;
@@ -774,25 +916,10 @@ static int index_url(rd *r, job *j)
     char side[8192], cache[PATH_MAX];
     int rc = curl_setup(r);
     if (rc < 0) return rc;
-    if (nst_shard_sidecar_name(r->name, side, sizeof side) == 0) {
-        hbody h = {0};
-        long code;
-        nst_tidx_reader tr;
-        rc = http_get(r, side, 0, 0, SIDECAR_MAX, &h, &code);
-        if (rc == 0 && code == 200 && nst_tidx_open(&tr, h.data, h.len, NULL, 0) == 0) {
-            j->file = h.data;
-            j->len = h.len;
-            r->size = tr.tar_bytes;
-            r->st.sidecar++;
-            return 0;
-        }
-        free(h.data);
-        nst_error_clear();
-    }
-    /* the first window tells the shard's size */
+    /* the first window tells the shard's size, validator and head */
     hbody h = {.data = r->buf, .cap = r->cap};
     long code;
-    rc = http_get(r, r->name, 0, HTTP_CHUNK, HTTP_CHUNK, &h, &code);
+    rc = http_get(r, r->name, 0, NST_TIDX_FP_BYTES, NST_TIDX_FP_BYTES, &h, &code);
     r->buf = h.data, r->cap = h.cap;
     if (rc == NOSTALL_E_TRUNCATED) { /* 416: an empty file */
         nst_error_clear();
@@ -810,8 +937,40 @@ static int index_url(rd *r, job *j)
         r->len = h.len;
     }
     r->boff = 0;
+    r->id.validator = h.etag ? h.etag : h.lastmod;
+    /* the identity: the fingerprint of both ends (one more request when
+       the shard is larger than the window) */
+    if (r->size > r->len) {
+        const uint64_t fp = NST_TIDX_FP_BYTES, off = r->size - fp;
+        hbody t = {0};
+        rc = http_get(r, r->name, off, fp, fp, &t, &code);
+        if (rc == 0 && (code != 206 || !t.has_range || t.a != off || t.len != fp))
+            rc = nst_error(NOSTALL_E_IO, "index: %s: a range answer not for bytes %llu-%llu",
+                           NST_MSG_PATH(r->name), (unsigned long long)off,
+                           (unsigned long long)(r->size - 1));
+        if (rc == 0) r->id.fingerprint = nst_tidx_fingerprint(r->size, r->buf, fp, t.data, fp);
+        free(t.data);
+        if (rc < 0) return rc;
+    } else {
+        r->id.fingerprint = nst_tidx_fingerprint(r->size, r->buf, r->len, r->buf, r->len);
+    }
+    r->id.mtime = 0;
+    if (nst_shard_sidecar_name(r->name, side, sizeof side) == 0) {
+        hbody sh = {0};
+        nst_tidx_reader tr;
+        rc = http_get(r, side, 0, 0, SIDECAR_MAX, &sh, &code);
+        if (rc == 0 && code == 200 && nst_tidx_open(&tr, sh.data, sh.len, NULL, 0) == 0 &&
+            same_shard(&tr, r)) {
+            j->file = sh.data;
+            j->len = sh.len;
+            r->st.sidecar++;
+            return 0;
+        }
+        free(sh.data);
+        nst_error_clear();
+    }
     const int has_cache = cache_file(cache, sizeof cache, r->name, strlen(r->name));
-    if (has_cache && usable(cache, r->size, &j->file, &j->len)) {
+    if (has_cache && usable(cache, r, &j->file, &j->len)) {
         r->st.cached++;
         return 0;
     }
@@ -823,6 +982,7 @@ static void run_job(rd *r, job *j)
     r->boff = r->len = 0;
     r->fd = -1;
     r->size = 0;
+    memset(&r->id, 0, sizeof r->id);
     nst_error_clear();
     j->status = nst_shard_is_url(r->name) ? index_url(r, j) : index_local(r, j);
     if (j->status < 0) {
@@ -971,7 +1131,8 @@ int nst_shard_scan_file(const char *path, uint8_t **out, size_t *len)
     }
     r.size = (uint64_t)st.st_size;
     job j = {0};
-    int rc = pass_and_cache(&r, NULL, NULL, &j);
+    int rc = ident_fd(r.fd, r.size, &st, &r.id, path);
+    if (rc == 0) rc = pass_and_cache(&r, NULL, NULL, &j);
     close(r.fd);
     free(r.buf);
     if (rc < 0) return rc;

@@ -13,23 +13,37 @@
  *
  * A shard's members, in order of preference:
  *   1. its sidecar index file NAME.tar.nstidx (tar.h; `nostall pack`
- *      writes it), when it describes a shard of the shard's size (local:
- *      stat; URLs: trusted as served, the size is not fetched);
- *   2. the cache of an earlier header pass, when it describes a shard of
- *      that size: local shards' cache is the sidecar path itself when the
- *      shard's folder is writable, else $XDG_CACHE_HOME/nostall/shards/
- *      (or ~/.cache/nostall/shards/) under a hash of the shard's real path,
- *      size, mtime and inode; URLs' cache is only there, under a hash of
- *      the URL, checked against the size the first ranged read reports;
- *      nothing is cached when neither place is writable (or with
- *      no_cache);
+ *      writes it), when it describes this version of the shard (its
+ *      identity, tar.h): the same size and fingerprint (the shard's first
+ *      and last 64 KiB, read each time: two preads, or for URLs one
+ *      ranged GET of the first 64 KiB, which also tells the size and
+ *      validator, and one of the last); for a local shard the same mtime
+ *      when the file records one (a header pass's does; pack's sidecars do
+ *      not, so that their bytes are the same for every run and a copy of
+ *      shard and sidecar stays valid); for a URL the same ETag (else
+ *      Last-Modified) when the file records one (a header pass's cache
+ *      does; pack's sidecars do not);
+ *   2. the cache of an earlier header pass, when it describes this version
+ *      of the shard (the same checks): local shards' cache is the sidecar
+ *      path itself when the shard's folder is writable, else
+ *      $XDG_CACHE_HOME/nostall/shards/ (or ~/.cache/nostall/shards/) under
+ *      a hash of the shard's real path, size, mtime and inode; URLs' cache
+ *      is only there, under a hash of the URL; nothing is cached when
+ *      neither place is writable (or with no_cache);
  *   3. one pass over its tar headers (tar.c's scanner, skipping member
  *      data): pread in chunks of 64 KiB for local shards; ranged GETs of
  *      16 KiB through libcurl for URLs (about one request per sample, one
  *      after the other per shard: latency-bound, which is why pack writes
  *      sidecars). A .cls member's text is read for its label. Damage is
  *      recorded in the index file (tar.h), so a cached index reports it
- *      again.
+ *      again; so is, as a damaged region naming the member, a sample
+ *      webdataset would not read as nostall would: one with two members of
+ *      one key and extension (any case), one of more than 64 members (the
+ *      whole sample, never split), and a member whose key is over 4096
+ *      bytes or extension over 255 (tar.c reports GNU sparse members).
+ * A shard rebuilt in place with the same size (its samples re-shuffled)
+ * thus gets a header pass, never its old index. (An index file of version
+ * 1 has no identity and is never used.)
  * Shards are indexed on `threads` threads at once (default: 4 per online
  * CPU for URLs, one per CPU for local header passes, at most 64) and
  * handed to the caller in order.
@@ -92,6 +106,11 @@ int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *
 /* The header pass alone, over a local shard (tests, `nostall pack
  * --index`): its index file into *out (malloc'd, *len bytes). */
 int nst_shard_scan_file(const char *path, uint8_t **out, size_t *len);
+/* A local shard's identity (tar.h: the fingerprint of its first and last
+ * NST_TIDX_FP_BYTES bytes, its mtime), for an index file written apart
+ * from a header pass (`nostall pack`). */
+struct nst_tidx_ident;
+int nst_shard_ident_file(const char *path, struct nst_tidx_ident *id);
 /* A libcurl easy handle (as void *: CURL *) set up for shards: http(s)
  * only, redirects, User-Agent, TLS verification, timeout_ms per request
  * (streaming: a transfer fails only when it stalls that long). Where a

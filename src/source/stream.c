@@ -15,7 +15,10 @@
  * skipping every shard that holds no item this rank delivers from the
  * restart point on, feeds the bytes to tar.c's scanner and matches each
  * MEMBER event to the shard's next items by data offset: an item the
- * scanner passes without a member at its offset, or whose member a
+ * scanner passes without a member at its offset, whose member there has
+ * another size or another name (the shard changed since it was indexed:
+ * re-shuffled samples of one size would otherwise be delivered under
+ * other samples' labels), or whose member a
  * DAMAGE event ends, or that the shard's end or a failed transfer cuts
  * off, is published as FAILED with its reason. URLs are one GET per
  * shard; a transfer cut short continues with a Range request where it
@@ -455,9 +458,14 @@ static int on_event(nst_stream *s, collect *c, const nst_tar_ev *ev)
             sitem *it = &s->items[s->cur++];
             if (!it->nloc) break;
             if (acquire(s, it) < 0) return -1;
+            const char *want = nst_index_member(s->ix, it->item);
             if (ev->size != it->length) {
                 snprintf(why, sizeof why, "the member has %llu bytes, the index says %llu",
                          (unsigned long long)ev->size, (unsigned long long)it->length);
+                publish(s, it, NOSTALL_E_IO, why);
+            } else if (want && strcmp(ev->name, want) != 0) { /* the shard changed */
+                snprintf(why, sizeof why, "the member here is '%.56s', the index says '%.56s'",
+                         ev->name, want);
                 publish(s, it, NOSTALL_E_IO, why);
             } else if (it->length > s->o.max_item_bytes) {
                 publish(s, it, NOSTALL_E_FILE_TOO_LARGE, "over max_file_bytes");

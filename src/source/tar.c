@@ -33,6 +33,11 @@ const char *nst_tar_damage_name(int code)
     case NST_TAR_DMG_HEADER: return "bad header";
     case NST_TAR_DMG_TRUNCATED: return "truncated";
     case NST_TAR_DMG_EXTENDED: return "bad extended header";
+    case NST_TAR_DMG_DUPLICATE:
+        return "duplicate member (a second member of this key and extension)";
+    case NST_TAR_DMG_MEMBERS: return "more than 64 members in one sample";
+    case NST_TAR_DMG_SPARSE: return "GNU sparse member (not supported)";
+    case NST_TAR_DMG_LONGNAME: return "name too long (key over 4096 or extension over 255 bytes)";
     }
     return "damaged";
 }
@@ -104,6 +109,7 @@ int nst_tar_header(const uint8_t blk[NST_TAR_BLOCK], int strict, nst_tar_hdr *h)
     d[nlen] = '\0';
     h->typeflag = (char)blk[156];
     h->size = size;
+    h->sparse_ext = 0;
     switch (h->typeflag) {
     case '0':
     case '7': h->type = NST_TAR_T_FILE; break;
@@ -117,6 +123,10 @@ int nst_tar_header(const uint8_t blk[NST_TAR_BLOCK], int strict, nst_tar_hdr *h)
     case '4':
     case '5':
     case '6': h->type = NST_TAR_T_NODATA; break;
+    case 'S':
+        h->type = NST_TAR_T_SPARSE;
+        h->sparse_ext = blk[482] != 0;
+        break;
     default: h->type = NST_TAR_T_SKIP;
     }
     if (h->type == NST_TAR_T_NODATA) h->size = 0;
@@ -125,7 +135,7 @@ int nst_tar_header(const uint8_t blk[NST_TAR_BLOCK], int strict, nst_tar_hdr *h)
 
 /* ---- the push scanner -------------------------------------------------- */
 
-enum { ST_HEADER, ST_DATA, ST_PAD, ST_RESYNC, ST_END };
+enum { ST_HEADER, ST_DATA, ST_PAD, ST_RESYNC, ST_END, ST_SPX };
 enum { MODE_EMIT, MODE_COLLECT, MODE_DISCARD };
 /* What the current entry is (for nst_tar_finish). */
 enum { EK_OTHER, EK_FILE, EK_POISONED };
@@ -146,6 +156,7 @@ void nst_tar_scan_init(nst_tar_scan *s)
     s->entry = s->data_off = s->data_size = 0;
     s->bad_at = s->poison_at = 0;
     s->poison = s->ext_type = s->has_xsize = s->has_xname = 0;
+    s->sparse = s->sparse_named = 0;
     s->xsize = 0;
     s->ext_len = s->name_len = 0;
     s->name[0] = '\0';
@@ -197,7 +208,9 @@ static void end_ext(nst_tar_scan *s)
         }
         size_t klen = (size_t)(eq - kv), vlen = (size_t)(rec_end - eq - 1);
         const char *v = eq + 1;
-        if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+        const int sparse_name = klen == 15 && memcmp(kv, "GNU.sparse.name", 15) == 0;
+        if (klen > 11 && memcmp(kv, "GNU.sparse.", 11) == 0) s->sparse = 1;
+        if ((klen == 4 && memcmp(kv, "path", 4) == 0 && !s->sparse_named) || sparse_name) {
             if (vlen == 0 || memchr(v, '\0', vlen)) {
                 set_poison(s);
                 return;
@@ -206,6 +219,7 @@ static void end_ext(nst_tar_scan *s)
             s->name[vlen] = '\0';
             s->name_len = vlen;
             s->has_xname = 1;
+            s->sparse_named |= sparse_name; /* the real name, not GNUSparseFile.N/... */
         } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
             uint64_t sz = 0;
             size_t k = 0;
@@ -231,6 +245,19 @@ static void start_data(nst_tar_scan *s, uint64_t size, int mode)
     s->state = size ? ST_DATA : ST_HEADER;
 }
 
+/* A sparse member whose data starts at s->pos: skip it, report it. */
+static int sparse_event(nst_tar_scan *s, nst_tar_ev *ev)
+{
+    s->data_off = s->pos;
+    start_data(s, s->data_size, MODE_DISCARD);
+    *ev = (nst_tar_ev){.kind = NST_TAR_EV_DAMAGE,
+                       .name = s->name,
+                       .offset = s->entry,
+                       .size = s->data_off + s->data_size - s->entry,
+                       .code = NST_TAR_DMG_SPARSE};
+    return 1;
+}
+
 /* The header in s->blk, at s->pos - 512. 1 with an event, 0 without. */
 static int header(nst_tar_scan *s, nst_tar_ev *ev)
 {
@@ -245,7 +272,7 @@ static int header(nst_tar_scan *s, nst_tar_ev *ev)
     if (r < 0) {
         s->state = ST_RESYNC;
         s->bad_at = s->poison ? s->poison_at : at;
-        s->poison = s->has_xname = s->has_xsize = 0;
+        s->poison = s->has_xname = s->has_xsize = s->sparse = s->sparse_named = 0;
         return 0;
     }
     s->entry = at;
@@ -263,8 +290,9 @@ static int header(nst_tar_scan *s, nst_tar_ev *ev)
         return 0;
     }
     const uint64_t size = s->has_xsize ? s->xsize : h.size;
-    if (h.type != NST_TAR_T_FILE) { /* extended headers apply to the next entry only */
-        s->poison = s->has_xname = s->has_xsize = 0;
+    if (h.type != NST_TAR_T_FILE && h.type != NST_TAR_T_SPARSE) {
+        /* extended headers apply to the next entry only */
+        s->poison = s->has_xname = s->has_xsize = s->sparse = s->sparse_named = 0;
         start_data(s, h.type == NST_TAR_T_SKIP ? size : 0, MODE_DISCARD);
         return 0;
     }
@@ -272,8 +300,18 @@ static int header(nst_tar_scan *s, nst_tar_ev *ev)
         s->name_len = strlen(h.name);
         memcpy(s->name, h.name, s->name_len + 1);
     }
-    s->has_xname = s->has_xsize = 0;
+    const int sparse = s->sparse || h.type == NST_TAR_T_SPARSE;
+    s->has_xname = s->has_xsize = s->sparse = s->sparse_named = 0;
     s->data_size = size;
+    if (sparse && !s->poison) {
+        s->ekind = EK_POISONED;
+        if (h.type == NST_TAR_T_SPARSE && h.sparse_ext) { /* extension blocks first */
+            s->state = ST_SPX;
+            s->have = 0;
+            return 0;
+        }
+        return sparse_event(s, ev);
+    }
     if (s->poison) {
         s->poison = 0;
         s->ekind = EK_POISONED;
@@ -301,6 +339,20 @@ int nst_tar_feed(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *used, nst_
             s->pos += n - k;
             k = n;
             break;
+        case ST_SPX: { /* an old GNU sparse header's extension blocks */
+            size_t take = NST_TAR_BLOCK - s->have;
+            if (take > n - k) take = n - k;
+            memcpy(s->blk + s->have, p + k, take);
+            s->have += (uint32_t)take;
+            k += take;
+            s->pos += take;
+            if (s->have < NST_TAR_BLOCK) break;
+            s->have = 0;
+            if (s->blk[504]) break; /* another extension block follows */
+            sparse_event(s, ev);
+            *used = k;
+            return 1;
+        }
         case ST_HEADER:
         case ST_RESYNC: {
             size_t take = NST_TAR_BLOCK - s->have;
@@ -387,6 +439,13 @@ int nst_tar_finish(nst_tar_scan *s, uint64_t end, nst_tar_ev *ev)
     switch (state) {
     case ST_END:
     case ST_PAD: return 0;
+    case ST_SPX: /* cut inside a sparse member's extension blocks */
+        *ev = (nst_tar_ev){.kind = NST_TAR_EV_DAMAGE,
+                           .name = s->name,
+                           .offset = s->entry,
+                           .size = end > s->entry ? end - s->entry : 0,
+                           .code = NST_TAR_DMG_SPARSE};
+        return 1;
     case ST_RESYNC:
         *ev = (nst_tar_ev){.kind = NST_TAR_EV_DAMAGE,
                            .name = "",
@@ -544,6 +603,9 @@ static int tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *
     if (r->samples > body / 4 || r->members > body / 3 || r->members < r->samples ||
         r->tar_bytes >= (1ULL << 62))
         return say(why, n, "counts do not fit its size"), -1;
+    r->ident.fingerprint = get64(data + 48);
+    r->ident.mtime = get64(data + 56);
+    r->ident.validator = get64(data + 64);
     uint64_t h = 0;
     if (verify) nostall_checksum_update(&h, data, len - 8);
     if (verify && h != get64(data + len - 8)) return say(why, n, "checksum mismatch"), -1;
@@ -610,10 +672,15 @@ int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
     if (varint(&p, end, &klen) < 0 || klen > NST_TIDX_MAX_KEY || klen > (uint64_t)(end - p))
         return say(why, n, "bad record"), -1;
     if (klen == 0) { /* a damaged region */
-        uint64_t code;
+        uint64_t code, dlen;
         if (varint(&p, end, &gap) < 0 || varint(&p, end, &size) < 0 || varint(&p, end, &code) < 0 ||
-            code < 1 || code > NST_TAR_DMG_MAX || take_range(r, gap, size, &rec->offset) < 0)
+            code < 1 || code > NST_TAR_DMG_MAX || varint(&p, end, &dlen) < 0 ||
+            dlen > NST_TIDX_MAX_DNAME || dlen > (uint64_t)(end - p) ||
+            memchr(p, '\0', (size_t)dlen) || take_range(r, gap, size, &rec->offset) < 0)
             return say(why, n, "bad damage record"), -1;
+        rec->dname = (const char *)p;
+        rec->dname_len = (uint32_t)dlen;
+        p += dlen;
         rec->key = NULL;
         rec->key_len = rec->nmembers = 0;
         rec->size = size;
@@ -661,7 +728,21 @@ int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
     rec->offset = rec->m[0].offset;
     rec->size = 0;
     rec->code = 0;
+    rec->dname = NULL;
+    rec->dname_len = 0;
     return 1;
+}
+
+uint64_t nst_tidx_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
+                              const uint8_t *tail, size_t tail_len)
+{
+    uint8_t sz[8];
+    put64(sz, size);
+    uint64_t h = 0;
+    nostall_checksum_update(&h, sz, sizeof sz);
+    nostall_checksum_update(&h, head, head_len);
+    nostall_checksum_update(&h, tail, tail_len);
+    return h ? h : 1;
 }
 
 void nst_tidx_writer_init(nst_tidx_writer *w, uint32_t flags)
@@ -711,13 +792,19 @@ int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec)
 {
     if (w->failed) return -1;
     if (!rec->key) {
+        size_t dlen = rec->dname ? rec->dname_len : 0;
+        if (dlen > NST_TIDX_MAX_DNAME) dlen = NST_TIDX_MAX_DNAME;
+        if (dlen && memchr(rec->dname, '\0', dlen)) dlen = strnlen(rec->dname, dlen);
         if (rec->offset < w->cursor || rec->code < 1 || rec->code > NST_TAR_DMG_MAX ||
-            wgrow(w, 40) < 0)
+            wgrow(w, 50 + dlen) < 0)
             return w->failed = 1, -1;
         put_varint(w, 0);
         put_varint(w, rec->offset - w->cursor);
         put_varint(w, rec->size);
         put_varint(w, (uint64_t)rec->code);
+        put_varint(w, dlen);
+        if (dlen) memcpy(w->buf + w->len, rec->dname, dlen);
+        w->len += dlen;
         w->cursor = rec->offset + rec->size;
         return 0;
     }
@@ -770,6 +857,9 @@ int nst_tidx_finish(nst_tidx_writer *w, uint64_t tar_bytes, size_t *len)
     put64(h + 24, w->samples);
     put64(h + 32, w->members);
     put64(h + 40, w->len - NST_TIDX_HEADER);
+    put64(h + 48, w->ident.fingerprint);
+    put64(h + 56, w->ident.mtime);
+    put64(h + 64, w->ident.validator);
     uint64_t sum = 0;
     nostall_checksum_update(&sum, w->buf, w->len);
     put64(w->buf + w->len, sum);

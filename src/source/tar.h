@@ -12,6 +12,11 @@
  * directories, links, devices and FIFOs carry no data (their size field is
  * ignored, as Python's tarfile does); other types are skipped with their
  * data. An all-zero block ends the archive. Data is padded to 512 bytes.
+ * GNU sparse members (type 'S' with its extension blocks, or a member whose
+ * pax header has GNU.sparse.* records: formats 0.0, 0.1 and 1.0) are not
+ * expanded: each is a SPARSE damage event naming it (GNU.sparse.name when
+ * given), its stored data skipped, so it is reported, never delivered as
+ * its stored chunks.
  *
  * Damage is an event, never a stop: a header whose checksum or fields are
  * wrong starts a damaged region that ends at the next valid ustar header
@@ -36,19 +41,29 @@
  * "a/b", extension "c.jpg"); a member whose last component has no dot or
  * starts with one is not part of any sample (webdataset's own rule).
  *
- * The shard index file ("NAME.tar.nstidx" beside NAME.tar; version 1;
+ * The shard index file ("NAME.tar.nstidx" beside NAME.tar; version 2;
  * integers little-endian):
  *      0   8  magic 89 4E 53 54 49 44 58 0A ("\x89NSTIDX\n")
- *      8   4  version (1)
+ *      8   4  version (2; version 1 files, without the identity below,
+ *             are refused: the loader indexes the shard again)
  *     12   4  flags: bit 0 = written by a header pass (not by pack)
  *     16   8  tar_bytes: the size of the shard described (a shard of
  *             another size is not described by this file)
  *     24   8  samples: sample records in the body
  *     32   8  members: member entries of those samples, in all
  *     40   8  body_bytes
- *     48      the body: records in archive order
- *     48 + body_bytes   8  checksum: nostall_checksum_update() of bytes
- *             [0, 48 + body_bytes) folded in one call into a state of 0
+ *     48   8  fingerprint: nst_tidx_fingerprint() of the shard described
+ *             (its size and its first and last NST_TIDX_FP_BYTES bytes)
+ *     56   8  mtime: a local shard's modification time in ns (0: none)
+ *     64   8  validator: a hash of a URL's ETag (else Last-Modified) as the
+ *             server sent it with the shard (0: none)
+ *     72      the body: records in archive order
+ *     72 + body_bytes   8  checksum: nostall_checksum_update() of bytes
+ *             [0, 72 + body_bytes) folded in one call into a state of 0
+ *   The identity (48..72) binds the file to one version of the shard: a
+ *   shard rebuilt in place with the same size (its samples re-shuffled)
+ *   has another fingerprint or mtime, and its old index is not used
+ *   (shards.h says which fields each source checks).
  *   A record starts with a varint key length k.
  *     k > 0, a sample: k key bytes (no NUL), a varint m (1..64) and m
  *       members, each: a varint e (0..255) and e extension bytes (no NUL,
@@ -57,8 +72,10 @@
  *       an integer in (-2^62, 2^62), else zigzag(label) + 1. The member's
  *       data is bytes [cursor + gap, cursor + gap + size) of the shard; gap
  *       is at least 512 (its header); then cursor = the data's end.
- *     k = 0, a damaged region: a varint gap, a varint length and a varint
- *       code (NST_TAR_DMG_*): bytes [cursor + gap, cursor + gap + length);
+ *     k = 0, a damaged region: a varint gap, a varint length, a varint
+ *       code (NST_TAR_DMG_*), a varint n (0..NST_TIDX_MAX_DNAME) and n
+ *       bytes (no NUL) naming the member involved (its first bytes when
+ *       longer; n = 0: none): bytes [cursor + gap, cursor + gap + length);
  *       then cursor = the region's end (a header pass records what it
  *       found, so an index read from the cache reports it again).
  *   The cursor starts at 0; every region ends within tar_bytes. Varints
@@ -81,8 +98,12 @@
 #define NST_TIDX_MAX_MEMBERS 64
 #define NST_TIDX_MAX_KEY 4096
 #define NST_TIDX_MAX_EXT 255
-#define NST_TIDX_HEADER 48
-#define NST_TIDX_VERSION 1
+#define NST_TIDX_HEADER 72
+#define NST_TIDX_VERSION 2
+/* Bytes of a damaged region's member name an index keeps. */
+#define NST_TIDX_MAX_DNAME 1024
+/* Bytes at each end of a shard that its fingerprint hashes. */
+#define NST_TIDX_FP_BYTES 65536
 #define NST_TIDX_SUFFIX ".nstidx"
 
 /* Damage codes. */
@@ -91,7 +112,14 @@ enum {
     NST_TAR_DMG_TRUNCATED = 2, /* the archive ends inside this entry         */
     NST_TAR_DMG_EXTENDED = 3,  /* a long name / pax header malformed or over
                                   NST_TAR_EXT_MAX: the member it names lost */
-    NST_TAR_DMG_MAX = 3
+    NST_TAR_DMG_DUPLICATE = 4, /* a sample holds two members of one key and
+                                  extension (webdataset raises): all lost    */
+    NST_TAR_DMG_MEMBERS = 5,   /* a sample of more than NST_TIDX_MAX_MEMBERS
+                                  members: all lost                         */
+    NST_TAR_DMG_SPARSE = 6,    /* a GNU sparse member (not expanded)       */
+    NST_TAR_DMG_LONGNAME = 7,  /* a key over NST_TIDX_MAX_KEY bytes or an
+                                  extension over NST_TIDX_MAX_EXT           */
+    NST_TAR_DMG_MAX = 7
 };
 const char *nst_tar_damage_name(int code);
 
@@ -102,7 +130,9 @@ enum {
     NST_TAR_T_LONGNAME = 2, /* 'L': the next member's name               */
     NST_TAR_T_PAX = 3,      /* 'x': the next member's pax records        */
     NST_TAR_T_SKIP = 4,     /* 'K', 'g', unknown types: data skipped     */
-    NST_TAR_T_NODATA = 5    /* directories, links, devices, FIFOs        */
+    NST_TAR_T_NODATA = 5,   /* directories, links, devices, FIFOs        */
+    NST_TAR_T_SPARSE = 6    /* 'S': old GNU sparse (extension blocks may
+                               follow: byte 482 set)                      */
 };
 
 typedef struct nst_tar_hdr {
@@ -110,6 +140,7 @@ typedef struct nst_tar_hdr {
     uint64_t size;  /* the size field (0 for NODATA types)               */
     int type;       /* NST_TAR_T_*                                       */
     char typeflag;
+    int sparse_ext; /* 'S': extension blocks follow the header           */
 } nst_tar_hdr;
 
 /* Parse one 512-byte block: 0 a header, 1 an all-zero block (the end of
@@ -142,6 +173,7 @@ typedef struct nst_tar_scan {
     uint64_t bad_at;    /* resync: where the damaged region began    */
     uint64_t poison_at; /* a bad extended header damages the next member */
     int poison, ext_type, has_xsize, has_xname;
+    int sparse, sparse_named; /* the pax header has GNU.sparse.* records */
     uint64_t xsize;
     size_t ext_len, name_len;
     uint8_t blk[NST_TAR_BLOCK];
@@ -193,12 +225,25 @@ typedef struct nst_tidx_rec {
     uint32_t key_len, nmembers;
     uint64_t offset, size;
     int code;
+    const char *dname;  /* a damaged region: the member involved (dname_len */
+    uint32_t dname_len; /* bytes, not NUL-terminated; 0: none)             */
     nst_tidx_member m[NST_TIDX_MAX_MEMBERS];
 } nst_tidx_rec;
+
+/* What binds an index file to one version of its shard (see the format). */
+typedef struct nst_tidx_ident {
+    uint64_t fingerprint, mtime, validator;
+} nst_tidx_ident;
+
+/* The fingerprint of a shard of `size` bytes: head holds its first
+ * min(size, NST_TIDX_FP_BYTES) bytes, tail its last as many. Never 0. */
+uint64_t nst_tidx_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
+                              const uint8_t *tail, size_t tail_len);
 
 typedef struct nst_tidx_reader {
     uint64_t tar_bytes, samples, members;
     uint32_t version, flags;
+    nst_tidx_ident ident;
     /* private */
     const uint8_t *p, *end;
     uint64_t cursor, left, members_left;
@@ -220,13 +265,15 @@ typedef struct nst_tidx_writer {
     size_t len, cap;
     uint64_t samples, members, cursor;
     uint32_t flags;
-    int failed; /* out of memory or out of order: finish fails */
+    int failed;           /* out of memory or out of order: finish fails */
+    nst_tidx_ident ident; /* set before finish (nst_shard_ident_file)    */
 } nst_tidx_writer;
 
 void nst_tidx_writer_init(nst_tidx_writer *w, uint32_t flags);
 void nst_tidx_writer_free(nst_tidx_writer *w);
 /* Append a sample (key, members with their offsets; labels of .cls
- * members in has_label/label) or a damaged region. -1 when the record is
+ * members in has_label/label) or a damaged region (dname/dname_len: the
+ * member involved, cut to NST_TIDX_MAX_DNAME bytes). -1 when the record is
  * invalid (out of order, over the limits) or memory ran out. */
 int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec);
 /* The whole file in w->buf[0 .. *len): header and checksum written. */
