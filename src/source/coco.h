@@ -45,10 +45,26 @@
  * image_root empty means the annotation file's folder. image_root may be a
  * URL ("https://host/train2017": the items are fetched over HTTP).
  *
- * Memory: jansson builds the whole document before it is read (COCO's
- * train2017 instances, 450 MB with their segmentation polygons, take a few
- * GB for the moment of create); what is kept is 24 bytes per box and
- * 24 bytes plus the path per image.
+ * Containment: a file_name that leaves the image root (absolute, climbing
+ * out with "..", or a symlink resolving outside it: realpath when the file
+ * is checked, else the text alone) is an error at create naming the entry
+ * and the option, unless allow_outside_root is set (an annotation file
+ * downloaded with a dataset must not make the loader read ~/.aws/...).
+ * URLs are not paths and are not refused.
+ *
+ * Memory: a pre-scan (coco_scan in coco.c) checks the syntax, replaces the
+ * values of members nostall does not use (segmentation, area, info,
+ * licenses, ...) by a 0 keeping every line and column where it was, and
+ * estimates what jansson's tree of the rest will take; the file's bytes
+ * plus that estimate must fit max_bytes (max_annotation_bytes), or create
+ * fails naming the file and the limit, before the tree is built. Members
+ * that are skipped are checked as jansson would (grammar, numbers, UTF-8,
+ * escapes) except for duplicate keys inside them. What is kept is 24 bytes
+ * per box and 24 bytes plus the path per image.
+ *
+ * The annotation file may be a folder holding exactly one instances*.json
+ * (what nostall gen --task detect writes); a tar archive or a folder of
+ * shards is refused with a message saying task=detect does not read them.
  */
 #ifndef NST_SOURCE_COCO_H
 #define NST_SOURCE_COCO_H
@@ -91,6 +107,8 @@ typedef struct nst_coco_opts {
     const char *image_root; /* NULL or "": the annotation file's folder */
     uint32_t max_boxes;     /* for items_truncated; 0: no limit          */
     int check_files;        /* leave out images whose file is missing    */
+    int allow_outside_root; /* read file_names that leave the image root */
+    uint64_t max_bytes;     /* file + estimated tree; 0: no limit        */
 } nst_coco_opts;
 
 /* Read the annotation file `path`. */
