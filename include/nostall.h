@@ -378,7 +378,7 @@ NOSTALL_API const char *nostall_last_error(void);
       "before the tree is built (members it does not use cost nothing)")                           \
     X(BOX_LABELS, 81, "box_labels", ENUM, "index", "index|category_id", "",                        \
       "detect: box_labels hold the category's number 0..K-1 in id order, or "                      \
-      "its COCO category_id (as torchvision's detection references: 0 "                           \
+      "its COCO category_id (as torchvision's detection references: 0 "                            \
       "left for the background)")
 
 typedef enum nostall_option {

@@ -383,6 +383,23 @@ static int outside_root(const parser *p, size_t i, const char *root, size_t rlen
                rlen ? (int)rlen : 1, rlen ? root : ".");
 }
 
+int nst_coco_leaves_root(const char *root, const char *file)
+{
+    if (is_url(file)) return 0;
+    size_t rlen = strlen(root);
+    const int as_written = leaves_as_written(root, rlen, file);
+    if (as_written && file[0] != '/') return 1;
+    char *path = malloc(join_len(root, rlen, file) + 1);
+    if (!path) return 1;
+    join_into(path, root, rlen, file);
+    char *rp = realpath(path, NULL), *rr = rp ? realpath(rlen ? root : ".", NULL) : NULL;
+    int leaves = rp ? !(rr && resolved_under(rp, rr)) : as_written;
+    free(rp);
+    free(rr);
+    free(path);
+    return leaves;
+}
+
 /* Which images are kept (the file exists, or is not checked), their paths,
  * and the category names: all in one arena. */
 static int place_paths(parser *p, const nst_coco_opts *o)

@@ -118,5 +118,9 @@ int nst_coco_load(nst_coco **out, const char *path, const nst_coco_opts *o);
 int nst_coco_load_buffer(nst_coco **out, const char *data, size_t len, const char *name,
                          const nst_coco_opts *o);
 void nst_coco_free(nst_coco *c);
+/* Does COCO file_name `file` leave `root` ("": the current folder)? By its
+ * text, and by realpath where the file resolves (a symlink out of root);
+ * a URL does not. The check create makes, for `nostall pack`. */
+int nst_coco_leaves_root(const char *root, const char *file);
 
 #endif
