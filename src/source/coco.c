@@ -611,7 +611,7 @@ enum { SCAN_MAX_DEPTH = JSON_PARSER_MAX_DEPTH, SCAN_SLACK = 256 };
  * slots, malloc's overhead; measured on glibc, rounded up). */
 enum {
     EST_VALUE = 48,   /* any value */
-    EST_OBJECT = 160, /* an object's hashtable, beyond its value */
+    EST_OBJECT = 176, /* an object's hashtable, beyond its value */
     EST_MEMBER = 80,  /* a member's pair, beyond the key's bytes */
     EST_ARRAY = 32,   /* an array's table, beyond its value */
     EST_ELEMENT = 16, /* an array slot, doubled as it grows */

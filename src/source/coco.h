@@ -36,9 +36,10 @@
  *
  * Order. Items are the images sorted by id (torchvision's CocoDetection
  * sorts its ids the same way); each image's boxes are in the order of the
- * annotations in the file. Categories are sorted by id and numbered 0..K-1
- * (torchvision's detection references remap ids the same way): a box's
- * `label` is that number, category_ids[label] its COCO id.
+ * annotations in the file. Categories are sorted by id and numbered 0..K-1:
+ * a box's `label` is that number, category_ids[label] its COCO id (which
+ * the recipe delivers under box_labels=category_id, as torchvision's
+ * detection references train on).
  *
  * Paths: image_root joined with file_name as os.path.join does (an absolute
  * file_name stands alone, and so does an http:// or https:// URL);
