@@ -367,7 +367,19 @@ NOSTALL_API const char *nostall_last_error(void);
       "bytes; docs/shards.md)")                                                                    \
     X(SHUFFLE_BUFFER, 78, "shuffle_buffer", UINT, "1000", "1", "16777216",                         \
       "shard_mode=stream: items of the shuffle buffer (memory: this many "                         \
-      "items' bytes, plus the batches in flight)")
+      "items' bytes, plus the batches in flight)")                                                 \
+    X(ALLOW_OUTSIDE_ROOT, 79, "allow_outside_root", BOOL, "0", "0", "1",                           \
+      "detect: read COCO file_names that leave the image root (absolute, "                         \
+      "'..', or a symlink out of it); 0 = refuse them at create, so an "                           \
+      "annotation file cannot make the loader read other files")                                   \
+    X(MAX_ANNOTATION_BYTES, 80, "max_annotation_bytes", SIZE, "4G", "1K", "1T",                    \
+      "detect: the most memory reading the COCO file may take: its bytes plus "                    \
+      "the JSON tree of the members nostall uses, estimated by a pre-scan "                        \
+      "before the tree is built (members it does not use cost nothing)")                           \
+    X(BOX_LABELS, 81, "box_labels", ENUM, "index", "index|category_id", "",                        \
+      "detect: box_labels hold the category's number 0..K-1 in id order, or "                      \
+      "its COCO category_id (as torchvision's detection references: 0 "                            \
+      "left for the background)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -411,6 +423,7 @@ enum { NOSTALL_IMAGE_CROP = 0, NOSTALL_IMAGE_RESIZE = 1, NOSTALL_IMAGE_FULL = 2 
 enum { NOSTALL_FIT_STRETCH = 0, NOSTALL_FIT_PAD = 1 };
 enum { NOSTALL_LAYOUT_AUTO = 0, NOSTALL_LAYOUT_OPT_NCHW = 1, NOSTALL_LAYOUT_OPT_NHWC = 2 };
 enum { NOSTALL_BOX_CROP_IOU = 0, NOSTALL_BOX_CROP_RRC = 1, NOSTALL_BOX_CROP_NONE = 2 };
+enum { NOSTALL_BOX_LABELS_INDEX = 0, NOSTALL_BOX_LABELS_CATEGORY_ID = 1 };
 enum { NOSTALL_TOKEN_AUTO = 0, NOSTALL_TOKEN_UINT16 = 1, NOSTALL_TOKEN_UINT32 = 2 };
 enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };

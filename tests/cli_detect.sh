@@ -3,7 +3,11 @@
 # valid COCO dataset (and the classification generator's files do not
 # change); `nostall bench` gives one checksum for 1, 2 and 3 threads (train
 # with the IoU crop and with RRC, eval, echoing at fetch); a malformed
-# annotation file fails naming its line and column; a coordinated group of
+# annotation file fails naming its line and column; a file_name leaving the
+# image root fails create without quoting the file; members nostall does
+# not use cost no memory, an over-large tree is refused naming
+# max_annotation_bytes; gen's folder stands for its instances.json; COCO
+# shards are said to be unread; box_labels=category_id; a coordinated group of
 # two jobs delivers the bytes of a job alone and prepares each item once;
 # `nostall analyze` calls a thread-starved detection job prep-bound and one
 # on very slow storage fetch-bound.
@@ -63,6 +67,45 @@ done
 printf '{"images": [\n  {"id": 1, "file_name": "a.jpg", "width": 3 "height": 3}]}\n' > "$TMP/bad.json"
 if "$CLI" bench "$TMP/bad.json" --task detect --quiet 2> "$TMP/err"; then fail "bad JSON accepted"; fi
 grep -q "bad.json:2:53: JSON syntax error: .*near .\"height\"." "$TMP/err" || fail "syntax error not located: $(cat "$TMP/err")"
+
+# 3b. annotation files from elsewhere
+# a file_name leaving the image root fails create, naming the entry and the
+# option, without quoting a byte of the file
+mkdir -p "$TMP/x/root" "$TMP/x/secret"
+printf 'aws_secret_access_key = AKIASECRETBYTES\n' > "$TMP/x/secret/credentials"
+printf '{"images": [{"id": 1, "file_name": "../secret/credentials", "width": 4, "height": 4}], "categories": [], "annotations": []}\n' > "$TMP/x/root/ann.json"
+if "$CLI" bench "$TMP/x/root/ann.json" --task detect --quiet > "$TMP/out" 2> "$TMP/err"; then fail "../secret/credentials read"; fi
+grep -q 'file_name "../secret/credentials" leaves the image root' "$TMP/err" && grep -q "allow_outside_root=1" "$TMP/err" ||
+    fail "outside the root: $(cat "$TMP/err")"
+if grep -q AKIA "$TMP/err" "$TMP/out"; then fail "the outside file's bytes were quoted: $(cat "$TMP/err")"; fi
+# members nostall does not use cost nothing: 4 MB of {} in "info" read
+# within an 8 MB limit; 3 MB of {} among the annotations refused before the
+# JSON tree is built, naming the file and the limit
+"$PY" - "$TMP/x" <<'PYEOF2'
+import sys
+d = sys.argv[1]
+img = '"images": [{"id": 1, "file_name": "../../d/images/img_000000.jpg", "width": 96, "height": 72}], "categories": [{"id": 1}]'
+open(d + "/root/ignored.json", "w").write('{"info": [' + ",".join(["{}"] * 2000000) + '], ' + img + ', "annotations": []}')
+open(d + "/root/heavy.json", "w").write('{' + img + ', "annotations": [' + ",".join(["{}"] * 1000000) + ']}')
+PYEOF2
+"$CLI" bench "$TMP/x/root/ignored.json" --task detect --allow-outside-root 1 --max-annotation-bytes 8M --batch-size 1 \
+    --out-height 16 --out-width 16 --epochs 1 --json --quiet > "$TMP/ign.json" || fail "ignored members over the limit"
+[ "$(json "$TMP/ign.json" 'j["items"]')" = 1 ] || fail "ignored members: $(cat "$TMP/ign.json")"
+if "$CLI" bench "$TMP/x/root/heavy.json" --task detect --max-annotation-bytes 8M --quiet 2> "$TMP/err"; then fail "heavy annotations accepted"; fi
+grep -q "heavy.json: reading it takes about .* over max_annotation_bytes=8388608" "$TMP/err" || fail "over the limit: $(cat "$TMP/err")"
+# the folder gen wrote stands for its instances.json (the same checksum)
+"$CLI" bench "$TMP/d" "${common[@]}" --threads 2 --seed 7 --box-crop iou --output float > "$TMP/dir.json" || fail "bench DIR failed"
+[ "$(json "$TMP/dir.json" 'j["checksum"]')" = "$(json "$TMP/c1-t1.json" 'j["checksum"]')" ] || fail "bench DIR: another checksum"
+# COCO shards (pack --coco-webdataset) are said to be unread, as a folder and as a .tar
+"$CLI" pack "$ann" "$TMP/shards" --coco-webdataset --quiet > /dev/null
+if "$CLI" bench "$TMP/shards" --task detect --quiet 2> "$TMP/err"; then fail "COCO shards folder read"; fi
+grep -q "a directory of tar shards: task=detect does not read shards" "$TMP/err" || fail "shards folder: $(cat "$TMP/err")"
+if "$CLI" bench "$TMP/shards/shard-000000.tar" --task detect --quiet 2> "$TMP/err"; then fail "COCO shard read"; fi
+grep -q "a tar archive: task=detect does not read shards" "$TMP/err" || fail "a shard: $(cat "$TMP/err")"
+# box_labels=category_id: COCO's ids (the delivered bytes change)
+"$CLI" bench "$ann" "${common[@]}" --box-crop iou --output float --threads 2 --seed 7 --box-labels category_id > "$TMP/ids.json" ||
+    fail "--box-labels category_id failed"
+[ "$(json "$TMP/ids.json" 'j["checksum"]')" != "$(json "$TMP/c1-t1.json" 'j["checksum"]')" ] || fail "--box-labels category_id changed nothing"
 
 # 4. a coordinated group of two (a slow and a fast job): each delivers every
 # epoch with the bytes of a job alone, each item prepared once

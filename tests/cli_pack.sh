@@ -4,9 +4,11 @@
 # with its .cls label, in the folder's order, as ustar members; every shard
 # fits --shard-bytes; the bytes are the same for any --threads and for the
 # same --shuffle seed (a permutation of the samples); the sidecar index
-# files describe the shards as a header pass does; a list with labels, a
-# COCO set (KEY.json: the image's object, its annotations, the category
-# ids); --transcode rewrites the JPEGs as `nostall transcode` does;
+# files describe the shards as a header pass does; a list with labels; a
+# COCO set refused without --coco-webdataset (no nostall loader reads it),
+# with it KEY.json: the image's object, its annotations, the category ids;
+# a file_name leaving the image root refused without --allow-outside-root,
+# and no member name with ".." or a leading '/'; --transcode rewrites the JPEGs as `nostall transcode` does;
 # `pack --index` writes index files for shards it did not write; a file
 # that cannot be read is reported and left out (exit 1); refusals (a
 # non-empty DST, float labels, bad options).
@@ -98,9 +100,17 @@ assert len(names) == 14 and names[0] == "class_000/img_000000.jpg" and names[1] 
 assert all(t.extractfile(m).read() == b"9" for m in t.getmembers() if m.name.endswith(".cls"))
 EOF
 
-# COCO: KEY.jpg + KEY.json (image, annotations in file order, category ids)
+# COCO: refused (nostall's loader does not read COCO shards), and the
+# message says what to do instead; DST is not created
 "$CLI" gen "$TMP/coco" --task detect --images 6 --quiet > /dev/null
-"$CLI" pack "$TMP/coco/instances.json" "$TMP/sc" --quiet > /dev/null
+set +e
+"$CLI" pack "$TMP/coco/instances.json" "$TMP/sc" --quiet > /dev/null 2> "$TMP/ec"; rc=$?
+set -e
+[ $rc = 2 ] && grep -q "does not read COCO shards" "$TMP/ec" && grep -q -- "--task detect" "$TMP/ec" &&
+    grep -q -- "--coco-webdataset" "$TMP/ec" && [ ! -e "$TMP/sc" ] || fail "COCO without --coco-webdataset: $rc $(cat "$TMP/ec")"
+# with --coco-webdataset: KEY.jpg + KEY.json (image, annotations in file
+# order, category ids) for the webdataset library
+"$CLI" pack "$TMP/coco/instances.json" "$TMP/sc" --coco-webdataset --quiet > /dev/null
 "$PY" - "$TMP/coco/instances.json" "$TMP/sc/shard-000000.tar" <<'EOF' || fail "COCO: wrong samples"
 import json, os, sys, tarfile
 doc = json.load(open(sys.argv[1])); t = tarfile.open(sys.argv[2])
@@ -115,6 +125,40 @@ for im in imgs:
     assert j["categories"] == sorted(c["id"] for c in doc["categories"])
     root = os.path.dirname(sys.argv[1])
     assert m[key + ".jpg"] == open(os.path.join(root, im["file_name"]), "rb").read()
+EOF
+
+# a file_name leaving the image root ("../secret/credentials", absolute, a
+# symlink out) is refused, nothing written; --allow-outside-root packs it,
+# under a member name without ".." or a leading '/'
+mkdir -p "$TMP/cs/root" "$TMP/cs/secret"
+printf 'AKIASECRETBYTES\n' > "$TMP/cs/secret/credentials"
+ln -s ../secret/credentials "$TMP/cs/root/link.jpg"
+for fn in ../secret/credentials "$TMP/cs/secret/credentials" link.jpg; do
+    printf '{"images": [{"id": 1, "file_name": "%s", "width": 4, "height": 4}], "categories": [], "annotations": []}\n' "$fn" > "$TMP/cs/root/ann.json"
+    rm -rf "$TMP/cs/out"
+    set +e
+    "$CLI" pack "$TMP/cs/root/ann.json" "$TMP/cs/out" --coco-webdataset --quiet > /dev/null 2> "$TMP/cs/err"; rc=$?
+    set -e
+    [ $rc = 1 ] && grep -q "leaves the image root" "$TMP/cs/err" && grep -q -- "--allow-outside-root" "$TMP/cs/err" ||
+        fail "file_name $fn: exit $rc, $(cat "$TMP/cs/err")"
+    [ -z "$(ls "$TMP/cs/out" 2> /dev/null)" ] || fail "file_name $fn: something was written: $(ls "$TMP/cs/out")"
+done
+printf '{"images": [{"id": 1, "file_name": "../secret/credentials", "width": 4, "height": 4}], "categories": [], "annotations": []}\n' > "$TMP/cs/root/ann.json"
+rm -rf "$TMP/cs/out"
+"$CLI" pack "$TMP/cs/root/ann.json" "$TMP/cs/out" --coco-webdataset --allow-outside-root --quiet > /dev/null
+"$PY" - "$TMP/cs/out/shard-000000.tar" <<'EOF' || fail "--allow-outside-root: member names"
+import sys, tarfile
+names = [m.name for m in tarfile.open(sys.argv[1]).getmembers()]
+assert names == ["secret/credentials.bin", "secret/credentials.json"], names
+EOF
+# a list naming files outside its folder: read (lists may point anywhere),
+# but no member name climbs out or starts with '/'
+printf '../secret/credentials\t0\n%s\t1\n' "$TMP/cs/secret/credentials" > "$TMP/cs/root/list.txt"
+"$CLI" pack "$TMP/cs/root/list.txt" "$TMP/cs/lo" --quiet > /dev/null
+"$PY" - "$TMP/cs/lo/shard-000000.tar" <<'EOF' || fail "list outside its folder: member names"
+import sys, tarfile
+names = [m.name for m in tarfile.open(sys.argv[1]).getmembers()]
+assert len(names) == 4 and all(not n.startswith("/") and ".." not in n.split("/") for n in names), names
 EOF
 
 # --transcode: the JPEGs `nostall transcode` writes

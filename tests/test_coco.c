@@ -4,11 +4,20 @@
  * every repair counted (clipped, dropped, unmatched, truncated, missing
  * files), paths joined as os.path.join does, and every malformed input an
  * E_DATASET naming the file and where: line and column for a syntax error,
- * the JSON path of a missing or ill-typed member.
+ * the JSON path of a missing or ill-typed member; file_names that leave the
+ * image root (absolute, "..", a symlink out of it) refused unless
+ * allow_outside_root; the memory bound (max_bytes): members nostall does not
+ * use cost nothing, an over-large tree fails before it is built with a
+ * message naming the file and the limit, and the pre-scan's rewrite keeps
+ * jansson's lines and columns; a folder holding one instances*.json.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "check.h"
 #include "source/coco.h"
@@ -34,6 +43,19 @@ static void fails(const char *json, const char *want1, const char *want2)
     if (!strstr(m, "dir/ann.json") || !strstr(m, want1) || (want2 && !strstr(m, want2))) {
         fprintf(stderr, "message '%s' lacks '%s' / '%s' (input %s)\n", m, want1, want2 ? want2 : "",
                 json);
+        CHECK(0);
+    }
+}
+
+/* The parse fails with E_DATASET and exactly the message `want`. */
+static void rc_message(const char *json, const char *want)
+{
+    nst_coco *c = NULL;
+    nst_coco_opts o = {0};
+    int rc = nst_coco_load_buffer(&c, json, strlen(json), "dir/ann.json", &o);
+    CHECK_EQ(rc, NOSTALL_E_DATASET);
+    if (strncmp(nostall_last_error(), want, strlen(want)) != 0) {
+        fprintf(stderr, "message '%s', want '%s'\n", nostall_last_error(), want);
         CHECK(0);
     }
 }
@@ -66,7 +88,8 @@ static void test_valid(void)
         "  {\"id\": 4, \"image_id\": 5, \"bbox\": [90, 40, 10, 10], \"category_id\": 10},\n"
         "  {\"id\": 5, \"image_id\": 2, \"bbox\": [5, 5, 2, 2], \"category_id\": 3, \"iscrowd\": true}\n"
         " ]}";
-    nst_coco *c = load(j, NULL);
+    nst_coco_opts outside = {.allow_outside_root = 1}; /* for /abs/c.png */
+    nst_coco *c = load(j, &outside);
     CHECK(c != NULL);
     if (!c) return;
     CHECK_EQ(c->nimages, 3);
@@ -322,11 +345,215 @@ static void test_files(void)
     CHECK(strstr(nostall_last_error(), "directory") != NULL);
 }
 
+/* A file_name leaving the image root is refused (A): by its text when the
+ * files are not checked, after realpath when they are (symlinks too). */
+static void test_outside_root(void)
+{
+    const char *dir = test_tmpdir("test_coco_root");
+    char p[4096], ann[4096], j[8192], root[4096];
+    snprintf(p, sizeof p, "mkdir -p '%s/root/im' '%s/secret'", dir, dir);
+    CHECK(system(p) == 0);
+    snprintf(p, sizeof p, "%s/root/im/a.jpg", dir);
+    write_file(p, "x");
+    snprintf(p, sizeof p, "%s/secret/credentials", dir);
+    write_file(p, "AKIASECRETBYTES");
+    snprintf(p, sizeof p, "%s/root/link.jpg", dir);
+    CHECK(symlink("../secret/credentials", p) == 0);
+    snprintf(p, sizeof p, "%s/root/inner.jpg", dir);
+    CHECK(symlink("im/a.jpg", p) == 0); /* a symlink inside the root is fine */
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(ann, sizeof ann, "%s/root/ann.json", dir);
+    static const struct {
+        const char *file; /* %s: the test's folder */
+        int refused_checked, refused_text;
+    } cases[] = {
+        {"im/a.jpg", 0, 0},
+        {"im/../im/a.jpg", 0, 0},
+        {"inner.jpg", 0, 0},
+        {"%s/root/im/a.jpg", 0, 0},      /* absolute, under the root */
+        {"../secret/credentials", 1, 1}, /* the file_name */
+        {"im/../../secret/credentials", 1, 1},
+        {"../gone.jpg", 1, 1},           /* refused even though it does not exist */
+        {"%s/secret/credentials", 1, 1}, /* absolute, outside */
+        {"/etc/passwd", 1, 1},
+        {"link.jpg", 1, 0},                     /* a symlink out: only realpath sees it */
+        {"http://example.invalid/a.jpg", 0, 0}, /* a URL is not a path */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char file[4096];
+        snprintf(file, sizeof file, cases[k].file, dir);
+        snprintf(j, sizeof j,
+                 "{\"images\": [{\"id\": 1, \"file_name\": \"im/a.jpg\", \"width\": 10, \"height\": 10},\n"
+                 " {\"id\": 2, \"file_name\": \"%s\", \"width\": 10, \"height\": 10}],\n"
+                 " \"categories\": [{\"id\": 1}], \"annotations\": []}\n",
+                 file);
+        write_file(ann, j);
+        for (int checked = 1; checked >= 0; checked--) {
+            nst_coco_opts o = {.check_files = checked};
+            nst_coco *c = NULL;
+            int rc = nst_coco_load(&c, ann, &o),
+                want = checked ? cases[k].refused_checked : cases[k].refused_text;
+            if (want) {
+                const char *m = nostall_last_error();
+                CHECK_EQ(rc, NOSTALL_E_DATASET);
+                if (!strstr(m, "images[1].file_name") || !strstr(m, "leaves the image root") ||
+                    !strstr(m, root) || !strstr(m, "allow_outside_root=1") || strstr(m, "AKIA")) {
+                    fprintf(stderr, "case %s: %s\n", file, m);
+                    CHECK(0);
+                }
+            } else {
+                CHECK_OK(rc);
+                CHECK(c && c->nimages == 2);
+            }
+            nst_coco_free(c);
+            /* opted in: read as before (the missing one counted) */
+            o.allow_outside_root = 1;
+            CHECK_OK(nst_coco_load(&c, ann, &o));
+            CHECK(c && c->nimages + c->items_missing == 2);
+            nst_coco_free(c);
+        }
+    }
+}
+
+/* Many values: the memory bound (B). */
+static char *big_doc(const char *fmt, size_t copies, const char *unit)
+{
+    size_t ul = strlen(unit), n = copies * (ul + 1);
+    char *fill = malloc(n + 1), *w = fill;
+    if (!fill) exit(1);
+    for (size_t i = 0; i < copies; i++) {
+        memcpy(w, unit, ul);
+        w += ul;
+        *w++ = i + 1 < copies ? ',' : ' ';
+    }
+    *w = '\0';
+    char *doc = malloc(n + strlen(fmt) + 1);
+    if (!doc) exit(1);
+    sprintf(doc, fmt, fill);
+    free(fill);
+    return doc;
+}
+
+static void test_memory_bound(void)
+{
+    const char *img =
+        "\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 10, \"height\": 10}], "
+        "\"categories\": [{\"id\": 1}]";
+    char fmt[1024];
+    /* 4 MB of {} in members nostall does not use: cheap, read within 8 MB */
+    snprintf(fmt, sizeof fmt,
+             "{\"info\": [%%s], %s, \"annotations\": [{\"image_id\": 1, \"category_id\": 1, "
+             "\"bbox\": [1, 1, 2, 2], \"segmentation\": [%%s]}]}",
+             img);
+    char *fill = big_doc("%s", 1000000, "{}"), *doc = malloc(2 * strlen(fill) + sizeof fmt);
+    if (!doc) exit(1);
+    sprintf(doc, fmt, fill, fill);
+    free(fill);
+    nst_coco_opts o = {.max_bytes = 8u << 20};
+    nst_coco *c = NULL;
+    CHECK_OK(nst_coco_load_buffer(&c, doc, strlen(doc), "dir/ann.json", &o));
+    CHECK(c && c->nimages == 1 && c->nboxes == 1);
+    nst_coco_free(c);
+    c = NULL;
+    /* 300 KB of {} where nostall reads them (annotations): refused before
+     * jansson builds them, naming the file and the limit */
+    free(doc);
+    snprintf(fmt, sizeof fmt, "{%s, \"annotations\": [%%s]}", img);
+    doc = big_doc(fmt, 100000, "{}");
+    CHECK_RC(nst_coco_load_buffer(&c, doc, strlen(doc), "dir/ann.json", &o), NOSTALL_E_DATASET);
+    const char *m = nostall_last_error();
+    fprintf(stderr, "over the limit: %s\n", m);
+    CHECK(c == NULL && strstr(m, "coco: dir/ann.json: ") &&
+          strstr(m, "over max_annotation_bytes=8388608"));
+    /* the file alone over the limit, through nst_coco_load */
+    const char *dir = test_tmpdir("test_coco_mem");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/instances_big.json", dir);
+    write_file(path, doc);
+    o.max_bytes = 100 * 1024;
+    CHECK_RC(nst_coco_load(&c, path, &o), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), path) &&
+          strstr(nostall_last_error(), "over max_annotation_bytes=102400"));
+    /* a limit above the estimate: parsed (the annotations, objects without
+     * the members an annotation needs, are an error of their own) */
+    o.max_bytes = 64u << 20;
+    CHECK_RC(nst_coco_load_buffer(&c, doc, strlen(doc), "dir/ann.json", &o), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "annotations[0].image_id: missing"));
+    free(doc);
+    /* the rewrite keeps lines and columns: a syntax error after skipped
+     * members spanning lines, with multi-byte characters, is where jansson
+     * puts it in the original text */
+    static const char *const after[] = {
+        "{\"info\": {\"a\": [1,\n 2, \"\xc3\xa9t\xc3\xa9\"], \"b\": \"\xe2\x82\xac\"}, \"images\": "
+        "[\n  {\"id\": 1,, }]}",
+        "{\"licenses\": [{\"x\": \"\xf0\x9f\x98\x80\"}], \"images\": [{\"id\": 1, \"file_name\": "
+        "\"a\", \"width\": 1, \"height\": 1, \"coco_url\": \"\xc3\xa9\"}], \"x\": [1 2]}",
+        "{\"info\": [1, 2, 01]}",
+        "{\"info\": \"\\ud800\"}",
+        "{\"info\": \"\xc0\xaf\"}",
+        "{\"info\": 1e999}",
+        "{\"info\": [-]}",
+        "{\"info\": {\"a\": tru}}",
+        "{\"info\": {}} x",
+    };
+    for (size_t k = 0; k < sizeof after / sizeof *after; k++) {
+        json_error_t e;
+        json_t *t = json_loadb(after[k], strlen(after[k]), JSON_REJECT_DUPLICATES, &e);
+        CHECK(t == NULL);
+        json_decref(t);
+        char want[256];
+        snprintf(want, sizeof want, "coco: dir/ann.json:%d:%d: JSON syntax error: %s", e.line,
+                 e.column, e.text);
+        rc_message(after[k], want);
+    }
+}
+
+/* A folder holding exactly one instances*.json stands for it (C). */
+static void test_folder(void)
+{
+    const char *dir = test_tmpdir("test_coco_dir");
+    char p[4096], want[4096];
+    snprintf(p, sizeof p, "%s/im.jpg", dir);
+    write_file(p, "x");
+    snprintf(p, sizeof p, "%s/instances_val.json", dir);
+    write_file(p,
+               "{\"images\": [{\"id\": 1, \"file_name\": \"im.jpg\", \"width\": 10, \"height\": 10}],"
+               " \"categories\": [], \"annotations\": []}");
+    nst_coco_opts o = {.check_files = 1};
+    nst_coco *c = NULL;
+    CHECK_OK(nst_coco_load(&c, dir, &o));
+    snprintf(want, sizeof want, "%s/im.jpg", dir);
+    CHECK(c && c->nimages == 1 && strcmp(c->paths[0], want) == 0);
+    nst_coco_free(c);
+    c = NULL;
+    snprintf(p, sizeof p, "%s/instances_train.json", dir);
+    write_file(p, "{}");
+    CHECK_RC(nst_coco_load(&c, dir, &o), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "2 instances*.json files"));
+    /* a tar archive where the JSON is expected: said so, not a syntax error */
+    snprintf(p, sizeof p, "%s/shard-000000.tar", dir);
+    char tar[1024] = "a.jpg";
+    memcpy(tar + 257, "ustar", 6);
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(tar, 1, sizeof tar, f) == sizeof tar);
+    if (f) fclose(f);
+    CHECK_RC(nst_coco_load(&c, p, &o), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "a tar archive: task=detect does not read shards") &&
+          !strstr(nostall_last_error(), "syntax"));
+    snprintf(p, sizeof p, "rm -f '%s'/instances_*.json", dir);
+    CHECK(system(p) == 0);
+    CHECK_RC(nst_coco_load(&c, dir, &o), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "a directory of tar shards"));
+}
+
 int main(void)
 {
     test_valid();
     test_repairs();
     test_errors();
     test_files();
+    test_outside_root();
+    test_memory_bound();
+    test_folder();
     TEST_EXIT();
 }

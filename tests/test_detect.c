@@ -17,7 +17,11 @@
  *   - an image whose size differs from its annotations is a bad item naming
  *     both sizes; a syntax error fails create naming line and column; the
  *     repairs (clipped, dropped, unmatched, missing, truncated) reach
- *     nostall_dataset_info.
+ *     nostall_dataset_info; the folder gen wrote stands for its one
+ *     instances*.json;
+ *   - a file_name leaving the image root fails create without quoting the
+ *     file, unless allow_outside_root=1;
+ *   - box_labels=category_id delivers the COCO ids where index gives 0..K-1.
  */
 #include <math.h>
 #include <stdio.h>
@@ -441,10 +445,110 @@ static void test_bad_inputs(void)
     CHECK(strstr(nostall_last_error(), "syntax.json:") &&
           strstr(nostall_last_error(), "JSON syntax error"));
     nostall_loader_free(ld);
-    /* a folder instead of the annotation file */
+    /* the folder `nostall gen --task detect` wrote (one instances*.json)
+     * stands for its annotation file; with two, create says so */
     ld = open_kv(data_dir, kv2, 3);
-    CHECK(ld == NULL && strstr(nostall_last_error(), "directory"));
+    CHECK(ld != NULL);
+    if (ld) {
+        CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
+        CHECK_EQ(info.items, NIMG);
+        CHECK_EQ(info.items_missing, 0);
+    }
     nostall_loader_free(ld);
+    snprintf(p, sizeof p, "%s/instances_copy.json", data_dir);
+    edit_ann(p, "\"images\": [", "\"images\": [");
+    ld = open_kv(data_dir, kv2, 3);
+    CHECK(ld == NULL && strstr(nostall_last_error(), "2 instances*.json files"));
+    nostall_loader_free(ld);
+    remove(p);
+}
+
+/* A file_name leaving the image root (an annotation file's
+ * "../secret/credentials") fails create, naming the entry and the option,
+ * without a byte of the file; allow_outside_root=1 reads it. */
+static void test_outside_root(void)
+{
+    char p[4400], q[4400];
+    snprintf(p, sizeof p, "mkdir -p '%s/sub' '%s/secret'", data_dir, data_dir);
+    CHECK(system(p) == 0);
+    snprintf(p, sizeof p, "%s/secret/credentials", data_dir);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("[default]\naws_secret_access_key = AKIASECRETBYTES\n", f);
+        fclose(f);
+    }
+    /* sub/ann.json: its folder is the image root */
+    snprintf(p, sizeof p, "%s/sub/ann.json", data_dir);
+    edit_ann(p, "\"file_name\": \"images/img_000000.jpg\"",
+             "\"file_name\": \"../secret/credentials\"");
+    const char *kv[][2] = {{"out_height", "32"}, {"out_width", "32"}, {"epochs", "1"}};
+    nostall_loader *ld = open_kv(p, kv, 3);
+    const char *m = nostall_last_error();
+    CHECK(ld == NULL);
+    snprintf(q, sizeof q, "%s/sub", data_dir);
+    CHECK(strstr(m, "images[0].file_name") && strstr(m, "../secret/credentials") &&
+          strstr(m, "leaves the image root") && strstr(m, q) && strstr(m, "allow_outside_root=1") &&
+          !strstr(m, "AKIA") && !strstr(m, "default"));
+    nostall_loader_free(ld);
+    /* opted in: the file is an item (the other images are missing from
+     * sub/: counted), a bad one when read */
+    const char *kv2[][2] = {{"out_height", "32"},
+                            {"out_width", "32"},
+                            {"epochs", "1"},
+                            {"allow_outside_root", "1"}};
+    ld = open_kv(p, kv2, 4);
+    CHECK(ld != NULL);
+    nostall_dataset_info info;
+    if (ld) {
+        CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
+        CHECK_EQ(info.items, 1);
+        CHECK_EQ(info.items_missing, NIMG - 1);
+    }
+    nostall_loader_free(ld);
+}
+
+/* box_labels=category_id: the COCO ids (gen's 1 2 3 4 6) where index
+ * gives 0..4, box for box. */
+static void test_box_labels(void)
+{
+    static const int64_t ids[5] = {1, 2, 3, 4, 6};
+    int64_t got[2][NIMG * 8];
+    size_t n[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {
+        const char *kv[][2] = {{"out_height", "32"},
+                               {"out_width", "32"},
+                               {"epochs", "1"},
+                               {"mode", "eval"},
+                               {"max_boxes", "8"},
+                               {"shuffle", "0"},
+                               {"box_labels", mode ? "category_id" : "index"}};
+        nostall_loader *ld = open_kv(ann, kv, 7);
+        CHECK(ld != NULL);
+        for (nostall_batch b; ld;) {
+            int rc = nostall_loader_next(ld, &b);
+            if (rc == NOSTALL_DONE || rc < 0) {
+                CHECK(rc == NOSTALL_DONE);
+                break;
+            }
+            if (rc == NOSTALL_EPOCH_END) continue;
+            const int64_t *cnt = nostall_batch_field(&b, "box_count")->data;
+            const int64_t *lab = nostall_batch_field(&b, "box_labels")->data;
+            for (uint32_t i = 0; i < b.count; i++)
+                for (int64_t k = 0; k < cnt[i] && n[mode] < NIMG * 8; k++)
+                    got[mode][n[mode]++] = lab[i * 8 + k];
+            CHECK_OK(nostall_loader_release(ld, &b));
+        }
+        nostall_loader_free(ld);
+    }
+    CHECK(n[0] == n[1] && n[0] > 0);
+    int saw6 = 0;
+    for (size_t k = 0; k < n[0] && k < n[1]; k++) {
+        CHECK(got[0][k] >= 0 && got[0][k] < 5);
+        if (got[0][k] >= 0 && got[0][k] < 5) CHECK_EQ(got[1][k], ids[got[0][k]]);
+        saw6 |= got[1][k] == 6;
+    }
+    CHECK(saw6); /* an id that is not index + 1 */
 }
 
 int main(void)
@@ -458,5 +562,7 @@ int main(void)
     test_resume();
     test_make_equals_transform();
     test_bad_inputs();
+    test_outside_root();
+    test_box_labels();
     TEST_EXIT();
 }

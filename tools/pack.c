@@ -17,15 +17,22 @@
  *                       "categories": [every category id, ascending]}
  * KEY is the file's path relative to the source's folder without its
  * extension, dots in its last component turned into '_' (webdataset
- * splits at the first dot), made unique with "_N" (N the item's number)
- * when two items would share it. Members are ustar regular files (mode
+ * splits at the first dot), "." and ".." components and leading '/'
+ * dropped (a member never climbs out of the folder it is extracted to),
+ * made unique with "_N" (N the item's number) when two items would share
+ * it. Members are ustar regular files (mode
  * 0444, owner 0, mtime 0; a pax header for a name over ustar's 255 bytes),
  * each padded to 512 bytes, the archive ended by two zero blocks: what
  * Python's tarfile and the webdataset library read.
  *
  * Sources: an ImageFolder or a list file (indexed as the loader indexes
- * them: src/source/index.h), or a COCO annotation file (*.json, images
- * under --image-root, default its folder, in id order as task=detect).
+ * them: src/source/index.h), or, with --coco-webdataset, a COCO annotation
+ * file (*.json, images under --image-root, default its folder, in id order
+ * as task=detect; refused without the flag, since no nostall loader reads
+ * COCO shards: they are for the webdataset library). A COCO file_name that
+ * leaves the image root (nst_coco_leaves_root: absolute, "..", a symlink
+ * out) is refused unless --allow-outside-root, so a downloaded annotation
+ * file cannot pack ~/.aws/credentials.
  * URLs are not packed. A file that cannot be read is reported, left out
  * and counted (exit status 1); a JPEG the rewrite (--transcode) keeps as
  * it is or finds damaged is packed unchanged.
@@ -42,6 +49,7 @@
 #include "commands.h"
 #include "util.h"
 
+#include "../src/source/coco.h"
 #include "../src/source/index.h"
 #include "../src/source/shards.h"
 #include "../src/source/tar.h"
@@ -65,6 +73,7 @@ typedef struct pk_opts {
     uint64_t shard_bytes, max_file_bytes, seed;
     long threads;
     int shuffle, transcode, force, quiet, index_only;
+    int coco_webdataset, allow_outside_root; /* COCO: write it anyway; read outside the root */
 } pk_opts;
 
 /* One item to pack. */
@@ -122,6 +131,11 @@ static void usage(FILE *f)
                "  --transcode       rewrite JPEGs losslessly with restart markers as they are\n"
                "                    packed (as nostall transcode does)\n"
                "  --image-root DIR  COCO: the images' folder (default: the annotation file's)\n"
+               "  --coco-webdataset write a COCO source's shards although nostall's loader does\n"
+               "                    not read them (task=detect reads the instances JSON and\n"
+               "                    its images): for the webdataset library\n"
+               "  --allow-outside-root  COCO: pack file_names that leave the image root\n"
+               "                    (absolute, '..', a symlink out of it; refused by default)\n"
                "  --max-file-bytes N  larger files are left out (default 1G)\n"
                "  --threads N       files read at once, 1..256 (default: the online CPUs)\n"
                "  --force           write into DST even if it is not empty\n"
@@ -184,7 +198,8 @@ static int parse_args(int argc, char **argv, pk_opts *o, int *help, int *first_s
             return 0;
         }
         int flag = !strcmp(name, "--transcode") || !strcmp(name, "--force") ||
-                   !strcmp(name, "--quiet") || !strcmp(name, "--index");
+                   !strcmp(name, "--quiet") || !strcmp(name, "--index") ||
+                   !strcmp(name, "--coco-webdataset") || !strcmp(name, "--allow-outside-root");
         if (flag) {
             if (val) {
                 fprintf(stderr, "pack: %s takes no value\n", name);
@@ -196,6 +211,10 @@ static int parse_args(int argc, char **argv, pk_opts *o, int *help, int *first_s
                 o->force = 1;
             else if (!strcmp(name, "--quiet"))
                 o->quiet = 1;
+            else if (!strcmp(name, "--coco-webdataset"))
+                o->coco_webdataset = 1;
+            else if (!strcmp(name, "--allow-outside-root"))
+                o->allow_outside_root = 1;
             else
                 o->index_only = 1;
             continue;
@@ -280,10 +299,23 @@ static char *make_key(const char *path, const char *root)
     while (rl > 1 && root[rl - 1] == '/') rl--;
     const char *rel = path;
     if (rl && !strncmp(path, root, rl) && path[rl] == '/') rel = path + rl + 1;
-    while (*rel == '/') rel++;
-    while (!strncmp(rel, "./", 2)) rel += 2;
-    char *k = strdup(*rel ? rel : "item");
+    /* the member name: no "." or ".." component, no leading '/' (a tar
+     * member "../x" would be written outside the folder it is extracted to) */
+    char *k = malloc(strlen(rel) + 5);
     if (!k) return NULL;
+    char *w = k;
+    for (const char *s = rel; *s;) {
+        size_t l = strcspn(s, "/");
+        if (l && !(l == 1 && s[0] == '.') && !(l == 2 && s[0] == '.' && s[1] == '.')) {
+            if (w != k) *w++ = '/';
+            memcpy(w, s, l);
+            w += l;
+        }
+        s += l;
+        while (*s == '/') s++;
+    }
+    if (w == k) w += sprintf(k, "item");
+    *w = '\0';
     char *base = strrchr(k, '/');
     base = base ? base + 1 : k;
     char *dot = strrchr(base, '.');
@@ -470,6 +502,15 @@ static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n
     if (!arena) return -1;
     for (size_t i = 0; i < ni; i++) {
         const char *fn = json_string_value(json_object_get(sorted[i], "file_name"));
+        if (!o->allow_outside_root && nst_coco_leaves_root(root, fn)) {
+            fprintf(stderr,
+                    "pack: %s: the file_name \"%s\" of image id %lld leaves the image root %s "
+                    "(as written, or through a symlink): refused, so that an annotation file "
+                    "cannot pack other files; --allow-outside-root packs it\n",
+                    o->src, fn, (long long)json_integer_value(json_object_get(sorted[i], "id")),
+                    root);
+            return -1;
+        }
         it[i].path = p;
         if (fn[0] == '/')
             p += sprintf(p, "%s", fn) + 1;
@@ -831,6 +872,16 @@ int cmd_pack(int argc, char **argv)
         fprintf(stderr, "pack: DST path is too long\n");
         return 2;
     }
+    const size_t sl = strlen(o.src);
+    const int coco = sl > 5 && !strcmp(o.src + sl - 5, ".json");
+    if (coco && !o.coco_webdataset) {
+        fprintf(stderr,
+                "pack: %s is a COCO annotation file: nostall's loader does not read COCO shards "
+                "(task=detect reads the instances JSON and its images: nostall bench %s --task "
+                "detect); --coco-webdataset writes them anyway, for the webdataset library\n",
+                o.src, o.src);
+        return 2;
+    }
     int rc = prepare_dst(&o);
     if (rc) return rc;
 
@@ -839,8 +890,6 @@ int cmd_pack(int argc, char **argv)
     char *arena = NULL;
     pk_item *items = NULL;
     uint64_t n = 0;
-    const size_t sl = strlen(o.src);
-    const int coco = sl > 5 && !strcmp(o.src + sl - 5, ".json");
     int lrc = coco ? load_coco(&o, &doc, &items, &n, &arena) : load_index(&o, &ix, &items, &n);
     if (lrc == 0 && unique_keys(items, n) < 0) lrc = -1;
     if (lrc < 0 || n == 0) {

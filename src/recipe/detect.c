@@ -6,7 +6,11 @@
  * Items: the images of the annotation file sorted by id (as torchvision's
  * CocoDetection), those whose file is missing left out and counted; each
  * item's boxes clipped to its image, degenerate ones dropped (coco.h says
- * what is counted where). Categories sorted by id are labels 0..K-1.
+ * what is counted where). Categories sorted by id are labels 0..K-1, or
+ * with box_labels=category_id the COCO category ids themselves (what
+ * torchvision's detection references train on, 0 being the background).
+ * File_names leaving the image root are refused unless allow_outside_root;
+ * the annotation file's memory is bounded by max_annotation_bytes (coco.h).
  *
  * Fields (declaration order; M = max_boxes):
  *   image        float32 [3, H, W] normalized, or uint8 [H, W, 3] (output,
@@ -90,6 +94,7 @@ typedef struct detect {
     nst_coco *coco;
     uint64_t seed, max_pixels;
     int train, box_crop, pad;
+    int label_ids;     /* box_labels=category_id: the COCO ids, not 0..K-1 */
     int dtype, layout; /* nst_output's */
     uint32_t out_w, out_h, max_boxes;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
@@ -229,7 +234,7 @@ static void write_boxes(const detect *r, const nst_item_ctx *c, const det_plan *
         float v[4] = {(float)(px + fmax(o0, 0)), (float)(py + fmax((y0 - wy0) * sy, 0)),
                       (float)(px + fmin(o1, iw)), (float)(py + fmin((y1 - wy0) * sy, ih))};
         memcpy(boxes + 4 * (size_t)n, v, sizeof v);
-        labels[n] = bx[i].label;
+        labels[n] = r->label_ids ? r->coco->category_ids[bx[i].label] : bx[i].label;
         crowd[n] = (uint8_t)bx[i].iscrowd;
         n++;
     }
@@ -454,6 +459,7 @@ static uint64_t fingerprint(const detect *r)
     }
     nostall_checksum_update(&h, k->boxes, k->nboxes * sizeof *k->boxes);
     nostall_checksum_update(&h, k->category_ids, k->ncategories * sizeof *k->category_ids);
+    if (r->label_ids) nostall_checksum_update(&h, "category_id", 11); /* other labels delivered */
     return h ? h : 1;
 }
 
@@ -472,6 +478,7 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
     r->box_crop = (int)v[NOSTALL_OPT_BOX_CROP].u;
     r->pad = v[NOSTALL_OPT_FIT].u == NOSTALL_FIT_PAD;
     r->max_boxes = (uint32_t)v[NOSTALL_OPT_MAX_BOXES].u;
+    r->label_ids = v[NOSTALL_OPT_BOX_LABELS].u == NOSTALL_BOX_LABELS_CATEGORY_ID;
     uint32_t crop = (uint32_t)v[NOSTALL_OPT_CROP].u;
     r->out_h = v[NOSTALL_OPT_OUT_HEIGHT].u ? (uint32_t)v[NOSTALL_OPT_OUT_HEIGHT].u : crop;
     r->out_w = v[NOSTALL_OPT_OUT_WIDTH].u ? (uint32_t)v[NOSTALL_OPT_OUT_WIDTH].u : crop;
@@ -489,7 +496,9 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
     }
     nst_coco_opts o = {.image_root = nst_config_path(cfg, NOSTALL_OPT_IMAGE_ROOT),
                        .max_boxes = r->max_boxes,
-                       .check_files = 1};
+                       .check_files = 1,
+                       .allow_outside_root = (int)v[NOSTALL_OPT_ALLOW_OUTSIDE_ROOT].u,
+                       .max_bytes = v[NOSTALL_OPT_MAX_ANNOTATION_BYTES].u};
     if ((rc = nst_coco_load(&r->coco, source, &o)) < 0 ||
         (rc = nst_index_from_paths(&r->base.index, r->coco->paths, NULL, r->coco->nimages)) < 0 ||
         (rc = declare_fields(r, v)) < 0) {

@@ -36,19 +36,36 @@
  *
  * Order. Items are the images sorted by id (torchvision's CocoDetection
  * sorts its ids the same way); each image's boxes are in the order of the
- * annotations in the file. Categories are sorted by id and numbered 0..K-1
- * (torchvision's detection references remap ids the same way): a box's
- * `label` is that number, category_ids[label] its COCO id.
+ * annotations in the file. Categories are sorted by id and numbered 0..K-1:
+ * a box's `label` is that number, category_ids[label] its COCO id (which
+ * the recipe delivers under box_labels=category_id, as torchvision's
+ * detection references train on).
  *
  * Paths: image_root joined with file_name as os.path.join does (an absolute
  * file_name stands alone, and so does an http:// or https:// URL);
  * image_root empty means the annotation file's folder. image_root may be a
  * URL ("https://host/train2017": the items are fetched over HTTP).
  *
- * Memory: jansson builds the whole document before it is read (COCO's
- * train2017 instances, 450 MB with their segmentation polygons, take a few
- * GB for the moment of create); what is kept is 24 bytes per box and
- * 24 bytes plus the path per image.
+ * Containment: a file_name that leaves the image root (absolute, climbing
+ * out with "..", or a symlink resolving outside it: realpath when the file
+ * is checked, else the text alone) is an error at create naming the entry
+ * and the option, unless allow_outside_root is set (an annotation file
+ * downloaded with a dataset must not make the loader read ~/.aws/...).
+ * URLs are not paths and are not refused.
+ *
+ * Memory: a pre-scan (coco_scan in coco.c) checks the syntax, replaces the
+ * values of members nostall does not use (segmentation, area, info,
+ * licenses, ...) by a 0 keeping every line and column where it was, and
+ * estimates what jansson's tree of the rest will take; the file's bytes
+ * plus that estimate must fit max_bytes (max_annotation_bytes), or create
+ * fails naming the file and the limit, before the tree is built. Members
+ * that are skipped are checked as jansson would (grammar, numbers, UTF-8,
+ * escapes) except for duplicate keys inside them. What is kept is 24 bytes
+ * per box and 24 bytes plus the path per image.
+ *
+ * The annotation file may be a folder holding exactly one instances*.json
+ * (what nostall gen --task detect writes); a tar archive or a folder of
+ * shards is refused with a message saying task=detect does not read them.
  */
 #ifndef NST_SOURCE_COCO_H
 #define NST_SOURCE_COCO_H
@@ -91,6 +108,8 @@ typedef struct nst_coco_opts {
     const char *image_root; /* NULL or "": the annotation file's folder */
     uint32_t max_boxes;     /* for items_truncated; 0: no limit          */
     int check_files;        /* leave out images whose file is missing    */
+    int allow_outside_root; /* read file_names that leave the image root */
+    uint64_t max_bytes;     /* file + estimated tree; 0: no limit        */
 } nst_coco_opts;
 
 /* Read the annotation file `path`. */
@@ -100,5 +119,9 @@ int nst_coco_load(nst_coco **out, const char *path, const nst_coco_opts *o);
 int nst_coco_load_buffer(nst_coco **out, const char *data, size_t len, const char *name,
                          const nst_coco_opts *o);
 void nst_coco_free(nst_coco *c);
+/* Does COCO file_name `file` leave `root` ("": the current folder)? By its
+ * text, and by realpath where the file resolves (a symlink out of root);
+ * a URL does not. The check create makes, for `nostall pack`. */
+int nst_coco_leaves_root(const char *root, const char *file);
 
 #endif

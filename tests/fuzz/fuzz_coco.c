@@ -1,7 +1,9 @@
 /*
  * fuzz_coco.c — the COCO instances parser (src/source/coco.c) on hostile
  * JSON: the input is the annotation file (nst_coco_load_buffer, files not
- * checked; max_boxes 1 + (size & 3), so truncation is reached).
+ * checked; max_boxes 1 + (size & 3), so truncation is reached;
+ * allow_outside_root (size >> 2) & 1, so file_names leaving the root are
+ * refused and read; max_annotation_bytes 64 MB).
  *
  * Properties checked (abort() on violation, so libFuzzer keeps the input):
  *   - the parse either succeeds or fails with E_DATASET (E_NOMEM allowed)
@@ -99,7 +101,9 @@ static int same(const nst_coco *a, const nst_coco *b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char name[] = "fuzz/ann.json";
-    nst_coco_opts o = {.max_boxes = 1 + (uint32_t)(size & 3)};
+    nst_coco_opts o = {.max_boxes = 1 + (uint32_t)(size & 3),
+                       .allow_outside_root = (int)((size >> 2) & 1),
+                       .max_bytes = 64u << 20};
     nst_coco *c = NULL, *c2 = NULL;
     int rc = nst_coco_load_buffer(&c, (const char *)data, size, name, &o);
     if (rc < 0) {

@@ -379,6 +379,35 @@ def test_items_by_id_and_labels_by_category(drawn):
         assert crowd.tolist() == [b[5] for b in truth[path]["boxes"]]
 
 
+def test_box_labels_category_id(drawn):
+    """box_labels="category_id": each box's COCO category_id (torchvision's
+    detection references train on those, 0 being the background)."""
+    ann, truth = drawn
+    ids = sorted(CAT_IDS)
+    items, _ = batches(ann, **full(dict(mode="eval", shuffle=False, box_labels="category_id")))
+    assert items
+    for i, path, _, _, boxes, labels, crowd, n in items:
+        assert labels.tolist() == [ids[b[4]] for b in truth[path]["boxes"]]
+
+
+def test_file_name_outside_root_refused(tmp_path):
+    """An annotation file naming ../secret fails create without a byte of
+    the file in the message; allow_outside_root=True reads it."""
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "credentials").write_text("aws_secret_access_key = AKIASECRET\n")
+    (tmp_path / "root").mkdir()
+    p = tmp_path / "root" / "ann.json"
+    p.write_text(json.dumps({"images": [{"id": 1, "file_name": "../secret/credentials",
+                                         "width": 4, "height": 4}],
+                             "categories": [], "annotations": []}))
+    with pytest.raises(nostall.Error) as e:
+        nostall.Loader(str(p), task="detect")
+    m = str(e.value)
+    assert "leaves the image root" in m and "allow_outside_root=1" in m and "AKIA" not in m
+    with nostall.Loader(str(p), task="detect", allow_outside_root=True) as ld:
+        assert ld.info()["items"] == 1
+
+
 def test_truncated(drawn):
     ann, truth = drawn
     o = full(dict(max_boxes=2))
