@@ -5,12 +5,17 @@
  * back as the members' bytes, .cls labels, .json/.txt parts —; the
  * sidecar index file is written by the first header pass next to the data
  * (or in $XDG_CACHE_HOME when that fails) and read instead of the tar
- * afterwards, and a stale or corrupt one is replaced; damage (a bad
- * header, a truncated shard, a sample without image or label) leaves the
- * rest of the shard in the index and is counted and named; brace
+ * afterwards, and a stale or corrupt one is replaced -- a shard rebuilt in
+ * place with its samples re-shuffled (same size) is indexed again, even
+ * with its old mtime, and an index without an identity is never used;
+ * damage (a bad header, a truncated shard, a sample without image or
+ * label; a duplicate member, a sample of 66 members, a GNU sparse member,
+ * names over 4096 bytes) leaves the rest of the shard in the index and is
+ * counted and named with its reason; brace
  * patterns; task=bytes' choice of member; messages naming the shard and
  * the member; memory per item; and, with nginx, the same index over HTTP
- * (sidecar served, or header pass by ranged GETs, then cached).
+ * (sidecar served, or header pass by ranged GETs, then cached; neither
+ * used once the served shard is re-shuffled in place).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -7,8 +7,10 @@
  * every item's member bytes in order with a store smaller than the epoch,
  * for one rank and for two; a restart mid-epoch gives exactly the rest of
  * the uninterrupted epoch; a truncated shard and a missing shard fail only
- * their affected items, with messages naming the shard; stop wakes a
- * waiting consumer.
+ * their affected items, with messages naming the shard; a shard re-shuffled
+ * in place after indexing (members of the expected sizes at the expected
+ * offsets) fails each item whose member has another name, naming both;
+ * stop wakes a waiting consumer.
  */
 #include <pthread.h>
 #include <sys/stat.h>

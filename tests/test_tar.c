@@ -6,9 +6,12 @@
  * after it are still found; an archive cut inside a member, inside a
  * header, inside a long name; a malformed pax header) as one DAMAGE event
  * each, naming the member; webdataset's key/extension rule; .cls labels;
- * the shard index file (round trip, every refusal: magic, version, size,
- * checksum, counts, ranges outside the shard) and the ustar writer (what
- * it writes, tarfile reads back).
+ * the shard index file (round trip, every refusal: magic, version -- 1,
+ * without an identity, included --, size, checksum, counts, ranges outside
+ * the shard; the identity and damaged members' names kept); GNU sparse
+ * members (pax 0.0, 0.1, 1.0, old 'S' with an extension block) as one
+ * SPARSE event each, naming the member, in every way of feeding; and the
+ * ustar writer (what it writes, tarfile reads back).
  */
 #include <errno.h>
 #include <sys/stat.h>
