@@ -1285,6 +1285,13 @@ class Loader(_Base):
         """Every item's label, as torchvision's ImageFolder."""
         return [self.item(i)[1] for i in range(self._info["items"])]
 
+    @property
+    def threads(self) -> int:
+        """Worker threads this loader runs: `threads=`, or by default the CPUs
+        the process may use (its affinity mask, capped by its cgroup's CPU
+        quota, divided by LOCAL_WORLD_SIZE under torchrun)."""
+        return self._info["threads"]
+
     def __repr__(self):
         core = self._core
         state = "closed" if core is None or core.closed else "%d batches/epoch" % len(self)
