@@ -117,8 +117,6 @@ def evaluate(model, batches):
         for images, labels in batches:
             correct += int((model(images).argmax(1) == labels).sum())
             total += len(labels)
-    if hasattr(batches, "close"):
-        batches.close()
     return correct / max(total, 1)
 
 
