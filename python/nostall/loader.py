@@ -25,8 +25,9 @@ Design
   chose another epoch: dropped, with a warning). After the last of
   `epochs`, the next iter() starts over at epoch 0 (a validation loader
   with epochs=1 runs its pass at every iter()). A coordinated member's
-  set_epoch accepts the group's epoch only (a no-op). One thread iterates at a time: iter() or next()
-  from a second thread while an iterator is alive raises.
+  set_epoch accepts the group's epoch only (a no-op). One thread iterates
+  at a time: iter() or next() from a second thread while an iterator is
+  alive raises.
 * Ctrl-C: batches are awaited with nostall_loader_next_timed(100 ms) in a
   loop; ctypes drops the GIL during the wait and Python runs signal
   handlers between the calls, so KeyboardInterrupt arrives within ~100 ms.
@@ -550,7 +551,7 @@ class Loader(_Base):
     whatever happens to the loader: keeping batches is safe (see the module
     docstring).
 
-    Other tasks, a mix and a transform yield a dict per batch, one tensor
+    Other tasks and a mix yield a dict per batch, one tensor
     (or list of per-item tensors for ragged fields) per field:
     task="detect" (image, boxes, box_labels, iscrowd, box_count),
     task="tokens" (tokens, targets), task="bytes" (data, length, label),
@@ -568,7 +569,7 @@ class Loader(_Base):
     torch.distributed process group (without torch, with coordinate=, or
     with several ranks and no process group: the library's 0); rank and
     world_size default to $RANK and $WORLD_SIZE (set by torchrun). mean and
-    std are on the 0-1 scale (ToTensor's): a mean above 1 is warned about.
+    std are on the 0-1 scale (ToTensor's): a value above 1 is warned about.
 
     Python-side keywords: copy=True yields private copies (never views);
     pin_memory=True page-locks the ring for fast, asynchronous GPU copies;
