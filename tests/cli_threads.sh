@@ -17,9 +17,11 @@ mask=$(nproc)
 [ "$n" -ge 1 ] && [ "$n" -le "$mask" ] || fail "default threads $n outside 1..$mask (nproc)"
 echo "default threads: $n (nproc $mask)"
 
-env -u LOCAL_WORLD_SIZE taskset -c 0 "$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/one.json"
-[ "$(json "$TMP/one.json" 'j["threads"]')" = 1 ] || fail "taskset -c 0: threads $(json "$TMP/one.json" 'j["threads"]') != 1"
-[ "$(json "$TMP/one.json" 'j["stats"]["threads"]')" = 1 ] || fail "taskset -c 0: stats.threads != 1"
+# one CPU of this process's mask (CPU 0 where the mask has it, as `taskset -c 0`)
+cpu=$("$PY" -c 'import os; print(min(os.sched_getaffinity(0)))')
+env -u LOCAL_WORLD_SIZE taskset -c "$cpu" "$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/one.json"
+[ "$(json "$TMP/one.json" 'j["threads"]')" = 1 ] || fail "taskset -c $cpu: threads $(json "$TMP/one.json" 'j["threads"]') != 1"
+[ "$(json "$TMP/one.json" 'j["stats"]["threads"]')" = 1 ] || fail "taskset -c $cpu: stats.threads != 1"
 
 LOCAL_WORLD_SIZE=2 "$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/lws.json"
 want=$((n / 2 > 1 ? n / 2 : 1))
@@ -33,9 +35,9 @@ LOCAL_WORLD_SIZE=x "$CLI" bench "$TMP/data" "${common[@]}" > "$TMP/bad.json"
 [ "$(json "$TMP/bad.json" 'j["threads"]')" = "$n" ] || fail "LOCAL_WORLD_SIZE=x changed threads"
 
 # an explicit count wins; the budget is still reported
-env -u LOCAL_WORLD_SIZE taskset -c 0 "$CLI" bench "$TMP/data" "${common[@]}" --threads 3 > "$TMP/three.json"
+env -u LOCAL_WORLD_SIZE taskset -c "$cpu" "$CLI" bench "$TMP/data" "${common[@]}" --threads 3 > "$TMP/three.json"
 [ "$(json "$TMP/three.json" 'j["threads"]')" = 3 ] || fail "--threads 3 not used"
-[ "$(json "$TMP/three.json" 'j["stats"]["cpu_budget"]')" = 1 ] || fail "cpu_budget under taskset -c 0 != 1"
+[ "$(json "$TMP/three.json" 'j["stats"]["cpu_budget"]')" = 1 ] || fail "cpu_budget under taskset -c $cpu != 1"
 
 for f in one lws bad three; do
     [ "$(json "$TMP/$f.json" 'j["checksum"]')" = "$(json "$TMP/free.json" 'j["checksum"]')" ] \
