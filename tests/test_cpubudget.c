@@ -3,11 +3,57 @@
  * cpu.max and v1 cfs quota/period ("max", -1, bad text), the process's cgroup
  * directory from /proc/self/cgroup and /proc/self/mountinfo texts (v1, v2,
  * hybrid, a container's mount of its own subtree), and how affinity, quota
- * and LOCAL_WORLD_SIZE combine. Then the live reading: within the machine's
- * online CPUs and at least 1.
+ * and LOCAL_WORLD_SIZE combine; the walk up a fake cgroup tree (the
+ * tightest quota from the cgroup to its mount, nothing above the mount).
+ * Then the live reading: within the machine's online CPUs and at least 1.
  */
+#include <sys/stat.h>
+
 #include "check.h"
 #include "common/cpubudget.h"
+
+static void put(const char *dir, const char *sub, const char *name, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s%s", dir, sub);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s%s/%s", dir, sub, name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void walk(void)
+{
+    const char *t = test_tmpdir("cpubudget");
+    char mount[4200], dir[4200], where[128];
+    snprintf(mount, sizeof mount, "%s/root", t);
+    snprintf(dir, sizeof dir, "%s/root/a/b/c", t);
+    /* v2: above the mount 0.5 (never read), the root "max", a: 3 CPUs,
+     * b "max", c bad text */
+    put(t, "", "cpu.max", "50000 100000\n");
+    put(t, "/root", "cpu.max", "max 100000\n");
+    put(t, "/root/a", "cpu.max", "300000 100000\n");
+    put(t, "/root/a/b", "cpu.max", "max 100000\n");
+    put(t, "/root/a/b/c", "cpu.max", "lots\n");
+    CHECK(nst_cpu_quota_walk(dir, mount, 1, where, sizeof where) == 3.0);
+    CHECK(strstr(where, "/root/a/cpu.max") != NULL);
+    put(t, "/root/a/b", "cpu.max", "150000 100000\n"); /* tighter, lower down */
+    CHECK(nst_cpu_quota_walk(dir, mount, 1, where, sizeof where) == 1.5);
+    CHECK(nst_cpu_quota_walk(mount, mount, 1, where, sizeof where) == 0); /* root: max */
+    /* v1: -1 below, 2 CPUs on the mount itself; a directory with no files */
+    put(t, "/v1", "cpu.cfs_quota_us", "200000\n");
+    put(t, "/v1", "cpu.cfs_period_us", "100000\n");
+    put(t, "/v1/x", "cpu.cfs_quota_us", "-1\n");
+    put(t, "/v1/x", "cpu.cfs_period_us", "100000\n");
+    snprintf(mount, sizeof mount, "%s/v1", t);
+    snprintf(dir, sizeof dir, "%s/v1/x/none", t);
+    CHECK(nst_cpu_quota_walk(dir, mount, 1, where, sizeof where) == 0); /* no cpu.max */
+    CHECK(nst_cpu_quota_walk(dir, mount, 0, where, sizeof where) == 2.0);
+    CHECK(strstr(where, "/v1/cpu.cfs_quota_us") != NULL);
+}
 
 static void quotas(void)
 {
@@ -130,6 +176,7 @@ int main(void)
     quotas();
     dirs();
     combine();
+    walk();
 
     nst_cpu_budget b;
     unsetenv("LOCAL_WORLD_SIZE");

@@ -239,10 +239,12 @@ static char *slurp(const char *path)
     return buf;
 }
 
-/* The tightest quota from dir up to mount; 0 if none. */
-static double quota_walk(char *dir, const char *mount, int v2, char *where, size_t wn)
+double nst_cpu_quota_walk(const char *start, const char *mount, int v2, char *where, size_t wn)
 {
     double best = 0;
+    char dir[PATH_CAP];
+    if (strlen(start) >= sizeof dir) return 0;
+    snprintf(dir, sizeof dir, "%s", start);
     size_t ml = strlen(mount);
     char p[PATH_CAP + 32];
     for (;;) {
@@ -301,7 +303,7 @@ void nst_cpu_budget_get(nst_cpu_budget *b)
     char *cg = slurp("/proc/self/cgroup"), *mi = cg ? slurp("/proc/self/mountinfo") : NULL;
     for (int v2 = 1; v2 >= 0 && mi; v2--) {
         if (!nst_cpu_cgroup_dir(cg, mi, v2, dir, mount, sizeof dir)) continue;
-        double q = quota_walk(dir, mount, v2, where, sizeof where);
+        double q = nst_cpu_quota_walk(dir, mount, v2, where, sizeof where);
         if (q > 0 && (b->quota == 0 || q < b->quota)) b->quota = q;
     }
     free(cg);

@@ -42,6 +42,12 @@ int nst_cpu_quota_v1(const char *quota, const char *period, double *cpus);
 int nst_cpu_cgroup_dir(const char *proc_cgroup, const char *mountinfo, int v2, char *dir,
                        char *mount, size_t n);
 
+/* The tightest quota (in CPUs) of the cgroup directory `dir` and of each
+ * parent up to `mount` (inclusive), read from their cpu.max (v2) or
+ * cpu.cfs_quota_us / cpu.cfs_period_us (v1); 0 if none. Files that are
+ * missing or malformed count as no quota. *where names the binding file. */
+double nst_cpu_quota_walk(const char *dir, const char *mount, int v2, char *where, size_t wn);
+
 /* The budget from its parts: affinity CPUs (< 1 counts as 1), a quota in
  * CPUs (<= 0: none; rounded up), the LOCAL_WORLD_SIZE text (NULL, empty or
  * not a positive integer: 1). *lws (if not NULL) receives the divisor used. */
