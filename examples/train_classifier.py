@@ -20,9 +20,13 @@ threads, torchvision `--threads` worker processes (persistent across epochs).
 Per epoch it prints the wall time of the training pass, the part of it spent
 waiting for data, the mean loss, and the validation accuracy.
 
-nostall batches are zero-copy views that are only valid until the next batch
-is requested: this loop uses each batch within its step only (the backward
-pass ends before the next batch is asked for), which is the intended use.
+nostall batches are zero-copy views of the loader's ring, and safe to keep:
+a ring slot is reused only once no tensor or view of it is alive (if the
+loop keeps so many that the ring would run short, the next batches are
+copied out instead). This loop uses each batch within its step only, so
+every batch stays zero-copy. The validation loader is made once with
+epochs=1 (its workers stop after the pass instead of preparing more) and
+iterated every epoch: each iter() of a finished loader starts the pass over.
 """
 
 import argparse
@@ -61,19 +65,22 @@ class NostallData:
                                     mode="train", threads=args.threads, seed=args.seed,
                                     mean=MEAN, std=STD)
         self.classes = self.train.info()["classes"]
+        # epochs=1: its workers finish with the pass instead of prefetching
+        # more; every later iter() runs the same pass again
+        self.val = nostall.Loader(args.val, batch_size=256, crop=args.crop, mode="eval",
+                                  shuffle=False, threads=args.threads, epochs=1,
+                                  mean=MEAN, std=STD)
 
     def train_epoch(self, epoch):
         self.train.set_epoch(epoch)  # a no-op when the previous epoch ran to its end
         return self.train
 
     def val_epoch(self):
-        # epochs=1: its workers finish with the pass instead of prefetching more
-        return nostall.Loader(self.args.val, batch_size=256, crop=self.args.crop, mode="eval",
-                              shuffle=False, threads=self.args.threads, epochs=1,
-                              mean=MEAN, std=STD)
+        return self.val
 
     def close(self):
         self.train.close()
+        self.val.close()
 
 
 class TorchData:
@@ -110,8 +117,6 @@ def evaluate(model, batches):
         for images, labels in batches:
             correct += int((model(images).argmax(1) == labels).sum())
             total += len(labels)
-    if hasattr(batches, "close"):
-        batches.close()
     return correct / max(total, 1)
 
 

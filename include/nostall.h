@@ -149,7 +149,9 @@ NOSTALL_API const char *nostall_last_error(void);
 
 #define NOSTALL_OPTION_TABLE(X)                                                                    \
     X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536", "items per batch")                    \
-    X(THREADS, 1, "threads", UINT, "0", "0", "1024", "worker threads; 0 = number of online CPUs")  \
+    X(THREADS, 1, "threads", UINT, "0", "0", "1024",                                               \
+      "worker threads; 0 = the CPUs this process may use (affinity mask, cgroup CPU quota), "      \
+      "divided by LOCAL_WORLD_SIZE")                                                               \
     X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                                     \
       "batches prepared ahead of the consumer (bounds memory)")                                    \
     X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                                     \
@@ -752,7 +754,9 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(cache_transcode_ns, "worker time spent rewriting items for the cache "                       \
                           "(declined attempts included); part of fetch_busy_ns")                   \
     X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
-                    "workers (io_depth, or what io_depth=0 grew to)")
+                    "workers (io_depth, or what io_depth=0 grew to)")                              \
+    X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

@@ -30,6 +30,7 @@
 #include "batch/ring.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/cpubudget.h"
 #include "common/memlimit.h"
 #include "coord/backend.h"
 #include "echo/adaptive.h"
@@ -361,11 +362,13 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     ld->on_bad = (int)v[NOSTALL_OPT_ON_BAD_ITEM].u;
     ld->drop_last = (int)v[NOSTALL_OPT_DROP_LAST].u;
     ld->epochs_limit = v[NOSTALL_OPT_EPOCHS].u;
+    /* threads=0: the CPUs this process may use (affinity mask, cgroup CPU
+     * quota), shared by torchrun's LOCAL_WORLD_SIZE ranks. */
+    nst_cpu_budget budget;
+    nst_cpu_budget_get(&budget);
+    ld->cpu_budget = budget.threads;
     ld->nthreads = (uint32_t)v[NOSTALL_OPT_THREADS].u;
-    if (ld->nthreads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        ld->nthreads = n > 0 ? (uint32_t)n : 1;
-    }
+    if (ld->nthreads == 0) ld->nthreads = budget.threads < 1024 ? budget.threads : 1024;
     if (!(ld->source = strdup(source))) {
         rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
         goto fail;

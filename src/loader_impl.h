@@ -101,6 +101,7 @@ struct nostall_loader {
 
     /* Immutable after create. */
     uint32_t batch_size, nthreads;
+    uint32_t cpu_budget; /* the default of threads (common/cpubudget.h) */
     int on_bad, drop_last;
     uint64_t epochs_limit; /* 0 = unlimited */
     uint64_t batches_per_epoch, items_per_epoch;

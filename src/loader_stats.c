@@ -114,6 +114,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     s.skipped_unique = ld->nskips;
     pthread_mutex_unlock(&ld->skip_mu);
     s.threads = ld->nthreads;
+    s.cpu_budget = ld->cpu_budget;
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return 0;
 }

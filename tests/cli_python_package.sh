@@ -2,7 +2,8 @@
 # The Python package as a user installs it: a copy of the tree as a fresh
 # clone has it, `pip install --no-build-isolation .` into a virtual
 # environment (pip builds libnostall with CMake: setup.py), then
-# `import nostall` from / and one epoch; and `pip install --target` from an
+# `import nostall` from / and one epoch, the `nostall` command and `python -m
+# nostall`; and `pip install --target` from an
 # existing build (what `make install` does).
 source "$(dirname "$0")/lib_cli.sh"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,13 @@ with nostall.Loader(sys.argv[2], batch_size=4, crop=16, threads=2) as ld:
     print(sum(len(y) for _, y in ld), ld.classes)
 ' "$TMP/venv" "$TMP/data") || fail "import from / failed"
 [ "$out" = "20 ['class_000', 'class_001']" ] || fail "venv package printed: $out"
+# the console script and `python -m nostall` run the CLI the package carries
+want=$("$CLI" --version)
+[ -x "$TMP/venv/bin/nostall" ] || fail "pip install . made no nostall command"
+out=$(cd / && env -u NOSTALL_CLI -u PYTHONPATH "$TMP/venv/bin/nostall" --version) || fail "venv/bin/nostall failed"
+[ "$out" = "$want" ] || fail "venv/bin/nostall --version printed: $out"
+out=$(cd / && env -u NOSTALL_CLI -u PYTHONPATH "$TMP/venv/bin/python" -m nostall --version) || fail "python -m nostall failed"
+[ "$out" = "$want" ] || fail "python -m nostall --version printed: $out"
 
 # make install's way: the existing build, into a prefix's site-packages
 site="$TMP/prefix/lib/python3/dist-packages"

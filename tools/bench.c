@@ -375,6 +375,8 @@ int cmd_bench(int argc, char **argv)
                 ", \"stall_fraction\": %.6f, \"setup_seconds\": %.6f, \"step_ms\": %g",
                 items, batches, ep, seconds, seconds > 0 ? items / seconds : 0.0, stall_s,
                 seconds > 0 ? stall_s / seconds : 0.0, setup_s, step_ms);
+        /* the worker count the loader resolved (threads=0: the CPU budget) */
+        fprintf(f, ", \"threads\": %u", info.threads);
         fprintf(f, ", \"interrupted\": ");
         if (sig)
             fprintf(f, "\"%s\"", sig == SIGINT ? "SIGINT" : "SIGTERM");

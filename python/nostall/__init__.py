@@ -4,8 +4,8 @@
     loader = nostall.Loader("/data/train", batch_size=256, crop=224, threads=8)
     for epoch in range(start_epoch, epochs):
         for images, labels in loader:      # one epoch per `for`
-            train_step(images, labels)     # zero-copy views: use them in the step,
-                                           # do not keep them (or pass copy=True)
+            train_step(images, labels)     # zero-copy views, safe to keep: a ring
+                                           # slot is reused only once no tensor views it
     loader.close()                         # or `with nostall.Loader(...) as loader:`
 
 The binding is a thin ctypes layer (no compiled extension): _lib declares the C

@@ -22,8 +22,12 @@ Design
   chose, else the one after the previous iterator's -- and ends the previous
   iterator (using it afterwards raises). A state loaded with
   load_state_dict() applies to the next iter() (unless set_epoch() then
-  chose another epoch). One thread iterates at a time: iter() or next()
-  from a second thread while an iterator is alive raises.
+  chose another epoch: dropped, with a warning). After the last of
+  `epochs`, the next iter() starts over at epoch 0 (a validation loader
+  with epochs=1 runs its pass at every iter()). A coordinated member's
+  set_epoch accepts the group's epoch only (a no-op). One thread iterates
+  at a time: iter() or next() from a second thread while an iterator is
+  alive raises.
 * Ctrl-C: batches are awaited with nostall_loader_next_timed(100 ms) in a
   loop; ctypes drops the GIL during the wait and Python runs signal
   handlers between the calls, so KeyboardInterrupt arrives within ~100 ms.
@@ -426,6 +430,60 @@ def _cuda_unregister(addr):
         pass
 
 
+def _check_scale(options, config):
+    """mean/std given on the 0-255 scale (torchvision's are 0-1, as
+    ToTensor's values): any value above 1 cannot be meant for 0-1 pixels."""
+    for name in ("mean", "std"):
+        if name not in options:
+            continue
+        try:
+            values = [float(v) for v in config[name].split(",")]
+        except ValueError:
+            continue
+        if any(v > 1 for v in values):
+            warnings.warn("nostall: %s=%s looks like the 0-255 scale: nostall normalizes pixels "
+                          "on the 0-1 scale, as torchvision's ToTensor + Normalize (e.g. "
+                          "mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)); divide by 255"
+                          % (name, "(%s)" % ", ".join("%g" % v for v in values)),
+                          RuntimeWarning, stacklevel=4)
+
+
+# --- the default seed ----------------------------------------------------------
+
+_seed_warned = False
+
+
+def _default_seed(torch, options):
+    """seed= not given: torch's initial seed (torch.manual_seed's, or the
+    process's random one), as a DataLoader's shuffle follows it; rank 0's
+    when a torch.distributed process group is initialized, so every rank
+    walks one order. None (the library's default, 0) without torch, for a
+    coordinated group (its jobs must agree on one stream whatever their
+    torch seeds), and with several ranks but no process group to agree
+    through (then also a warning's text, given once a loader was made:
+    their seeds could differ and the shards overlap). Returns (seed, note)."""
+    if torch is None or options.get("coordinate"):
+        return None, None
+    seed = int(torch.initial_seed()) & 0xFFFFFFFFFFFFFFFF
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        if dist.get_world_size() > 1:
+            box = [seed]
+            dist.broadcast_object_list(box, src=0)
+            seed = int(box[0])
+        return seed, None
+    try:
+        world = int(options.get("world_size", 1))
+    except (TypeError, ValueError):
+        world = 1  # the library reports the bad value
+    if world > 1:
+        return None, ("nostall: world_size=%d without an initialized torch.distributed process "
+                      "group: the ranks cannot agree on torch's seed, so the default seed stays "
+                      "the library's 0; pass seed= (the same on every rank) or call "
+                      "init_process_group() before creating the loader" % world)
+    return seed, None
+
+
 # --- the epoch iterator --------------------------------------------------------
 
 class _EpochIterator:
@@ -479,23 +537,39 @@ class _EpochIterator:
 
 class Loader(_Base):
     """Batches of decoded, augmented images from an ImageFolder directory, a
-    `path<TAB>label` list file, or a Python list of (path, label) pairs.
+    `path<TAB>label` list file, or a Python list of (path, label) pairs
+    (source is a folder or a list file, never a single image).
 
     Iterating yields `(images, labels)` for one epoch -- torch tensors (numpy
     arrays without torch): float: float32 N,C,H,W normalized by mean/std;
     uint8: uint8 N,H,W,C; labels int64 [N]. Every iter() starts an epoch
     (the next one, or the one set_epoch() chose), like a DataLoader with a
-    DistributedSampler. Image tensors view library memory without a copy;
-    that memory stays valid, unchanged, as long as any tensor or view of it
-    lives, whatever happens to the loader (see the module docstring).
+    DistributedSampler; once all `epochs` were delivered, the next iter()
+    starts over at epoch 0 (a validation loader with epochs=1 runs its pass
+    again). Image tensors view library memory without a copy; that memory
+    stays valid, unchanged, as long as any tensor or view of it lives,
+    whatever happens to the loader: keeping batches is safe (see the module
+    docstring).
+
+    Other tasks and a mix yield a dict per batch, one tensor
+    (or list of per-item tensors for ragged fields) per field:
+    task="detect" (image, boxes, box_labels, iscrowd, box_count),
+    task="tokens" (tokens, targets), task="bytes" (data, length, label),
+    task="audio" (mel or waveform, length, label); sources= adds "source".
 
     Every libnostall option is a keyword (nostall.OPTIONS lists types,
     defaults and bounds; help(nostall.Loader) shows them): batch_size, crop,
     mode="train"|"eval", threads, seed, output="float"|"uint8",
     mean=(r, g, b), shuffle=True, drop_last, ... Values are validated by the
     library: a bad one raises OptionError naming it. None means "the
-    library's default". rank and world_size default to $RANK and
-    $WORLD_SIZE (set by torchrun).
+    library's default", except: threads defaults to the CPUs the process
+    may use (affinity mask, cgroup CPU quota, divided by $LOCAL_WORLD_SIZE;
+    loader.threads says how many run); seed defaults to torch's initial
+    seed (torch.manual_seed's), rank 0's under an initialized
+    torch.distributed process group (without torch, with coordinate=, or
+    with several ranks and no process group: the library's 0); rank and
+    world_size default to $RANK and $WORLD_SIZE (set by torchrun). mean and
+    std are on the 0-1 scale (ToTensor's): a value above 1 is warned about.
 
     Python-side keywords: copy=True yields private copies (never views);
     pin_memory=True page-locks the ring for fast, asynchronous GPU copies;
@@ -504,6 +578,21 @@ class Loader(_Base):
     and device) copies uint8 and normalizes on the device (4x fewer bytes);
     peer_cache=nostall.mpi.PartitionedCache serves items from an MPI job's
     partitioned cache.
+
+    transform=fn runs a Python callable on nostall's worker threads for
+    each item: fn(x) or fn(x, random), x the whole decoded image (uint8
+    HWC; task="bytes": the file's bytes), random a numpy Generator on the
+    item's own stream (the same bytes for any thread count). It returns an
+    array (yielded as (images, labels)), a tuple (fields out0, out1, ...,
+    yielded as a tuple, the label last) or a dict (yielded as a dict with
+    "label"). transform_fields={name: (dtype, shape)} or (dtype, shape,
+    "ragged") declares the fields; without it they are inferred by calling
+    fn once at create (docs/user_ops.md).
+
+    sources=[(path, weight), ...] reads several sources of one task as one
+    weighted mix: each batch is a dict with the task's fields plus "source"
+    (the index in sources), each source keeping its own epochs
+    (docs/mixing.md).
     """
 
     # BEGIN OPTIONS (generated by python/gen_options.py from the library's option table)
@@ -643,6 +732,11 @@ class Loader(_Base):
             env = os.environ.get(key.upper())
             if key not in options and env not in (None, ""):
                 options[key] = env
+        seed_note = None
+        if "seed" not in options:
+            seed, seed_note = _default_seed(self._as_torch, options)
+            if seed is not None:
+                options["seed"] = seed
         if self._normalize_on_device and (device is None or options.get("output") != "uint8"):
             raise _error("E_OPTION", "nostall.Loader: normalize_on_device=True needs "
                          "output='uint8' and a device (e.g. device='cuda')")
@@ -658,6 +752,7 @@ class Loader(_Base):
                 _check(_lib.config_get(cfg, name.encode(), buf, len(buf)))
                 self.config[name] = _lib._s(buf.value)
             self._task = self.config["task"]
+            _check_scale(options, self.config)
             if peer_cache is not None:
                 _check(_lib.config_set_peer_cache(cfg, ctypes.byref(peer_cache.hooks)))
             if transform is not None:
@@ -680,6 +775,10 @@ class Loader(_Base):
                 os.unlink(tmp_list)
         self._info = self.info()
         self._options = self._byte_options()
+        global _seed_warned
+        if seed_note and not _seed_warned:
+            _seed_warned = True
+            warnings.warn(seed_note, RuntimeWarning, stacklevel=3)
         if pin_memory or device is not None:
             self._setup_device(pin_memory, device)
         if self._info["files_ignored"]:
@@ -877,6 +976,17 @@ class Loader(_Base):
                 epoch = self.state_dict()["epoch"] if pending is None else pending["epoch"]
             else:
                 epoch = self._started_epoch + 1
+                limit = int(self.config["epochs"])
+                if limit and epoch >= limit and not self.config["coordinate"]:
+                    # Every epoch delivered: a new pass from epoch 0, as a
+                    # DataLoader iterates again (a validation loader with
+                    # epochs=1 runs the same pass each time).
+                    if limit > 1:
+                        warnings.warn("nostall: the loader's epochs=%d were all delivered: this "
+                                      "iter() starts over at epoch 0 (the same order and "
+                                      "augmentations again; epochs=0 runs new epochs without "
+                                      "end)" % limit, RuntimeWarning, stacklevel=3)
+                    epoch = 0
             st = _lib.State(epoch=epoch, position=0)
         limit = int(self.config["epochs"])
         self._started_epoch = st.epoch
@@ -885,7 +995,8 @@ class Loader(_Base):
             # iter() runs to the end of the epoch the group is in.
             if pending is not None or chosen is not None:
                 raise _error("E_STATE", "nostall.Loader: a member of coordinated group '%s' "
-                             "follows the group's position: set_epoch/load_state_dict are not "
+                             "follows the group's position: set_epoch (other than the group's "
+                             "epoch) and load_state_dict are not "
                              "available" % self.config["coordinate"])
             return
         if limit and st.epoch >= limit:
@@ -1069,7 +1180,9 @@ class Loader(_Base):
 
     def set_epoch(self, epoch: int) -> None:
         """The next iter() runs epoch `epoch` (from its start, or from a state
-        loaded for that epoch)."""
+        loaded for that epoch; a loaded state of another epoch is dropped,
+        with a warning). A member of a coordinated group accepts only the
+        epoch the group is in (a no-op, so the usual loop runs unchanged)."""
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
             raise TypeError("nostall.Loader.set_epoch: epoch must be an int, got %r" % (epoch,))
         epoch = int(epoch)
@@ -1080,7 +1193,22 @@ class Loader(_Base):
             raise ValueError("nostall.Loader.set_epoch: epoch %d is past epochs=%d (epochs 0..%d)"
                              % (epoch, limit, limit - 1))
         self._handle()
-        self._no_coordinate("set_epoch")
+        if self.config["coordinate"]:
+            now = _lib.State()
+            _check(self._lib.loader_get_state(self._handle(), ctypes.byref(now)))
+            if epoch == now.epoch:
+                return  # the group's epoch: the next iter() runs it anyway
+            raise _error("E_STATE", "nostall.Loader.set_epoch(%d): a member of coordinated "
+                         "group '%s' follows the group's position, which is in epoch %d (only "
+                         "set_epoch(%d) is accepted)"
+                         % (epoch, self.config["coordinate"], now.epoch, now.epoch))
+        pending = self._pending_state
+        if pending is not None and int(pending["epoch"]) != epoch:
+            warnings.warn("nostall: set_epoch(%d) drops the state loaded with load_state_dict() "
+                          "for epoch %d (position %d): the next iter() starts epoch %d from its "
+                          "beginning" % (epoch, pending["epoch"], pending["position"], epoch),
+                          RuntimeWarning, stacklevel=2)
+            self._pending_state = None
         self._epoch_set = epoch
 
     def _no_coordinate(self, what):
@@ -1287,6 +1415,13 @@ class Loader(_Base):
     def targets(self) -> list:
         """Every item's label, as torchvision's ImageFolder."""
         return [self.item(i)[1] for i in range(self._info["items"])]
+
+    @property
+    def threads(self) -> int:
+        """Worker threads this loader runs: `threads=`, or by default the CPUs
+        the process may use (its affinity mask, capped by its cgroup's CPU
+        quota, divided by LOCAL_WORLD_SIZE under torchrun)."""
+        return self._info["threads"]
 
     def __repr__(self):
         core = self._core

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "analyze/analyze_impl.h"
+#include "common/cpubudget.h"
 #include "common/error.h"
 
 typedef nostall_analyze_files paths; /* files.c */
@@ -626,7 +627,12 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
                                                            : (double)sysconf(_SC_NPROCESSORS_ONLN);
     m->mem_available_bytes = mem_available();
     nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
-    m->threads = u ? (double)u : m->cores;
+    if (!u) { /* the loader's default: the CPU budget (common/cpubudget.h) */
+        nst_cpu_budget b;
+        nst_cpu_budget_get(&b);
+        u = b.threads;
+    }
+    m->threads = (double)u;
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
     /* 0 = auto: a worker that waits for storage doubles its reads in
      * flight within a few dozen items, up to NOSTALL_IO_DEPTH_AUTO_MAX, so the

@@ -785,6 +785,11 @@ static int parse_label(const char *s, int64_t *out)
 /* Locale-free: 'A'-'Z', 'a'-'z'. */
 static int ascii_alpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 
+/* What a source may be, for the messages of a file that is not a list. */
+#define NST_SOURCE_KINDS                                                                           \
+    "a source is a folder (ImageFolder: one sub-folder of images per class) or a list file "       \
+    "(one 'path' or 'path<TAB>label' per line)"
+
 static int build_list(nst_index *ix, const char *list)
 {
     int rc = NOSTALL_OK;
@@ -808,6 +813,19 @@ static int build_list(nst_index *ix, const char *list)
     }
     ix->is_list = 1;
     const char *mlist = NST_MSG_PATH(list); /* the list, as messages name it */
+    /* An image given as the source (a common first try): say so, rather
+     * than quote its bytes as a list line. */
+    unsigned char head[8];
+    size_t hn = fread(head, 1, sizeof head, f);
+    const char *image = hn >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF ? "a JPEG"
+                        : hn >= 8 && memcmp(head, "\x89PNG\r\n\x1a\n", 8) == 0           ? "a PNG"
+                                                                                         : NULL;
+    if (image) {
+        rc = nst_error(NOSTALL_E_DATASET,
+                       "index: %s is %s image, not a list file: " NST_SOURCE_KINDS, mlist, image);
+        goto err;
+    }
+    rewind(f);
     for (;;) {
         errno = 0;
         ssize_t n = getline(&line, &lcap, f);
@@ -825,7 +843,17 @@ static int build_list(nst_index *ix, const char *list)
         if (len && line[len - 1] == '\r') line[--len] = '\0';
         if (len == 0 || line[0] == '#') continue;
         char *tab = strrchr(line, '\t');
-        if (strlen(line) != len || tab == line) {
+        int binary = strlen(line) != len;
+        for (size_t k = 0; k < len && !binary; k++)
+            binary = ((unsigned char)line[k] < 0x20 && line[k] != '\t') || line[k] == 0x7f;
+        if (binary) {
+            rc = nst_error(
+                NOSTALL_E_DATASET,
+                "index: %s:%llu: binary bytes, not a line of text: is %s a list file? " NST_SOURCE_KINDS,
+                mlist, lineno, mlist);
+            goto err;
+        }
+        if (tab == line) {
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: expected 'path', 'path<TAB>label' or "
                            "'path<TAB>label,label,...', got '%.200s'",
