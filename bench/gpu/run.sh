@@ -38,7 +38,7 @@
 # MANIFEST gives the glibc it needs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 PROFILE=quick
 KIT=$ROOT/bench/gpu/kit
 BUILD=""
