@@ -94,6 +94,7 @@ assert j["info"]["status"] == "ok" and j["info"]["cpus"] >= 1 and j["info"]["tor
 assert j["gen"]["status"] == "ok" and j["gen"]["images"] == 200, j["gen"]
 import torch
 assert j["correctness"]["status"] == ("ok" if torch.cuda.is_available() else "skipped"), j["correctness"]
+assert j["correctness"]["pytest"]["result"] == "pass", j["correctness"]  # the GPU cases skip, pin_memory's CPU case runs
 a = j["accel"]
 assert a["status"] == "ok" and a["model"] == "resnet18" and a["crop"] == 64 and a["images_per_s"] > 0, a
 c = j["cores"]
@@ -113,7 +114,7 @@ assert e["status"] == "ok" and [r["echo"] for r in e["rows"]] == ["2", "adaptive
 assert all(r["status"] == "ok" and r["images_per_s"] > 0 and r["factor"] >= 1 for r in e["rows"]), e
 print("gpu.json: every step recorded")
 PYEOF
-for h in "| cores | loader | images/s | GPU busy" "| threads | predicted images/s" "| echo | delivered images/s" "Accelerator alone (resnet18"; do
+for h in "| pytest (GPU cases) | pass" "| cores | loader | images/s | GPU busy" "| threads | predicted images/s" "| echo | delivered images/s" "Accelerator alone (resnet18"; do
     grep -qF "$h" "$TMP/out/gpu.md" || fail "gpu.md lacks '$h'"
 done
 [ -s "$TMP/out/analyze.txt" ] || fail "no analyzer report"

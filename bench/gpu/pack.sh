@@ -19,7 +19,8 @@
 # it. Then carry it: the run tool's carry list is ["bench/gpu/kit"].
 #
 # Usage: bash bench/gpu/pack.sh [--build-dir DIR] [--no-build] [--kit DIR]
-#   --build-dir DIR  the build folder (default build-gpu; a release build)
+#   --build-dir DIR  the build folder (default build-gpu: a release build
+#                    without MPI)
 #   --no-build       pack DIR as it is (it must hold nostall and libnostall.so)
 #   --kit DIR        write the kit there instead (tests/cli_gpu_kit.sh)
 # NOSTALL_KIT_LIMIT_BYTES lowers the size limit (for the test of the check).
@@ -41,7 +42,11 @@ LIMIT=${NOSTALL_KIT_LIMIT_BYTES:-$((64 << 20))}
 die() { echo "pack.sh: $*" >&2; exit 1; }
 
 if [ $DO_BUILD = 1 ]; then
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNOSTALL_WERROR=ON > /dev/null ||
+    # Without MPI (one GPU needs no partitioned cache): the CLI would
+    # otherwise load Open MPI's libraries, and Debian's libevent needs glibc
+    # 2.36, newer than some distributions a GPU machine runs.
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNOSTALL_WERROR=ON \
+        -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON > /dev/null ||
         die "cmake configure of $BUILD failed"
     cmake --build "$BUILD" -j"${JOBS:-2}" --target nostall nostall_cli > /dev/null ||
         die "build in $BUILD failed"

@@ -5,6 +5,7 @@
 #
 #   bash bench/gpu/run.sh --quick       # <= 8 minutes wall on 16 cores
 #   bash bench/gpu/run.sh --full        # more batches, and step 5 (echoing)
+#   ... --only correctness,echo         # those steps only (the machine, gen always run)
 #   bash bench/gpu/run.sh --rehearse    # here, on the CPU, tiny sizes (ctest cli_gpu_kit)
 #
 # It finds libraries in the kit (bench/gpu/kit, or --kit DIR; --build DIR
@@ -22,14 +23,15 @@
 # JPEGs, ResNet-50 bf16 batch 256; --full doubles steps 3-4 and adds 5):
 #
 #   step                                   quick   full   rehearse (CPU)
-#   0  machine, kit check                     20     20     120
+#   0  machine                                20     20     120
 #   -  gen 20 000 JPEGs 500x375 (full 25 600) 50     60     120 (200 at 160x120)
-#   1  correctness (GPU paths, pytest)        60     60     120 (skipped: no CUDA)
+#   1  correctness (GPU paths, pytest)        60     60     120 (pytest only: no CUDA)
 #   2  accelerator rate (ResNet-50)           40     60     120 (ResNet-18, 64 px)
 #   3  cores per GPU: 2,4,8,16 x 2 loaders   210    420     300 (2 cores)
 #   4  analyzer at 4 threads; 2,8,16         90    180     300
 #   5  echoing, R ~ 4, ResNet-18               -    150     300
 #   total                                    470    950
+# --full does not fit one 10-minute command: run it as two, with --only.
 #
 # The kit's libraries are Debian 12's. Only those whose soname this machine
 # cannot resolve are put on LD_LIBRARY_PATH (a library it has is built for
@@ -38,11 +40,12 @@
 # MANIFEST gives the glibc it needs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 PROFILE=quick
 KIT=$ROOT/bench/gpu/kit
 BUILD=""
 IMAGES=""
+ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) PROFILE=quick; shift ;;
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
         --kit) KIT=$(realpath -m "$2"); shift 2 ;;
         --build) BUILD=$(realpath -m "$2"); shift 2 ;;
         --images) IMAGES=$2; shift 2 ;;
+        --only) ONLY=",$2,"; shift 2 ;;
         -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -138,6 +142,11 @@ FAILED=()
 step() {
     local name=$1 budget=$2 rc t0=$SECONDS
     shift 2
+    if [ -n "$ONLY" ] && [ "$name" != info ] && [ "$name" != gen ] && [[ $ONLY != *",$name,"* ]]; then
+        echo "== $name: not run (--only ${ONLY:1:-1})"
+        note "$name" '{"status": "skipped", "reason": "not in --only"}'
+        return
+    fi
     echo "== $name (budget ${budget} s)"
     "${BENCH[@]}" "$budget" "$PY" "$G" "$name" --out "$OUT" --profile "$PROFILE" --budget "$budget" "$@"
     rc=$?
@@ -176,7 +185,7 @@ step correctness "$B_CORR" --small "$SMALL"
 step accel "$B_ACCEL"
 step cores "$B_CORES" --data "$DATA"
 step analyze "$B_ANALYZE" --data "$DATA"
-if [ "$PROFILE" = quick ]; then
+if [ "$PROFILE" = quick ] && [[ $ONLY != *",echo,"* ]]; then
     echo "== echo: skipped (full profile only)"
     note echo '{"status": "skipped", "reason": "full profile only"}'
 else
