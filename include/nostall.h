@@ -468,7 +468,8 @@ typedef struct nostall_loader nostall_loader;
  * case-insensitively; every entry so named is an item, one that cannot be
  * read a bad item with its reason; other files, hidden files and files
  * outside class folders counted in `files_ignored`) or a regular
- * file listing one `path<TAB>label` per line (relative paths are relative to
+ * file listing one `path<TAB>label` per line (an integer label is in
+ * (-2^31, 2^31), else E_DATASET naming the line; relative paths are relative to
  * the list's folder; empty lines and lines starting with '#' are skipped; a
  * path may be an http:// or https:// URL, fetched with libcurl — other
  * "scheme://" entries are refused with E_DATASET).

@@ -417,6 +417,35 @@ static void test_errors(void)
     CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_DATASET);
     CHECK(strstr(nostall_last_error(), "field 'label'") != NULL);
     CHECK(strstr(nostall_last_error(), "float.txt") != NULL);
+    /* mix_labels=offset: the shifted labels must stay below 2^31 (2^31
+     * classes, then 2 more: the second source's labels would be 2^31 and
+     * 2^31 + 1; 2^62-sized offsets used to wrap into negative labels) */
+    char big1[4200], big2[4200];
+    snprintf(big1, sizeof big1, "%s/big1.txt", test_tmpdir("mix-list"));
+    snprintf(big2, sizeof big2, "%s/big2.txt", test_tmpdir("mix-list"));
+    const char *bodies[2] = {"x.jpg\t2147483647\n", "y.jpg\t1\n"};
+    const char *lists[2] = {big1, big2};
+    for (int k = 0; k < 2; k++)
+        if ((f = fopen(lists[k], "w")) != NULL) {
+            fputs(bodies[k], f);
+            fclose(f);
+        }
+    snprintf(bad, sizeof bad, "%s:1,%s:1", big1, big2);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_config_set(cfg, "mix_labels", "offset"));
+    CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "big2.txt's 2 classes after 2147483648") != NULL);
+    CHECK(strstr(nostall_last_error(), "below 2^31") != NULL);
+    CHECK(ld == NULL);
+    nostall_loader_free(ld);
+    ld = NULL;
+    /* the sources alone, or in the other order with room, are fine */
+    snprintf(bad, sizeof bad, "%s:1,%s:1", big2, dir_a);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_loader_create(&ld, "mix", cfg));
+    nostall_loader_free(ld);
+    ld = NULL;
+    CHECK_OK(nostall_config_set(cfg, "mix_labels", "own"));
     /* the mix options without a mix are refused, not ignored */
     CHECK_OK(nostall_config_set(cfg, "mix", ""));
     CHECK_OK(nostall_config_set(cfg, "mix_epoch_items", "10"));

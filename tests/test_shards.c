@@ -410,16 +410,21 @@ static void test_damage(void)
     tw_member(&w, "noext", "n", 1);
     tw_member(&w, "e.JPG", "ee", 2);
     tw_member(&w, "e.cls", " 4\n", 3);
+    tw_member(&w, "f.jpg", "ff", 2);
+    tw_member(&w, "f.cls", "4611686018427387903", 19); /* 2^62 - 1: beyond a job's labels */
     tw_close(&w);
     CHECK_OK(nst_index_build(&ix, odd));
     if (ix) {
         CHECK_EQ(nst_index_count(ix), 2);   /* a, e */
-        CHECK_EQ(nst_index_ignored(ix), 3); /* b: no image; c: label; d: no label */
+        CHECK_EQ(nst_index_ignored(ix), 4); /* b: no image; c: label; d: no label; f: range */
         CHECK(!strcmp(nst_index_member(ix, 1), "e.JPG"));
         CHECK_EQ(nst_index_label(ix, 1), 4);
+        CHECK_EQ(nst_index_classes(ix), 5);
         CHECK(strstr(nst_index_ignored_path(ix, 0), "odd.tar: b: no image") != NULL);
         CHECK(strstr(nst_index_ignored_path(ix, 1), "c.cls: not an integer") != NULL);
-        CHECK(strstr(nst_index_ignored_path(ix, 2), "d.jpeg: no .cls label") != NULL);
+        CHECK(strstr(nst_index_ignored_path(ix, 2),
+                     "f.cls: label 4611686018427387903 is outside (-2^31, 2^31)") != NULL);
+        CHECK(strstr(nst_index_ignored_path(ix, 3), "d.jpeg: no .cls label") != NULL);
         nst_index_free(ix);
     }
     /* task=bytes: b's .bin is its item; no label anywhere: NONE */

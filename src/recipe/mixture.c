@@ -11,7 +11,8 @@
  *   it. Each stage finds the item's source, hands the source's recipe the
  *   item's own id (its label, path and draws are the source's), then adds
  *   the mix's own field, `source` (int64: s), and with mix_labels=offset
- *   shifts an int64 label by the classes of the sources before s.
+ *   shifts an int64 label by the classes of the sources before s (their
+ *   sum, with the last source's classes, below 2^31: checked at create).
  *
  *   The fields of every source must be declared exactly as the first
  *   source's (names, dtypes, shapes, ragged rooms): the ring is planned
@@ -234,10 +235,19 @@ static int label_offsets(mix_recipe *r, int offset)
                          "mix: mix_labels=offset shifts integer labels, but %s's labels are "
                          "float or multi-label",
                          r->names[0]);
-    int64_t off = 0;
+    /* each source's classes < 2^31 (index.h); their sum must be too, so no
+     * shifted label leaves the range a job uses (nor wraps int64) */
+    uint64_t off = 0;
     for (uint32_t s = 0; s < r->n; s++) {
-        r->label_off[s] = off;
-        off += (int64_t)nst_index_classes(r->src[s]->index);
+        const uint64_t k = nst_index_classes(r->src[s]->index);
+        if (k > NST_INDEX_LABEL_LIMIT || off + k > NST_INDEX_LABEL_LIMIT)
+            return nst_error(NOSTALL_E_OPTION,
+                             "mix: mix_labels=offset: %s's %llu classes after %llu of the "
+                             "sources before it make labels of 2^31 or more (labels must be "
+                             "below 2^31)",
+                             r->names[s], (unsigned long long)k, (unsigned long long)off);
+        r->label_off[s] = (int64_t)off;
+        off += k;
     }
     return 0;
 }

@@ -64,8 +64,6 @@
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64
-/* Labels of list files are in [0, 2^62). */
-#define NST_INDEX_MAX_LABEL (1ULL << 62)
 
 /* A string table: NUL-terminated strings back to back in one arena. */
 typedef struct nst_strtab {
@@ -288,7 +286,7 @@ static int settle_labels(nst_index *ix, const char *mlist, const unsigned long l
     if (ix->label_kind == NST_LABEL_MULTI && first_not_multi) {
         unsigned long long a = first_not_multi, b = first[NST_LABEL_MULTI];
         return nst_error(NOSTALL_E_DATASET,
-                         "index: %s:%llu: line %llu's label is not in [0, 2^32), "
+                         "index: %s:%llu: line %llu's label is not in [0, 2^31), "
                          "as labels of a multi-label list (line %llu) must be",
                          mlist, a > b ? a : b, a, b);
     }
@@ -760,7 +758,7 @@ out:
     return rc;
 }
 
-/* Parse a label: decimal digits only, value in [0, 2^62). Returns 0, -1
+/* Parse a label: decimal digits only, value in [0, 2^31). Returns 0, -1
  * when s is not a decimal integer, -2 when it is one but out of range. The
  * range is checked before each step, so no value wraps around (2^64 used to
  * come out as 0). */
@@ -772,7 +770,7 @@ static int parse_label(const char *s, int64_t *out)
     for (; *s; s++) {
         if (*s < '0' || *s > '9') return -1;
         const uint64_t d = (uint64_t)(*s - '0');
-        if (big || v > (NST_INDEX_MAX_LABEL - 1 - d) / 10)
+        if (big || v > (NST_INDEX_LABEL_LIMIT - 1 - d) / 10)
             big = 1;
         else
             v = v * 10 + d;
@@ -842,7 +840,7 @@ static int build_list(nst_index *ix, const char *list)
         if (kind < 0) {
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: label '%.100s' %s (expected an integer in "
-                           "(-2^62, 2^62), a finite float, or integers separated by commas)",
+                           "(-2^31, 2^31), a finite float, or integers separated by commas)",
                            mlist, lineno, tab + 1, kind == -2 ? "is out of range" : "is malformed");
             goto err;
         }
@@ -1008,6 +1006,11 @@ static int add_sample(nst_index *ix, shard_ctx *c, uint32_t shard, const char *s
     }
     if (has_cls && label == NO_LABEL)
         return note_ignored(ix, sname, "%.*s.cls: not an integer label", (int)r->key_len, r->key);
+    /* the shard index keeps labels in (-2^62, 2^62); a job uses (-2^31, 2^31) */
+    if (label != NO_LABEL &&
+        (label <= -(int64_t)NST_INDEX_LABEL_LIMIT || label >= (int64_t)NST_INDEX_LABEL_LIMIT))
+        return note_ignored(ix, sname, "%.*s.cls: label %lld is outside (-2^31, 2^31)",
+                            (int)r->key_len, r->key, (long long)label);
     if (label != NO_LABEL) c->labeled = 1;
     const size_t i = ix->items.count;
     if (ensure_ranges(ix, i + 1) ||

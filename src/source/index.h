@@ -32,7 +32,7 @@
  *     cannot be read fails the build (its contents are unknown).
  *   - a regular file: a list, one `path`, `path<TAB>label` or
  *     `path<TAB>label,label,...` per line. The label column is an integer
- *     in (-2^62, 2^62), a finite float, or several integers in [0, 2^32)
+ *     in (-2^31, 2^31), a finite float, or several integers in [0, 2^31)
  *     separated by commas (multi-label; "3," is the one label 3 and ","
  *     none, in a multi-label list); the list's kind
  *     (nst_index_label_kind) follows from its lines: none, int, float (ints
@@ -61,8 +61,8 @@
  * are one member's: its first image member (extension jpg, jpeg or png,
  * any case), or, with NST_INDEX_ANY_NAME (task=bytes), when it has none,
  * its first member of another extension, else its .txt, else its .json.
- * The item's label is its .cls member's text (an integer in (-2^62,
- * 2^62)); an index whose samples have no .cls has no labels (NONE),
+ * The item's label is its .cls member's text (an integer in (-2^31,
+ * 2^31): another is a sample left out, as below); an index whose samples have no .cls has no labels (NONE),
  * otherwise every item has one (INT) and a sample without a readable one
  * is left out. Its first .json and .txt members are kept as ranges
  * (nst_index_part) for recipes that read them. Samples with no member to
@@ -87,6 +87,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Integer labels are in (-2^31, 2^31): what a training job's int32 or int64
+ * class index can use (a larger one in a list fails the build naming the
+ * line; a shard's .cls is a sample left out), so a class count fits too. */
+#define NST_INDEX_LABEL_LIMIT (1ULL << 31)
 
 /* source/shards.h (this header stays self-contained: tools/pack.c uses it) */
 typedef struct nst_shard_opts nst_shard_opts;
