@@ -757,6 +757,14 @@ class Loader(_Base):
                           "(the formats nostall decodes), hidden, or outside class folders: %s"
                           % (self._info["files_ignored"], self.source, shown),
                           RuntimeWarning, stacklevel=3)
+        if self._info.get("shards_bad"):
+            # a shard that could not be read is data lost: named with why
+            bad = self.bad_shards()
+            shown = "; ".join("%s: %s" % (b["path"], b["reason"]) for b in bad[:3])
+            warnings.warn("nostall: %d shard(s) of %s not read (their items are missing): %s%s"
+                          % (self._info["shards_bad"], self.source, shown,
+                             "; ..." if self._info["shards_bad"] > 3 else ""),
+                          RuntimeWarning, stacklevel=3)
         repairs = [(self._info[k], what) for k, what in _REPAIRS if self._info.get(k)]
         if repairs:  # what the recipe repaired at create (e.g. COCO boxes)
             warnings.warn("nostall: %s: %s (see Loader.info())"
@@ -1318,6 +1326,18 @@ class Loader(_Base):
             if p is None:
                 break
             out.append(_lib._s(p))
+        return out
+
+    def bad_shards(self) -> list:
+        """The tar shards that could not be used (info()["shards_bad"]: not
+        indexed, or compressed), the first ones up to 64, each
+        {"path", "reason"}."""
+        out = []
+        for i in range(min(self._info.get("shards_bad", 0), 64)):
+            p, why = ctypes.c_char_p(), ctypes.c_char_p()
+            if self._lib.loader_bad_shard(self._handle(), i, ctypes.byref(p), ctypes.byref(why)):
+                break
+            out.append({"path": _lib._s(p.value), "reason": _lib._s(why.value)})
         return out
 
     def item(self, index: int) -> tuple:

@@ -142,6 +142,16 @@ uint64_t nst_index_ignored(const nst_index *ix);
  * folders in the walk's order), so a warning can name them. NULL beyond. */
 #define NST_INDEX_IGNORED_KEEP 64
 const char *nst_index_ignored_path(const nst_index *ix, uint64_t i);
+/* Shards that could not be used (not counted in nst_index_ignored): a
+ * shard that cannot be indexed (missing, unreadable, HTTP still failing
+ * after its retries, compressed data named .tar: shards.h) and, in a shard
+ * folder, compressed shards (.tar.gz, .tgz, .tar.bz2, .tar.xz, .tar.zst).
+ * The others are indexed; with none usable the build fails with the first
+ * one's status and reason. nst_index_bad_shard: the i-th of the first
+ * NST_INDEX_IGNORED_KEEP, its path and reason (valid while the index
+ * lives); -1 past them. */
+uint64_t nst_index_bad_shards(const nst_index *ix);
+int nst_index_bad_shard(const nst_index *ix, uint64_t i, const char **path, const char **why);
 /* ImageFolder: directories walked (class folders included), and those met
  * again through another path of the same class folder and not walked
  * again. 0 for lists. */

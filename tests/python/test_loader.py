@@ -207,6 +207,26 @@ def test_other_extensions_warned(tmp_path):
         assert bad["path"].endswith("gone.jpg") and "missing" in bad["reason"]
 
 
+def test_bad_shards_warned(tmp_path, cli):
+    # A gzip'd shard beside good ones is not a stray file: it is a bad
+    # shard, named with "gzip" in the warning and in bad_shards().
+    import gzip
+    from conftest import gen
+    d = gen(tmp_path / "img", 12, 2, 32, 24)
+    subprocess.run([cli, "pack", d, str(tmp_path / "s"), "--shard-bytes", "10K", "--quiet"],
+                   check=True, stdout=subprocess.DEVNULL)
+    tars = sorted((tmp_path / "s").glob("*.tar"))
+    assert len(tars) >= 2
+    (tmp_path / "s" / "lost.tar.gz").write_bytes(gzip.compress(tars[0].read_bytes()))
+    with pytest.warns(RuntimeWarning, match=r"1 shard\(s\) of .* not read .*lost.tar.gz: gzip"):
+        ld = nostall.Loader(str(tmp_path / "s"), batch_size=4, crop=16, threads=1)
+    with ld:
+        info = ld.info()
+        assert info["shards_bad"] == 1 and info["files_ignored"] == 0 and info["items"] == 12
+        (bad,) = ld.bad_shards()
+        assert bad["path"].endswith("lost.tar.gz") and bad["reason"].startswith("gzip-compressed")
+
+
 def test_zero_copy_and_copy(data):
     with nostall.Loader(data, **SMALL) as ld:
         for images, labels in ld:
