@@ -29,7 +29,11 @@
  * 16-byte range (offset, length, shard number) in a parallel array, so a
  * shard's path is stored once, not per item. Labels are known to exist
  * only at the end: unlabeled samples of a labeled index are then removed
- * in place (strings move left in the arena). Arrays are trimmed to their
+ * in place (strings move left in the arena). A shard that cannot be
+ * indexed (shards.c hands over its status and message instead) and, in a
+ * shard folder, a compressed shard (.tar.gz, ...) is a bad shard: counted,
+ * the first ones kept with their reasons in two string tables, and the
+ * build fails only when no shard is usable. Arrays are trimmed to their
  * size at the end (a million-item index would otherwise keep up to half
  * again of slack).
  *

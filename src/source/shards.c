@@ -10,7 +10,11 @@
  * next read). Jobs run on a few threads, taken in shard order with a
  * bounded lead over the caller (at most `window` finished and unconsumed),
  * and are handed back in order, so memory stays that of a few shards'
- * index files whatever the number of shards.
+ * index files whatever the number of shards. A job that fails is handed
+ * back as its status and message (the caller counts a bad shard); a
+ * header pass refuses compressed data (gzip, bzip2, xz, zstd magic) before
+ * scanning it as a damaged tar. HTTP retries wait a doubling backoff or
+ * the server's Retry-After, bounded by the options.
  *
  * Threads: the caller's thread and the pool's; the pool's mutex guards
  * next, consumed, stop, the jobs' done flags and the summed stats; each
