@@ -446,6 +446,31 @@ static void test_errors(void)
     nostall_loader_free(ld);
     ld = NULL;
     CHECK_OK(nostall_config_set(cfg, "mix_labels", "own"));
+    /* a source's bad shards are the mix's too (info and names) */
+    char packed[4200], cmd[12800], shards[4300];
+    snprintf(shards, sizeof shards, "%s/shards.txt", test_tmpdir("mix-shards"));
+    snprintf(packed, sizeof packed, "%.*s/packed", (int)(strrchr(shards, '/') - shards), shards);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' '%s' --shard-bytes 10K --quiet --force > /dev/null",
+             getenv("NOSTALL_CLI"), dir_b, packed);
+    CHECK(system(cmd) == 0);
+    if ((f = fopen(shards, "w")) != NULL) {
+        fprintf(f, "%s/shard-000000.tar\n%s/lost-000001.tar\n", packed, packed);
+        fclose(f);
+    }
+    snprintf(bad, sizeof bad, "%s:1,%s:1", dir_a, shards);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_loader_create(&ld, "mix", cfg));
+    if (ld) {
+        nostall_dataset_info info;
+        const char *bp = NULL, *why = NULL;
+        CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
+        CHECK_EQ(info.shards_bad, 1);
+        CHECK_OK(nostall_loader_bad_shard(ld, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "lost-000001.tar") && why && strstr(why, "No such file"));
+        CHECK_RC(nostall_loader_bad_shard(ld, 1, &bp, &why), NOSTALL_E_INVALID);
+    }
+    nostall_loader_free(ld);
+    ld = NULL;
     /* the mix options without a mix are refused, not ignored */
     CHECK_OK(nostall_config_set(cfg, "mix", ""));
     CHECK_OK(nostall_config_set(cfg, "mix_epoch_items", "10"));

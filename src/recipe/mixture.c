@@ -22,7 +22,8 @@
  *
  *   The mix's index (for nostall_loader_item) lists every item's path and
  *   int64 label (shifted as delivered), so it costs a second copy of the
- *   paths; classes are its largest label + 1.
+ *   paths; classes are its largest label + 1. The sources' bad shards
+ *   (index.h) are the mix's: nst_mixture_bad_shards/_bad_shard walk them.
  *
  * THREADS  Immutable after create. Each worker owns one worker struct per
  *   source (their scratch, decoders); the stages run concurrently.
@@ -250,6 +251,28 @@ static int label_offsets(mix_recipe *r, int offset)
         off += k;
     }
     return 0;
+}
+
+uint64_t nst_mixture_bad_shards(const nst_recipe *base)
+{
+    const mix_recipe *r = (const mix_recipe *)base;
+    uint64_t n = 0;
+    for (uint32_t s = 0; s < r->n; s++) n += nst_index_bad_shards(r->src[s]->index);
+    return n;
+}
+
+int nst_mixture_bad_shard(const nst_recipe *base, uint64_t i, const char **path, const char **why)
+{
+    const mix_recipe *r = (const mix_recipe *)base;
+    for (uint32_t s = 0; s < r->n; s++) {
+        const nst_index *ix = r->src[s]->index;
+        if (nst_index_bad_shard(ix, i, path, why) == 0) return 0;
+        /* the named ones of this source: at most NST_INDEX_IGNORED_KEEP */
+        uint64_t named = nst_index_bad_shards(ix);
+        if (named > NST_INDEX_IGNORED_KEEP) named = NST_INDEX_IGNORED_KEEP;
+        i -= named;
+    }
+    return -1;
 }
 
 /* The mix's index: every item's path and delivered int64 label. */
