@@ -672,7 +672,8 @@ NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index, co
  * NULL past those. The path lives as long as the loader. */
 NOSTALL_API const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i);
 /* Path and reason of bad shard i (shards_bad): the first ones found, up to
- * 64 (E_INVALID past those). Both live as long as the loader. */
+ * 64 (of each source of a mix; E_INVALID past those). Both live as long as
+ * the loader. */
 NOSTALL_API int nostall_loader_bad_shard(const nostall_loader *ld, uint64_t i, const char **path,
                                          const char **reason);
 /* Name of class `label` (ImageFolder sub-folder), or NULL for file lists. */
