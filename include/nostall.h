@@ -483,7 +483,8 @@ typedef struct nostall_loader nostall_loader;
  * case-insensitively; every entry so named is an item, one that cannot be
  * read a bad item with its reason; other files, hidden files and files
  * outside class folders counted in `files_ignored`) or a regular
- * file listing one `path<TAB>label` per line (relative paths are relative to
+ * file listing one `path<TAB>label` per line (an integer label is in
+ * (-2^31, 2^31), else E_DATASET naming the line; relative paths are relative to
  * the list's folder; empty lines and lines starting with '#' are skipped; a
  * path may be an http:// or https:// URL, fetched with libcurl — other
  * "scheme://" entries are refused with E_DATASET).
@@ -663,6 +664,15 @@ typedef struct nostall_dataset_info {
     uint64_t items_missing;   /* items named by the source whose file does
                                   not exist (detect: checked at create;
                                   left out of the index)                  */
+    uint64_t shards_bad;      /* tar shards that could not be used, not
+                                  counted in files_ignored: a shard that
+                                  cannot be indexed (missing, unreadable,
+                                  HTTP still failing after http_retries,
+                                  compressed data named .tar) or, in a
+                                  shard folder, a compressed shard (.tar.gz,
+                                  ...); the others are read (none usable:
+                                  create fails with the first one's reason).
+                                  nostall_loader_bad_shard names them     */
 } nostall_dataset_info;
 
 /* Fill at most `size` bytes of *out (pass sizeof *out): fields are only ever
@@ -676,6 +686,11 @@ NOSTALL_API int nostall_loader_item(const nostall_loader *ld, uint64_t index, co
 /* Path of ignored file i (files_ignored): the first ones found, up to 64;
  * NULL past those. The path lives as long as the loader. */
 NOSTALL_API const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i);
+/* Path and reason of bad shard i (shards_bad): the first ones found, up to
+ * 64 (of each source of a mix; E_INVALID past those). Both live as long as
+ * the loader. */
+NOSTALL_API int nostall_loader_bad_shard(const nostall_loader *ld, uint64_t i, const char **path,
+                                         const char **reason);
 /* Name of class `label` (ImageFolder sub-folder), or NULL for file lists. */
 NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label);
 

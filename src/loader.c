@@ -512,6 +512,8 @@ int nostall_loader_info(const nostall_loader *cld, nostall_dataset_info *res, si
     out->items_missing = ld->recipe->items_missing;
     out->classes = nst_index_classes(ld->recipe->index);
     out->files_ignored = nst_index_ignored(ld->recipe->index);
+    out->shards_bad = ld->sampler.mix ? nst_mixture_bad_shards(ld->recipe)
+                                      : nst_index_bad_shards(ld->recipe->index);
     out->items_per_epoch = ld->items_per_epoch;
     out->batches_per_epoch = ld->batches_per_epoch;
     out->threads = ld->nthreads;
@@ -543,6 +545,21 @@ int nostall_loader_item(const nostall_loader *ld, uint64_t index, const char **p
 const char *nostall_loader_ignored(const nostall_loader *ld, uint64_t i)
 {
     return ld ? nst_index_ignored_path(ld->recipe->index, i) : NULL;
+}
+
+int nostall_loader_bad_shard(const nostall_loader *ld, uint64_t i, const char **path,
+                             const char **reason)
+{
+    nst_error_clear();
+    if (!ld || !path || !reason)
+        return nst_error(NOSTALL_E_INVALID, "nostall_loader_bad_shard: NULL argument");
+    if ((ld->sampler.mix ? nst_mixture_bad_shard(ld->recipe, i, path, reason)
+                         : nst_index_bad_shard(ld->recipe->index, i, path, reason)) < 0)
+        return nst_error(NOSTALL_E_INVALID,
+                         "nostall_loader_bad_shard: %llu is past the named bad shards (the first "
+                         "%d of each source are named)",
+                         (unsigned long long)i, NST_INDEX_IGNORED_KEEP);
+    return 0;
 }
 
 const char *nostall_loader_class_name(const nostall_loader *ld, uint64_t label)

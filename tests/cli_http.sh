@@ -4,7 +4,9 @@
 # io_depth, with the MinIO cache too); a missing URL and a 500 are bad items
 # (skipped and reported, or the error under fail); a server that goes away
 # mid-epoch (after a known number of responses, not after a time) makes its
-# items fail within the timeout — never a hang.
+# items fail within the timeout — never a hang; a tar shard throttled (503)
+# past --http-retries while indexing is a bad shard named with why, the
+# others are read.
 source "$(dirname "$0")/lib_cli.sh"
 source "$(dirname "$0")/lib_nginx.sh"
 command -v nginx > /dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { echo "SKIP: nginx not installed"; exit 77; }
@@ -78,4 +80,29 @@ echo "server gone mid-epoch: finished in ${took}s, $(json "$TMP/gone.json" 'j["i
 json "$TMP/gone.json" '8 <= j["items"] <= 12 and j["items"] + j["skipped_count"] == 40' | grep -q True \
     || fail "server gone: the 8 items served must be delivered, every other one skipped"
 grep -q "127.0.0.1" <(json "$TMP/gone.json" 'j["skipped"][0]["reason"]') || fail "reason must name the URL"
+
+# a throttled store while indexing (503 SlowDown on a shard's every request):
+# that shard is a bad shard named with the status and attempts, the others
+# are read, the run succeeds (--http-retries 1 bounds the retries; the
+# backoff is at most 2 waits of 250 and 500 ms per request; shards under
+# 16 KiB and read whole (stream), as the faulty server ignores Range)
+"$CLI" pack "$TMP/data" "$TMP/sh" --shard-bytes 10K --quiet > /dev/null
+mkdir "$TMP/shroot"
+cp "$TMP/sh"/shard-00000[012].tar "$TMP/shroot/"
+/usr/bin/python3 "$(dirname "$0")/http_faulty_server.py" --root "$TMP/shroot" "$TMP/port2" &
+srv2=$!
+wait_until 60 test -s "$TMP/port2" || fail "http_faulty_server.py did not start"
+p2=$(cat "$TMP/port2")
+printf 'http://127.0.0.1:%s/shard-000000.tar\nhttp://127.0.0.1:%s/flakyfile/503/1000/0/shard-000001.tar\nhttp://127.0.0.1:%s/shard-000002.tar\n' \
+    "$p2" "$p2" "$p2" > "$TMP/throttled.txt"
+XDG_CACHE_HOME="$TMP/xdg" "$CLI" bench "$TMP/throttled.txt" --batch-size 4 --crop 32 --epochs 1 --json --quiet \
+    --http-retries 1 --shard-mode stream > "$TMP/thr.json" 2> "$TMP/thr.err" || fail "a throttled shard failed the run: $(cat "$TMP/thr.err")"
+kill $srv2 2> /dev/null || true
+wait $srv2 2> /dev/null || true
+[ "$(json "$TMP/thr.json" 'j["dataset"]["shards_bad"]')" = 1 ] || fail "throttled shard: $(json "$TMP/thr.json" 'j["dataset"]')"
+json "$TMP/thr.json" 'j["bad_shards"][0]["path"] + ": " + j["bad_shards"][0]["reason"]' \
+    | grep -q "shard-000001.tar: HTTP 503 after 2 attempts" \
+    || fail "throttled shard not named with why: $(json "$TMP/thr.json" 'j["bad_shards"]')"
+[ "$(json "$TMP/thr.json" 'j["dataset"]["items"]')" = 2 ] && [ "$(json "$TMP/thr.json" 'j["items"]')" = 2 ] \
+    || fail "the other shards were not read: $(json "$TMP/thr.json" 'j["items"]') items"
 echo PASS

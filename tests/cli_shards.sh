@@ -7,8 +7,9 @@
 # storage once), echoing at the decode point and a coordinated group of 2;
 # resuming mid-epoch (Python's state_dict) delivers exactly the rest;
 # damage: a shard truncated before indexing loses only its cut samples
-# (counted, named); a shard cut on the server after its index file was
-# written is indexed again (that file no longer matches it): its cut
+# (counted, named), gzip'd shards beside good ones are bad shards named with
+# "gzip" (not stray files); a shard cut on the server after its index file
+# was written is indexed again (that file no longer matches it): its cut
 # samples counted and left out, never a hang.
 source "$(dirname "$0")/lib_cli.sh"
 source "$(dirname "$0")/lib_nginx.sh"
@@ -151,6 +152,26 @@ truncate -s "$off" "$TMP/cut/shard-000000.tar"
 [ "$(json "$TMP/cut.json" 'j["dataset"]["files_ignored"]')" -ge 1 ] || fail "truncated shard: the cut sample is not counted"
 "$CLI" bench "$TMP/cut" --batch-size 2 --crop 32 --epochs 1 --quiet 2>&1 | grep -q "ignored" \
     || echo "note: the CLI's text output does not name what a shard lost"
+
+# a lost shard is not a stray file: a .tar.gz and gzip data named .tar
+# beside good shards are bad shards, named with "gzip" (text and --json),
+# counted apart from files_ignored; the good shards are read
+mkdir "$TMP/gz"
+cp "$TMP/www/s"/shard-00000[01].tar "$TMP/gz/"
+gzip -c "$TMP/www/s/shard-000002.tar" > "$TMP/gz/lost.tar.gz"
+gzip -c "$TMP/www/s/shard-000002.tar" > "$TMP/gz/shard-000002.tar"
+echo notes > "$TMP/gz/README"
+"$CLI" bench "$TMP/gz" --batch-size 2 --crop 32 --epochs 1 --json --quiet > "$TMP/gz.json" \
+    || fail "gzip shards beside good ones failed the run"
+[ "$(json "$TMP/gz.json" 'j["dataset"]["shards_bad"]')" = 2 ] || fail "gzip shards: $(json "$TMP/gz.json" 'j["dataset"]')"
+[ "$(json "$TMP/gz.json" 'j["dataset"]["files_ignored"]')" = 1 ] || fail "gzip shards counted as stray files: $(json "$TMP/gz.json" 'j["dataset"]')"
+json "$TMP/gz.json" '"|".join(b["path"] + ": " + b["reason"] for b in j["bad_shards"])' > "$TMP/gz.bad"
+grep -q "lost.tar.gz: gzip-compressed" "$TMP/gz.bad" && grep -q "shard-000002.tar: gzip-compressed" "$TMP/gz.bad" \
+    || fail "gzip shards not named with why in --json: $(cat "$TMP/gz.bad")"
+[ "$(json "$TMP/gz.json" 'j["dataset"]["items"]')" -ge 2 ] || fail "the good shards were not read"
+"$CLI" bench "$TMP/gz" --batch-size 2 --crop 32 --epochs 1 > "$TMP/gz.txt" 2>&1 || fail "gzip shards: text run failed"
+grep -q "2 shards not read" "$TMP/gz.txt" && grep -q "lost.tar.gz: gzip-compressed" "$TMP/gz.txt" \
+    || fail "the text output does not name the gzip shards: $(cat "$TMP/gz.txt")"
 
 # damage after indexing, over HTTP: the served shard is cut after its index
 # file was written; that file (and the cached one) describe the old shard

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """http_faulty_server.py — a tiny HTTP/1.1 server for the faults nginx cannot
-produce, used by tests/test_http.c.
+produce, used by tests/test_http.c and tests/test_shards.c.
 
     http_faulty_server.py [--root DIR] [--rate BYTES_PER_S] [--latency-ms MS]
                           [--exit-after N] [--port N] [PORTFILE]
@@ -19,6 +19,9 @@ mid-run after a known amount of work, whatever the machine's speed. Paths:
   /flaky/CODE/N/NAME  the first N requests for this path answer CODE (e.g.
                       503 or 429, with a small error body), later ones 200
                       with body(NAME, 10000)
+  /flakyfile/CODE/N/S/PATH  the first N requests for this path answer CODE
+                      (with "Retry-After: S" when S > 0), later ones the
+                      file ROOT/PATH (--root; 404 if missing)
   /cut/SIZE/NAME      Content-Length SIZE, sends SIZE // 2 bytes, closes
   /status/CODE/NAME   always CODE with a small body
   /drop/NAME          closes the connection without any response
@@ -53,8 +56,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send_body(self, code, data, length=None):
+    def send_body(self, code, data, length=None, headers=()):
         self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(data) if length is None else length))
         self.end_headers()
@@ -74,6 +79,18 @@ class Handler(BaseHTTPRequestHandler):
                 SENT[0] += 1
                 if SENT[0] >= OPTS["exit_after"]:
                     os._exit(0)  # the server goes away, mid-run
+
+    def send_file(self, parts):
+        if not OPTS["root"] or ".." in parts or not parts:
+            self.send_body(404, b"no such path\n")
+            return
+        try:
+            with open(os.path.join(OPTS["root"], *parts), "rb") as f:
+                data = f.read()
+        except OSError:
+            self.send_body(404, b"no such file\n")
+            return
+        self.send_body(200, data)
 
     def do_GET(self):
         path = self.path
@@ -97,6 +114,13 @@ class Handler(BaseHTTPRequestHandler):
                     self.send_body(code, b"try again later\n")
                 else:
                     self.send_body(200, body(name, 10000))
+            elif kind == "flakyfile":
+                code, n, wait = int(parts[1]), int(parts[2]), int(parts[3])
+                if seen <= n:
+                    extra = (("Retry-After", str(wait)),) if wait > 0 else ()
+                    self.send_body(code, b"slow down\n", headers=extra)
+                else:
+                    self.send_file(parts[4:])
             elif kind == "cut":
                 size, name = int(parts[1]), parts[2]
                 self.send_body(200, body(name, size)[: size // 2], length=size)
@@ -121,16 +145,8 @@ class Handler(BaseHTTPRequestHandler):
             elif kind == "ok":
                 size, name = int(parts[1]), parts[2]
                 self.send_body(200, body(name, size))
-            elif OPTS["root"] and ".." not in parts:
-                try:
-                    with open(os.path.join(OPTS["root"], *parts), "rb") as f:
-                        data = f.read()
-                except OSError:
-                    self.send_body(404, b"no such file\n")
-                    return
-                self.send_body(200, data)
             else:
-                self.send_body(404, b"no such path\n")
+                self.send_file(parts)
         except (ValueError, IndexError):
             self.send_body(400, b"bad path\n")
 

@@ -14,8 +14,10 @@
  *     of a whole read; the access kind of each format; bad clips (truncated
  *     FLAC, a WAV header claiming 2^31 frames, a WAV data chunk longer than
  *     the file, a zero-length file, text named .wav, garbage named .mp3, an
- *     MP3 cut short, too long for max_audio_seconds, another channel count)
- *     are errors of the documented kind naming the file; opens failing in
+ *     MP3 cut short, too long for max_audio_seconds, another channel count,
+ *     a float WAV/AIFF or double WAV holding NaN, -inf, 1e30 or 1001 far
+ *     from the window read) are errors of the documented kind naming the
+ *     file (and the bad sample's frame); opens failing in
  *     four threads at once each give their own file's reason (libsndfile
  *     keeps it in process-wide variables);
  *   - the recipe: make == transform(decode) byte for byte for every clip,
@@ -491,6 +493,35 @@ static void test_decode(void)
     memcpy(wav + 40, "\0\0\0\0", 4);
     put_file(path, wav, 44);
     expect_bad(rd, path, NOSTALL_E_EMPTY, "no frames");
+    /* samples not finite or absurd: corrupt, wherever they lie (the NaN at
+     * frame 29000 is far from the window read at 100) */
+    static const struct {
+        const char *name;
+        int format;
+        float x;
+        const char *why;
+    } odd[] = {
+        {"d/nan.wav", SF_FORMAT_WAV | SF_FORMAT_FLOAT, NAN, "frame 29000 (channel 1) is nan"},
+        {"d/inf.wav", SF_FORMAT_WAV | SF_FORMAT_FLOAT, -INFINITY, "frame 29000 (channel 1) is -inf"},
+        {"d/huge.aiff", SF_FORMAT_AIFF | SF_FORMAT_FLOAT, 1e30f, "frame 29000 (channel 1) is 1e+30"},
+        {"d/big.wav", SF_FORMAT_WAV | SF_FORMAT_DOUBLE, 1001.0f, "is 1001; samples must be finite"},
+    };
+    for (size_t k = 0; k < sizeof odd / sizeof *odd; k++) {
+        float *x = malloc(2 * n * sizeof *x);
+        memcpy(x, st, 2 * n * sizeof *x);
+        x[2 * 29000 + 1] = odd[k].x;
+        const char *p = write_clip(odd[k].name, odd[k].format, 22050, 2, x, n);
+        snprintf(path, sizeof path, "%s", p);
+        free(x);
+        expect_bad(rd, path, NOSTALL_E_CORRUPT, odd[k].why);
+        uint8_t *d;
+        nst_audio_info info;
+        CHECK_OK(open_file(rd, path, &d, 600, 0, &info));
+        CHECK_EQ(info.access, NST_AUDIO_SEEK);
+        CHECK_RC(nst_audio_check_end(rd), NOSTALL_E_CORRUPT);
+        nst_audio_close(rd);
+        free(d);
+    }
     nst_audio_reader_free(rd);
     free(st);
 }
@@ -972,6 +1003,8 @@ static void test_bad_items(void)
     snprintf(path, sizeof path, "%s/a/empty.wav", root);
     put_file(path, "", 0);
     write_clip("bad/a/long.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, 16000, 1, x, 12000);
+    x[7000] = NAN; /* bad whichever 0.25 s window is drawn */
+    write_clip("bad/a/nan.wav", SF_FORMAT_WAV | SF_FORMAT_FLOAT, 16000, 1, x, 8000);
     free(x);
     const char *kv[][2] = {{"task", "audio"},   {"clip_seconds", "0.25"},
                            {"batch_size", "8"}, {"epochs", "1"},
@@ -993,16 +1026,17 @@ static void test_bad_items(void)
         nostall_loader_release(ld, &b);
     }
     CHECK_EQ(items, 1); /* ok.flac */
-    CHECK_EQ(nostall_loader_skipped_count(ld), 4);
+    CHECK_EQ(nostall_loader_skipped_count(ld), 5);
     static const struct {
         const char *name;
         int status;
         const char *why;
     } want[] = {{"empty.wav", NOSTALL_E_EMPTY, "empty"},
                 {"long.wav", NOSTALL_E_FILE_TOO_LARGE, "max_audio_seconds"},
+                {"nan.wav", NOSTALL_E_CORRUPT, "frame 7000 (channel 0) is nan"},
                 {"notes.wav", NOSTALL_E_UNSUPPORTED, "not an audio file"},
                 {"trunc.flac", NOSTALL_E_TRUNCATED, "truncated"}};
-    for (uint64_t i = 0; i < 4; i++) {
+    for (uint64_t i = 0; i < 5; i++) {
         nostall_skip_info s;
         CHECK_OK(nostall_loader_skipped(ld, i, &s));
         if (!strstr(s.path, want[i].name) || s.status != want[i].status ||

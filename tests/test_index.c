@@ -227,13 +227,15 @@ static void test_list(const char *tmp)
         nst_index_free(ix);
     }
 
-    /* Largest label allowed: 2^62 - 1. */
-    write_file(dir, "big.txt", "x.jpg\t4611686018427387903\n");
+    /* Largest labels allowed: +-(2^31 - 1) (a job's class index) */
+    write_file(dir, "big.txt", "x.jpg\t2147483647\ny.jpg\t-2147483647\n");
     snprintf(list, sizeof list, "%s/big.txt", dir);
     ix = NULL;
     CHECK_OK(nst_index_build(&ix, list));
     if (ix) {
-        CHECK_EQ(nst_index_label(ix, 0), 4611686018427387903LL);
+        CHECK_EQ(nst_index_label(ix, 0), 2147483647LL);
+        CHECK_EQ(nst_index_label(ix, 1), -2147483647LL);
+        CHECK_EQ(nst_index_classes(ix), 2147483648ULL);
         nst_index_free(ix);
     }
 
@@ -273,7 +275,11 @@ static void test_list(const char *tmp)
         {"a.jpg\t--1\n", ":1:"},
         {"# c\n\na.jpg\tone\n", ":3:"},
         {"a.jpg\t1\nb.jpg\t\n", ":2:"},
-        {"a.jpg\t1\nb.jpg\t4611686018427387904\n", ":2:"},  /* 2^62 */
+        {"a.jpg\t1\nb.jpg\t4611686018427387904\n", ":2:"}, /* 2^62 */
+        {"a.jpg\t1\nb.jpg\t4611686018427387903\n", ":2:"}, /* 2^62 - 1 */
+        {"a.jpg\t1\nb.jpg\t2147483648\n", ":2:"},          /* 2^31 */
+        {"a.jpg\t1\nb.jpg\t-2147483648\n", ":2:"},         /* -2^31 */
+        {"a.jpg\t1,2147483648\n", ":1:"},
         {"a.jpg\t99999999999999999999999\n", ":1:"},        /* overflow */
         {"a.jpg\t1\nb.jpg\t18446744073709551616\n", ":2:"}, /* 2^64: wrapped to 0 */
         {"a.jpg\t18446744073709551617\n", ":1:"},           /* 2^64 + 1: wrapped to 1 */
@@ -310,6 +316,10 @@ static void test_list(const char *tmp)
     snprintf(list, sizeof list, "%s/bad.txt", dir);
     CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
     CHECK(strstr(nostall_last_error(), "'18446744073709551616' is out of range") != NULL);
+    write_file(dir, "bad.txt", "a.jpg\t0\nb.jpg\t2147483648\n");
+    CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
+    CHECK(strstr(nostall_last_error(), "bad.txt:2: label '2147483648' is out of range") != NULL);
+    CHECK(strstr(nostall_last_error(), "(-2^31, 2^31)") != NULL);
     write_file(dir, "bad.txt", "a.jpg\t12a\n");
     CHECK_RC(nst_index_build(&ix, list), NOSTALL_E_DATASET);
     CHECK(strstr(nostall_last_error(), "'12a' is malformed") != NULL);

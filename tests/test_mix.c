@@ -417,6 +417,60 @@ static void test_errors(void)
     CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_DATASET);
     CHECK(strstr(nostall_last_error(), "field 'label'") != NULL);
     CHECK(strstr(nostall_last_error(), "float.txt") != NULL);
+    /* mix_labels=offset: the shifted labels must stay below 2^31 (2^31
+     * classes, then 2 more: the second source's labels would be 2^31 and
+     * 2^31 + 1; 2^62-sized offsets used to wrap into negative labels) */
+    char big1[4200], big2[4200];
+    snprintf(big1, sizeof big1, "%s/big1.txt", test_tmpdir("mix-list"));
+    snprintf(big2, sizeof big2, "%s/big2.txt", test_tmpdir("mix-list"));
+    const char *bodies[2] = {"x.jpg\t2147483647\n", "y.jpg\t1\n"};
+    const char *lists[2] = {big1, big2};
+    for (int k = 0; k < 2; k++)
+        if ((f = fopen(lists[k], "w")) != NULL) {
+            fputs(bodies[k], f);
+            fclose(f);
+        }
+    snprintf(bad, sizeof bad, "%s:1,%s:1", big1, big2);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_config_set(cfg, "mix_labels", "offset"));
+    CHECK_RC(nostall_loader_create(&ld, "mix", cfg), NOSTALL_E_OPTION);
+    CHECK(strstr(nostall_last_error(), "big2.txt's 2 classes after 2147483648") != NULL);
+    CHECK(strstr(nostall_last_error(), "below 2^31") != NULL);
+    CHECK(ld == NULL);
+    nostall_loader_free(ld);
+    ld = NULL;
+    /* the sources alone, or in the other order with room, are fine */
+    snprintf(bad, sizeof bad, "%s:1,%s:1", big2, dir_a);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_loader_create(&ld, "mix", cfg));
+    nostall_loader_free(ld);
+    ld = NULL;
+    CHECK_OK(nostall_config_set(cfg, "mix_labels", "own"));
+    /* a source's bad shards are the mix's too (info and names) */
+    char packed[4200], cmd[12800], shards[4300];
+    snprintf(shards, sizeof shards, "%s/shards.txt", test_tmpdir("mix-shards"));
+    snprintf(packed, sizeof packed, "%.*s/packed", (int)(strrchr(shards, '/') - shards), shards);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' '%s' --shard-bytes 10K --quiet --force > /dev/null",
+             getenv("NOSTALL_CLI"), dir_b, packed);
+    CHECK(system(cmd) == 0);
+    if ((f = fopen(shards, "w")) != NULL) {
+        fprintf(f, "%s/shard-000000.tar\n%s/lost-000001.tar\n", packed, packed);
+        fclose(f);
+    }
+    snprintf(bad, sizeof bad, "%s:1,%s:1", dir_a, shards);
+    CHECK_OK(nostall_config_set(cfg, "mix", bad));
+    CHECK_OK(nostall_loader_create(&ld, "mix", cfg));
+    if (ld) {
+        nostall_dataset_info info;
+        const char *bp = NULL, *why = NULL;
+        CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
+        CHECK_EQ(info.shards_bad, 1);
+        CHECK_OK(nostall_loader_bad_shard(ld, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "lost-000001.tar") && why && strstr(why, "No such file"));
+        CHECK_RC(nostall_loader_bad_shard(ld, 1, &bp, &why), NOSTALL_E_INVALID);
+    }
+    nostall_loader_free(ld);
+    ld = NULL;
     /* the mix options without a mix are refused, not ignored */
     CHECK_OK(nostall_config_set(cfg, "mix", ""));
     CHECK_OK(nostall_config_set(cfg, "mix_epoch_items", "10"));

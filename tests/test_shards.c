@@ -15,14 +15,22 @@
  * patterns; task=bytes' choice of member; messages naming the shard and
  * the member; memory per item; and, with nginx, the same index over HTTP
  * (sidecar served, or header pass by ranged GETs, then cached; neither
- * used once the served shard is re-shuffled in place).
+ * used once the served shard is re-shuffled in place). Bad shards
+ * (missing, 404, gzip data named .tar, a .tar.gz in a shard folder, HTTP
+ * 503 past the retries: tests/http_faulty_server.py) are counted and
+ * named with why while the other shards are indexed; none usable is an
+ * error with the first one's reason; Retry-After is waited for.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "common/clock.h"
 #include "nginx_helper.h"
 #include "source/index.h"
 #include "source/reader.h"
@@ -379,9 +387,65 @@ static void test_sources(void)
         CHECK_EQ(nst_index_shards(ix), 0);
         nst_index_free(ix);
     }
-    /* a missing shard fails the build, naming it */
-    CHECK_RC(nst_index_build(&ix, pathf("%s/train-{000003..000004}.tar", dir)), NOSTALL_E_NOT_FOUND);
-    CHECK(strstr(nostall_last_error(), "train-000004.tar") != NULL);
+    /* a missing shard is a bad shard, named with why; the others are read */
+    CHECK_OK(nst_index_build(&ix, pathf("%s/train-{000003..000004}.tar", dir)));
+    if (ix) {
+        const char *bp = NULL, *why = NULL;
+        CHECK_EQ(nst_index_count(ix), 10);
+        CHECK_EQ(nst_index_ignored(ix), 0);
+        CHECK_EQ(nst_index_bad_shards(ix), 1);
+        CHECK_OK(nst_index_bad_shard(ix, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "train-000004.tar") && why && strstr(why, "No such file"));
+        CHECK(nst_index_bad_shard(ix, 1, &bp, &why) < 0);
+        nst_index_free(ix);
+    }
+    /* none usable: the build fails with the first one's status and reason */
+    CHECK_RC(nst_index_build(&ix, pathf("%s/train-{000004..000005}.tar", dir)), NOSTALL_E_NOT_FOUND);
+    CHECK(strstr(nostall_last_error(), "no usable shard (2 of 2") != NULL);
+    CHECK(strstr(nostall_last_error(), "train-000004.tar: No such file") != NULL);
+}
+
+/* Compressed shards (a .tar.gz, gzip data named .tar) beside good ones are
+ * bad shards named with "gzip", not stray files nor damaged regions. */
+static void test_compressed(void)
+{
+    PATH(dir, "%s/gz", g_tmp);
+    mkdir(dir, 0755);
+    write_shard(pathf("%s/a.tar", dir), 0, 4);
+    write_shard(pathf("%s/b.tar", dir), 1, 4);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd,
+             "gzip -c '%s/b.tar' > '%s/lost.tar.gz' && cp '%s/lost.tar.gz' '%s/z.tar'", dir, dir,
+             dir, dir);
+    CHECK(system(cmd) == 0);
+    FILE *f = fopen(pathf("%s/notes.txt", dir), "w");
+    fputs("x", f);
+    fclose(f);
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build(&ix, dir));
+    if (ix) {
+        const char *bp = NULL, *why = NULL;
+        CHECK_EQ(nst_index_count(ix), 8);
+        CHECK_EQ(nst_index_ignored(ix), 1); /* notes.txt alone */
+        CHECK(strstr(nst_index_ignored_path(ix, 0), "notes.txt") != NULL);
+        CHECK_EQ(nst_index_damaged(ix), 0);
+        CHECK_EQ(nst_index_bad_shards(ix), 2);
+        CHECK_OK(nst_index_bad_shard(ix, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "lost.tar.gz") && why && strstr(why, "gzip-compressed"));
+        CHECK_OK(nst_index_bad_shard(ix, 1, &bp, &why));
+        CHECK(bp && strstr(bp, "z.tar") && why && strstr(why, "gzip-compressed data, not a tar"));
+        nst_index_free(ix);
+    }
+    /* alone: an error naming it and why */
+    CHECK_RC(nst_index_build(&ix, pathf("%s/z.tar", dir)), NOSTALL_E_UNSUPPORTED);
+    CHECK(strstr(nostall_last_error(), "z.tar: gzip-compressed data") != NULL);
+    PATH(only, "%s/gz-only", g_tmp);
+    mkdir(only, 0755);
+    snprintf(cmd, sizeof cmd, "cp '%s/lost.tar.gz' '%s/'", dir, only);
+    CHECK(system(cmd) == 0);
+    CHECK_RC(nst_index_build(&ix, only), NOSTALL_E_UNSUPPORTED);
+    CHECK(strstr(nostall_last_error(), "no usable shard") &&
+          strstr(nostall_last_error(), "lost.tar.gz: gzip-compressed"));
 }
 
 /* The sidecar beside the data, the cache elsewhere, stale and corrupt ones. */
@@ -551,16 +615,21 @@ static void test_damage(void)
     tw_member(&w, "noext", "n", 1);
     tw_member(&w, "e.JPG", "ee", 2);
     tw_member(&w, "e.cls", " 4\n", 3);
+    tw_member(&w, "f.jpg", "ff", 2);
+    tw_member(&w, "f.cls", "4611686018427387903", 19); /* 2^62 - 1: beyond a job's labels */
     tw_close(&w);
     CHECK_OK(nst_index_build(&ix, odd));
     if (ix) {
         CHECK_EQ(nst_index_count(ix), 2);   /* a, e */
-        CHECK_EQ(nst_index_ignored(ix), 3); /* b: no image; c: label; d: no label */
+        CHECK_EQ(nst_index_ignored(ix), 4); /* b: no image; c: label; d: no label; f: range */
         CHECK(!strcmp(nst_index_member(ix, 1), "e.JPG"));
         CHECK_EQ(nst_index_label(ix, 1), 4);
+        CHECK_EQ(nst_index_classes(ix), 5);
         CHECK(strstr(nst_index_ignored_path(ix, 0), "odd.tar: b: no image") != NULL);
         CHECK(strstr(nst_index_ignored_path(ix, 1), "c.cls: not an integer") != NULL);
-        CHECK(strstr(nst_index_ignored_path(ix, 2), "d.jpeg: no .cls label") != NULL);
+        CHECK(strstr(nst_index_ignored_path(ix, 2),
+                     "f.cls: label 4611686018427387903 is outside (-2^31, 2^31)") != NULL);
+        CHECK(strstr(nst_index_ignored_path(ix, 3), "d.jpeg: no .cls label") != NULL);
         nst_index_free(ix);
     }
     /* task=bytes: b's .bin is its item; no label anywhere: NONE */
@@ -911,8 +980,17 @@ static void test_http(void)
         check_same(ix, 1);
         nst_index_free(ix);
     }
-    /* a missing shard: an error naming the URL */
-    CHECK_RC(nst_index_build(&ix, pathf("http://127.0.0.1:%d/w-{2..3}.tar", port)),
+    /* a missing shard: a bad shard naming the URL and the 404 */
+    CHECK_OK(nst_index_build(&ix, pathf("http://127.0.0.1:%d/w-{2..3}.tar", port)));
+    if (ix) {
+        const char *bp = NULL, *why = NULL;
+        CHECK_EQ(nst_index_count(ix), 7);
+        CHECK_EQ(nst_index_bad_shards(ix), 1);
+        CHECK_OK(nst_index_bad_shard(ix, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "w-3.tar") && why && strstr(why, "404"));
+        nst_index_free(ix);
+    }
+    CHECK_RC(nst_index_build(&ix, pathf("http://127.0.0.1:%d/w-{3..4}.tar", port)),
              NOSTALL_E_NOT_FOUND);
     CHECK(strstr(nostall_last_error(), "w-3.tar") && strstr(nostall_last_error(), "404"));
     /* a URL that is not a shard */
@@ -921,16 +999,115 @@ static void test_http(void)
     unsetenv("XDG_CACHE_HOME");
 }
 
+/* tests/http_faulty_server.py serving `root` on loopback: its port, or 0
+ * (*pid: the server, to stop). */
+static int faulty_start(const char *root, pid_t *pid)
+{
+    const char *hs = nginx_script();
+    PATH(script, "%.*s/http_faulty_server.py", (int)(strrchr(hs, '/') - hs), hs);
+    PATH(portfile, "%s/faulty.port", g_tmp);
+    unlink(portfile);
+    *pid = fork();
+    if (*pid < 0) return 0;
+    if (*pid == 0) {
+        execl("/usr/bin/python3", "python3", script, "--root", root, portfile, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 1200; i++) { /* python may take a while to start */
+        int port = 0;
+        FILE *f = fopen(portfile, "r");
+        if (f) {
+            int ok = fscanf(f, "%d", &port) == 1;
+            fclose(f);
+            if (ok && port > 0) return port;
+        }
+        if (waitpid(*pid, NULL, WNOHANG) == *pid) break;
+        usleep(25000);
+    }
+    return 0;
+}
+
+/* A throttled store (503 SlowDown) while indexing: a shard is retried with
+ * a backoff the options bound (1-4 ms here) and the server's Retry-After;
+ * one still failing after its retries is a bad shard, named with the HTTP
+ * status and attempts, and the others are indexed; none usable fails the
+ * build. */
+static void test_http_faults(void)
+{
+    PATH(root, "%s/faulty", g_tmp);
+    mkdir(root, 0755);
+    for (int k = 0; k < 3; k++) write_shard(pathf("%s/s%d.tar", root, k), k, 3); /* < 16 KiB */
+    pid_t pid;
+    const int port = faulty_start(root, &pid);
+    if (!port) {
+        fprintf(stderr, "cannot start tests/http_faulty_server.py\n");
+        check_failures_++;
+        return;
+    }
+    nst_shard_opts o;
+    nst_shard_opts_default(&o);
+    o.retries = 3;
+    o.backoff_ms = 1;
+    o.max_backoff_ms = 4;
+    o.no_cache = 1;
+    o.threads = 2;
+    PATH(list, "%s/throttled.txt", g_tmp);
+    FILE *f = fopen(list, "w");
+    fprintf(f,
+            "http://127.0.0.1:%d/flakyfile/503/3/0/s0.tar\n"  /* 3 retries: enough */
+            "http://127.0.0.1:%d/flakyfile/503/99/0/s1.tar\n" /* never */
+            "http://127.0.0.1:%d/s2.tar\n",
+            port, port, port);
+    fclose(f);
+    nst_index *ix = NULL;
+    CHECK_OK(nst_index_build_opts(&ix, list, 0, &o));
+    if (ix) {
+        const char *bp = NULL, *why = NULL;
+        CHECK_EQ(nst_index_count(ix), 6); /* s0 and s2 */
+        CHECK_EQ(nst_index_shards(ix), 3);
+        CHECK_EQ(nst_index_bad_shards(ix), 1);
+        CHECK_OK(nst_index_bad_shard(ix, 0, &bp, &why));
+        CHECK(bp && strstr(bp, "/s1.tar") && why && strstr(why, "HTTP 503 after 4 attempts"));
+        nst_index_free(ix);
+    }
+    /* none usable: a clear error naming the first */
+    f = fopen(list, "w");
+    fprintf(f, "http://127.0.0.1:%d/flakyfile/503/99/0/s1.tar\n", port);
+    fclose(f);
+    CHECK_RC(nst_index_build_opts(&ix, list, 0, &o), NOSTALL_E_IO);
+    CHECK(strstr(nostall_last_error(), "no usable shard") &&
+          strstr(nostall_last_error(), "s1.tar: HTTP 503 after 4 attempts"));
+    /* Retry-After: 1 (s) is waited for, though the backoff is 1 ms: once
+     * for the sidecar asked first (then 404), once for the shard */
+    f = fopen(list, "w");
+    fprintf(f, "http://127.0.0.1:%d/flakyfile/503/1/1/s2.tar\n", port);
+    fclose(f);
+    o.max_backoff_ms = 60000;
+    const uint64_t t0 = nst_now_ns();
+    CHECK_OK(nst_index_build_opts(&ix, list, 0, &o));
+    const uint64_t ms = (nst_now_ns() - t0) / 1000000;
+    if (ms < 1900) {
+        fprintf(stderr, "Retry-After: 1 twice, but indexing took %llu ms\n", (unsigned long long)ms);
+        check_failures_++;
+    }
+    if (ix) CHECK_EQ(nst_index_count(ix), 3);
+    nst_index_free(ix);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "%s", test_tmpdir("test_shards"));
     test_expand();
     test_sources();
+    test_compressed();
     test_cache();
     test_reshuffled();
     test_damage();
     test_odd_members();
     test_memory();
     test_http();
+    test_http_faults();
     TEST_EXIT();
 }

@@ -405,10 +405,22 @@ int cmd_bench(int argc, char **argv)
                 ", \"files_ignored\": %" PRIu64 ", \"items_per_epoch\": %" PRIu64
                 ", \"batches_per_epoch\": %" PRIu64 ", \"items_truncated\": %" PRIu64
                 ", \"parts_dropped\": %" PRIu64 ", \"parts_clipped\": %" PRIu64
-                ", \"parts_unmatched\": %" PRIu64 ", \"items_missing\": %" PRIu64 "}",
+                ", \"parts_unmatched\": %" PRIu64 ", \"items_missing\": %" PRIu64
+                ", \"shards_bad\": %" PRIu64 "}",
                 info.items, info.classes, info.files_ignored, info.items_per_epoch,
                 info.batches_per_epoch, info.items_truncated, info.parts_dropped,
-                info.parts_clipped, info.parts_unmatched, info.items_missing);
+                info.parts_clipped, info.parts_unmatched, info.items_missing, info.shards_bad);
+        fprintf(f, ", \"bad_shards\": [");
+        for (uint64_t i = 0; i < info.shards_bad; i++) {
+            const char *bp, *why;
+            if (nostall_loader_bad_shard(ld, i, &bp, &why) < 0) break;
+            fprintf(f, "%s{", i ? ", " : "");
+            tool_json_member(f, "path", bp);
+            fprintf(f, ", \"reason\": ");
+            tool_json_string(f, why);
+            fprintf(f, "}");
+        }
+        fprintf(f, "]");
         fprintf(f, ", \"skipped_count\": %" PRIu64 ", \"skipped\": [", st.skipped);
         for (uint64_t i = 0; i < nskip; i++) {
             nostall_skip_info si;
@@ -473,6 +485,17 @@ int cmd_bench(int argc, char **argv)
                    "class folders)",
                    info.files_ignored, info.files_ignored == 1 ? "" : "s");
         printf("; indexed in %.2f s\n", setup_s);
+        if (info.shards_bad) { /* not read: each named with why */
+            printf("  bad shards  %" PRIu64 " shard%s not read (their items are missing):\n",
+                   info.shards_bad, info.shards_bad == 1 ? "" : "s");
+            for (uint64_t i = 0; i < info.shards_bad && i < 8; i++) {
+                const char *bp, *why;
+                if (nostall_loader_bad_shard(ld, i, &bp, &why) < 0) break;
+                tool_line(stdout, "              %s: %s", bp, why);
+            }
+            if (info.shards_bad > 8)
+                printf("              ... and %" PRIu64 " more\n", info.shards_bad - 8);
+        }
         if (mix[0] && items) { /* the share of each source, in --mix order */
             printf("  mix        ");
             for (int k = 0; k < MIX_SOURCES_MAX; k++)

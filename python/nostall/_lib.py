@@ -105,7 +105,7 @@ class DatasetInfo(ctypes.Structure):
                 ("ring_memory", c_void_p), ("ring_bytes", c_size_t), ("slot_items", c_uint32),
                 ("task", c_uint32), ("items_truncated", c_uint64), ("parts_dropped", c_uint64),
                 ("parts_clipped", c_uint64), ("parts_unmatched", c_uint64),
-                ("items_missing", c_uint64)]
+                ("items_missing", c_uint64), ("shards_bad", c_uint64)]
 
 
 class SkipInfo(ctypes.Structure):
@@ -146,6 +146,8 @@ loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_ch
                   POINTER(c_int64))
 loader_class_name = _fn("nostall_loader_class_name", c_char_p, c_void_p, c_uint64)
 loader_ignored = _fn("nostall_loader_ignored", c_char_p, c_void_p, c_uint64)
+loader_bad_shard = _fn("nostall_loader_bad_shard", c_int, c_void_p, c_uint64, POINTER(c_char_p),
+                       POINTER(c_char_p))
 loader_stats = _fn("nostall_loader_stats", c_int, c_void_p, c_void_p, c_size_t)
 stats_count = _fn("nostall_stats_count", c_int)
 stats_name = _fn("nostall_stats_name", c_char_p, c_int)

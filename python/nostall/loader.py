@@ -39,6 +39,7 @@ Design
 """
 
 import atexit
+import collections.abc as _abc
 import copy as _copymod
 import ctypes
 import difflib
@@ -264,6 +265,74 @@ def _in_worker():
     triggered there (garbage collection) must not wait for the workers."""
     mod = sys.modules.get("nostall._transform")
     return mod is not None and getattr(mod.IN_CALL, "on", False)
+
+
+class _LabelNames(_abc.Sequence):
+    """Loader.classes of a dataset without class names (a list file): the
+    labels 0..n-1 as strings, made on demand -- n is the largest label + 1
+    (below 2^31), far more than a list should hold."""
+
+    def __init__(self, n):
+        self._n = n
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [str(k) for k in range(self._n)[i]]
+        k = range(self._n)[i]  # IndexError as a list's
+        return str(k)
+
+    def __contains__(self, name):
+        return isinstance(name, str) and _label_of(name, self._n) is not None
+
+    def index(self, name, *args):
+        k = _label_of(name, self._n) if isinstance(name, str) else None
+        if k is None or args:
+            return super().index(name, *args)
+        return k
+
+    def __eq__(self, other):
+        if isinstance(other, (_LabelNames, list, tuple)):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self):
+        return "<%d class names '0'..'%d'>" % (self._n, self._n - 1)
+
+
+class _LabelIndex(_abc.Mapping):
+    """Loader.class_to_idx of a dataset without class names: {str(i): i},
+    on demand."""
+
+    def __init__(self, n):
+        self._n = n
+
+    def __getitem__(self, name):
+        k = _label_of(name, self._n) if isinstance(name, str) else None
+        if k is None:
+            raise KeyError(name)
+        return k
+
+    def __iter__(self):
+        return (str(k) for k in range(self._n))
+
+    def __len__(self):
+        return self._n
+
+    def __eq__(self, other):
+        if isinstance(other, _abc.Mapping):
+            return len(other) == self._n and all(self.get(k) == v for k, v in other.items())
+        return NotImplemented
+
+
+def _label_of(name, n):
+    """i when name is str(i) for i in [0, n), else None."""
+    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
+        return None
+    k = int(name)
+    return k if k < n else None
 
 
 class _Core:
@@ -789,6 +858,14 @@ class Loader(_Base):
             warnings.warn("nostall: %d file(s) in %s ignored: not named .jpg, .jpeg or .png "
                           "(the formats nostall decodes), hidden, or outside class folders: %s"
                           % (self._info["files_ignored"], self.source, shown),
+                          RuntimeWarning, stacklevel=3)
+        if self._info.get("shards_bad"):
+            # a shard that could not be read is data lost: named with why
+            bad = self.bad_shards()
+            shown = "; ".join("%s: %s" % (b["path"], b["reason"]) for b in bad[:3])
+            warnings.warn("nostall: %d shard(s) of %s not read (their items are missing): %s%s"
+                          % (self._info["shards_bad"], self.source, shown,
+                             "; ..." if self._info["shards_bad"] > 3 else ""),
                           RuntimeWarning, stacklevel=3)
         repairs = [(self._info[k], what) for k, what in _REPAIRS if self._info.get(k)]
         if repairs:  # what the recipe repaired at create (e.g. COCO boxes)
@@ -1382,6 +1459,18 @@ class Loader(_Base):
             out.append(_lib._s(p))
         return out
 
+    def bad_shards(self) -> list:
+        """The tar shards that could not be used (info()["shards_bad"]: not
+        indexed, or compressed), the first ones up to 64, each
+        {"path", "reason"}."""
+        out = []
+        for i in range(min(self._info.get("shards_bad", 0), 64)):
+            p, why = ctypes.c_char_p(), ctypes.c_char_p()
+            if self._lib.loader_bad_shard(self._handle(), i, ctypes.byref(p), ctypes.byref(why)):
+                break
+            out.append({"path": _lib._s(p.value), "reason": _lib._s(why.value)})
+        return out
+
     def item(self, index: int) -> tuple:
         """(path, label) of dataset item `index`."""
         p, label = ctypes.c_char_p(), ctypes.c_int64()
@@ -1395,14 +1484,21 @@ class Loader(_Base):
     @property
     def classes(self) -> list:
         """Class names in label order, as torchvision's ImageFolder (for a list
-        file: the labels as strings)."""
-        names = [self.class_name(i) for i in range(self._info["classes"])]
+        file: the labels as strings, a sequence made on demand)."""
+        n = self._info["classes"]
+        if n and self.class_name(0) is None:  # no names: labels below 2^31
+            return _LabelNames(n)
+        names = [self.class_name(i) for i in range(n)]
         return [n if n is not None else str(i) for i, n in enumerate(names)]
 
     @property
     def class_to_idx(self) -> dict:
-        """{class name: label}, as torchvision's ImageFolder."""
-        return {name: i for i, name in enumerate(self.classes)}
+        """{class name: label}, as torchvision's ImageFolder (for a list file,
+        a mapping made on demand)."""
+        classes = self.classes
+        if isinstance(classes, _LabelNames):
+            return _LabelIndex(len(classes))
+        return {name: i for i, name in enumerate(classes)}
 
     @property
     def samples(self) -> list:

@@ -11,7 +11,11 @@
  * shortens it to what is there), a FLAC whose STREAMINFO promises frames a
  * truncated file lacks (nst_audio_check_end decodes its last frame), and
  * the limit is applied to what a WAV header declares before libsndfile's
- * repair hides it.
+ * repair hides it. What libsndfile passes through is checked too: every
+ * chunk read is scanned for samples not finite or beyond
+ * NST_AUDIO_MAX_SAMPLE (a float WAV can hold NaN, inf or 1e30), and
+ * nst_audio_check_end reads a float or double clip whole so that a window
+ * read later is only of a clip known good.
  *
  * THREADS  A reader belongs to one worker. Shared: `open_lock`, because
  * libsndfile keeps the reason an open failed in process-wide variables
@@ -24,6 +28,7 @@
  * write libsndfile's buffers at once (ThreadSanitizer is told so below);
  * nothing reads them outside the exclusive lock.
  */
+#include <math.h>
 #include <pthread.h>
 #include <sndfile.h>
 #include <stdio.h>
@@ -414,6 +419,21 @@ static sf_count_t read_chunk(nst_audio_reader *rd, uint64_t want)
                          rd->path, nst_audio_format_name(rd->info.format),
                          (unsigned long long)rd->pos, sf_error_number(e));
     if (got < 0) got = 0;
+    /* NaN fails the comparison too; one pass, no branch per sample */
+    const uint64_t ns = (uint64_t)got * rd->info.channels;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < ns; i++) bad += !(fabsf(rd->chunk[i]) <= NST_AUDIO_MAX_SAMPLE);
+    if (bad) {
+        uint64_t i = 0;
+        while (fabsf(rd->chunk[i]) <= NST_AUDIO_MAX_SAMPLE) i++;
+        return nst_error(NOSTALL_E_CORRUPT,
+                         "audio: %s: corrupt: %s sample of frame %llu (channel %u) is %g; samples "
+                         "must be finite with |x| <= %g",
+                         rd->path, nst_audio_format_name(rd->info.format),
+                         (unsigned long long)(rd->pos + i / rd->info.channels),
+                         (unsigned)(i % rd->info.channels), (double)rd->chunk[i],
+                         (double)NST_AUDIO_MAX_SAMPLE);
+    }
     rd->pos += (uint64_t)got;
     return got;
 }
@@ -482,9 +502,21 @@ int nst_audio_read(nst_audio_reader *rd, uint64_t first, uint64_t count, float *
 int nst_audio_check_end(nst_audio_reader *rd)
 {
     const nst_audio_info *in = &rd->info;
-    if (!rd->sf || in->access != NST_AUDIO_SEEK ||
-        (in->format & SF_FORMAT_TYPEMASK) != SF_FORMAT_FLAC)
+    if (!rd->sf || in->access != NST_AUDIO_SEEK) return 0;
+    const int sub = in->format & SF_FORMAT_SUBMASK;
+    if (sub == SF_FORMAT_FLOAT || sub == SF_FORMAT_DOUBLE) {
+        /* samples that can be anything: every one is checked (read_chunk),
+         * whichever window is read afterwards */
+        if (rd->pos != 0 && sf_seek(rd->sf, 0, SEEK_SET) != 0) return short_read(rd, in->frames);
+        rd->pos = 0;
+        while (rd->pos < in->frames) {
+            sf_count_t got = read_chunk(rd, in->frames - rd->pos);
+            if (got < 0) return (int)got;
+            if (got == 0) return short_read(rd, in->frames);
+        }
         return 0;
+    }
+    if ((in->format & SF_FORMAT_TYPEMASK) != SF_FORMAT_FLAC) return 0;
     const uint64_t last = in->frames - 1;
     if (sf_seek(rd->sf, (sf_count_t)last, SEEK_SET) != (sf_count_t)last) {
         rd->pos = 0; /* unknown: the next read seeks */

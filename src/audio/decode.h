@@ -38,7 +38,12 @@
  * stops being read at the limit; an MP3 holding less than 99% of the
  * bytes its Xing header declares is truncated (between 99% and 100%, a
  * read up to a window that ends before the damage succeeds, a whole read
- * fails). Size arithmetic is overflow-checked.
+ * fails); a decoded sample that is not finite (NaN, inf) or whose magnitude
+ * exceeds NST_AUDIO_MAX_SAMPLE (1000: a float or double format can hold
+ * anything; integer formats decode within [-1, 1)) makes the clip corrupt
+ * -- every sample of a float or double clip is checked by
+ * nst_audio_check_end, whichever window is read, and every sample any read
+ * decodes is checked in every format. Size arithmetic is overflow-checked.
  *
  * Errors (the message names the path and what was wrong):
  *   E_UNSUPPORTED     not a format libsndfile reads (a text file named .wav,
@@ -46,7 +51,8 @@
  *                     channels) another channel count than the dataset's
  *   E_EMPTY           no frames
  *   E_TRUNCATED       fewer frames than the header declares
- *   E_CORRUPT         a decoder error
+ *   E_CORRUPT         a decoder error; a sample not finite or beyond
+ *                     +-NST_AUDIO_MAX_SAMPLE (the message names its frame)
  *   E_FILE_TOO_LARGE  longer than the limit
  *   E_NOMEM
  *
@@ -69,6 +75,8 @@
 
 #define NST_AUDIO_MIN_RATE 1000u
 #define NST_AUDIO_MAX_RATE 768000u
+/* The largest |sample| a clip may hold (float formats; see above). */
+#define NST_AUDIO_MAX_SAMPLE 1000.0f
 
 enum { NST_AUDIO_SEEK = 0, NST_AUDIO_FORWARD = 1, NST_AUDIO_WHOLE = 2 };
 
@@ -102,7 +110,9 @@ int nst_audio_open(nst_audio_reader *rd, const uint8_t *data, size_t len, const 
  * E_TRUNCATED. Not for WHOLE. */
 int nst_audio_read(nst_audio_reader *rd, uint64_t first, uint64_t count, float *const *planes);
 /* SEEK formats whose length is a promise (FLAC): the last frame decodes,
- * else E_TRUNCATED. 0 at once for the others. */
+ * else E_TRUNCATED. SEEK float and double formats: every sample is finite
+ * and within +-NST_AUDIO_MAX_SAMPLE, else E_CORRUPT (the next read seeks).
+ * 0 at once for the others. */
 int nst_audio_check_end(nst_audio_reader *rd);
 /* Every frame, to the end of the stream (WHOLE; also SEEK/FORWARD, which
  * must then give exactly info.frames), planar into out (plane p at

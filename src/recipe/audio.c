@@ -391,7 +391,7 @@ int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *so
     audio_recipe *r = calloc(1, sizeof *r);
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &audio_ops;
-    if ((rc = nst_index_build_flags(&r->base.index, source, NST_INDEX_ANY_NAME)) < 0) goto fail;
+    if ((rc = nst_index_build_cfg(&r->base.index, source, NST_INDEX_ANY_NAME, cfg)) < 0) goto fail;
     nst_recipe_items_from_index(&r->base);
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->train = v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_TRAIN;

@@ -153,7 +153,7 @@ int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *so
     if (!r) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     r->base.ops = &bytes_ops;
     r->base.size_hint = "max_file_bytes (each item's room is the largest file's size)";
-    if ((rc = nst_index_build_flags(&r->base.index, source, NST_INDEX_ANY_NAME)) < 0) goto fail;
+    if ((rc = nst_index_build_cfg(&r->base.index, source, NST_INDEX_ANY_NAME, cfg)) < 0) goto fail;
     nst_recipe_items_from_index(&r->base);
     r->room = find_room(r->base.index, v[NOSTALL_OPT_MAX_FILE_BYTES].u);
     nst_field_decl *data = &r->base.fields[0], *len = &r->base.fields[1];

@@ -375,7 +375,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     r->base.ops = &classify_ops;
     r->base.size_hint = "crop (or out_height/out_width; image_mode=full: full_max_pixels)";
     if ((rc = image_options(r, v)) < 0) goto fail;
-    if ((rc = nst_index_build(&r->base.index, source)) < 0) goto fail;
+    if ((rc = nst_index_build_cfg(&r->base.index, source, 0, cfg)) < 0) goto fail;
     nst_recipe_items_from_index(&r->base);
     r->seed = v[NOSTALL_OPT_SEED].u;
     r->max_pixels = v[NOSTALL_OPT_MAX_PIXELS].u;

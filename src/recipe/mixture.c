@@ -11,7 +11,8 @@
  *   it. Each stage finds the item's source, hands the source's recipe the
  *   item's own id (its label, path and draws are the source's), then adds
  *   the mix's own field, `source` (int64: s), and with mix_labels=offset
- *   shifts an int64 label by the classes of the sources before s.
+ *   shifts an int64 label by the classes of the sources before s (their
+ *   sum, with the last source's classes, below 2^31: checked at create).
  *
  *   The fields of every source must be declared exactly as the first
  *   source's (names, dtypes, shapes, ragged rooms): the ring is planned
@@ -21,7 +22,8 @@
  *
  *   The mix's index (for nostall_loader_item) lists every item's path and
  *   int64 label (shifted as delivered), so it costs a second copy of the
- *   paths; classes are its largest label + 1.
+ *   paths; classes are its largest label + 1. The sources' bad shards
+ *   (index.h) are the mix's: nst_mixture_bad_shards/_bad_shard walk them.
  *
  * THREADS  Immutable after create. Each worker owns one worker struct per
  *   source (their scratch, decoders); the stages run concurrently.
@@ -234,12 +236,43 @@ static int label_offsets(mix_recipe *r, int offset)
                          "mix: mix_labels=offset shifts integer labels, but %s's labels are "
                          "float or multi-label",
                          r->names[0]);
-    int64_t off = 0;
+    /* each source's classes < 2^31 (index.h); their sum must be too, so no
+     * shifted label leaves the range a job uses (nor wraps int64) */
+    uint64_t off = 0;
     for (uint32_t s = 0; s < r->n; s++) {
-        r->label_off[s] = off;
-        off += (int64_t)nst_index_classes(r->src[s]->index);
+        const uint64_t k = nst_index_classes(r->src[s]->index);
+        if (k > NST_INDEX_LABEL_LIMIT || off + k > NST_INDEX_LABEL_LIMIT)
+            return nst_error(NOSTALL_E_OPTION,
+                             "mix: mix_labels=offset: %s's %llu classes after %llu of the "
+                             "sources before it make labels of 2^31 or more (labels must be "
+                             "below 2^31)",
+                             r->names[s], (unsigned long long)k, (unsigned long long)off);
+        r->label_off[s] = (int64_t)off;
+        off += k;
     }
     return 0;
+}
+
+uint64_t nst_mixture_bad_shards(const nst_recipe *base)
+{
+    const mix_recipe *r = (const mix_recipe *)base;
+    uint64_t n = 0;
+    for (uint32_t s = 0; s < r->n; s++) n += nst_index_bad_shards(r->src[s]->index);
+    return n;
+}
+
+int nst_mixture_bad_shard(const nst_recipe *base, uint64_t i, const char **path, const char **why)
+{
+    const mix_recipe *r = (const mix_recipe *)base;
+    for (uint32_t s = 0; s < r->n; s++) {
+        const nst_index *ix = r->src[s]->index;
+        if (nst_index_bad_shard(ix, i, path, why) == 0) return 0;
+        /* the named ones of this source: at most NST_INDEX_IGNORED_KEEP */
+        uint64_t named = nst_index_bad_shards(ix);
+        if (named > NST_INDEX_IGNORED_KEEP) named = NST_INDEX_IGNORED_KEEP;
+        i -= named;
+    }
+    return -1;
 }
 
 /* The mix's index: every item's path and delivered int64 label. */

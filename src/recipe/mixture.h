@@ -15,4 +15,9 @@
  * shapes, dtypes, labels) or cannot be read. */
 int nst_mixture_create(nst_recipe **out, const nst_mix **mix, const nostall_config *cfg);
 
+/* The sources' bad shards (index.h: nst_index_bad_shards), in source order:
+ * their count, and the i-th named one's path and reason (-1 past them). */
+uint64_t nst_mixture_bad_shards(const nst_recipe *r);
+int nst_mixture_bad_shard(const nst_recipe *r, uint64_t i, const char **path, const char **why);
+
 #endif

@@ -574,8 +574,8 @@ int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char
     }
     snprintf(r->name, sizeof r->name, "%s", r->op.name && r->op.name[0] ? r->op.name : "op");
     rc = task == NOSTALL_TASK_BYTES
-             ? nst_index_build_flags(&r->base.index, source, NST_INDEX_ANY_NAME)
-             : nst_index_build(&r->base.index, source);
+             ? nst_index_build_cfg(&r->base.index, source, NST_INDEX_ANY_NAME, cfg)
+             : nst_index_build_cfg(&r->base.index, source, 0, cfg);
     if (rc < 0) goto fail;
     nst_recipe_items_from_index(&r->base);
     nostall_op_setup s;

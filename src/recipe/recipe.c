@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "recipe/recipe.h"
+#include "source/shards.h"
 
 int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
@@ -152,6 +153,19 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
     out->sequence = seq;
     out->nfields = r->nfields;
     out->fields = fields;
+}
+
+int nst_index_build_cfg(nst_index **out, const char *source, unsigned flags,
+                        const nostall_config *cfg)
+{
+    nst_shard_opts o;
+    nst_shard_opts_default(&o);
+    if (cfg) {
+        o.timeout_ms = (uint32_t)cfg->v[NOSTALL_OPT_HTTP_TIMEOUT_MS].u;
+        o.retries = (uint32_t)cfg->v[NOSTALL_OPT_HTTP_RETRIES].u;
+        o.verify_tls = (int)cfg->v[NOSTALL_OPT_HTTP_VERIFY_TLS].u;
+    }
+    return nst_index_build_opts(out, source, flags, &o);
 }
 
 /* Multi-hot labels: at most this many classes (a float per class per item). */

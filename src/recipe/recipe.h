@@ -153,6 +153,11 @@ void nst_recipe_describe(nostall_batch *out, const nst_recipe *r, nostall_field 
                          uint8_t *const *data, uint64_t *indices, uint32_t count, uint64_t epoch,
                          uint64_t position, uint64_t seq);
 
+/* nst_index_build_flags with the HTTP options of cfg (http_timeout_ms,
+ * http_retries, http_verify_tls) for indexing shards over HTTP(S)/S3. */
+int nst_index_build_cfg(nst_index **out, const char *source, unsigned flags,
+                        const nostall_config *cfg);
+
 /* Labels from the recipe's index, for recipes with one per item: declare
  * the "label" field as the next field (r->nfields) by the index's kind --
  * int64 scalar, float32 scalar, float32 [classes] multi-hot, or none

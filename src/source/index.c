@@ -29,7 +29,11 @@
  * 16-byte range (offset, length, shard number) in a parallel array, so a
  * shard's path is stored once, not per item. Labels are known to exist
  * only at the end: unlabeled samples of a labeled index are then removed
- * in place (strings move left in the arena). Arrays are trimmed to their
+ * in place (strings move left in the arena). A shard that cannot be
+ * indexed (shards.c hands over its status and message instead) and, in a
+ * shard folder, a compressed shard (.tar.gz, ...) is a bad shard: counted,
+ * the first ones kept with their reasons in two string tables, and the
+ * build fails only when no shard is usable. Arrays are trimmed to their
  * size at the end (a million-item index would otherwise keep up to half
  * again of slack).
  *
@@ -50,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -64,8 +69,6 @@
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64
-/* Labels of list files are in [0, 2^62). */
-#define NST_INDEX_MAX_LABEL (1ULL << 62)
 
 /* A string table: NUL-terminated strings back to back in one arena. */
 typedef struct nst_strtab {
@@ -105,6 +108,10 @@ struct nst_index {
     size_t rcap;           /* capacity of ranges and parts            */
     uint64_t *shard_first; /* nshards + 1 entries                     */
     uint64_t damaged, range_max;
+    uint64_t bad_shards;        /* shards that could not be indexed         */
+    nst_strtab bad_shard_paths; /* the first NST_INDEX_IGNORED_KEEP of them */
+    nst_strtab bad_shard_why;   /* their reasons, parallel                  */
+    int bad_status;             /* the first one's status                   */
     nst_shard_opts sopts;
     nst_shard_stats sstats;
 };
@@ -288,7 +295,7 @@ static int settle_labels(nst_index *ix, const char *mlist, const unsigned long l
     if (ix->label_kind == NST_LABEL_MULTI && first_not_multi) {
         unsigned long long a = first_not_multi, b = first[NST_LABEL_MULTI];
         return nst_error(NOSTALL_E_DATASET,
-                         "index: %s:%llu: line %llu's label is not in [0, 2^32), "
+                         "index: %s:%llu: line %llu's label is not in [0, 2^31), "
                          "as labels of a multi-label list (line %llu) must be",
                          mlist, a > b ? a : b, a, b);
     }
@@ -760,7 +767,7 @@ out:
     return rc;
 }
 
-/* Parse a label: decimal digits only, value in [0, 2^62). Returns 0, -1
+/* Parse a label: decimal digits only, value in [0, 2^31). Returns 0, -1
  * when s is not a decimal integer, -2 when it is one but out of range. The
  * range is checked before each step, so no value wraps around (2^64 used to
  * come out as 0). */
@@ -772,7 +779,7 @@ static int parse_label(const char *s, int64_t *out)
     for (; *s; s++) {
         if (*s < '0' || *s > '9') return -1;
         const uint64_t d = (uint64_t)(*s - '0');
-        if (big || v > (NST_INDEX_MAX_LABEL - 1 - d) / 10)
+        if (big || v > (NST_INDEX_LABEL_LIMIT - 1 - d) / 10)
             big = 1;
         else
             v = v * 10 + d;
@@ -870,7 +877,7 @@ static int build_list(nst_index *ix, const char *list)
         if (kind < 0) {
             rc = nst_error(NOSTALL_E_DATASET,
                            "index: %s:%llu: label '%.100s' %s (expected an integer in "
-                           "(-2^62, 2^62), a finite float, or integers separated by commas)",
+                           "(-2^31, 2^31), a finite float, or integers separated by commas)",
                            mlist, lineno, tab + 1, kind == -2 ? "is out of range" : "is malformed");
             goto err;
         }
@@ -987,6 +994,36 @@ typedef struct shard_ctx {
     int labeled; /* some sample has a .cls label */
 } shard_ctx;
 
+/* A shard that cannot be used: counted, the first ones named with their
+ * reason (`why`; a leading "index: PATH: " is dropped, as the path is
+ * kept beside it). -1 out of memory. */
+static int note_bad_shard(nst_index *ix, const char *path, int status, const char *why)
+{
+    if (!ix->bad_shards++) ix->bad_status = status;
+    if (ix->bad_shard_paths.count >= NST_INDEX_IGNORED_KEEP) return 0;
+    const char *p = why;
+    if (!strncmp(p, "index: ", 7)) p += 7;
+    const char *mp = NST_MSG_PATH(path);
+    const size_t ml = strlen(mp);
+    if (!strncmp(p, mp, ml) && !strncmp(p + ml, ": ", 2)) p += ml + 2;
+    if (strtab_add3(&ix->bad_shard_paths, path, strlen(path), NULL, 0, NULL, 0)) return -1;
+    if (strtab_add3(&ix->bad_shard_why, p, strlen(p), NULL, 0, NULL, 0)) {
+        ix->bad_shard_paths.count--;
+        return -1;
+    }
+    return 0;
+}
+
+static int bad_shard(void *ctx, size_t k, int status, const char *msg)
+{
+    shard_ctx *c = ctx;
+    nst_index *ix = c->ix;
+    const char *sname = strtab_get(&ix->shards, k);
+    if (note_bad_shard(ix, sname, status, msg) < 0)
+        return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(sname));
+    return 0;
+}
+
 static int ensure_ranges(nst_index *ix, size_t need)
 {
     if (need <= ix->rcap) return 0;
@@ -1036,6 +1073,11 @@ static int add_sample(nst_index *ix, shard_ctx *c, uint32_t shard, const char *s
     }
     if (has_cls && label == NO_LABEL)
         return note_ignored(ix, sname, "%.*s.cls: not an integer label", (int)r->key_len, r->key);
+    /* the shard index keeps labels in (-2^62, 2^62); a job uses (-2^31, 2^31) */
+    if (label != NO_LABEL &&
+        (label <= -(int64_t)NST_INDEX_LABEL_LIMIT || label >= (int64_t)NST_INDEX_LABEL_LIMIT))
+        return note_ignored(ix, sname, "%.*s.cls: label %lld is outside (-2^31, 2^31)",
+                            (int)r->key_len, r->key, (long long)label);
     if (label != NO_LABEL) c->labeled = 1;
     const size_t i = ix->items.count;
     if (ensure_ranges(ix, i + 1) ||
@@ -1141,6 +1183,10 @@ static int build_shards(nst_index *ix, const char *source, const nst_strtab *nam
     const char **v = NULL;
     int rc;
     ix->is_list = 1;
+    if (n == 0 && ix->bad_shards)
+        return nst_error(ix->bad_status, "index: %s: no usable shard: %s: %s", NST_MSG_PATH(source),
+                         NST_MSG_PATH(strtab_get(&ix->bad_shard_paths, 0)),
+                         strtab_get(&ix->bad_shard_why, 0));
     if (n == 0) return nst_error(NOSTALL_E_DATASET, "index: %s: no shards", NST_MSG_PATH(source));
     if (n > UINT32_MAX)
         return nst_error(NOSTALL_E_DATASET, "index: %s: too many shards", NST_MSG_PATH(source));
@@ -1151,7 +1197,8 @@ static int build_shards(nst_index *ix, const char *source, const nst_strtab *nam
     }
     for (size_t k = 0; k < n; k++) v[k] = strtab_get(&ix->shards, k);
     shard_ctx c = {.ix = ix};
-    if ((rc = nst_shards_index(v, n, &ix->sopts, add_shard, &c, &ix->sstats)) < 0) goto out;
+    if ((rc = nst_shards_index(v, n, &ix->sopts, add_shard, bad_shard, &c, &ix->sstats)) < 0)
+        goto out;
     if (c.labeled) {
         if (drop_unlabeled(ix) < 0) goto nomem;
         ix->label_kind = NST_LABEL_INT;
@@ -1163,6 +1210,15 @@ static int build_shards(nst_index *ix, const char *source, const nst_strtab *nam
     } else {
         ix->label_kind = NST_LABEL_NONE;
         for (size_t i = 0; i < ix->items.count; i++) ix->labels[i] = 0;
+    }
+    if (ix->items.count == 0 && ix->bad_shards) { /* the first shard's own reason */
+        rc = nst_error(ix->bad_status,
+                       "index: %s: no usable shard (%llu of %zu could not be indexed); the first: "
+                       "%s: %s",
+                       NST_MSG_PATH(source), (unsigned long long)ix->bad_shards, n,
+                       NST_MSG_PATH(strtab_get(&ix->bad_shard_paths, 0)),
+                       strtab_get(&ix->bad_shard_why, 0));
+        goto out;
     }
     if (ix->items.count == 0) {
         rc = nst_error(NOSTALL_E_DATASET,
@@ -1221,8 +1277,50 @@ static int build_spec(nst_index *ix, const char *source)
     return rc;
 }
 
+/* 1 if `name` ends like a compressed tar (.tar.gz, .tgz, .tar.bz2, .tbz2,
+ * .tar.xz, .txz, .tar.zst; any case). */
+static int compressed_tar_name(const char *name)
+{
+    static const char *const ends[] = {".tar.gz", ".tgz", ".tar.bz2", ".tbz2",
+                                       ".tar.xz", ".txz", ".tar.zst", ".tar.zstd"};
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        const size_t el = strlen(ends[i]);
+        if (len > el && !strcasecmp(name + len - el, ends[i])) return 1;
+    }
+    return 0;
+}
+
+/* A compressed shard in a shard folder: a bad shard, with what its first
+ * bytes are. -1 out of memory. */
+static int compressed_shard(nst_index *ix, const char *path)
+{
+    uint8_t head[8];
+    char why[200];
+    ssize_t got = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), e = 0;
+    if (fd >= 0) {
+        got = pread(fd, head, sizeof head, 0);
+        e = errno;
+        close(fd);
+    } else {
+        e = errno;
+    }
+    const char *z = got > 0 ? nst_shard_compression(head, (size_t)got) : NULL;
+    if (got < 0)
+        snprintf(why, sizeof why, "a compressed shard that cannot be read: %s", strerror(e));
+    else if (z)
+        snprintf(why, sizeof why,
+                 "%s-compressed: nostall does not read compressed shards (decompress it first)", z);
+    else
+        snprintf(why, sizeof why,
+                 "named like a compressed shard: nostall reads uncompressed .tar shards only");
+    return note_bad_shard(ix, path, z ? NOSTALL_E_UNSUPPORTED : NOSTALL_E_DATASET, why);
+}
+
 /* A folder with .tar files and no class folder: its shards, sorted. The
- * other files are ignored (named), sidecar index files excepted. */
+ * other files are ignored (named), sidecar index files excepted, and
+ * compressed shards (.tar.gz, ...) are bad shards, named with why. */
 static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const nst_strtab *stray)
 {
     nst_strtab names = {0};
@@ -1236,6 +1334,12 @@ static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const n
         const size_t len = strlen(name), sl = sizeof NST_TIDX_SUFFIX - 1;
         if (name[0] != '.' && nst_shard_is_tar(name)) {
             if (strtab_add3(&names, root, rootlen, "/", 1, name, len)) rc = -1;
+        } else if (name[0] != '.' && compressed_tar_name(name)) {
+            nst_strtab one = {0};
+            if (strtab_add3(&one, root, rootlen, "/", 1, name, len) ||
+                compressed_shard(ix, strtab_get(&one, 0)) < 0)
+                rc = -1;
+            strtab_free(&one);
         } else if (!(len > sl && strcmp(name + len - sl, NST_TIDX_SUFFIX) == 0)) {
             ix->ignored++;
             if (ix->ignored_paths.count < NST_INDEX_IGNORED_KEEP &&
@@ -1256,7 +1360,7 @@ static int any_tar(const nst_strtab *t)
 {
     for (size_t i = 0; i < t->count; i++) {
         const char *name = strtab_get(t, i);
-        if (name[0] != '.' && nst_shard_is_tar(name)) return 1;
+        if (name[0] != '.' && (nst_shard_is_tar(name) || compressed_tar_name(name))) return 1;
     }
     return 0;
 }
@@ -1362,6 +1466,8 @@ void nst_index_free(nst_index *ix)
     strtab_free(&ix->classes);
     strtab_free(&ix->ignored_paths);
     strtab_free(&ix->shards);
+    strtab_free(&ix->bad_shard_paths);
+    strtab_free(&ix->bad_shard_why);
     free(ix->labels);
     free(ix->multi);
     free(ix->ranges);
@@ -1420,6 +1526,16 @@ const char *nst_index_class_name(const nst_index *ix, uint64_t label)
 }
 
 uint64_t nst_index_ignored(const nst_index *ix) { return ix ? ix->ignored : 0; }
+
+uint64_t nst_index_bad_shards(const nst_index *ix) { return ix ? ix->bad_shards : 0; }
+
+int nst_index_bad_shard(const nst_index *ix, uint64_t i, const char **path, const char **why)
+{
+    if (!ix || i >= ix->bad_shard_paths.count) return -1;
+    *path = strtab_get(&ix->bad_shard_paths, (size_t)i);
+    *why = strtab_get(&ix->bad_shard_why, (size_t)i);
+    return 0;
+}
 
 const char *nst_index_ignored_path(const nst_index *ix, uint64_t i)
 {

@@ -32,7 +32,7 @@
  *     cannot be read fails the build (its contents are unknown).
  *   - a regular file: a list, one `path`, `path<TAB>label` or
  *     `path<TAB>label,label,...` per line. The label column is an integer
- *     in (-2^62, 2^62), a finite float, or several integers in [0, 2^32)
+ *     in (-2^31, 2^31), a finite float, or several integers in [0, 2^31)
  *     separated by commas (multi-label; "3," is the one label 3 and ","
  *     none, in a multi-label list); the list's kind
  *     (nst_index_label_kind) follows from its lines: none, int, float (ints
@@ -61,8 +61,8 @@
  * are one member's: its first image member (extension jpg, jpeg or png,
  * any case), or, with NST_INDEX_ANY_NAME (task=bytes), when it has none,
  * its first member of another extension, else its .txt, else its .json.
- * The item's label is its .cls member's text (an integer in (-2^62,
- * 2^62)); an index whose samples have no .cls has no labels (NONE),
+ * The item's label is its .cls member's text (an integer in (-2^31,
+ * 2^31): another is a sample left out, as below); an index whose samples have no .cls has no labels (NONE),
  * otherwise every item has one (INT) and a sample without a readable one
  * is left out. Its first .json and .txt members are kept as ranges
  * (nst_index_part) for recipes that read them. Samples with no member to
@@ -87,6 +87,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Integer labels are in (-2^31, 2^31): what a training job's int32 or int64
+ * class index can use (a larger one in a list fails the build naming the
+ * line; a shard's .cls is a sample left out), so a class count fits too. */
+#define NST_INDEX_LABEL_LIMIT (1ULL << 31)
 
 /* source/shards.h (this header stays self-contained: tools/pack.c uses it) */
 typedef struct nst_shard_opts nst_shard_opts;
@@ -137,6 +142,16 @@ uint64_t nst_index_ignored(const nst_index *ix);
  * folders in the walk's order), so a warning can name them. NULL beyond. */
 #define NST_INDEX_IGNORED_KEEP 64
 const char *nst_index_ignored_path(const nst_index *ix, uint64_t i);
+/* Shards that could not be used (not counted in nst_index_ignored): a
+ * shard that cannot be indexed (missing, unreadable, HTTP still failing
+ * after its retries, compressed data named .tar: shards.h) and, in a shard
+ * folder, compressed shards (.tar.gz, .tgz, .tar.bz2, .tar.xz, .tar.zst).
+ * The others are indexed; with none usable the build fails with the first
+ * one's status and reason. nst_index_bad_shard: the i-th of the first
+ * NST_INDEX_IGNORED_KEEP, its path and reason (valid while the index
+ * lives); -1 past them. */
+uint64_t nst_index_bad_shards(const nst_index *ix);
+int nst_index_bad_shard(const nst_index *ix, uint64_t i, const char **path, const char **why);
 /* ImageFolder: directories walked (class folders included), and those met
  * again through another path of the same class folder and not walked
  * again. 0 for lists. */

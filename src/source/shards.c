@@ -10,7 +10,11 @@
  * next read). Jobs run on a few threads, taken in shard order with a
  * bounded lead over the caller (at most `window` finished and unconsumed),
  * and are handed back in order, so memory stays that of a few shards'
- * index files whatever the number of shards.
+ * index files whatever the number of shards. A job that fails is handed
+ * back as its status and message (the caller counts a bad shard); a
+ * header pass refuses compressed data (gzip, bzip2, xz, zstd magic) before
+ * scanning it as a damaged tar. HTTP retries wait a doubling backoff or
+ * the server's Retry-After, bounded by the options.
  *
  * Threads: the caller's thread and the pool's; the pool's mutex guards
  * next, consumed, stop, the jobs' done flags and the summed stats; each
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +61,19 @@ void nst_shard_opts_default(nst_shard_opts *o)
 /* ---- names ------------------------------------------------------------- */
 
 int nst_shard_is_url(const char *s) { return nst_http_handles(s); }
+
+const char *nst_shard_compression(const uint8_t *p, size_t n)
+{
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return "gzip";
+    if (n >= 3 && memcmp(p, "BZh", 3) == 0) return "bzip2";
+    if (n >= 6 && memcmp(p,
+                         "\xfd"
+                         "7zXZ\0",
+                         6) == 0)
+        return "xz";
+    if (n >= 4 && memcmp(p, "\x28\xb5\x2f\xfd", 4) == 0) return "zstd";
+    return NULL;
+}
 
 int nst_shard_is_tar(const char *s)
 {
@@ -209,6 +227,7 @@ typedef struct hbody {
     int over, has_range;
     uint64_t a, b, total;   /* Content-Range: bytes a-b/total (total 0: '*') */
     uint64_t etag, lastmod; /* hashes of those headers' values (0: absent) */
+    uint64_t retry_after;   /* Retry-After: seconds (0: none or a date)      */
 } hbody;
 
 static size_t h_body(char *p, size_t sz, size_t nm, void *ud)
@@ -253,6 +272,7 @@ static size_t h_header(char *p, size_t sz, size_t nm, void *ud)
         h->len = 0;
         h->has_range = 0;
         h->etag = h->lastmod = 0;
+        h->retry_after = 0;
         return n;
     }
     static const char et[] = "etag:", lm[] = "last-modified:";
@@ -268,6 +288,15 @@ static size_t h_header(char *p, size_t sz, size_t nm, void *ud)
         uint64_t x = 0;
         nostall_checksum_update(&x, v, (size_t)(e - v));
         *(k ? &h->lastmod : &h->etag) = x ? x : 1;
+        return n;
+    }
+    static const char ra[] = "retry-after:";
+    if (n > sizeof ra - 1 && !strncasecmp(p, ra, sizeof ra - 1)) {
+        const char *q = p + sizeof ra - 1;
+        while (q < end && *q == ' ') q++;
+        int ok = 1;
+        uint64_t s = dec(&q, end, &ok); /* delta-seconds; an HTTP-date is not read */
+        h->retry_after = ok ? s : 0;
         return n;
     }
     static const char cr[] = "content-range:";
@@ -316,6 +345,19 @@ static void sleep_ms(uint32_t ms)
     }
 }
 
+/* The wait before retry attempt + 1: backoff_ms * 2^attempt, or the
+ * server's Retry-After when longer; at most max_backoff_ms. */
+static uint32_t retry_wait_ms(const nst_shard_opts *o, uint32_t attempt, uint64_t retry_after_s)
+{
+    const uint64_t cap = o->max_backoff_ms ? o->max_backoff_ms : 8000;
+    uint64_t ms = o->backoff_ms ? o->backoff_ms : 250;
+    for (uint32_t i = 0; i < attempt && ms < cap; i++) ms *= 2;
+    if (retry_after_s && retry_after_s < UINT32_MAX && retry_after_s * 1000 > ms)
+        ms = retry_after_s * 1000;
+    if (retry_after_s >= UINT32_MAX) ms = cap;
+    return (uint32_t)(ms < cap ? ms : cap);
+}
+
 /* GET url (bytes [off, off + len) when len > 0) into h, limit bytes at
  * most. 0 with h->data / h->len and *code (200 or 206), or an error naming
  * the URL. Transient failures are retried with backoff. */
@@ -331,6 +373,7 @@ static int http_get(rd *r, const char *url, uint64_t off, uint64_t len, size_t l
         CURL *c = r->c;
         h->len = 0;
         h->over = h->has_range = 0;
+        h->retry_after = 0;
         h->limit = limit;
         int urc = nst_s3_curl_url(c, url); /* s3://: the signed request */
         if (urc < 0) return urc;
@@ -380,8 +423,7 @@ static int http_get(rd *r, const char *url, uint64_t off, uint64_t len, size_t l
             return nst_error(NOSTALL_E_IO, "index: %s: %s after %u attempt%s", NST_MSG_PATH(url),
                              err[0] ? err : curl_easy_strerror(cc), attempt + 1, attempt ? "s" : "");
         }
-        uint32_t ms = 100u << (attempt < 4 ? attempt : 4);
-        sleep_ms(ms > 2000 ? 2000 : ms);
+        sleep_ms(retry_wait_ms(o, attempt, cc == CURLE_OK ? h->retry_after : 0));
     }
 }
 
@@ -632,6 +674,19 @@ static int header_pass(rd *r, nst_tidx_writer *w)
     g->cls = -1;
     g->bad = 0;
     nst_tar_ev ev;
+    if (r->size > 0) { /* compressed data under a .tar name: not a damaged tar */
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        if ((rc = rd_window(r, 0, &p, &n)) < 0) goto out;
+        const char *z = nst_shard_compression(p, n);
+        if (z) {
+            rc = nst_error(NOSTALL_E_UNSUPPORTED,
+                           "index: %s: %s-compressed data, not a tar: nostall does not read "
+                           "compressed shards (decompress it first)",
+                           NST_MSG_PATH(r->name), z);
+            goto out;
+        }
+    }
     while (!ended && s->pos < r->size) {
         const uint8_t *p = NULL;
         size_t n = 0;
@@ -1050,7 +1105,7 @@ static uint32_t auto_threads(const char *const *shards, size_t n)
 }
 
 int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *o, nst_shard_cb cb,
-                     void *ctx, nst_shard_stats *stats)
+                     nst_shard_bad_cb bad, void *ctx, nst_shard_stats *stats)
 {
     nst_shard_opts def;
     if (!o) nst_shard_opts_default(&def), o = &def;
@@ -1079,7 +1134,9 @@ int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *
         while (!p.jobs[k].done) pthread_cond_wait(&p.done_cv, &p.mu);
         pthread_mutex_unlock(&p.mu);
         job *j = &p.jobs[k];
-        if (j->status < 0) {
+        if (j->status < 0 && bad && j->status != NOSTALL_E_NOMEM) {
+            rc = bad(ctx, k, j->status, j->msg ? j->msg : "index: a shard could not be indexed");
+        } else if (j->status < 0) {
             rc = nst_error_set(j->status, j->msg ? j->msg : "index: a shard could not be indexed");
         } else {
             rc = cb(ctx, k, j->file, j->len);

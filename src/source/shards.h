@@ -48,11 +48,20 @@
  * CPU for URLs, one per CPU for local header passes, at most 64) and
  * handed to the caller in order.
  *
- * Errors (the build fails, naming the shard): a shard that does not exist,
- * is not a regular file, or cannot be read (E_NOT_FOUND, E_PERMISSION,
- * E_IO); a URL answered 404/403, or by a server that ignores Range (E_IO);
- * a sidecar that passes its checksum but is malformed (E_DATASET, from
- * the caller's parse). An empty shard (0 bytes) has no members.
+ * A shard that cannot be indexed -- it does not exist, is not a regular
+ * file, or cannot be read (E_NOT_FOUND, E_PERMISSION, E_IO); a URL answered
+ * 404/403, by a server that ignores Range, or still failing (5xx, 429, a
+ * reset) after `retries` retries (E_IO); compressed data (gzip, bzip2, xz,
+ * zstd) under a .tar name (E_UNSUPPORTED: nostall reads uncompressed tar
+ * only) -- goes to the caller's `bad` callback with its status and a
+ * message naming it, and the others are indexed (without `bad`: the build
+ * fails with it). Out of memory always fails the build, and so does a
+ * sidecar that passes its checksum but is malformed (E_DATASET, from the
+ * caller's parse). An empty shard (0 bytes) has no members.
+ *
+ * HTTP retries wait backoff_ms (default 250 ms), doubling each retry, at
+ * most max_backoff_ms (default 8 s), or what a 503/429's Retry-After
+ * (seconds) asks when that is longer, still at most max_backoff_ms.
  *
  * Threads: nst_shards_index() runs on the calling thread and starts and
  * joins its own; the callback runs on the calling thread.
@@ -66,11 +75,13 @@
 #define NST_SHARDS_MAX 1000000
 
 typedef struct nst_shard_opts {
-    uint32_t threads;    /* shards indexed at once; 0: auto              */
-    uint32_t timeout_ms; /* one HTTP request; 0: 30 s                    */
-    uint32_t retries;    /* transient HTTP failures (5xx, 429, resets)   */
-    int verify_tls;      /* https: verify peer and host                  */
-    int no_cache;        /* do not write header-pass results             */
+    uint32_t threads;        /* shards indexed at once; 0: auto              */
+    uint32_t timeout_ms;     /* one HTTP request; 0: 30 s                    */
+    uint32_t retries;        /* transient HTTP failures (5xx, 429, resets)   */
+    int verify_tls;          /* https: verify peer and host                  */
+    int no_cache;            /* do not write header-pass results             */
+    uint32_t backoff_ms;     /* first HTTP retry's wait; 0: 250 ms          */
+    uint32_t max_backoff_ms; /* longest wait (Retry-After too); 0: 8 s      */
 } nst_shard_opts;
 
 /* The defaults: auto threads, 30 s, 3 retries, TLS verified, cached. */
@@ -97,11 +108,16 @@ int nst_shards_expand(const char *pattern, int (*add)(void *ctx, const char *nam
 
 /* Index `n` shards; for each, in order, cb(ctx, k, file, len): `file` is
  * its index file (checked: magic, version, size, checksum; len bytes;
- * valid during the call). A negative status from cb stops everything and
- * is returned. stats may be NULL. */
+ * valid during the call), or, for a shard that cannot be indexed (above),
+ * bad(ctx, k, status, message). A negative status from cb or bad stops
+ * everything and is returned. bad and stats may be NULL. */
 typedef int (*nst_shard_cb)(void *ctx, size_t k, const uint8_t *file, size_t len);
+typedef int (*nst_shard_bad_cb)(void *ctx, size_t k, int status, const char *message);
 int nst_shards_index(const char *const *shards, size_t n, const nst_shard_opts *o, nst_shard_cb cb,
-                     void *ctx, nst_shard_stats *stats);
+                     nst_shard_bad_cb bad, void *ctx, nst_shard_stats *stats);
+/* The compression whose magic number `p` (n bytes) starts with: "gzip",
+ * "bzip2", "xz", "zstd", or NULL. */
+const char *nst_shard_compression(const uint8_t *p, size_t n);
 
 /* The header pass alone, over a local shard (tests, `nostall pack
  * --index`): its index file into *out (malloc'd, *len bytes). */

@@ -104,11 +104,11 @@ static int ref_label(const uint8_t *p, size_t n, ref_item *it)
 {
     uint64_t v;
     if (n == 0) return -1;
-    if (digits(p, n, 1ULL << 62, &v)) {
+    if (digits(p, n, NST_INDEX_LABEL_LIMIT, &v)) {
         it->label = (int64_t)v;
         return NST_LABEL_INT;
     }
-    if (n > 1 && p[0] == '-' && digits(p + 1, n - 1, 1ULL << 62, &v)) {
+    if (n > 1 && p[0] == '-' && digits(p + 1, n - 1, NST_INDEX_LABEL_LIMIT, &v)) {
         it->label = -(int64_t)v;
         return NST_LABEL_INT;
     }
@@ -122,7 +122,8 @@ static int ref_label(const uint8_t *p, size_t n, ref_item *it)
         if (p[n - 1] == ',') n--;           /* "3,": one label    */
         for (size_t i = 0; i <= n; i++) {
             if (i < n && p[i] != ',') continue;
-            if (!digits(p + start, i - start, 1ULL << 62, &v) || v > UINT32_MAX) return -1;
+            if (!digits(p + start, i - start, NST_INDEX_LABEL_LIMIT, &v) || v > UINT32_MAX)
+                return -1;
             if (it->nmulti == 64) return ref_unsure = 1, -1; /* past what it holds */
             it->multi[it->nmulti++] = (uint32_t)v;
             start = i + 1;

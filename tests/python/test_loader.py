@@ -208,6 +208,26 @@ def test_other_extensions_warned(tmp_path):
         assert bad["path"].endswith("gone.jpg") and "missing" in bad["reason"]
 
 
+def test_bad_shards_warned(tmp_path, cli):
+    # A gzip'd shard beside good ones is not a stray file: it is a bad
+    # shard, named with "gzip" in the warning and in bad_shards().
+    import gzip
+    from conftest import gen
+    d = gen(tmp_path / "img", 12, 2, 32, 24)
+    subprocess.run([cli, "pack", d, str(tmp_path / "s"), "--shard-bytes", "10K", "--quiet"],
+                   check=True, stdout=subprocess.DEVNULL)
+    tars = sorted((tmp_path / "s").glob("*.tar"))
+    assert len(tars) >= 2
+    (tmp_path / "s" / "lost.tar.gz").write_bytes(gzip.compress(tars[0].read_bytes()))
+    with pytest.warns(RuntimeWarning, match=r"1 shard\(s\) of .* not read .*lost.tar.gz: gzip"):
+        ld = nostall.Loader(str(tmp_path / "s"), batch_size=4, crop=16, threads=1)
+    with ld:
+        info = ld.info()
+        assert info["shards_bad"] == 1 and info["files_ignored"] == 0 and info["items"] == 12
+        (bad,) = ld.bad_shards()
+        assert bad["path"].endswith("lost.tar.gz") and bad["reason"].startswith("gzip-compressed")
+
+
 def test_zero_copy_and_copy(data):
     with nostall.Loader(data, **SMALL) as ld:
         for images, labels in ld:
@@ -326,6 +346,34 @@ def test_list_source(data):
     with nostall.Loader(pairs[:10], shuffle=False, batch_size=4, crop=16) as ld:
         assert ld.info()["items"] == 10 and ld.class_name(0) is None
         assert epoch_indices(ld) == list(range(10))
+
+
+def test_list_labels_bounded(data, tmp_path):
+    """A list's labels are below 2^31; its classes (largest label + 1, no
+    names) come back at once as a sequence made on demand (a list of 2^62
+    strings used to be built: Loader.classes never returned)."""
+    with nostall.Loader(data, **SMALL) as ld:
+        paths = [ld.item(i)[0] for i in range(3)]
+    small = tmp_path / "small.txt"
+    small.write_text("%s\t0\n%s\t2\n%s\t1\n" % tuple(paths))
+    with nostall.Loader(str(small), **SMALL) as ld:
+        assert ld.classes == ["0", "1", "2"] and list(ld.classes) == ["0", "1", "2"]
+        assert ld.class_to_idx == {"0": 0, "1": 1, "2": 2}
+    big = tmp_path / "big.txt"
+    big.write_text("%s\t3\n%s\t2147483647\n" % tuple(paths[:2]))
+    with nostall.Loader(str(big), **SMALL) as ld:
+        c = ld.classes
+        assert len(c) == 2 ** 31 and c[3] == "3" and c[-1] == "2147483647"
+        assert "2147483647" in c and "2147483648" not in c and "03" not in c
+        assert c.index("12345") == 12345
+        m = ld.class_to_idx
+        assert len(m) == 2 ** 31 and m["2147483647"] == 2147483647 and "x" not in m
+        labels = sorted(int(x) for b in ld for x in b[1])
+        assert labels == [3, 2147483647]
+    over = tmp_path / "over.txt"
+    over.write_text("%s\t3\n%s\t2147483648\n" % tuple(paths[:2]))
+    with pytest.raises(nostall.Error, match=r"over.txt:2: label '2147483648' is out of range"):
+        nostall.Loader(str(over), **SMALL)
 
 
 def test_stop_and_close_mid_epoch(data):
