@@ -850,10 +850,9 @@ static int build_list(nst_index *ix, const char *list)
         if (len && line[len - 1] == '\r') line[--len] = '\0';
         if (len == 0 || line[0] == '#') continue;
         char *tab = strrchr(line, '\t');
-        int binary = strlen(line) != len;
-        for (size_t k = 0; k < len && !binary; k++)
-            binary = ((unsigned char)line[k] < 0x20 && line[k] != '\t') || line[k] == 0x7f;
-        if (binary) {
+        /* a NUL byte: not text (an image, an archive, ...); other control
+         * bytes are legal in file names (an ESC in a name is an item) */
+        if (strlen(line) != len) {
             rc = nst_error(
                 NOSTALL_E_DATASET,
                 "index: %s:%llu: binary bytes, not a line of text: is %s a list file? " NST_SOURCE_KINDS,
