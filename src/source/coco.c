@@ -593,9 +593,9 @@ static int parse_root(nst_coco **out, json_t *root, const char *name, const nst_
 
 /* ---- the pre-scan ----------------------------------------------------------
  *
- * jansson has no way to skip a member: it builds every value, about 150
- * bytes for an empty object, so 20 MB of {} in an ignored member would
- * take 1.5 GB. coco_scan walks the text once first (a JSON grammar as strict
+ * jansson has no way to skip a member: it builds every value, about 230
+ * bytes for an empty object in an array, so 20 MB of {} in an ignored
+ * member took 1.5 GB. coco_scan walks the text once first (a JSON grammar as strict
  * as jansson's: numbers, literals, escapes, UTF-8, depth), replaces each
  * value nostall does not use by "0" followed by its newlines and one space
  * per other character (so jansson's lines and columns are unchanged), and
