@@ -454,10 +454,38 @@ static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n
             fprintf(stderr,
                     "pack: %s: images[%zu]: expected an object with an integer id and a file_name\n",
                     o->src, i);
+            free(sorted);
+            free(catids);
             return -1;
         }
     }
     qsort(sorted, ni, sizeof *sorted, cmp_id);
+    char root[PATH_MAX];
+    if (o->image_root)
+        snprintf(root, sizeof root, "%s", o->image_root);
+    else {
+        snprintf(root, sizeof root, "%s", o->src);
+        char *slash = strrchr(root, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(root, sizeof root, ".");
+    }
+    /* every file_name inside the image root, before anything is built */
+    for (size_t i = 0; i < ni && !o->allow_outside_root; i++) {
+        const char *fn = json_string_value(json_object_get(sorted[i], "file_name"));
+        if (nst_coco_leaves_root(root, fn)) {
+            fprintf(stderr,
+                    "pack: %s: the file_name \"%s\" of image id %lld leaves the image root %s "
+                    "(as written, or through a symlink): refused, so that an annotation file "
+                    "cannot pack other files; --allow-outside-root packs it\n",
+                    o->src, fn, (long long)json_integer_value(json_object_get(sorted[i], "id")),
+                    root);
+            free(sorted);
+            free(catids);
+            return -1;
+        }
+    }
     for (size_t c = 0; c < nc; c++)
         catids[c] = json_integer_value(json_object_get(json_array_get(cats, c), "id"));
     qsort(catids, nc, sizeof *catids, cmp_int);
@@ -482,17 +510,6 @@ static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n
         json_t *s = json_object_get(by_id, idbuf);
         if (s) json_array_append(json_object_get(s, "annotations"), an);
     }
-    char root[PATH_MAX];
-    if (o->image_root)
-        snprintf(root, sizeof root, "%s", o->image_root);
-    else {
-        snprintf(root, sizeof root, "%s", o->src);
-        char *slash = strrchr(root, '/');
-        if (slash)
-            *slash = '\0';
-        else
-            snprintf(root, sizeof root, ".");
-    }
     size_t total = 0;
     for (size_t i = 0; i < ni; i++)
         total +=
@@ -502,15 +519,6 @@ static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n
     if (!arena) return -1;
     for (size_t i = 0; i < ni; i++) {
         const char *fn = json_string_value(json_object_get(sorted[i], "file_name"));
-        if (!o->allow_outside_root && nst_coco_leaves_root(root, fn)) {
-            fprintf(stderr,
-                    "pack: %s: the file_name \"%s\" of image id %lld leaves the image root %s "
-                    "(as written, or through a symlink): refused, so that an annotation file "
-                    "cannot pack other files; --allow-outside-root packs it\n",
-                    o->src, fn, (long long)json_integer_value(json_object_get(sorted[i], "id")),
-                    root);
-            return -1;
-        }
         it[i].path = p;
         if (fn[0] == '/')
             p += sprintf(p, "%s", fn) + 1;

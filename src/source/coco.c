@@ -593,16 +593,16 @@ static int parse_root(nst_coco **out, json_t *root, const char *name, const nst_
 
 /* ---- the pre-scan ----------------------------------------------------------
  *
- * jansson has no way to skip a member: it builds every value, about 150
- * bytes for an empty object, so 20 MB of {} in an ignored member would
- * take 1.5 GB. coco_scan walks the text once first (a JSON grammar as strict
+ * jansson has no way to skip a member: it builds every value, about 230
+ * bytes for an empty object in an array, so 20 MB of {} in an ignored
+ * member took 1.5 GB. coco_scan walks the text once first (a JSON grammar as strict
  * as jansson's: numbers, literals, escapes, UTF-8, depth), replaces each
  * value nostall does not use by "0" followed by its newlines and one space
  * per other character (so jansson's lines and columns are unchanged), and
  * sums an estimate of the tree jansson builds of the rest. On a syntax
  * error it stops there, leaves the text as it is up to a little past the
- * error and cuts it, so jansson describes the error (and builds no more
- * than what the estimate counted). Duplicate keys inside a skipped value
+ * token there and cuts it, so jansson describes the error as it would have
+ * (and builds no more than what the estimate counted). Duplicate keys inside a skipped value
  * are not checked (jansson would refuse them). */
 
 enum { SCAN_MAX_DEPTH = JSON_PARSER_MAX_DEPTH, SCAN_SLACK = 256 };
@@ -626,6 +626,11 @@ typedef struct scan {
     size_t w, at; /* bytes [0, w) are written; input before `at` is placed */
     uint64_t est; /* estimated bytes of the tree */
     int bad;      /* a syntax error at i */
+    /* the last skipped value, [pa, pb), blanked only once something follows
+     * it: jansson names the token before an error ("near '1'") */
+    size_t pa, pb;
+    uint64_t pest; /* its estimate, had it been kept */
+    int pending;
 } scan;
 
 static int scan_bad(scan *s)
@@ -639,6 +644,13 @@ static void scan_ws(scan *s)
     while (s->i < s->n &&
            (s->b[s->i] == ' ' || s->b[s->i] == '\t' || s->b[s->i] == '\n' || s->b[s->i] == '\r'))
         s->i++;
+}
+
+/* After a number or a literal, jansson's reader puts back the byte that
+ * ended it, and a NUL put back is lost: one NUL there is dropped. */
+static void scan_unget(scan *s)
+{
+    if (s->i < s->n && s->b[s->i] == '\0') s->i++;
 }
 
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
@@ -689,6 +701,7 @@ static int scan_string(scan *s)
 {
     const unsigned char *b = (const unsigned char *)s->b;
     size_t i = s->i + 1;
+    int late = 0; /* a \u jansson refuses only once the string's end is found */
     for (;;) {
         if (i >= s->n) return s->i = i, scan_bad(s);
         unsigned c = b[i];
@@ -703,14 +716,16 @@ static int scan_string(scan *s)
                 continue;
             }
             unsigned u, lo;
-            if (c != 'u' || hex4(b, s->n, i + 1, &u) < 0 || u == 0 || (u >= 0xDC00 && u <= 0xDFFF))
-                return s->i = i, scan_bad(s);
+            if (c != 'u' || hex4(b, s->n, i + 1, &u) < 0) return s->i = i, scan_bad(s);
             i += 5;
-            if (u >= 0xD800 && u <= 0xDBFF) {
+            if (u == 0 || (u >= 0xDC00 && u <= 0xDFFF))
+                late = 1;
+            else if (u >= 0xD800 && u <= 0xDBFF) {
                 if (i + 1 >= s->n || b[i] != '\\' || b[i + 1] != 'u' ||
                     hex4(b, s->n, i + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
-                    return s->i = i, scan_bad(s);
-                i += 6;
+                    late = 1; /* the next \u is scanned on its own */
+                else
+                    i += 6;
             }
             continue;
         }
@@ -722,6 +737,7 @@ static int scan_string(scan *s)
         if (!len) return s->i = i, scan_bad(s);
         i += len;
     }
+    if (late) return scan_bad(s); /* at the string: jansson reports it at its end */
     s->est += EST_VALUE + (i - s->i);
     s->i = i + 1;
     return 0;
@@ -770,6 +786,7 @@ static int scan_number(scan *s)
     if (!ok) return s->i = st, scan_bad(s);
     s->est += EST_VALUE;
     s->i = i;
+    scan_unget(s);
     return 0;
 }
 
@@ -804,14 +821,14 @@ static int element_kind(int k)
                            : K_ALL;
 }
 
-/* Input [a, s->i) replaced by "0", its newlines, a space per other character. */
-static void scan_blank(scan *s, size_t a)
+/* Input [a, b) replaced by "0", its newlines, a space per other character. */
+static void scan_blank(scan *s, size_t a, size_t b)
 {
     memmove(s->b + s->w, s->b + s->at, a - s->at);
     s->w += a - s->at;
     char *o = s->b + s->w;
     *o++ = '0';
-    for (size_t k = a + 1; k < s->i; k++) {
+    for (size_t k = a + 1; k < b; k++) {
         unsigned char c = (unsigned char)s->b[k];
         if (c == '\n')
             *o++ = '\n';
@@ -819,7 +836,7 @@ static void scan_blank(scan *s, size_t a)
             *o++ = ' ';
     }
     s->w = (size_t)(o - s->b);
-    s->at = s->i;
+    s->at = b;
 }
 
 static int scan_value(scan *s, int kind, int depth);
@@ -832,7 +849,8 @@ static int scan_child(scan *s, int kind, int depth)
     size_t a = s->i;
     uint64_t est = s->est;
     if (scan_value(s, K_IN, depth) < 0) return -1; /* jansson builds what was counted */
-    scan_blank(s, a);
+    if (s->pending) scan_blank(s, s->pa, s->pb);
+    s->pa = a, s->pb = s->i, s->pest = s->est - est, s->pending = 1;
     s->est = est + EST_VALUE;
     return 0;
 }
@@ -889,10 +907,31 @@ static int scan_value(scan *s, int kind, int depth)
         if (s->n - s->i >= l && memcmp(s->b + s->i, words[k], l) == 0) {
             s->i += l;
             s->est += EST_VALUE;
+            scan_unget(s);
             return 0;
         }
     }
     return scan_bad(s);
+}
+
+/* Where the token at i ends: jansson reads a whole token (a string to its
+ * closing quote) before it reports an error at the token's end. */
+static size_t token_end(const char *b, size_t n, size_t i)
+{
+    if (i >= n) return n;
+    if (b[i] == '"') {
+        for (size_t k = i + 1; k < n; k++) {
+            if (b[k] == '"') return k + 1;
+            if (b[k] == '\\') k++;
+        }
+        return n;
+    }
+    size_t k = i + 1;
+    while (k < n &&
+           (is_digit((unsigned char)b[k]) || (unsigned)(((unsigned char)b[k] | 32) - 'a') < 26u ||
+            b[k] == '-' || b[k] == '+' || b[k] == '.'))
+        k++;
+    return k;
 }
 
 /* Pre-scan b (n bytes, rewritten in place): the length to parse, the
@@ -905,7 +944,13 @@ static size_t coco_scan(char *b, size_t n, uint64_t *est, int *bad)
         if (s.i < n) s.bad = 1; /* jansson: "end of file expected" */
     }
     size_t end = n;
-    if (s.bad) end = s.i + SCAN_SLACK < n ? s.i + SCAN_SLACK : n;
+    if (s.bad) {
+        end = token_end(b, n, s.i);
+        end = n - end > SCAN_SLACK ? end + SCAN_SLACK : n;
+        if (s.pending) s.est += s.pest - EST_VALUE; /* left as it is: jansson builds it */
+    } else if (s.pending) {
+        scan_blank(&s, s.pa, s.pb);
+    }
     memmove(b + s.w, b + s.at, end - s.at);
     *est = s.est;
     *bad = s.bad;

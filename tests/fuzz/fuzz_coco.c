@@ -113,10 +113,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != NOSTALL_E_DATASET) FAIL("status %d", rc);
         if (strncmp(m, "coco: fuzz/ann.json", 19) != 0)
             FAIL("message does not name the file: %s", m);
-        if (strstr(m, "syntax error")) {
-            int line, col;
-            if (sscanf(m + 19, ":%d:%d:", &line, &col) != 2 || line < 1 || col < 0)
-                FAIL("syntax error without line and column: %s", m);
+        /* what follows the name: ":LINE:COLUMN: JSON syntax error: ..." or
+         * ": ..." (which may quote the input, so "syntax error" further on
+         * proves nothing) */
+        const char *after = m + 19;
+        if (after[0] == ':' && after[1] >= '0' && after[1] <= '9') {
+            int line, col, end = 0;
+            if (sscanf(after, ":%d:%d:%n", &line, &col, &end) != 2 || !end || line < 1 || col < 0 ||
+                strncmp(after + end, " JSON syntax error", 18) != 0)
+                FAIL("a line and column without a syntax error: %s", m);
+        } else if (strncmp(after, ": JSON syntax error", 19) == 0) {
+            FAIL("syntax error without line and column: %s", m);
         }
         return 0;
     }
