@@ -367,7 +367,13 @@ NOSTALL_API const char *nostall_last_error(void);
       "bytes; docs/shards.md)")                                                                    \
     X(SHUFFLE_BUFFER, 78, "shuffle_buffer", UINT, "1000", "1", "16777216",                         \
       "shard_mode=stream: items of the shuffle buffer (memory: this many "                         \
-      "items' bytes, plus the batches in flight)")
+      "items' bytes, plus the batches in flight)")                                                 \
+    X(MAX_BAD_FRACTION, 79, "max_bad_fraction", DOUBLE, "0.01", "0", "1",                          \
+      "on_bad_item=skip: the most bad items an epoch may hold, as a fraction "                     \
+      "of this rank's items (at most ceil(fraction x items); each rank "                           \
+      "checks its own share): past it the loader fails naming the first bad "                      \
+      "items instead of training on what is left; an epoch with no good "                          \
+      "item is always an error")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
