@@ -603,9 +603,11 @@ typedef struct nostall_state {
     uint64_t epoch_offset; /* items of `epoch` consumed by all ranks before
                               this rank's shard of it began (non-zero only
                               after resuming with another world_size)      */
-    uint64_t taken;        /* drop_last with skipped items: items at the
-                              end of the batch at `position` that were
-                              already delivered (in the batch before it)  */
+    uint64_t taken;        /* skipped items: low 32 bits, items at the end
+                              of the batch at `position` already delivered
+                              (in the batch before it); high 32 bits,
+                              batches still owed from the epoch's reserve
+                              (README: "Bad files and ranks")             */
     uint64_t seed;
     uint64_t items;       /* items in the dataset index                  */
     uint64_t fingerprint; /* of the item list (paths, labels) and of every

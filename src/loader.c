@@ -160,12 +160,14 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
 
 /* Every rank delivers the plan's batches, bad items or not (the engine's
  * RESERVE, batch/engine.h): on_bad_item=skip in the local ring, but not in
- * a group (its own plan) or a shard stream (no going back). */
+ * a group (its own plan) or a shard stream (no going back); with
+ * drop_last=0 only where there are ranks to keep in step (world_size > 1:
+ * alone, a batch of only bad items is passed, as before). */
 static int uses_reserve(const struct nostall_loader *ld)
 {
     const nst_optval *v = ld->cfg.v;
     return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
-           !v[NOSTALL_OPT_SHARD_MODE].u;
+           !v[NOSTALL_OPT_SHARD_MODE].u && (ld->drop_last || ld->sampler.world > 1);
 }
 
 /* The batches' plan, no larger than an epoch can fill: a slot holds at

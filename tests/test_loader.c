@@ -961,9 +961,9 @@ static void test_ring_plan(void)
     if (ld) {
         CHECK_OK(nostall_loader_info(ld, &info, sizeof info));
         CHECK_EQ(info.slot_items, 60);
-        CHECK_EQ(info.ring_slots, 3); /* one batch, one more, and one for the reserve */
+        CHECK_EQ(info.ring_slots, 2);
         CHECK(info.ring_memory != NULL);
-        CHECK(info.ring_bytes < 3 * (61 * (size_t)32 * 32 * 3 * 4 + 65536));
+        CHECK(info.ring_bytes < 2 * 61 * (size_t)32 * 32 * 3 * 4 + 65536);
         nostall_loader_free(ld);
     }
     setenv("NOSTALL_MEMLIMIT_BYTES", "1000000", 1);

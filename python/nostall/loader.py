@@ -16,7 +16,8 @@ Design
   no lease is left, so a tensor outlives its loader safely. Fallback, so
   the ring cannot run dry: when the caller keeps so many batches alive that
   the ring would have fewer than the slots it needs to make the next batches
-  (ring slots - 2, or - 4 with on_bad_item="skip"), the next batch is copied out
+  (ring slots - 2, or - 3 with drop_last, or - 4 with the epoch's reserve),
+  the next batch is copied out
   (one memcpy) and its slot released at once. copy=True always copies.
 * DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
   chose, else the one after the previous iterator's -- and ends the previous
@@ -984,8 +985,15 @@ class Loader(_Base):
         if self._copy or self.config["coordinate"]:
             return False  # a coordinated group's slots are released in order: copy
         # the top-up (on_bad_item=skip) needs donor slots besides the next:
-        # the epoch's last batch, a planned donor and two reserve batches
-        reserve = 4 if self.config["on_bad_item"] == "skip" else 2
+        # with drop_last one, with the epoch's reserve (README, "Bad files
+        # and ranks"; the ring has a slot more) two more
+        c = self.config
+        skip = c["on_bad_item"] == "skip"
+        if skip and c["shard_mode"] != "stream" and (c["drop_last"] == "1" or
+                                                     int(c["world_size"]) > 1):
+            reserve = 4
+        else:
+            reserve = 3 if skip and c["drop_last"] == "1" else 2
         return self._core.leases + reserve <= self._info["ring_slots"]
 
     _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest

@@ -93,6 +93,7 @@ static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint6
  * good (the planned ones, and reserve ones past one whole wrap). */
 static int reserve_need(const nst_bq *q)
 {
+    if (q->res_closed) return 0; /* the member needs no more (single-member ring) */
     uint64_t want = q->res_lost;
     /* KEEP: an empty batch takes one item; it may eat the batches it walks
      * over (empty ones) and the one giving it (if that held one), each of
@@ -157,6 +158,7 @@ static int open_batch(nst_bq *q, const nst_bq_plan *p)
         q->prod_pos = 0;
         q->res_lost = q->res_pgood = q->res_planned = q->res_tried = q->res_good = 0;
         q->res_empty = 0;
+        q->res_closed = 0;
     }
     if (q->max_lead && q->prod_seq >= nst_bq_freed_below(q) + q->max_lead) return 0;
     uint32_t s = 0;
@@ -452,6 +454,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
         int past = p->batch_len(p->ctx, m->epoch, m->position) == 0;
         if (past && !(res && m->owed)) {
             if (res) { /* the reserve batches left over are passed */
+                if (q->prod_epoch == m->epoch) q->res_closed = 1; /* owes nothing */
                 int st = reserve_settled(q, p, m->epoch);
                 if (st < 0) return all_bad(q, m->epoch);
                 if (!st) return NST_BQ_WAIT;
@@ -646,6 +649,7 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, 
     q->res_pgood = q->res_planned = q->res_tried = q->res_good = 0;
     q->res_empty = owed;
     q->res_error = 0;
+    q->res_closed = 0;
     for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++) {
         nst_bq_member *m = &q->members[i];
         if (!m->active) continue;

@@ -54,7 +54,9 @@
  *   NST_BQ_KEEP, drop_last=0: 2 x its empty batches + 1, below). Reserve
  *   batches are donors
  *   like any other, and a member lends them, topped up the same way, while
- *   it owes batches; the rest are passed at its epoch's end. The producer's
+ *   it owes batches; the rest are passed at its epoch's end, where a
+ *   member that owes nothing closes the epoch's reserve (`res_closed`:
+ *   the producer opens no more, however many a KEEP estimate wanted). The producer's
  *   wait at each epoch's end is the price: workers idle for the slowest
  *   item in flight. What was lost, and so which items the
  *   reserve holds, is a function of which items are bad: never of timing.
@@ -173,8 +175,8 @@ typedef struct nst_bq {
      * planned batches, reserve items opened and good; an error) */
     uint64_t res_lost, res_pgood, res_planned, res_tried, res_good;
     int32_t res_error;
-    uint32_t pad2_;
-    uint64_t res_empty; /* KEEP: planned batches with no good item */
+    uint32_t res_closed; /* the member's epoch ended: no more reserve */
+    uint64_t res_empty;  /* KEEP: planned batches with no good item */
     nst_bq_member members[NST_BQ_MEMBERS];
     nst_bq_slot slots[];
 } nst_bq;
