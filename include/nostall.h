@@ -381,7 +381,13 @@ NOSTALL_API const char *nostall_last_error(void);
     X(BOX_LABELS, 81, "box_labels", ENUM, "index", "index|category_id", "",                        \
       "detect: box_labels hold the category's number 0..K-1 in id order, or "                      \
       "its COCO category_id (as torchvision's detection references: 0 "                            \
-      "left for the background)")
+      "left for the background)")                                                                  \
+    X(MAX_BAD_FRACTION, 82, "max_bad_fraction", DOUBLE, "0.01", "0", "1",                          \
+      "on_bad_item=skip: the most bad items an epoch may hold, as a fraction "                     \
+      "of this rank's items (at most ceil(fraction x items); each rank "                           \
+      "checks its own share): past it the loader fails naming the first bad "                      \
+      "items instead of training on what is left; an epoch with no good "                          \
+      "item is always an error")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -613,9 +619,11 @@ typedef struct nostall_state {
     uint64_t epoch_offset; /* items of `epoch` consumed by all ranks before
                               this rank's shard of it began (non-zero only
                               after resuming with another world_size)      */
-    uint64_t taken;        /* drop_last with skipped items: items at the
-                              end of the batch at `position` that were
-                              already delivered (in the batch before it)  */
+    uint64_t taken;        /* skipped items: low 32 bits, items at the end
+                              of the batch at `position` already delivered
+                              (in the batch before it); high 32 bits,
+                              batches still owed from the epoch's reserve
+                              (README: "Bad files and ranks")             */
     uint64_t seed;
     uint64_t items;       /* items in the dataset index                  */
     uint64_t fingerprint; /* of the item list (paths, labels) and of every

@@ -70,6 +70,28 @@ uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos)
     return ld->drop_last ? 0 : (uint32_t)rem;
 }
 
+uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items)
+{
+    struct nostall_loader *ld = ctx;
+    uint64_t n = nst_loader_epoch_len(ld, epoch);
+    if (ld->drop_last) n -= n % ld->batch_size;
+    *items = n;
+    double x = ld->cfg.v[NOSTALL_OPT_MAX_BAD_FRACTION].d * (double)n, r = nearbyint(x);
+    return (uint64_t)(fabs(x - r) < 1e-9 * (x > 1 ? x : 1) ? r : ceil(x)); /* 0.03 x 100: 3 */
+}
+
+uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t)
+{
+    if (!t->bt.reserve) return t->position;
+    uint64_t shard = nst_sampler_len(&ld->sampler, t->epoch),
+             end = nst_loader_epoch_len(ld, t->epoch);
+    if (ld->drop_last) end -= end % ld->batch_size;
+    uint64_t r = t->position - end;
+    if (ld->echo == NST_ECHO_ITEMS) return r % shard; /* deliveries: the shard from its start */
+    uint64_t j = end + r;                             /* the remainder, then wrapped */
+    return j < shard ? j : (j - shard) % shard;
+}
+
 static int forked(const struct nostall_loader *ld, const char *fn)
 {
     if (getpid() != ld->pid)
@@ -137,10 +159,24 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
     return buf;
 }
 
+/* Every rank delivers the plan's batches, bad items or not (the engine's
+ * RESERVE, batch/engine.h): on_bad_item=skip in the local ring, but not in
+ * a group (its own plan) or a shard stream (no going back); with
+ * drop_last=0 only where there are ranks to keep in step (world_size > 1:
+ * alone, a batch of only bad items is passed, as before). */
+static int uses_reserve(const struct nostall_loader *ld)
+{
+    const nst_optval *v = ld->cfg.v;
+    return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
+           !v[NOSTALL_OPT_SHARD_MODE].u && (ld->drop_last || ld->sampler.world > 1);
+}
+
 /* The batches' plan, no larger than an epoch can fill: a slot holds at
  * most the items one batch can have (batch_size, or an epoch's deliveries
  * if fewer) and there are at most batches_ahead + 1 slots, or one more than
- * an epoch has batches (batch echoing: plus its shuffle buffer). What the
+ * an epoch has batches (batch echoing: plus its shuffle buffer; the reserve:
+ * plus one, for the top-up of an epoch's last batch from its reserve
+ * batches while the consumer holds one). What the
  * slots, the adaptive echo pool and the MinIO cache would take is checked
  * against the memory this process may use (the cgroup's limit, not only
  * RAM) before anything is allocated: a plan that cannot fit is refused
@@ -156,6 +192,7 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
     if (nslots > batches + 1) nslots = batches + 1;
     if (nslots < 2) nslots = 2;
+    if (uses_reserve(ld)) nslots++;
     if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
         bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
         if (bbuf < 2) bbuf = 2;
@@ -235,8 +272,10 @@ static void sink_count(void *ctx, const uint64_t *io)
 static int make_backend(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
+    const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = uses_reserve(ld);
     uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_BQ_FAIL : 0) |
-                     (ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP ? NST_BQ_FILL : 0);
+                     (skip && (ld->drop_last || reserve) ? NST_BQ_FILL : 0) |
+                     (reserve ? NST_BQ_RESERVE : 0) | (reserve && !ld->drop_last ? NST_BQ_KEEP : 0);
     nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
     if (v[NOSTALL_OPT_COORDINATE].s[0]) {
         nst_coord_params cp = {.cfg = &ld->cfg,
@@ -468,7 +507,19 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
         STAT_ADD(ld->batches_delivered, 1);
         STAT_ADD(ld->items_delivered, out->count);
     }
-    ld->cons_last_ns = rc == 0 ? t_out : 0; /* the step runs between batches */
+    ld->cons_last_ns = rc == 0 ? t_out : 0;      /* the step runs between batches */
+    if (rc == NOSTALL_E_DATASET && ld->nskips) { /* name the first bad items */
+        char m[NST_ERROR_MAX];
+        size_t n = (size_t)snprintf(m, sizeof m, "%s; bad items:", nostall_last_error());
+        pthread_mutex_lock(&ld->skip_mu);
+        for (uint64_t i = 0; i < ld->nskips && i < 3 && n < sizeof m; i++)
+            n += (size_t)snprintf(m + n, sizeof m - n, "%s %s", i ? ";" : "",
+                                  ld->skips[i].msg ? ld->skips[i].msg : "?");
+        if (ld->nskips > 3 && n < sizeof m)
+            snprintf(m + n, sizeof m - n, "; ... (%llu in all)", (unsigned long long)ld->nskips);
+        pthread_mutex_unlock(&ld->skip_mu);
+        rc = nst_error_set(rc, m);
+    }
     return rc;
 }
 

@@ -127,6 +127,14 @@ struct nostall_loader {
  * the items' uses); the plan's batch length. plan_mu taken inside. */
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
+/* The sampler position of a ticket's item: its position, or for a reserve
+ * item (NST_BQ_RESERVE, batch/engine.h) the rank's dropped remainder after
+ * the plan's end, then its own items from the start, wrapped (as torch's
+ * DistributedSampler pads). */
+uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);
+/* The plan's budget of bad items in `epoch` (max_bad_fraction of *items,
+ * the planned ones). */
+uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items);
 
 /* loader_source.c, at create: the recipe (or mix), sampler, echo mode and
  * plan; then the fetch environment (after the backend: the cache's keys). */

@@ -6,6 +6,7 @@
  * workers share (the MinIO cache, the peer cache hook, storage options).
  * Touches only the loader being created.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "batch/ring.h"
@@ -74,7 +75,28 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
         ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
     }
+    /* Every rank must deliver the same number of batches (a DDP job's
+     * collectives pair up by count): refused where it depends on timing or
+     * on which items each rank holds. */
+    double ef = v[NOSTALL_OPT_ECHO_FACTOR].d;
+    if (ld->sampler.world > 1 && (ld->echo == NST_ECHO_ADAPTIVE || (ld->echo && ef != floor(ef))))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %s with world_size %u: %s, so the ranks would deliver different "
+                         "numbers of batches and a distributed job's collectives would pair up "
+                         "wrongly (a hang); use a whole echo_factor",
+                         fn,
+                         ld->echo == NST_ECHO_ADAPTIVE ? "echo=adaptive"
+                                                       : "a fractional echo_factor",
+                         ld->sampler.world,
+                         ld->echo == NST_ECHO_ADAPTIVE
+                             ? "adaptive echoing repeats data when this rank's pipeline is slow"
+                             : "the extra uses are drawn per item (or batch position)");
     ld->plan =
-        (nst_bq_plan){.batch_len = nst_loader_batch_len, .ctx = ld, .epochs = ld->epochs_limit};
+        (nst_bq_plan){.batch_len = nst_loader_batch_len,
+                      .ctx = ld,
+                      .epochs = ld->epochs_limit,
+                      .max_bad = ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0]
+                                     ? nst_loader_max_bad
+                                     : NULL};
     return 0;
 }

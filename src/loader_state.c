@@ -89,9 +89,7 @@ int nostall_loader_get_state(const nostall_loader *cld, nostall_state *out)
     int rc = forked(ld, "nostall_loader_get_state");
     if (rc < 0) return rc;
     memset(out, 0, sizeof *out);
-    uint32_t taken;
-    ld->bq->ops->cursor(ld->bq, &out->epoch, &out->position, &taken);
-    out->taken = taken;
+    ld->bq->ops->cursor(ld->bq, &out->epoch, &out->position, &out->taken);
     out->version = NOSTALL_STATE_VERSION;
     out->seed = ld->cfg.v[NOSTALL_OPT_SEED].u;
     out->items = ld->recipe->items;
@@ -178,14 +176,19 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
             len += b * nst_echo_batch_uses(&eb, st->epoch, pos);
         }
     }
-    if (*position > len)
+    /* taken: items of the next batch delivered, and batches owed << 32 (a
+     * top-up's; batch/engine.h): those are lent from the epoch's reserve,
+     * at positions past the plan */
+    uint64_t items = *taken & 0xffffffffu, owed = *taken >> 32;
+    if (*position > len && !owed)
         return nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
                          (unsigned long long)*position, (unsigned long long)len);
-    int fill = ld->drop_last && ld->on_bad == NOSTALL_BAD_SKIP;
-    if (*taken && (!fill || *taken >= ld->batch_size))
+    int fill = ld->on_bad == NOSTALL_BAD_SKIP;
+    if (*taken && (!fill || items >= ld->batch_size || owed > len / ld->batch_size + 1))
         return nst_error(NOSTALL_E_INVALID,
-                         "%s: taken=%llu needs drop_last and on_bad_item=skip and must be < "
-                         "batch_size",
+                         "%s: taken=%llu needs on_bad_item=skip, and its items (low 32 bits) "
+                         "must be < batch_size and its batches owed (high 32 bits) within "
+                         "the epoch",
                          fn, (unsigned long long)*taken);
     return 0;
 }
@@ -222,6 +225,5 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     uint64_t offset, position, taken;
     if ((rc = state_place(ld, st, &offset, &position, &taken, fn)) < 0) return rc;
     resume_args args = {ld, st->epoch, offset, position};
-    return ld->bq->ops->reset(ld->bq, st->epoch, position, (uint32_t)taken, resume_sampler, &args,
-                              fn);
+    return ld->bq->ops->reset(ld->bq, st->epoch, position, taken, resume_sampler, &args, fn);
 }

@@ -188,7 +188,9 @@ static void submit(worker *w, uint32_t first)
     for (uint32_t k = first; k < w->tk_count; k++) {
         nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
         uint64_t ie = t->epoch; /* the item's draws' epoch (a mix: its source's own) */
-        if (!t->echo) t->index = nst_sampler_item_epoch(&ld->sampler, t->epoch, t->position, &ie);
+        if (!t->echo)
+            t->index =
+                nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
         *t->index_dst = t->index;
         if (t->echo && !t->produce)
             nst_fetch_submit_none(w->fetch, t->index);
@@ -206,7 +208,7 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
     uint64_t ie = t->epoch;
-    if (!t->echo) nst_sampler_item_epoch(&ld->sampler, t->epoch, t->position, &ie);
+    if (!t->echo) nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
     nst_item_ctx c = {.epoch = ie,
                       .index = t->index,
                       .copy = t->copy,

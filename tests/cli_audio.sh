@@ -52,8 +52,8 @@ masks=(--freq-masks 2 --time-masks 2)
 sum() { json "$1" 'j["checksum"]'; }
 
 for t in 1 2 3; do
-    "$CLI" bench "$TMP/data" "${common[@]}" "${masks[@]}" --threads $t > "$TMP/t$t.json" || fail "bench threads $t"
-    "$CLI" bench "$TMP/data" "${common[@]}" --mode eval --audio-features waveform --threads $t > "$TMP/w$t.json" \
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" "${masks[@]}" --threads $t > "$TMP/t$t.json" || fail "bench threads $t"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --mode eval --audio-features waveform --threads $t > "$TMP/w$t.json" \
         || fail "bench waveform threads $t"
 done
 echo "logmel: threads 1 $(sum "$TMP/t1.json"), 2 $(sum "$TMP/t2.json"), 3 $(sum "$TMP/t3.json"); waveform $(sum "$TMP/w1.json")"
@@ -63,7 +63,7 @@ echo "logmel: threads 1 $(sum "$TMP/t1.json"), 2 $(sum "$TMP/t2.json"), 3 $(sum 
     || fail "waveform checksums differ across thread counts"
 json "$TMP/t2.json" 'j["items"] == 48 and j["skipped_count"] == 0' | grep -q True \
     || fail "48 items expected, none skipped: $(json "$TMP/t2.json" '[j["items"], j["skipped"]]')"
-"$CLI" bench "$TMP/data" "${common[@]}" "${masks[@]}" --threads 2 --seed 6 > "$TMP/seed6.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" "${masks[@]}" --threads 2 --seed 6 > "$TMP/seed6.json"
 [ "$(sum "$TMP/seed6.json")" != "$(sum "$TMP/t1.json")" ] || fail "another seed gave the same windows"
 
 # echoing: fetch (each copy made from the bytes) and decode (each copy
@@ -72,7 +72,7 @@ json "$TMP/t2.json" 'j["items"] == 48 and j["skipped_count"] == 0' | grep -q Tru
 # batches; adaptive runs
 for p in fetch decode augment batch; do
     for t in 1 3; do
-        "$CLI" bench "$TMP/data" "${common[@]}" "${masks[@]}" --threads $t --echo-factor 2 --echo-point $p > "$TMP/e-$p-$t.json" \
+        "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" "${masks[@]}" --threads $t --echo-factor 2 --echo-point $p > "$TMP/e-$p-$t.json" \
             || fail "echo $p"
     done
     [ "$(sum "$TMP/e-$p-1.json")" = "$(sum "$TMP/e-$p-3.json")" ] || fail "echo $p: threads change the bytes"
@@ -82,14 +82,14 @@ done
 echo "echo: fetch $(sum "$TMP/e-fetch-1.json"), decode $(sum "$TMP/e-decode-1.json"), augment $(sum "$TMP/e-augment-1.json")"
 [ "$(sum "$TMP/e-fetch-1.json")" = "$(sum "$TMP/e-decode-1.json")" ] || fail "echo fetch and decode: other bytes"
 [ "$(sum "$TMP/e-fetch-1.json")" != "$(sum "$TMP/e-augment-1.json")" ] || fail "echo augment should repeat examples"
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --echo adaptive --step-ms 1 > "$TMP/ea.json" || fail "echo adaptive"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 2 --echo adaptive --step-ms 1 > "$TMP/ea.json" || fail "echo adaptive"
 
 # the MinIO cache: the same bytes, the third epoch from memory
 # (a third epoch: at an epoch's boundary the workers fetch the next epoch's
 # first items while this one's last are still queued, so which of an item's
 # two fetches reads storage, and rarely both, is a race; from the third
 # epoch on every item was stored long before)
-"$CLI" bench "$TMP/data" "${common[@]}" "${masks[@]}" --threads 2 --cache-bytes 32M --epochs 3 > "$TMP/c.json" || fail "cache"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" "${masks[@]}" --threads 2 --cache-bytes 32M --epochs 3 > "$TMP/c.json" || fail "cache"
 [ "$(json "$TMP/c.json" '[e["checksum"] for e in j["per_epoch"][:2]]')" = \
   "$(json "$TMP/t1.json" '[e["checksum"] for e in j["per_epoch"]]')" ] || fail "cache: other bytes"
 json "$TMP/c.json" 'j["per_epoch"][2]["storage_reads"] == 0 and j["per_epoch"][2]["cache_hits"] == 24' | grep -q True \
@@ -102,7 +102,7 @@ while read -r rel; do
     c=$(dirname "$rel" | tr -dc '0-9')
     printf '%s\t%d\n' "$TMP/data/${rel#./}" "$c" >> "$TMP/local.txt"
 done < "$TMP/rel"
-"$CLI" bench "$TMP/local.txt" "${common[@]}" "${masks[@]}" --threads 2 > "$TMP/list.json" || fail "list"
+"$CLI" bench --max-bad-fraction 1 "$TMP/local.txt" "${common[@]}" "${masks[@]}" --threads 2 > "$TMP/list.json" || fail "list"
 [ "$(sum "$TMP/list.json")" = "$(sum "$TMP/t1.json")" ] || fail "a list of the folder's clips: other bytes"
 source "$(dirname "$0")/lib_nginx.sh"
 if nginx_bin > /dev/null; then
@@ -110,7 +110,7 @@ if nginx_bin > /dev/null; then
     trap 'nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -f /dev/shm/nostall-*-aud$$* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     port=$(nginx_start "$TMP/ngx" "$TMP/data")
     sed "s|^$TMP/data|http://127.0.0.1:$port|" "$TMP/local.txt" > "$TMP/http.txt"
-    "$CLI" bench "$TMP/http.txt" "${common[@]}" "${masks[@]}" --threads 2 > "$TMP/http.json" || fail "http"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/http.txt" "${common[@]}" "${masks[@]}" --threads 2 > "$TMP/http.json" || fail "http"
     [ "$(sum "$TMP/http.json")" = "$(sum "$TMP/t1.json")" ] || fail "http: other bytes than the local files"
     [ "$(json "$TMP/http.json" 'j["stats"]["http_transfers"]')" = 48 ] || fail "http: transfers != 48"
     echo "http: the same bytes in $(json "$TMP/http.json" 'j["stats"]["http_transfers"]') transfers"
@@ -124,7 +124,7 @@ if [ -d /dev/shm ]; then
     G=aud$$
     trap 'coord_kill; nginx_stop "$TMP/ngx" > /dev/null 2>&1 || true; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     co=(--task audio --clip-seconds 0.75 --batch-size 6 --epochs 3 --seed 5 --threads 1 --json --quiet)
-    "$CLI" bench "$TMP/data" "${co[@]}" > "$TMP/solo.json"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${co[@]}" > "$TMP/solo.json"
     coord_group $G "$TMP/solo.json" "100 10" "$TMP/data" "${co[@]}"
 fi
 
@@ -143,7 +143,7 @@ hdr = (b"RIFF" + struct.pack("<I", 36 + 2**31) + b"WAVE" + b"fmt " +
        struct.pack("<IHHIIHH", 16, 1, 1, 8000, 8000, 1, 8) + b"data" + struct.pack("<I", 2**31))
 open(d + "/huge.wav", "wb").write(hdr + data)
 EOF
-"$CLI" bench "$TMP/bad" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --threads 2 --json --quiet \
+"$CLI" bench --max-bad-fraction 1 "$TMP/bad" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --threads 2 --json --quiet \
     --max-audio-seconds 1.5 > "$TMP/bad.json" || fail "bench on bad clips"
 json "$TMP/bad.json" '"\n".join(s["status"] + " " + s["path"].split("/")[-1] + ": " + s["reason"] for s in j["skipped"])' > "$TMP/reasons"
 cat "$TMP/reasons"
@@ -157,7 +157,7 @@ expect "^E_UNSUPPORTED garbage.mp3: .*not an audio file"
 n_ok=$(json "$TMP/bad.json" 'j["items"]')
 n_skip=$(json "$TMP/bad.json" 'j["skipped_count"]')
 [ $((n_ok + n_skip)) = 7 ] && [ "$n_skip" -ge 5 ] || fail "bad clips: $n_ok delivered, $n_skip skipped of 7"
-if "$CLI" bench "$TMP/bad" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --quiet \
+if "$CLI" bench --max-bad-fraction 1 "$TMP/bad" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --quiet \
      --on-bad-item fail > /dev/null 2> "$TMP/err"; then fail "on_bad_item=fail passed bad clips"; fi
 grep -qE "empty.wav|garbage.mp3|huge.wav|text.wav|trunc.flac" "$TMP/err" || fail "fail policy message: $(cat "$TMP/err")"
 
@@ -188,7 +188,7 @@ if "$CLI" gen --task audio --help > /dev/null 2>&1; then
     "$CLI" gen --task audio "$TMP/gen" --clips 16 --classes 4 --seconds 0.5 --formats flac,wav,mp3,ogg \
         --rates 16000,44100 --quiet || fail "gen --task audio"
     [ "$(find "$TMP/gen" -type f | wc -l)" = 16 ] || fail "gen: 16 clips expected"
-    "$CLI" bench "$TMP/gen" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --json --quiet > "$TMP/gen.json" \
+    "$CLI" bench --max-bad-fraction 1 "$TMP/gen" --task audio --clip-seconds 0.5 --batch-size 4 --epochs 1 --json --quiet > "$TMP/gen.json" \
         || fail "bench on generated clips"
     json "$TMP/gen.json" 'j["items"] == 16 and j["skipped_count"] == 0' | grep -q True \
         || fail "generated clips: $(json "$TMP/gen.json" 'j["skipped"]')"

@@ -34,7 +34,7 @@ head -c 2000000 /dev/zero > "$c1/bad_big.jpg"
 echo notes > "$c1/README.txt"
 
 for t in 1 4; do
-    "$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --epochs 2 --threads $t \
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" --batch-size 4 --crop 24 --epochs 2 --threads $t \
         --max-file-bytes 1M --json --quiet > "$TMP/skip$t.json"
 done
 j="$TMP/skip1.json"
@@ -54,8 +54,17 @@ json "$j" "[s['status'] for s in j['skipped'] if s['path'].endswith('bad_png.png
 [ "$(json "$TMP/skip1.json" 'j["checksum"]')" = "$(json "$TMP/skip4.json" 'j["checksum"]')" ] \
     || fail "checksum with bad items differs across thread counts"
 
+# the bad-item budget (max_bad_fraction, 0.01 of an epoch by default: one
+# item of 37): past it, a non-zero exit naming the budget and a bad file
+if "$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --max-file-bytes 1M --quiet \
+    > /dev/null 2> "$TMP/budget"; then
+    fail "7 bad items of 37 passed the default max_bad_fraction"
+fi
+grep -q "max_bad_fraction" "$TMP/budget" && grep -q "bad_" "$TMP/budget" \
+    || fail "budget message: $(cat "$TMP/budget")"
+
 # human-readable summary lists them too
-"$CLI" bench "$TMP/data" --batch-size 4 --crop 24 --max-file-bytes 1M --quiet > "$TMP/summary.txt"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" --batch-size 4 --crop 24 --max-file-bytes 1M --quiet > "$TMP/summary.txt"
 grep -q "skipped     7 bad item" "$TMP/summary.txt" || fail "summary: $(cat "$TMP/summary.txt")"
 
 # fail: non-zero exit naming a bad file
@@ -69,7 +78,7 @@ grep -q "bad_" "$TMP/err" || fail "fail message does not name the file: $(cat "$
 ls "$TMP"/data/class_000/*.jpg | head -5 | sed "s#^$TMP/##; s#\$#\t4#" > "$TMP/list.txt"
 mkfifo "$TMP/fifo.jpg"
 printf 'data/class_000/does_not_exist.jpg\t1\ndata/class_001\t2\n# a comment\n\nfifo.jpg\t0\n/dev/zero\t0\n' >> "$TMP/list.txt"
-"$CLI" bench "$TMP/list.txt" --batch-size 3 --crop 16 --json --quiet > "$TMP/list.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/list.txt" --batch-size 3 --crop 16 --json --quiet > "$TMP/list.json"
 [ "$(json "$TMP/list.json" 'j["items"]')" = 5 ] || fail "list: expected 5 good items"
 # a FIFO or a device is an item error, never a blocked worker
 [ "$(json "$TMP/list.json" 'sorted(s["status"] for s in j["skipped"])')" = "['E_IO', 'E_IO', 'E_IO', 'E_NOT_FOUND']" ] \
@@ -104,7 +113,7 @@ else
     want+=("noperm.jpg:E_PERMISSION:permission denied")
 fi
 nbad=${#want[@]}
-"${run_as[@]}" "$CLI" bench "$TMP/odd" --batch-size 2 --crop 16 --json --quiet > "$TMP/odd.json" \
+"${run_as[@]}" "$CLI" bench --max-bad-fraction 1 "$TMP/odd" --batch-size 2 --crop 16 --json --quiet > "$TMP/odd.json" \
     || fail "odd entries: bench failed"
 j="$TMP/odd.json"
 [ "$(json "$j" 'j["dataset"]["files_ignored"]')" = 1 ] || fail "odd entries: files_ignored $(json "$j" 'j["dataset"]')"
@@ -112,7 +121,7 @@ j="$TMP/odd.json"
 [ "$(json "$j" 'j["items"]')" = "$ngood" ] || fail "odd entries: delivered $(json "$j" 'j["items"]')"
 [ "$(json "$j" 'len(j["skipped"])')" = "$nbad" ] || fail "odd entries: $(json "$j" 'j["skipped"]')"
 json "$j" '"inner.jpg" in str(j["skipped"])' | grep -q False || fail "a directory named like an image was walked"
-"${run_as[@]}" "$CLI" bench "$TMP/odd" --batch-size 2 --crop 16 --quiet > "$TMP/odd.txt" || fail "odd entries: bench failed"
+"${run_as[@]}" "$CLI" bench --max-bad-fraction 1 "$TMP/odd" --batch-size 2 --crop 16 --quiet > "$TMP/odd.txt" || fail "odd entries: bench failed"
 for w in "${want[@]}"; do
     f=${w%%:*}; rest=${w#*:}; st=${rest%%:*}; why=${rest#*:}
     got=$(json "$j" "[(s['status'], s['reason']) for s in j['skipped'] if s['path'].endswith('/$f')]")
@@ -125,6 +134,6 @@ done
 grep -q "1 file ignored: not named .jpg, .jpeg or .png" "$TMP/odd.txt" || fail "summary: ignored: $(cat "$TMP/odd.txt")"
 
 printf 'a.jpg\t1\nno-label-here\n' > "$TMP/badlist.txt"
-if "$CLI" bench "$TMP/badlist.txt" 2> "$TMP/err"; then fail "malformed list accepted"; fi
+if "$CLI" bench --max-bad-fraction 1 "$TMP/badlist.txt" 2> "$TMP/err"; then fail "malformed list accepted"; fi
 grep -q "badlist.txt:2" "$TMP/err" || fail "malformed list message: $(cat "$TMP/err")"
 echo "PASS"

@@ -34,7 +34,7 @@ sum() { json "$1" 'j["checksum"]'; }
 
 for src in data list.txt; do
     for t in 1 2 3; do
-        "$CLI" bench "$TMP/$src" "${common[@]}" --threads $t > "$TMP/$src-$t.json" || fail "bench $src threads $t"
+        "$CLI" bench --max-bad-fraction 1 "$TMP/$src" "${common[@]}" --threads $t > "$TMP/$src-$t.json" || fail "bench $src threads $t"
     done
     echo "$src: threads 1 $(sum "$TMP/$src-1.json"), 2 $(sum "$TMP/$src-2.json"), 3 $(sum "$TMP/$src-3.json")"
     [ "$(sum "$TMP/$src-1.json")" = "$(sum "$TMP/$src-2.json")" ] && [ "$(sum "$TMP/$src-1.json")" = "$(sum "$TMP/$src-3.json")" ] \
@@ -44,13 +44,13 @@ json "$TMP/data-1.json" 'j["dataset"]["items"] == 36 and j["dataset"]["files_ign
     || fail "folder: $(json "$TMP/data-1.json" 'j["dataset"]')"
 json "$TMP/list.txt-1.json" 'j["dataset"]["items"] == 12' | grep -q True || fail "list: items"
 # another seed: another order, so another checksum
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --seed 4 > "$TMP/s4.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 2 --seed 4 > "$TMP/s4.json"
 [ "$(sum "$TMP/s4.json")" != "$(sum "$TMP/data-1.json")" ] || fail "another seed gave the same bytes"
 
 # echoing: the same bytes at every item point; batch repeats batches
 for p in fetch decode augment batch; do
     for t in 1 3; do
-        "$CLI" bench "$TMP/data" "${common[@]}" --threads $t --echo-factor 2 --echo-point $p > "$TMP/e-$p-$t.json" \
+        "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads $t --echo-factor 2 --echo-point $p > "$TMP/e-$p-$t.json" \
             || fail "echo $p"
     done
     [ "$(sum "$TMP/e-$p-1.json")" = "$(sum "$TMP/e-$p-3.json")" ] || fail "echo $p: threads change the bytes"
@@ -58,7 +58,7 @@ for p in fetch decode augment batch; do
 done
 [ "$(sum "$TMP/e-fetch-1.json")" = "$(sum "$TMP/e-decode-1.json")" ] && [ "$(sum "$TMP/e-fetch-1.json")" = "$(sum "$TMP/e-augment-1.json")" ] \
     || fail "echo fetch/decode/augment must repeat the same bytes"
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --echo adaptive --step-ms 1 > /dev/null || fail "echo adaptive"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 2 --echo adaptive --step-ms 1 > /dev/null || fail "echo adaptive"
 
 # the MinIO cache: each file read once (twice at most, at the first
 # boundary), then never again; the same bytes
@@ -66,7 +66,7 @@ done
 # first items while this one's last are still queued, so which of an item's
 # two fetches reads storage, and rarely both, is a race; from the third
 # epoch on every item was stored long before)
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 1M --epochs 3 > "$TMP/c.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 2 --cache-bytes 1M --epochs 3 > "$TMP/c.json"
 [ "$(json "$TMP/c.json" '[e["checksum"] for e in j["per_epoch"][:2]]')" = \
   "$(json "$TMP/data-1.json" '[e["checksum"] for e in j["per_epoch"]]')" ] || fail "cache: other bytes"
 want=$(find "$TMP/data" -mindepth 2 -type f ! -name '.*' -printf '%s\n' | awk '{s+=$1} END {print s}')
@@ -80,10 +80,10 @@ mkdir -p "$TMP/bad/c"
 printf 'ok' > "$TMP/bad/c/a"
 : > "$TMP/bad/c/empty"
 head -c 5000 /dev/zero > "$TMP/bad/c/big"
-"$CLI" bench "$TMP/bad" --task bytes --batch-size 4 --max-file-bytes 4000 --json --quiet > "$TMP/bad.json" || fail "bad items"
+"$CLI" bench --max-bad-fraction 1 "$TMP/bad" --task bytes --batch-size 4 --max-file-bytes 4000 --json --quiet > "$TMP/bad.json" || fail "bad items"
 json "$TMP/bad.json" 'j["items"] == 1 and sorted(s["path"].rsplit("/", 1)[1] for s in j["skipped"]) == ["big", "empty"]' \
     | grep -q True || fail "bad items: $(json "$TMP/bad.json" 'j["skipped"]')"
-if "$CLI" bench "$TMP/bad" --task bytes --batch-size 4 --max-file-bytes 4000 --on-bad-item fail --quiet 2> "$TMP/err"; then
+if "$CLI" bench --max-bad-fraction 1 "$TMP/bad" --task bytes --batch-size 4 --max-file-bytes 4000 --on-bad-item fail --quiet 2> "$TMP/err"; then
     fail "on_bad_item=fail passed"
 fi
 grep -qE "bad/c/(big|empty)" "$TMP/err" || fail "the failure does not name the file: $(cat "$TMP/err")"
@@ -94,7 +94,7 @@ if [ -d /dev/shm ]; then
     G=byt$$
     trap 'coord_kill; rm -f /dev/shm/nostall-*-$G* || true; rm -rf "$TMP" $SHM_DIRS' EXIT
     co=(--task bytes --batch-size 4 --epochs 3 --seed 3 --threads 1 --json --quiet)
-    "$CLI" bench "$TMP/data" "${co[@]}" > "$TMP/solo.json"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${co[@]}" > "$TMP/solo.json"
     coord_group $G "$TMP/solo.json" "100 10" "$TMP/data" "${co[@]}"
 fi
 

@@ -29,35 +29,35 @@ while read -r rel; do
 done < "$TMP/rel"
 
 common=(--batch-size 6 --crop 32 --epochs 2 --json --quiet --seed 5 --threads 2)
-"$CLI" bench "$TMP/local.txt" "${common[@]}" > "$TMP/local.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/local.txt" "${common[@]}" > "$TMP/local.json"
 ref=$(json "$TMP/local.json" 'j["checksum"]')
 for d in 1 8; do
-    "$CLI" bench "$TMP/http.txt" "${common[@]}" --io-depth $d > "$TMP/h$d.json"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/http.txt" "${common[@]}" --io-depth $d > "$TMP/h$d.json"
     [ "$(json "$TMP/h$d.json" 'j["checksum"]')" = "$ref" ] || fail "http io_depth $d: bytes differ from local files"
     [ "$(json "$TMP/h$d.json" 'j["stats"]["http_transfers"]')" = 80 ] || fail "http io_depth $d: transfers != 80"
 done
 # with the MinIO cache, each item is fetched from the server once in the whole
 # run (which epoch's batch is charged with the read depends on prefetching
 # across the epoch boundary)
-"$CLI" bench "$TMP/http.txt" "${common[@]}" --cache-bytes 64M > "$TMP/hc.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/http.txt" "${common[@]}" --cache-bytes 64M > "$TMP/hc.json"
 [ "$(json "$TMP/hc.json" 'j["checksum"]')" = "$ref" ] || fail "http + cache: bytes differ"
 [ "$(json "$TMP/hc.json" 'j["stats"]["storage_reads"]')" = 40 ] \
     || fail "http + cache: $(json "$TMP/hc.json" '[e["storage_reads"] for e in j["per_epoch"]]') reads per epoch, want 40 in all"
 
 # emulated storage slows HTTP items too: 40 items of ~8 KB at 1 MB/s
-"$CLI" bench "$TMP/http.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --storage-mbps 1 > "$TMP/slowemu.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/http.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --storage-mbps 1 > "$TMP/slowemu.json"
 json "$TMP/slowemu.json" "j['seconds'] >= 0.95 * j['storage_bytes_read'] / 1e6" | grep -q True \
     || fail "storage_mbps does not throttle http items: $(json "$TMP/slowemu.json" 'j["seconds"]') s"
 
 # bad URLs: 404 and 500 (retried, then bad) are skipped and reported
 cp "$TMP/http.txt" "$TMP/bad.txt"
 printf '%s\t0\n%s\t1\n' "$url/no/such.jpg" "$url/e500.jpg" >> "$TMP/bad.txt"
-"$CLI" bench "$TMP/bad.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --http-retries 1 > "$TMP/bad.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/bad.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --http-retries 1 > "$TMP/bad.json"
 [ "$(json "$TMP/bad.json" 'j["skipped_count"]')" = 2 ] || fail "bad URLs: want 2 skipped"
 json "$TMP/bad.json" '" ".join(s["status"] + ":" + s["reason"] for s in j["skipped"])' > "$TMP/reasons"
 grep -q "E_NOT_FOUND:.*no/such.jpg" "$TMP/reasons" || fail "404 not reported: $(cat "$TMP/reasons")"
 grep -q "E_IO:.*e500.jpg.*500" "$TMP/reasons" || fail "500 not reported: $(cat "$TMP/reasons")"
-if "$CLI" bench "$TMP/bad.txt" --batch-size 6 --crop 32 --epochs 1 --quiet --on-bad-item fail \
+if "$CLI" bench --max-bad-fraction 1 "$TMP/bad.txt" --batch-size 6 --crop 32 --epochs 1 --quiet --on-bad-item fail \
      --http-retries 0 > /dev/null 2> "$TMP/err"; then fail "fail policy passed a 404"; fi
 grep -q "such.jpg\|e500.jpg" "$TMP/err" || fail "fail policy message: $(cat "$TMP/err")"
 
@@ -70,7 +70,7 @@ srv=$!
 wait_until 60 test -s "$TMP/port" || fail "http_faulty_server.py did not start"
 sed "s#127.0.0.1:[0-9]*#127.0.0.1:$(cat "$TMP/port")#" "$TMP/http.txt" > "$TMP/slow.txt"
 start=$(date +%s)
-timeout 60 "$CLI" bench "$TMP/slow.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --threads 1 \
+timeout 60 "$CLI" bench --max-bad-fraction 1 "$TMP/slow.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --threads 1 \
     --io-depth 4 --http-timeout-ms 3000 --http-retries 1 > "$TMP/gone.json" \
     || fail "server gone: bench did not finish cleanly (rc $?)"
 wait

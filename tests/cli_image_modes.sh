@@ -18,7 +18,7 @@ sums() {
     local name=$1 ref="" c t
     shift
     for t in 1 2 3; do
-        "$CLI" bench "$TMP/data" "${common[@]}" --threads $t "$@" > "$TMP/o.json" \
+        "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads $t "$@" > "$TMP/o.json" \
             || fail "$name: bench $*"
         c=$(json "$TMP/o.json" 'j["checksum"]')
         [ -n "$ref" ] || ref=$c
@@ -53,8 +53,8 @@ for m in "resize --fit pad --out-height 24 --out-width 32 --output bfloat16" \
          "full --output float16 --layout nhwc --full-max-pixels 6000"; do
     set -- --image-mode $m
     # the MinIO cache: every epoch the same bytes as without it
-    "$CLI" bench "$TMP/data" "${common[@]}" --epochs 3 --threads 2 "$@" > "$TMP/nc.json"
-    "$CLI" bench "$TMP/data" "${common[@]}" --epochs 3 --threads 2 --cache-bytes 32M "$@" \
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --epochs 3 --threads 2 "$@" > "$TMP/nc.json"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --epochs 3 --threads 2 --cache-bytes 32M "$@" \
         > "$TMP/c.json"
     $PY - "$TMP/nc.json" "$TMP/c.json" <<'PYEOF' || fail "$m: the cache changed the bytes"
 import json, sys
@@ -65,9 +65,9 @@ PYEOF
     # echo at every point: 1 and 3 threads agree, and the points differ
     declare -A pts=()
     for point in fetch decode augment batch; do
-        "$CLI" bench "$TMP/data" "${common[@]}" --echo-factor 2 --echo-point $point \
+        "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --echo-factor 2 --echo-point $point \
             --threads 1 "$@" > "$TMP/e1.json"
-        "$CLI" bench "$TMP/data" "${common[@]}" --echo-factor 2 --echo-point $point \
+        "$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --echo-factor 2 --echo-point $point \
             --threads 3 "$@" > "$TMP/e3.json"
         a=$(json "$TMP/e1.json" 'j["checksum"]')
         [ "$a" = "$(json "$TMP/e3.json" 'j["checksum"]')" ] || fail "$m: echo $point, 1 and 3 threads differ"
@@ -84,11 +84,11 @@ done
 
 # a coordinated group of 2: each member gets every batch of a solo run
 set -- --image-mode resize --out-height 20 --out-width 28 --output float16 --layout nhwc --threads 1
-"$CLI" bench "$TMP/data" "${common[@]}" "$@" > "$TMP/solo.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" "$@" > "$TMP/solo.json"
 coord_group "imgmodes$$" "$TMP/solo.json" "0 0" "$TMP/data" "${common[@]}" "$@"
 
 # full mode: images over full_max_pixels are reported skips naming both
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 2 --image-mode full --full-max-pixels 3900 \
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 2 --image-mode full --full-max-pixels 3900 \
     > "$TMP/big.json"
 $PY - "$TMP/big.json" <<'PYEOF' || fail "full_max_pixels skips: $(cat "$TMP/big.json")"
 import json, re, sys
@@ -103,9 +103,9 @@ PYEOF
 echo "full_max_pixels: $(json "$TMP/big.json" 'len(j["skipped"])') of 20 images skipped"
 
 # options that do not go together: refused, naming them
-if "$CLI" bench "$TMP/data" --fit pad 2> "$TMP/err"; then fail "fit=pad with crops accepted"; fi
+if "$CLI" bench --max-bad-fraction 1 "$TMP/data" --fit pad 2> "$TMP/err"; then fail "fit=pad with crops accepted"; fi
 grep -q "fit=pad" "$TMP/err" || fail "fit=pad not named: $(cat "$TMP/err")"
-if "$CLI" bench "$TMP/data" --image-mode full --out-width 32 2> "$TMP/err"; then
+if "$CLI" bench --max-bad-fraction 1 "$TMP/data" --image-mode full --out-width 32 2> "$TMP/err"; then
     fail "out_width with image_mode=full accepted"
 fi
 grep -q "image_mode=full" "$TMP/err" || fail "image_mode=full not named: $(cat "$TMP/err")"

@@ -45,7 +45,7 @@ PYEOF
 }
 
 # 1. bench --json: strict JSON; every name comes back byte for byte
-"$CLI" bench "$DATA" --batch-size 2 --crop 16 --json --quiet > "$TMP/b.json" || fail "bench --json failed"
+"$CLI" bench --max-bad-fraction 1 "$DATA" --batch-size 2 --crop 16 --json --quiet > "$TMP/b.json" || fail "bench --json failed"
 strict "$TMP/b.json" || fail "bench --json is not strict JSON: $(cat -v "$TMP/b.json" | head -c 600)"
 "$PY" - "$TMP/b.json" "$TMP/root.hex" "$TMP/bad.hex" <<'PYEOF' || fail "bench --json: names not given back"
 import json, sys
@@ -71,7 +71,7 @@ assert j["items"] == 4, j["items"]
 PYEOF
 
 # 2. bench text summary: one escaped line per bad file, nothing raw
-"$CLI" bench "$DATA" --batch-size 2 --crop 16 --quiet > "$TMP/b.txt" || fail "bench failed"
+"$CLI" bench --max-bad-fraction 1 "$DATA" --batch-size 2 --crop 16 --quiet > "$TMP/b.txt" || fail "bench failed"
 clean "$TMP/b.txt"
 [ "$(grep -c '^    E_NOT_IMAGE' "$TMP/b.txt")" = "$nbad" ] || fail "expected $nbad skipped lines: $(cat -v "$TMP/b.txt")"
 grep -qF 'esc\x1b[31mred.jpg' "$TMP/b.txt" || fail "ESC not shown as \\x1b: $(cat -v "$TMP/b.txt")"
@@ -85,29 +85,29 @@ grep -qF 'café ok.jpg' "$TMP/b.txt" || fail "valid UTF-8 must stay as it is"
 grep -qF 'data \x1b]0;pwned\x07\xff' "$TMP/b.txt" || fail "dataset name not escaped: $(head -1 "$TMP/b.txt" | cat -v)"
 
 # 3. error lines on stderr: one line, escaped
-if "$CLI" bench "$DATA" --batch-size 2 --crop 16 --quiet --on-bad-item fail > /dev/null 2> "$TMP/err"; then
+if "$CLI" bench --max-bad-fraction 1 "$DATA" --batch-size 2 --crop 16 --quiet --on-bad-item fail > /dev/null 2> "$TMP/err"; then
     fail "--on-bad-item fail exited 0"
 fi
 clean "$TMP/err"
 [ "$(wc -l < "$TMP/err")" -eq 1 ] || fail "error is not one line: $(cat -v "$TMP/err")"
-if "$CLI" bench "$DATA/missing"$'\x1b[2J' --quiet 2> "$TMP/err2"; then fail "missing dataset accepted"; fi
+if "$CLI" bench --max-bad-fraction 1 "$DATA/missing"$'\x1b[2J' --quiet 2> "$TMP/err2"; then fail "missing dataset accepted"; fi
 clean "$TMP/err2"
 grep -qF 'missing\x1b[2J' "$TMP/err2" || fail "missing dataset: $(cat -v "$TMP/err2")"
 
 # 4. analyze: JSON, text and HTML report
-"$CLI" analyze "$DATA" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet --json \
+"$CLI" analyze --max-bad-fraction 1 "$DATA" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet --json \
     --predict $'threads=2' --report "$TMP/r.html" > "$TMP/a.json" || fail "analyze --json failed"
 strict "$TMP/a.json" || fail "analyze --json is not strict JSON: $(cat -v "$TMP/a.json" | head -c 600)"
 json "$TMP/a.json" 'bytes.fromhex(j["data_hex"]) == bytes.fromhex(open("'"$TMP/root.hex"'").read())' \
     | grep -q True || fail "analyze --json: data not given back"
 clean "$TMP/r.html"
 grep -qF 'data \x1b]0;pwned\x07\xff' "$TMP/r.html" || fail "HTML report: dataset name not escaped"
-"$CLI" analyze "$DATA" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet > "$TMP/a.txt" \
+"$CLI" analyze --max-bad-fraction 1 "$DATA" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet > "$TMP/a.txt" \
     || fail "analyze failed"
 clean "$TMP/a.txt"
 # markup in names is escaped in HTML
 mkdir -p "$TMP/<b>&'x\"" && cp -r "$DATA/c" "$TMP/<b>&'x\"/"
-"$CLI" analyze "$TMP/<b>&'x\"" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet \
+"$CLI" analyze --max-bad-fraction 1 "$TMP/<b>&'x\"" --batch-size 2 --crop 16 --max-batches 2 --threads 1 --step-ms 1 --quiet \
     --report "$TMP/r2.html" > /dev/null || fail "analyze (markup) failed"
 grep -qF '&lt;b&gt;&amp;&#39;x&quot;' "$TMP/r2.html" || fail "HTML report: markup not escaped"
 grep -qF '<b>&' "$TMP/r2.html" && fail "HTML report: raw markup from a file name"

@@ -34,7 +34,7 @@ ls "$TMP/www/s"/shard-*.tar > "$TMP/list.txt"
 
 common=(--batch-size 5 --crop 32 --epochs 2 --json --quiet --seed 3)
 sum() { json "$1" 'j["checksum"]'; }
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 1 > "$TMP/ref.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 1 > "$TMP/ref.json"
 ref=$(sum "$TMP/ref.json")
 [ "$(json "$TMP/ref.json" 'j["skipped_count"]')" = 0 ] || fail "the reference skipped items"
 
@@ -47,7 +47,7 @@ if [ $nginx_ok = 1 ]; then
 fi
 for s in "${sources[@]}"; do
     for t in 1 2; do
-        "$CLI" bench "$s" "${common[@]}" --threads $t > "$TMP/o.json" || fail "$s: bench failed"
+        "$CLI" bench --max-bad-fraction 1 "$s" "${common[@]}" --threads $t > "$TMP/o.json" || fail "$s: bench failed"
         [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "$s, $t threads: checksum $(sum "$TMP/o.json"), want $ref"
         [ "$(json "$TMP/o.json" 'j["dataset"]["items"]')" = 36 ] || fail "$s: $(json "$TMP/o.json" 'j["dataset"]["items"]') items"
     done
@@ -60,20 +60,20 @@ fi
 # task=bytes: each member's bytes, the room sized by the index's member
 # lengths (not by the shard's size), the same as the folder's files
 bcommon=(--task bytes --batch-size 5 --epochs 1 --json --quiet --seed 3)
-"$CLI" bench "$TMP/data" "${bcommon[@]}" > "$TMP/bref.json" || fail "bytes: the folder"
-"$CLI" bench "$TMP/www/s" "${bcommon[@]}" --threads 2 > "$TMP/b.json" || fail "bytes: the shards"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${bcommon[@]}" > "$TMP/bref.json" || fail "bytes: the folder"
+"$CLI" bench --max-bad-fraction 1 "$TMP/www/s" "${bcommon[@]}" --threads 2 > "$TMP/b.json" || fail "bytes: the shards"
 [ "$(json "$TMP/b.json" 'j["skipped_count"]')" = 0 ] || fail "bytes on shards skipped: $(json "$TMP/b.json" 'j["skipped"][:2]')"
 [ "$(sum "$TMP/b.json")" = "$(sum "$TMP/bref.json")" ] || fail "bytes: shards differ from the folder"
 
 # the MinIO cache: the same bytes, each item read from storage once
-"$CLI" bench "$TMP/www/s" "${common[@]}" --threads 2 --cache-bytes 64M > "$TMP/c.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/www/s" "${common[@]}" --threads 2 --cache-bytes 64M > "$TMP/c.json"
 [ "$(sum "$TMP/c.json")" = "$ref" ] || fail "cache: checksum differs"
 [ "$(json "$TMP/c.json" 'j["stats"]["storage_reads"]')" = 36 ] || fail "cache: $(json "$TMP/c.json" 'j["stats"]["storage_reads"]') reads, want 36"
 
 # echoing at the decode point: the folder's bytes, for 1 and 2 threads
-"$CLI" bench "$TMP/data" "${common[@]}" --threads 1 --echo-factor 2 --echo-point decode > "$TMP/e0.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/data" "${common[@]}" --threads 1 --echo-factor 2 --echo-point decode > "$TMP/e0.json"
 for t in 1 2; do
-    "$CLI" bench "$TMP/www/s" "${common[@]}" --threads $t --echo-factor 2 --echo-point decode > "$TMP/e.json"
+    "$CLI" bench --max-bad-fraction 1 "$TMP/www/s" "${common[@]}" --threads $t --echo-factor 2 --echo-point decode > "$TMP/e.json"
     [ "$(sum "$TMP/e.json")" = "$(sum "$TMP/e0.json")" ] || fail "echo, $t threads: checksum differs"
 done
 
@@ -147,10 +147,10 @@ cp "$TMP/www/s"/shard-000000.tar "$TMP/cut/"
 off=$("$PY" -c "
 import tarfile,sys; t=tarfile.open(sys.argv[1]); m=[x for x in t.getmembers() if x.name.endswith('.jpg')][2]; print(m.offset_data + 10)" "$TMP/cut/shard-000000.tar")
 truncate -s "$off" "$TMP/cut/shard-000000.tar"
-"$CLI" bench "$TMP/cut" --batch-size 2 --crop 32 --epochs 1 --json --quiet > "$TMP/cut.json"
+"$CLI" bench --max-bad-fraction 1 "$TMP/cut" --batch-size 2 --crop 32 --epochs 1 --json --quiet > "$TMP/cut.json"
 [ "$(json "$TMP/cut.json" 'j["dataset"]["items"]')" = 2 ] || fail "truncated shard: $(json "$TMP/cut.json" 'j["dataset"]["items"]') items, want 2"
 [ "$(json "$TMP/cut.json" 'j["dataset"]["files_ignored"]')" -ge 1 ] || fail "truncated shard: the cut sample is not counted"
-"$CLI" bench "$TMP/cut" --batch-size 2 --crop 32 --epochs 1 --quiet 2>&1 | grep -q "ignored" \
+"$CLI" bench --max-bad-fraction 1 "$TMP/cut" --batch-size 2 --crop 32 --epochs 1 --quiet 2>&1 | grep -q "ignored" \
     || echo "note: the CLI's text output does not name what a shard lost"
 
 # a lost shard is not a stray file: a .tar.gz and gzip data named .tar
@@ -181,7 +181,7 @@ if [ $nginx_ok = 1 ]; then
     cp "$TMP/www/s"/shard-00000[01].tar* "$TMP/www/late/"
     full=$(stat -c %s "$TMP/www/late/shard-000001.tar")
     truncate -s $((full / 2)) "$TMP/www/late/shard-000001.tar" # its index file still says the old size
-    "$CLI" bench "http://127.0.0.1:$port/late/shard-{000000..000001}.tar" --batch-size 2 --crop 32 \
+    "$CLI" bench --max-bad-fraction 1 "http://127.0.0.1:$port/late/shard-{000000..000001}.tar" --batch-size 2 --crop 32 \
         --epochs 1 --json --quiet --http-retries 1 > "$TMP/late.json" || fail "a cut shard failed the run"
     [ "$(json "$TMP/late.json" 'j["skipped_count"]')" = 0 ] \
         || fail "a shard cut on the server: its old index used: $(json "$TMP/late.json" 'j["skipped"]')"

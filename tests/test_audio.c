@@ -115,6 +115,7 @@ static nostall_config *cfg_of(const char *kv[][2], int n)
 {
     nostall_config *cfg = NULL;
     if (nostall_config_create(&cfg) < 0) exit(1);
+    nostall_config_set(cfg, "max_bad_fraction", "1"); /* bad items planted: no budget */
     for (int i = 0; i < n; i++)
         if (nostall_config_set(cfg, kv[i][0], kv[i][1]) < 0) {
             fprintf(stderr, "%s=%s: %s\n", kv[i][0], kv[i][1], nostall_last_error());

@@ -68,6 +68,7 @@ static nostall_loader *open_loader(const char *src, const char *kv[][2], int n)
     nostall_config *cfg = NULL;
     nostall_loader *ld = NULL;
     if (nostall_config_create(&cfg) < 0) exit(1);
+    nostall_config_set(cfg, "max_bad_fraction", "1"); /* bad items planted: no budget */
     CHECK_OK(nostall_config_set(cfg, "task", "bytes"));
     for (int i = 0; i < n; i++) CHECK_OK(nostall_config_set(cfg, kv[i][0], kv[i][1]));
     CHECK_OK(nostall_loader_create(&ld, src, cfg));

@@ -33,6 +33,9 @@ static nostall_config *make_cfg(const char *kv[][2], int n)
 {
     nostall_config *cfg = NULL;
     if (nostall_config_create(&cfg) < 0) exit(1);
+    /* These tests plant many bad items among few: the bad-item budget
+     * (max_bad_fraction, 0.01 by default) is off unless a test sets it. */
+    nostall_config_set(cfg, "max_bad_fraction", "1");
     for (int i = 0; i < n; i++)
         if (nostall_config_set(cfg, kv[i][0], kv[i][1]) < 0) {
             fprintf(stderr, "config %s=%s: %s\n", kv[i][0], kv[i][1], nostall_last_error());

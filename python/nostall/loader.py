@@ -16,7 +16,8 @@ Design
   no lease is left, so a tensor outlives its loader safely. Fallback, so
   the ring cannot run dry: when the caller keeps so many batches alive that
   the ring would have fewer than the slots it needs to make the next batches
-  (ring slots - 2, or - 3 with drop_last), the next batch is copied out
+  (ring slots - 2, or - 3 with drop_last, or - 4 with the epoch's reserve),
+  the next batch is copied out
   (one memcpy) and its slot released at once. copy=True always copies.
 * DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
   chose, else the one after the previous iterator's -- and ends the previous
@@ -748,6 +749,7 @@ class Loader(_Base):
                  allow_outside_root: "bool | None" = None,
                  max_annotation_bytes: "int | str | None" = None,
                  box_labels: "str | None" = None,
+                 max_bad_fraction: "float | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -992,6 +994,17 @@ class Loader(_Base):
     # -- iteration --
 
     def __len__(self) -> int:
+        # Exact, or TypeError (as an unsized IterableDataset): adaptive
+        # echoing follows timing, and a fractional factor draws its extra
+        # uses per epoch, so those counts are not fixed.
+        echo, factor = self.config["echo"], float(self.config["echo_factor"])
+        if echo == "adaptive" or factor != int(factor):
+            raise TypeError("len() of a nostall.Loader with %s is not fixed: the batches of an "
+                            "epoch vary (%s); count the batches as they come"
+                            % ("echo='adaptive'" if echo == "adaptive" else
+                               "echo_factor=%g" % factor,
+                               "echoing follows the pipeline's timing" if echo == "adaptive"
+                               else "the extra uses are drawn per epoch"))
         return self._info["batches_per_epoch"]
 
     def __getitem__(self, index):
@@ -1162,7 +1175,16 @@ class Loader(_Base):
         would be left without the slots it needs (see the module docstring)."""
         if self._copy or self.config["coordinate"]:
             return False  # a coordinated group's slots are released in order: copy
-        reserve = 3 if self.config["drop_last"] == "1" else 2
+        # the top-up (on_bad_item=skip) needs donor slots besides the next:
+        # with drop_last one, with the epoch's reserve (README, "Bad files
+        # and ranks"; the ring has a slot more) two more
+        c = self.config
+        skip = c["on_bad_item"] == "skip"
+        if skip and c["shard_mode"] != "stream" and (c["drop_last"] == "1" or
+                                                     int(c["world_size"]) > 1):
+            reserve = 4
+        else:
+            reserve = 3 if skip and c["drop_last"] == "1" else 2
         return self._core.leases + reserve <= self._info["ring_slots"]
 
     _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest

@@ -78,6 +78,7 @@ static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint6
     sc->topped = sc->top_count = sc->skip_after = sc->next_taken = 0;
     sc->error = 0;
     sc->error_item = 0;
+    sc->reserve = sc->counted = 0;
     sc->errmsg[0] = '\0';
     memset(sc->io, 0, sizeof sc->io);
     for (uint32_t j = 0; j < count; j++) {
@@ -87,18 +88,77 @@ static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint6
     }
 }
 
+/* RESERVE, every batch of the producer's epoch finished: 1 if it needs
+ * another reserve batch, 0 if not, E_DATASET if no item of the shard is
+ * good (the planned ones, and reserve ones past one whole wrap). */
+static int reserve_need(const nst_bq *q)
+{
+    if (q->res_closed) return 0; /* the member needs no more (single-member ring) */
+    uint64_t want = q->res_lost;
+    /* KEEP: an empty batch takes one item; it may eat the batches it walks
+     * over (empty ones) and the one giving it (if that held one), each of
+     * them owed one item or more */
+    if (q->flags & NST_BQ_KEEP) want = q->res_empty ? 2 * q->res_empty + 1 : 0;
+    if (q->res_good >= want) return 0;
+    if (q->res_pgood == 0 && q->res_good == 0 && q->res_tried >= q->slot_items)
+        return NOSTALL_E_DATASET;
+    return 1;
+}
+
+/* RESERVE: will the producer open no more reserve batches of `epoch`? 1:
+ * settled; 0: not yet; E_DATASET: the shard has no good item. The members
+ * ask, so they need no wake-up from the producer. */
+static int reserve_settled(const nst_bq *q, const nst_bq_plan *p, uint64_t epoch)
+{
+    if (q->prod_epoch > epoch) return 1;
+    if (q->prod_epoch < epoch) return 0;
+    if (q->res_error) return q->res_error;
+    if (q->prod_slot != NST_BQ_NONE || p->batch_len(p->ctx, epoch, q->prod_pos) > 0 ||
+        nst_bq_any_filling(q))
+        return 0;
+    int need = reserve_need(q);
+    return need < 0 ? need : !need;
+}
+
+static int all_bad(const nst_bq *q, uint64_t epoch)
+{
+    return nst_error(NOSTALL_E_DATASET,
+                     "epoch %llu: not one item of this rank's share is good (%llu planned and "
+                     "%llu reserve items tried, all bad): an empty epoch is an error",
+                     (unsigned long long)epoch, (unsigned long long)q->res_planned,
+                     (unsigned long long)q->res_tried);
+}
+
 /* Open the batch at the producer cursor in a free slot (journaled). 1 if a
- * batch is open, 0 if not (none left, halted, or no free slot). */
+ * batch is open, 0 if not (none left, halted, no free slot, or RESERVE:
+ * waiting for the epoch's batches to finish). */
 static int open_batch(nst_bq *q, const nst_bq_plan *p)
 {
     if (q->prod_slot != NST_BQ_NONE) return 1;
     if (q->halted) return 0;
-    uint32_t len;
+    uint32_t len, reserve = 0;
     for (;;) {
         if (p->epochs && q->prod_epoch >= p->epochs) return 0;
         if ((len = p->batch_len(p->ctx, q->prod_epoch, q->prod_pos)) > 0) break;
+        if (q->flags & NST_BQ_RESERVE) { /* past the plan: what did the epoch lose? */
+            if (nst_bq_any_filling(q)) return 0;
+            int need = reserve_need(q);
+            if (need < 0) {
+                q->res_error = need;
+                q->halted = 1;
+                return 0;
+            }
+            if (need) {
+                len = q->slot_items;
+                reserve = 1;
+                break;
+            }
+        }
         q->prod_epoch++;
         q->prod_pos = 0;
+        q->res_lost = q->res_pgood = q->res_planned = q->res_tried = q->res_good = 0;
+        q->res_empty = 0;
+        q->res_closed = 0;
     }
     if (q->max_lead && q->prod_seq >= nst_bq_freed_below(q) + q->max_lead) return 0;
     uint32_t s = 0;
@@ -108,6 +168,11 @@ static int open_batch(nst_bq *q, const nst_bq_plan *p)
     q->journal = J_OPEN;
     q->slots[s].state = NST_BQ_OPENING;
     init_slot(q, s, q->prod_seq, q->prod_epoch, q->prod_pos, len);
+    q->slots[s].reserve = reserve;
+    if (reserve)
+        q->res_tried += len;
+    else
+        q->res_planned += len;
     q->slots[s].state = NST_BQ_FILLING;
     q->prod_slot = s;
     q->journal = J_NONE;
@@ -166,6 +231,7 @@ int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket 
     t->slot = s;
     t->j = j;
     t->tag = it->tag + 1;
+    t->reserve = sc->reserve;
     if (!commit) return 0;
     it->owner = (uint8_t)member;
     it->tag++;
@@ -204,6 +270,16 @@ static void finalize(nst_bq *q, uint32_t s)
         sc->delivered = sc->count;
     }
     sc->state = NST_BQ_READY;
+    if ((q->flags & NST_BQ_RESERVE) && !sc->counted && sc->epoch == q->prod_epoch) {
+        if (sc->reserve) {
+            q->res_good += sc->delivered;
+        } else {
+            q->res_lost += sc->count - sc->delivered;
+            q->res_pgood += sc->delivered;
+            q->res_empty += sc->delivered == 0;
+        }
+        sc->counted = 1;
+    }
     q->journal = J_NONE;
     maybe_free(q, sc); /* every member that needed it is gone */
 }
@@ -262,41 +338,89 @@ static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, vo
     maybe_free(q, sc);
 }
 
-/* drop_last with skipped items: top the short batch in slot s up from the
- * batches after it (engine.h), once for every member. 0: recorded in the
- * slot; NST_BQ_WAIT; E_STATE (local ring: no slot left for a donor). */
+/* The bad items a member meets in a planned batch (reserve ones repeat
+ * items or come from the remainder: not counted). */
+static uint64_t loss(const nst_bq_slot *sc) { return sc->reserve ? 0 : sc->count - sc->delivered; }
+
+/* The plan's budget of bad items: E_DATASET once `lost` passes it. */
+static int over_budget(const nst_bq_plan *p, uint64_t epoch, uint64_t lost)
+{
+    if (!p->max_bad) return 0;
+    uint64_t items = 0, most = p->max_bad(p->ctx, epoch, &items);
+    if (lost <= most) return 0;
+    return nst_error(NOSTALL_E_DATASET,
+                     "epoch %llu: %llu bad items in this rank's share of %llu items pass "
+                     "max_bad_fraction's budget of %llu (each rank counts its own share)",
+                     (unsigned long long)epoch, (unsigned long long)lost, (unsigned long long)items,
+                     (unsigned long long)most);
+}
+
+/* A short batch: top the batch in slot s up from the batches after it
+ * (engine.h), once for every member. 0: recorded in the slot; NST_BQ_WAIT;
+ * E_STATE (local ring: no slot left for a donor); E_DATASET (RESERVE: no
+ * good item; the budget). */
 static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, uint32_t taken)
 {
     nst_bq_slot *sc = &q->slots[s];
-    uint32_t own = sc->delivered - taken, left = sc->count - own, k = 0, di = s;
+    const int res = (q->flags & NST_BQ_RESERVE) != 0;
+    /* KEEP (drop_last=0): an empty batch gets one item, else it is filled */
+    uint32_t own = sc->delivered - taken, k = 0, di = s,
+             left = (q->flags & NST_BQ_KEEP) ? (own ? 0 : 1) : sc->count - own;
+    const uint32_t target = own + left;
+    uint64_t lost = q->members[member].lost + loss(sc);
     nst_bq_slot *d = sc;
-    while (left > 0 && !last_of_epoch(p, d)) {
-        d = find_seq(q, sc->seq + ++k, &di);
-        if (!d) { /* not opened yet: is there room for it, or will there be? */
+    while (left > 0) {
+        int past = d->reserve || last_of_epoch(p, d); /* next donors: the reserve */
+        if (past && !res) break;
+        nst_bq_slot *n = find_seq(q, sc->seq + k + 1, &di);
+        if (past && (!n || !n->reserve || n->epoch != sc->epoch)) {
+            int st = reserve_settled(q, p, sc->epoch);
+            if (st < 0) return all_bad(q, sc->epoch);
+            if (st) break; /* no more reserve batches */
+            if (n) return NST_BQ_WAIT;
+        }
+        if (!n) { /* not opened yet: is there room for it, or will there be? */
             const uint64_t me = (uint64_t)1 << member;
+            uint32_t lent = 0;
             for (uint32_t i = 0; i < q->nslots; i++) {
                 const nst_bq_slot *o = &q->slots[i];
                 if (o->state == NST_BQ_FREE) return NST_BQ_WAIT;
-                if (o->seq >= sc->seq && o->seq < sc->seq + k) continue; /* s, donors */
-                if (o->lent != me || o->users != me) return NST_BQ_WAIT; /* others free it */
+                if (o->seq >= sc->seq && o->seq <= sc->seq + k) continue; /* s, donors */
+                if (o->lent != me || o->users != me) return NST_BQ_WAIT;  /* others free it */
+                lent++;
             }
+            if (!lent)
+                return nst_error(NOSTALL_E_STATE,
+                                 "top-up: the batch at position %llu of epoch %llu lost %u "
+                                 "skipped item(s), and the %u batches after it that the ring "
+                                 "holds have too few good items to fill it: too many bad items "
+                                 "(set max_bad_fraction, or raise batches_ahead)",
+                                 (unsigned long long)sc->position, (unsigned long long)sc->epoch,
+                                 sc->count - sc->delivered, k);
             return nst_error(NOSTALL_E_STATE,
-                             "drop_last: the batch at position %llu of epoch %llu lost %u "
+                             "top-up: the batch at position %llu of epoch %llu lost %u "
                              "skipped item(s) and is filled from the next batch, but every "
                              "other ring slot is lent: release a batch first",
                              (unsigned long long)sc->position, (unsigned long long)sc->epoch,
                              sc->count - sc->delivered);
         }
+        d = n;
+        k++;
         if (d->state != NST_BQ_READY) return NST_BQ_WAIT;
+        lost += loss(d);
+        int rc = over_budget(p, sc->epoch, lost);
+        if (rc < 0) return rc;
         left -= d->delivered < left ? d->delivered : left;
     }
-    if (left > 0) { /* the epoch's partial last batch: dropped */
+    uint32_t need = target - own - left; /* what the donors give */
+    if (left > 0 && (!(q->flags & NST_BQ_KEEP) || own + need == 0)) {
+        /* the epoch's partial last batch: dropped */
         sc->skip_after = k;
         sc->topped = TOP_DROPPED;
         return 0;
     }
-    uint32_t need = sc->count - own;
     sc->next_taken = 0;
+    sc->skip_after = 0;
     for (uint32_t i = 1; i <= k; i++) {
         d = find_seq(q, sc->seq + i, &di);
         uint32_t t = d->delivered < need ? d->delivered : need, from = d->delivered - t;
@@ -324,20 +448,48 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
                 nst_bq_seen_fn seen, void *ctx)
 {
     nst_bq_member *m = &q->members[member];
+    const int res = (q->flags & NST_BQ_RESERVE) != 0;
     for (;;) {
         if (p->epochs && m->epoch >= p->epochs) return NOSTALL_DONE;
-        if (p->batch_len(p->ctx, m->epoch, m->position) == 0) {
+        int past = p->batch_len(p->ctx, m->epoch, m->position) == 0;
+        if (past && !(res && m->owed)) {
+            if (res) { /* the reserve batches left over are passed */
+                if (q->prod_epoch == m->epoch) q->res_closed = 1; /* owes nothing */
+                int st = reserve_settled(q, p, m->epoch);
+                if (st < 0) return all_bad(q, m->epoch);
+                if (!st) return NST_BQ_WAIT;
+                uint32_t rs;
+                nst_bq_slot *r;
+                while ((r = find_seq(q, m->next_seq, &rs)) && r->reserve && r->epoch == m->epoch) {
+                    if (r->state != NST_BQ_READY) return NST_BQ_WAIT;
+                    pass(q, rs, member, seen, ctx);
+                    m->next_seq++;
+                }
+            }
             m->epoch++;
             m->position = 0;
             m->taken = 0;
+            m->owed = 0;
+            m->lost = 0;
             return NOSTALL_EPOCH_END;
         }
         uint32_t s;
         nst_bq_slot *sc = find_seq(q, m->next_seq, &s);
+        if (past && (!sc || !sc->reserve)) { /* owed batches come from the reserve */
+            int st = reserve_settled(q, p, m->epoch);
+            if (st < 0) return all_bad(q, m->epoch);
+            if (st > 0 && (!sc || sc->epoch != m->epoch))
+                return nst_error(NOSTALL_E_STATE,
+                                 "epoch %llu: %u batch(es) owed but the reserve is spent",
+                                 (unsigned long long)m->epoch, m->owed);
+            return NST_BQ_WAIT;
+        }
         if (!sc || sc->state != NST_BQ_READY) return NST_BQ_WAIT;
         if (sc->error) return sc->error;
         uint32_t count = sc->delivered - m->taken;
-        if ((q->flags & NST_BQ_FILL) && count < sc->count && !sc->topped) {
+        /* KEEP (drop_last=0): a short batch is lent short, an empty one filled */
+        if ((q->flags & NST_BQ_FILL) && count < sc->count && !sc->topped &&
+            (!(q->flags & NST_BQ_KEEP) || count == 0)) {
             int rc = top_up(q, p, member, s, m->taken);
             if (rc != 0) return rc;
         }
@@ -347,11 +499,24 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
             next_taken = sc->next_taken;
             count = sc->top_count;
         }
-        uint64_t seq = sc->seq;
-        m->next_seq = seq + 1 + skip;
-        m->position = sc->position + (uint64_t)sc->count * (1 + skip);
-        m->taken = next_taken;
+        uint64_t seq = sc->seq, lost = m->lost + loss(sc), end = sc->position + sc->count;
+        uint32_t eaten = 0;
         for (uint32_t i = 1; i <= skip; i++) { /* donors left empty */
+            uint32_t di;
+            const nst_bq_slot *d = find_seq(q, seq + i, &di);
+            if (!d) continue;
+            lost += loss(d);
+            eaten += !d->reserve;
+            end = d->position + d->count;
+        }
+        int rc = over_budget(p, sc->epoch, lost);
+        if (rc < 0) return rc;
+        m->lost = lost;
+        m->next_seq = seq + 1 + skip;
+        m->position = end;
+        m->taken = next_taken;
+        if (res) m->owed += eaten;
+        for (uint32_t i = 1; i <= skip; i++) {
             uint32_t di;
             if (find_seq(q, seq + i, &di)) pass(q, di, member, seen, ctx);
         }
@@ -359,6 +524,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
             pass(q, s, member, seen, ctx);
             continue;
         }
+        if (res && sc->reserve && m->owed) m->owed--;
         if (seen) seen(ctx, q, s);
         sc->lent |= (uint64_t)1 << member;
         m->consumed++;
@@ -461,7 +627,7 @@ uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch)
     return seq;
 }
 
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken)
+void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed)
 {
     for (uint32_t s = 0; s < q->nslots; s++) {
         nst_bq_slot *sc = &q->slots[s];
@@ -478,6 +644,12 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken)
     q->prod_epoch = epoch;
     q->prod_pos = position;
     q->halted = 0;
+    /* RESERVE: what the epoch lost before `position` (engine.h) */
+    q->res_lost = taken + (uint64_t)owed * q->slot_items;
+    q->res_pgood = q->res_planned = q->res_tried = q->res_good = 0;
+    q->res_empty = owed;
+    q->res_error = 0;
+    q->res_closed = 0;
     for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++) {
         nst_bq_member *m = &q->members[i];
         if (!m->active) continue;
@@ -485,6 +657,8 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken)
         m->epoch = epoch;
         m->position = position;
         m->taken = taken;
+        m->owed = owed;
+        m->lost = 0;
     }
 }
 

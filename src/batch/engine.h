@@ -34,13 +34,39 @@
  *   which items are bad. So every member sees the same bytes for any number
  *   of threads and processes.
  *
- * DROP_LAST TOP-UP (NST_BQ_FILL)  A batch short of skipped items is filled,
- *   by the first member to reach it, with the last items of the batches
- *   after it in its epoch (only as many as were lost so far in the epoch),
- *   and the result is recorded in its control (`topped`, the commit point:
- *   a holder that dies before it leaves nothing to undo, the copy is redone
- *   by the next). Donors left empty are passed. How many items of the next
- *   batch were taken is the member's cursor (`taken`), kept in its state.
+ * TOP-UP (NST_BQ_FILL)  A batch short of skipped items is filled, by the
+ *   first member to reach it, with the last items of the batches after it
+ *   in its epoch (only as many as were lost so far in the epoch), and the
+ *   result is recorded in its control (`topped`, the commit point: a holder
+ *   that dies before it leaves nothing to undo, the copy is redone by the
+ *   next). Donors left empty are passed. How many items of the next batch
+ *   were taken is the member's cursor (`taken`), kept in its state.
+ *
+ * RESERVE (NST_BQ_RESERVE, with FILL; the local ring)  Every rank delivers
+ *   exactly the plan's number of batches per epoch, whatever is bad. Each
+ *   donor passed (left empty) is a batch the member owes (`owed`); once the
+ *   producer has opened the epoch's last planned batch it waits until every
+ *   batch of the epoch is finished, then, if the epoch lost items
+ *   (`res_lost`), opens *reserve* batches of slot_items items at the
+ *   positions after the plan's end (the caller maps them to the rank's
+ *   dropped remainder, then its own items from the start, wrapped), one
+ *   at a time, until their good items (`res_good`) cover the loss (with
+ *   NST_BQ_KEEP, drop_last=0: 2 x its empty batches + 1, below). Reserve
+ *   batches are donors
+ *   like any other, and a member lends them, topped up the same way, while
+ *   it owes batches; the rest are passed at its epoch's end, where a
+ *   member that owes nothing closes the epoch's reserve (`res_closed`:
+ *   the producer opens no more, however many a KEEP estimate wanted). The producer's
+ *   wait at each epoch's end is the price: workers idle for the slowest
+ *   item in flight. What was lost, and so which items the
+ *   reserve holds, is a function of which items are bad: never of timing.
+ *   With KEEP (drop_last=0) only a batch left empty is topped up, with one
+ *   item (a short batch is lent short, as drop_last=0 lends a partial last
+ *   batch). A shard of
+ *   which not one item is good is an error (E_DATASET); so is one whose bad
+ *   items pass the plan's budget (max_bad: each member counts the planned
+ *   items it reached, in order, so the error comes at the same batch for
+ *   any thread count).
  */
 #ifndef NST_BATCH_ENGINE_H
 #define NST_BATCH_ENGINE_H
@@ -95,8 +121,10 @@ enum { NST_BQ_FREE = 0, NST_BQ_OPENING, NST_BQ_FILLING, NST_BQ_FINALIZING, NST_B
 
 /* Flags of the plan. */
 enum {
-    NST_BQ_FAIL = 1, /* on_bad_item=fail: no batch opened after a failing one */
-    NST_BQ_FILL = 2  /* drop_last with skip: top short batches up            */
+    NST_BQ_FAIL = 1,    /* on_bad_item=fail: no batch opened after a failing one */
+    NST_BQ_FILL = 2,    /* skip: top short batches up                         */
+    NST_BQ_RESERVE = 4, /* with FILL: reserve batches at each epoch's end     */
+    NST_BQ_KEEP = 8     /* drop_last=0: a short final batch is lent short     */
 };
 
 typedef struct nst_bq_slot {
@@ -110,6 +138,7 @@ typedef struct nst_bq_slot {
     uint32_t top_count, skip_after, next_taken; /* what the top-up recorded  */
     int32_t error;                              /* fail policy: first failing item's status   */
     uint32_t error_item;
+    uint32_t reserve, counted; /* a reserve batch; its finish counted (RESERVE) */
     uint64_t io[NST_BQ_IO];
     char errmsg[NST_BQ_ERRMSG];
 } nst_bq_slot;
@@ -121,6 +150,9 @@ typedef struct nst_bq_member {
     uint64_t first_seq, next_seq;
     uint64_t epoch, position; /* the member's cursor: next batch to lend   */
     uint64_t consumed;        /* batches lent                              */
+    uint32_t owed;            /* RESERVE: donors passed, to lend from the reserve */
+    uint32_t pad_;
+    uint64_t lost; /* bad items of planned batches reached this epoch */
 } nst_bq_member;
 
 typedef struct nst_bq {
@@ -139,6 +171,12 @@ typedef struct nst_bq {
     uint64_t free_hi;   /* 1 + the highest sequence number freed     */
     uint32_t journal, journal_arg;
     uint64_t requeued; /* tickets of dropped members taken again    */
+    /* RESERVE: the producer's epoch so far (items lost and good of its
+     * planned batches, reserve items opened and good; an error) */
+    uint64_t res_lost, res_pgood, res_planned, res_tried, res_good;
+    int32_t res_error;
+    uint32_t res_closed; /* the member's epoch ended: no more reserve */
+    uint64_t res_empty;  /* KEEP: planned batches with no good item */
     nst_bq_member members[NST_BQ_MEMBERS];
     nst_bq_slot slots[];
 } nst_bq;
@@ -152,12 +190,16 @@ typedef struct nst_bq_plan {
     uint32_t (*batch_len)(void *ctx, uint64_t epoch, uint64_t pos);
     void *ctx;
     uint64_t epochs;
+    /* Optional (NULL: none): the bad items a member may meet among the
+     * planned items of `epoch` before lend fails (E_DATASET). */
+    uint64_t (*max_bad)(void *ctx, uint64_t epoch, uint64_t *items);
 } nst_bq_plan;
 
 /* An item to prepare, as taken by a worker. */
 typedef struct nst_bq_ticket {
     uint64_t seq, epoch, position; /* position: of the item in its epoch   */
     uint32_t slot, j, tag;
+    uint32_t reserve; /* a reserve item (RESERVE): position is past the plan */
 } nst_bq_ticket;
 
 /* Statuses of the calls below besides 0 and E_* (also NOSTALL_EPOCH_END,
@@ -222,9 +264,9 @@ void nst_bq_member_drop(nst_bq *q, uint32_t member);
 uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch);
 
 /* The local ring's set_state: every slot not lent is freed, the cursor and
- * member 0 restart at (epoch, position) with `taken` (sequence numbers keep
- * growing). Call with no item in flight. */
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken);
+ * member 0 restart at (epoch, position) with `taken` and `owed` (sequence
+ * numbers keep growing). Call with no item in flight. */
+void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed);
 
 /* After a holder died mid-update (EOWNERDEAD): finish or undo it. */
 void nst_bq_repair(nst_bq *q);

@@ -138,7 +138,7 @@ static int r_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
             if (rc == 0) {
                 t->echo = 0;
                 t->apool = UINT32_MAX;
-                if (r->p.echo != NST_ECHO_ITEMS || echo_draw(r, t)) {
+                if (r->p.echo != NST_ECHO_ITEMS || t->bt.reserve || echo_draw(r, t)) {
                     nst_bq_take(r->q, &r->p.plan, 0, &t->bt, 1);
                     nst_ticket_place(t, r->q, r->p.recipe->nfields);
                     ticket_io(r, t);
@@ -291,7 +291,11 @@ static int r_next(nst_batches *b, nostall_batch *out, uint64_t deadline, const c
         if (rc > 0 && rc != NST_BQ_WAIT) break; /* EPOCH_END, DONE */
         if (rc == 0) break;
         if (rc < 0) {
-            if (rc != NOSTALL_E_STATE) { /* a bad item under the fail policy */
+            if (rc == NOSTALL_E_DATASET && !(r->p.flags & NST_BQ_FAIL)) { /* no good item; budget */
+                r->failed = rc;
+                snprintf(r->failmsg, sizeof r->failmsg, "%s: %s", fn, nostall_last_error());
+                rc = nst_error_set(r->failed, r->failmsg);
+            } else if (rc != NOSTALL_E_STATE) { /* a bad item under the fail policy */
                 const nst_bq_slot *sc = NULL;
                 for (uint32_t s = 0; s < r->q->nslots; s++)
                     if (r->q->slots[s].seq == r->q->members[0].next_seq &&
@@ -382,7 +386,7 @@ static uint32_t replay_plan(void *ctx, uint64_t position)
     return c->r->p.plan.batch_len(c->r->p.plan.ctx, c->epoch, position);
 }
 
-static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint32_t taken,
+static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
                    void (*quiet)(void *ctx), void *ctx, const char *fn)
 {
     ring *r = R(b);
@@ -420,7 +424,7 @@ static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint32_t t
         r->bpending_end = 0;
         taken = 0;
     }
-    nst_bq_reset(r->q, epoch, start, taken);
+    nst_bq_reset(r->q, epoch, start, (uint32_t)taken, (uint32_t)(taken >> 32));
     if (r->p.echo == NST_ECHO_ITEMS) {
         nst_estore_reset(r->estore);
         nst_echo_store_reset(r->p.sched);
@@ -434,7 +438,7 @@ out:
     return rc;
 }
 
-static void r_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint32_t *taken)
+static void r_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
 {
     ring *r = R(b);
     pthread_mutex_lock(&r->mu);
@@ -446,7 +450,7 @@ static void r_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint32
     } else {
         *epoch = m->epoch;
         *position = m->position;
-        *taken = m->taken;
+        *taken = m->taken | (uint64_t)m->owed << 32;
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -28,7 +28,7 @@ enum { NST_ECHO_OFF = 0, NST_ECHO_ITEMS, NST_ECHO_BATCHES, NST_ECHO_ADAPTIVE };
 
 typedef struct nst_ring_params {
     uint32_t nslots, slot_items, batch_size;
-    uint32_t flags; /* NST_BQ_FAIL, NST_BQ_FILL                  */
+    uint32_t flags; /* NST_BQ_FAIL, _FILL, _RESERVE, _KEEP         */
     const nst_recipe *recipe;
     nst_bq_plan plan; /* the delivery plan (item echoing included)  */
     nst_batches_sink sink;

@@ -115,7 +115,7 @@ static int c_release(nst_batches *b, const nostall_batch *batch)
     return nst_group_release(C(b)->g, batch->sequence);
 }
 
-static int c_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint32_t taken,
+static int c_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
                    void (*quiet)(void *ctx), void *ctx, const char *fn)
 {
     (void)epoch, (void)position, (void)taken, (void)quiet, (void)ctx;
@@ -125,7 +125,7 @@ static int c_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint32_t t
                      fn, C(b)->name);
 }
 
-static void c_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint32_t *taken)
+static void c_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
 {
     *epoch = C(b)->epoch;
     *position = C(b)->position;

@@ -29,7 +29,7 @@
 #include "coord/group.h"
 
 #define GRP_MAGIC UINT64_C(0x32305052474e534e) /* "NSNGRP02" little-endian */
-#define GRP_ABI 2u
+#define GRP_ABI 3u
 #define NO_MEMBER 0xffu
 
 enum { SEG_LIVE = 1, SEG_DEFUNCT = 2 };

@@ -209,6 +209,7 @@ def test_bad_clips(folder, tmp_path):
     (d / "text.wav").write_text("not audio at all\n")
     (d / "empty.wav").write_bytes(b"")
     ld = nostall.Loader(str(tmp_path / "bad"), task="audio", clip_seconds=0.5, batch_size=4,
+                        max_bad_fraction=1,
                         epochs=1, threads=2)
     with pytest.warns(RuntimeWarning, match="3 bad item"):
         n = sum(x["mel"].shape[0] for x in ld)

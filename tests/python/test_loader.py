@@ -553,7 +553,7 @@ def test_break_and_continue_with_fractional_echo(data):
     with nostall.Loader(data, **opts) as ref:
         batches = [sum(1 for _ in ref) for _ in range(8)]  # batches of each epoch
     with nostall.Loader(data, **opts) as ld:
-        n0 = len(ld)
+        n0 = ld.info()["batches_per_epoch"]  # len() raises: the count varies
         assert n0 == batches[0]
         for epoch in range(8):
             # break mid-epoch: past epoch 0's length when this epoch is longer

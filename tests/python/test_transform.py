@@ -172,7 +172,8 @@ def test_bad_items(data):
 
     widths = {}
     from PIL import Image
-    with nostall.Loader(data, batch_size=8, epochs=1, threads=2, transform=fn) as ld:
+    with nostall.Loader(data, batch_size=8, epochs=1, threads=2, transform=fn,
+                        max_bad_fraction=1) as ld:
         for i in range(40):
             with Image.open(ld.item(i)[0]) as im:
                 widths[i] = im.size[0]
@@ -199,7 +200,8 @@ def test_bad_items(data):
     def odd(x):
         return x[:, :4]  # heights differ between items (size jitter)
 
-    with nostall.Loader(data, batch_size=40, epochs=1, threads=2, transform=odd) as ld:
+    with nostall.Loader(data, batch_size=40, epochs=1, threads=2, transform=odd,
+                        max_bad_fraction=1) as ld:
         with pytest.warns(RuntimeWarning):
             list(ld)
         reasons = [s["reason"] for s in ld.skipped()]
