@@ -330,6 +330,21 @@ static int header(nst_tar_scan *s, nst_tar_ev *ev)
     return 1;
 }
 
+/* Gather the next header-sized block from p[*k..n) into s->blk: 1 once a
+ * whole block is there (s->have reset for the next), 0 while it is short. */
+static int fill_block(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *k)
+{
+    size_t take = NST_TAR_BLOCK - s->have;
+    if (take > n - *k) take = n - *k;
+    memcpy(s->blk + s->have, p + *k, take);
+    s->have += (uint32_t)take;
+    *k += take;
+    s->pos += take;
+    if (s->have < NST_TAR_BLOCK) return 0;
+    s->have = 0;
+    return 1;
+}
+
 int nst_tar_feed(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *used, nst_tar_ev *ev)
 {
     size_t k = 0;
@@ -340,14 +355,7 @@ int nst_tar_feed(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *used, nst_
             k = n;
             break;
         case ST_SPX: { /* an old GNU sparse header's extension blocks */
-            size_t take = NST_TAR_BLOCK - s->have;
-            if (take > n - k) take = n - k;
-            memcpy(s->blk + s->have, p + k, take);
-            s->have += (uint32_t)take;
-            k += take;
-            s->pos += take;
-            if (s->have < NST_TAR_BLOCK) break;
-            s->have = 0;
+            if (!fill_block(s, p, n, &k)) break;
             if (s->blk[504]) break; /* another extension block follows */
             sparse_event(s, ev);
             *used = k;
@@ -355,14 +363,7 @@ int nst_tar_feed(nst_tar_scan *s, const uint8_t *p, size_t n, size_t *used, nst_
         }
         case ST_HEADER:
         case ST_RESYNC: {
-            size_t take = NST_TAR_BLOCK - s->have;
-            if (take > n - k) take = n - k;
-            memcpy(s->blk + s->have, p + k, take);
-            s->have += (uint32_t)take;
-            k += take;
-            s->pos += take;
-            if (s->have < NST_TAR_BLOCK) break;
-            s->have = 0;
+            if (!fill_block(s, p, n, &k)) break;
             if (s->state == ST_RESYNC) {
                 nst_tar_hdr h;
                 if (nst_tar_header(s->blk, 1, &h) != 0) break;
