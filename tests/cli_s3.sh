@@ -202,12 +202,21 @@ run "$TMP/o.json" "$TMP/s3.txt" "${common[@]}" --threads 2 --http-retries 3 || f
 [ "$(sum "$TMP/o.json")" = "$ref" ] || fail "resets: checksum differs"
 [ "$(pstat resets)" -ge 36 ] || fail "resets: only $(pstat resets) connections reset"
 
-# slow responses: slower than the timeout, counted skips (no hang)
+# slow responses: slower than the timeout, every item a bad item, no hang:
+# past the bad-item budget (max_bad_fraction, default 1%) the run fails
+# naming the budget and the first items' timeouts; with the budget off,
+# each item is a counted skip naming the timeout
 s3_proxy_stop "$TMP/srv"
 pport=$(s3_proxy_start "$TMP/srv" "$port" --delay-ms 4000) || fail "proxy"
 export AWS_ENDPOINT_URL="http://127.0.0.1:$pport"
+st=0
 run "$TMP/o.json" "$TMP/s3.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --threads 2 \
-    --http-timeout-ms 500 --http-retries 0 || fail "slow: the run failed: $(cat "$TMP/o.json.err")"
+    --http-timeout-ms 500 --http-retries 0 || st=$?
+[ $st != 0 ] || fail "slow: every item timed out and the run succeeded within the bad-item budget"
+grep -q "max_bad_fraction" "$TMP/o.json.err" && grep -qi "time" "$TMP/o.json.err" ||
+    fail "slow: the budget or the timeouts not named: $(cat "$TMP/o.json.err")"
+run "$TMP/o.json" "$TMP/s3.txt" --batch-size 6 --crop 32 --epochs 1 --json --quiet --threads 2 \
+    --http-timeout-ms 500 --http-retries 0 --max-bad-fraction 1 || fail "slow: the run failed: $(cat "$TMP/o.json.err")"
 [ "$(json "$TMP/o.json" 'j["skipped_count"]')" = 36 ] || fail "slow: $(json "$TMP/o.json" 'j["skipped_count"]') skipped, want 36"
 json "$TMP/o.json" 'j["skipped"][0]["reason"]' | grep -qi "time" || fail "slow: $(json "$TMP/o.json" 'j["skipped"][0]')"
 s3_proxy_stop "$TMP/srv"
@@ -219,7 +228,7 @@ gets() { grep -ac "img_[0-9]*\.jpg 200" "$TMP/srv/server.log" 2> /dev/null || tr
 started() { [ "$(gets)" -ge 8 ]; }
 : > "$TMP/srv/server.log"
 timeout 300 "$CLI" bench "$TMP/s3.txt" --batch-size 4 --crop 32 --epochs 2 --json --quiet --threads 2 \
-    --step-ms 150 --http-retries 8 --io-depth 2 > "$TMP/k.json" 2> "$TMP/k.err" &
+    --step-ms 150 --http-retries 8 --io-depth 2 --max-bad-fraction 1 > "$TMP/k.json" 2> "$TMP/k.err" &
 bp=$!
 wait_until 120 started || fail "the run made no requests"
 s3_server_kill "$TMP/srv"

@@ -342,17 +342,36 @@ static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, vo
  * items or come from the remainder: not counted). */
 static uint64_t loss(const nst_bq_slot *sc) { return sc->reserve ? 0 : sc->count - sc->delivered; }
 
-/* The plan's budget of bad items: E_DATASET once `lost` passes it. */
-static int over_budget(const nst_bq_plan *p, uint64_t epoch, uint64_t lost)
+/* The first bad item's message in slot a, else in slot b (NULL: none). The
+ * budget fails before these batches reach the consumer, so their skips are
+ * not yet the loader's: the error names one itself. */
+static const char *first_bad(nst_bq *q, uint32_t a, uint32_t b)
+{
+    const uint32_t slots[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        const nst_bq_slot *sc = &q->slots[slots[k]];
+        if (sc->state != NST_BQ_READY || !sc->failed) continue;
+        const int32_t *st = nst_bq_status(q, slots[k]);
+        for (uint32_t j = 0; j < sc->count; j++)
+            if (st[j] < 0) return nst_bq_msg(q, slots[k], j) + sizeof(uint64_t);
+    }
+    return NULL;
+}
+
+/* The plan's budget of bad items: E_DATASET once `lost` passes it, naming
+ * a bad item of slot a or b. */
+static int over_budget(nst_bq *q, const nst_bq_plan *p, uint64_t epoch, uint64_t lost, uint32_t a,
+                       uint32_t b)
 {
     if (!p->max_bad) return 0;
     uint64_t items = 0, most = p->max_bad(p->ctx, epoch, &items);
     if (lost <= most) return 0;
+    const char *why = first_bad(q, a, b);
     return nst_error(NOSTALL_E_DATASET,
                      "epoch %llu: %llu bad items in this rank's share of %llu items pass "
-                     "max_bad_fraction's budget of %llu (each rank counts its own share)",
+                     "max_bad_fraction's budget of %llu (each rank counts its own share)%s%.300s",
                      (unsigned long long)epoch, (unsigned long long)lost, (unsigned long long)items,
-                     (unsigned long long)most);
+                     (unsigned long long)most, why ? "; one of them: " : "", why ? why : "");
 }
 
 /* A short batch: top the batch in slot s up from the batches after it
@@ -408,7 +427,7 @@ static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, 
         k++;
         if (d->state != NST_BQ_READY) return NST_BQ_WAIT;
         lost += loss(d);
-        int rc = over_budget(p, sc->epoch, lost);
+        int rc = over_budget(q, p, sc->epoch, lost, di, s);
         if (rc < 0) return rc;
         left -= d->delivered < left ? d->delivered : left;
     }
@@ -509,7 +528,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
             eaten += !d->reserve;
             end = d->position + d->count;
         }
-        int rc = over_budget(p, sc->epoch, lost);
+        int rc = over_budget(q, p, sc->epoch, lost, s, s);
         if (rc < 0) return rc;
         m->lost = lost;
         m->next_seq = seq + 1 + skip;
