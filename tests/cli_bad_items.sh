@@ -133,6 +133,17 @@ for w in "${want[@]}"; do
 done
 grep -q "1 file ignored: not named .jpg, .jpeg or .png" "$TMP/odd.txt" || fail "summary: ignored: $(cat "$TMP/odd.txt")"
 
+# an epoch of nothing but bad items is an error even with the budget off
+# (it used to "succeed" with 0 items and every file a skip)
+mkdir -p "$TMP/allbad"
+for i in 1 2 3 4 5; do printf 'broken %d' $i > "$TMP/allbad/b$i.jpg"; printf '%s\t0\n' "$TMP/allbad/b$i.jpg"; done \
+    > "$TMP/allbad.txt"
+st=0
+"$CLI" bench --max-bad-fraction 1 "$TMP/allbad.txt" --batch-size 2 --crop 16 --quiet 2> "$TMP/allbad.err" || st=$?
+[ $st != 0 ] || fail "an epoch of only bad items succeeded"
+grep -q "all 5 items of this rank's share were bad: an empty epoch is an error" "$TMP/allbad.err" &&
+    grep -q "b[1-5].jpg" "$TMP/allbad.err" || fail "empty epoch: $(cat "$TMP/allbad.err")"
+
 printf 'a.jpg\t1\nno-label-here\n' > "$TMP/badlist.txt"
 if "$CLI" bench --max-bad-fraction 1 "$TMP/badlist.txt" 2> "$TMP/err"; then fail "malformed list accepted"; fi
 grep -q "badlist.txt:2" "$TMP/err" || fail "malformed list message: $(cat "$TMP/err")"

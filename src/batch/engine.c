@@ -129,6 +129,15 @@ static int all_bad(const nst_bq *q, uint64_t epoch)
                      (unsigned long long)q->res_tried);
 }
 
+/* An epoch in which a member reached only bad items. */
+static int empty_epoch(uint64_t epoch, uint64_t lost)
+{
+    return nst_error(NOSTALL_E_DATASET,
+                     "epoch %llu: all %llu items of this rank's share were bad: an empty "
+                     "epoch is an error",
+                     (unsigned long long)epoch, (unsigned long long)lost);
+}
+
 /* Open the batch at the producer cursor in a free slot (journaled). 1 if a
  * batch is open, 0 if not (none left, halted, no free slot, or RESERVE:
  * waiting for the epoch's batches to finish). */
@@ -485,11 +494,15 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
                     m->next_seq++;
                 }
             }
+            /* a whole epoch whose every reached item was bad (no reserve:
+             * one process, drop_last=0) is an error, whatever the budget */
+            if (!m->lent_now && m->lost) return empty_epoch(m->epoch, m->lost);
             m->epoch++;
             m->position = 0;
             m->taken = 0;
             m->owed = 0;
             m->lost = 0;
+            m->lent_now = 0;
             return NOSTALL_EPOCH_END;
         }
         uint32_t s;
@@ -547,6 +560,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
         if (seen) seen(ctx, q, s);
         sc->lent |= (uint64_t)1 << member;
         m->consumed++;
+        if (m->lent_now < UINT32_MAX) m->lent_now++;
         l->slot = s;
         l->count = count;
         l->seq = seq;
@@ -579,6 +593,7 @@ void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t
     m->active = 1;
     m->first_seq = m->next_seq = first_seq;
     m->epoch = epoch;
+    m->lent_now = first_seq > 0; /* joined mid-run: its first epoch is not judged */
     /* batches already open from first_seq on are this member's too */
     for (uint32_t s = 0; s < q->nslots; s++)
         if (q->slots[s].state != NST_BQ_FREE && q->slots[s].seq >= first_seq)
@@ -678,6 +693,7 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, 
         m->taken = taken;
         m->owed = owed;
         m->lost = 0;
+        m->lent_now = position > 0; /* a resumed epoch is not judged empty */
     }
 }
 

@@ -151,8 +151,9 @@ typedef struct nst_bq_member {
     uint64_t epoch, position; /* the member's cursor: next batch to lend   */
     uint64_t consumed;        /* batches lent                              */
     uint32_t owed;            /* RESERVE: donors passed, to lend from the reserve */
-    uint32_t pad_;
-    uint64_t lost; /* bad items of planned batches reached this epoch */
+    uint32_t lent_now;        /* batches lent this epoch (1 when the member came
+                                 in mid-epoch: an empty epoch is judged only whole) */
+    uint64_t lost;            /* bad items of planned batches reached this epoch */
 } nst_bq_member;
 
 typedef struct nst_bq {
