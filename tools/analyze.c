@@ -14,8 +14,9 @@
  * library's (nostall_analyze.h): nostall_analyze_measure() measures what
  * needs no step (dataset, machine, storage, memory, the prep rate, the
  * restart-marker what-if), the model makes the predictions and
- * recommendations, and the reports are written by it too. This file parses
- * the arguments, runs the three runs and prints.
+ * recommendations, and the reports are written by it too. This file
+ * describes its flags (a table for the CLI's parser, args.h), runs the
+ * three runs and prints.
  *
  * `--measurements FILE` skips the runs and models measurements taken
  * elsewhere; `--runs FILE` takes the three runs from FILE and measures the
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,42 +37,64 @@
 #include "commands.h"
 #include "nostall.h"
 #include "nostall_analyze.h"
+#include "args.h"
 #include "util.h"
 
-static void analyze_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: nostall analyze DATA [loader options] (--step-ms MS | --step-rate N) [options]\n"
-            "\n"
-            "Measures where the data stall of a training job comes from (the step alone, with\n"
-            "every file cached, and cold), measures storage, CPU and memory, and predicts the\n"
-            "epoch time for other cache sizes, core counts, storage speeds and echo factors.\n"
-            "\n"
-            "analyze options:\n"
-            "  --step-ms MS          simulated training step per batch, in milliseconds\n"
-            "  --step-rate N         ... or the accelerator's rate in items/s (step = batch / N)\n"
-            "  --max-batches N       cap each measured run at N batches (default: one epoch)\n"
-            "  --json                one JSON object on stdout instead of the report\n"
-            "  --report FILE.html    also write a self-contained HTML report with SVG charts\n"
-            "  --measurements FILE   do not run anything: model these measurements (a JSON object\n"
-            "                        of numbers, or an earlier --json output); DATA not needed\n"
-            "  --runs FILE           take the synthetic, cached and cold runs from FILE (measured\n"
-            "                        with a real step, e.g. by Python's nostall.analyze) and\n"
-            "                        measure only the dataset, storage, memory, CPU share and\n"
-            "                        prep rate (loader without a step) here\n"
-            "  --predict K=V[,K=V]   also predict this configuration (repeatable); keys: threads,\n"
-            "                        io_depth, cores, cache_fraction, cache_bytes, storage_mbps,\n"
-            "                        storage_latency_ms, step_ms, echo_factor, echo_point, cold,\n"
-            "                        transcode (1: CPU per item of a restart-marker copy, measured\n"
-            "                        on a sample), cache_transcode (1: the same for the items\n"
-            "                        the MinIO cache holds, after its fill epoch), nodes,\n"
-            "                        net_mbps, net_latency_ms\n"
-            "  --quiet               no progress line\n"
-            "  --help                this text\n"
-            "\n"
-            "Loader options are those of `nostall bench --help` (--threads, --batch-size,\n"
-            "--cache-bytes, --storage-mbps, --echo-factor, ...).\n");
-}
+/* The command's own flags; every loader option is one too (args.h). */
+typedef struct an_opts {
+    const char *report, *meas_file, *runs_file;
+    tool_list predict;
+    double step_ms, step_rate; /* -1: not given */
+    uint64_t max_batches;      /* 0: one epoch  */
+    int json, quiet;
+} an_opts;
+
+static const tool_arg an_args[] = {
+    {"step-ms", TOOL_ARG_DOUBLE, offsetof(an_opts, step_ms), 0, 3.6e6, NULL, "MS",
+     "simulated training step per batch, in milliseconds", NULL, 0, ""},
+    {"step-rate", TOOL_ARG_DOUBLE, offsetof(an_opts, step_rate), 0, INFINITY, NULL, "N",
+     "... or the accelerator's rate in items/s (step = batch / N)", NULL, TOOL_ARG_OPEN_LO, ""},
+    {"max-batches", TOOL_ARG_U64, offsetof(an_opts, max_batches), 1, 0, NULL, "N",
+     "cap each measured run at N batches", NULL, 0, "one epoch"},
+    {"json", TOOL_ARG_FLAG, offsetof(an_opts, json), 0, 0, NULL, NULL,
+     "one JSON object on stdout instead of the report", NULL, 0, NULL},
+    {"report", TOOL_ARG_STRING, offsetof(an_opts, report), 0, 0, NULL, "FILE.html",
+     "also write a self-contained HTML report with SVG charts", NULL, 0, NULL},
+    {"measurements", TOOL_ARG_STRING, offsetof(an_opts, meas_file), 0, 0, NULL, "FILE",
+     "do not run anything: model these measurements (a JSON object of numbers, or an earlier "
+     "--json output); DATA not needed",
+     NULL, 0, NULL},
+    {"runs", TOOL_ARG_STRING, offsetof(an_opts, runs_file), 0, 0, NULL, "FILE",
+     "take the synthetic, cached and cold runs from FILE (measured with a real step, e.g. by "
+     "Python's nostall.analyze) and measure only the dataset, storage, memory, CPU share and "
+     "prep rate (loader without a step) here",
+     NULL, 0, NULL},
+    {"predict", TOOL_ARG_LIST, offsetof(an_opts, predict), 0, 32, NULL, "K=V[,K=V]",
+     "also predict this configuration; keys: threads, io_depth, cores, cache_fraction, "
+     "cache_bytes, storage_mbps, storage_latency_ms, step_ms, echo_factor, echo_point, cold, "
+     "transcode (1: CPU per item of a restart-marker copy, measured on a sample), "
+     "cache_transcode (1: the same for the items the MinIO cache holds, after its fill "
+     "epoch), nodes, net_mbps, net_latency_ms",
+     NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(an_opts, quiet), 0, 0, NULL, NULL, "no progress line", NULL,
+     0, NULL},
+};
+
+static const tool_cmd an_cmd = {
+    .name = "analyze",
+    .prefix = "nostall analyze",
+    .usage = "usage: nostall analyze DATA [loader options] (--step-ms MS | --step-rate N) "
+             "[options]\n"
+             "\n"
+             "Measures where the data stall of a training job comes from (the step alone, with\n"
+             "every file cached, and cold), measures storage, CPU and memory, and predicts the\n"
+             "epoch time for other cache sizes, core counts, storage speeds and echo factors.\n",
+    .positionals = "one DATA",
+    .max_positionals = 1,
+    .args = an_args,
+    .nargs = sizeof an_args / sizeof an_args[0],
+    .loader = 1,
+};
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -348,14 +372,35 @@ static int reports(const nostall_analysis *a, int json, const char *html, const 
 
 /* ---- the command ---------------------------------------------------------- */
 
+/* The arguments into o and cfg, checked: 0, or a tool_args_parse() status. */
+static int an_parse(int argc, char **argv, an_opts *o, const char **data, nostall_config *cfg)
+{
+    memset(o, 0, sizeof *o);
+    o->step_ms = o->step_rate = -1;
+    int n = tool_args_parse(&an_cmd, argc, argv, o, cfg);
+    if (n < 0) return n;
+    *data = n ? argv[1] : NULL;
+    if (o->step_ms >= 0 && o->step_rate > 0) {
+        fprintf(stderr, "nostall analyze: give --step-ms or --step-rate, not both\n");
+        return TOOL_ARGS_ERROR;
+    }
+    if (!o->meas_file && !*data) {
+        fprintf(stderr, "nostall analyze: missing DATA (an ImageFolder directory or a file list)\n");
+        return TOOL_ARGS_ERROR;
+    }
+    if (!o->meas_file && !o->runs_file && o->step_ms < 0 && o->step_rate < 0) {
+        fprintf(stderr,
+                "nostall analyze: need --step-ms MS or --step-rate ITEMS_PER_S (the training step)\n");
+        return TOOL_ARGS_ERROR;
+    }
+    return 0;
+}
+
 int cmd_analyze(int argc, char **argv)
 {
-    const char *data = NULL, *report = NULL, *meas_file = NULL, *runs_file = NULL;
-    const char *predict[32];
-    int npredict = 0;
-    double step_ms = -1, step_rate = -1;
-    uint64_t max_batches = 0;
-    int json = 0, quiet = 0, status = 1;
+    const char *data = NULL;
+    an_opts o;
+    int status = 1;
     nostall_config *cfg = NULL;
     nostall_analysis *an = NULL;
 
@@ -363,152 +408,47 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "nostall analyze: %s\n", nostall_last_error());
         return 1;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            analyze_usage(stdout);
-            nostall_config_free(cfg);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (data) {
-                fprintf(stderr, "nostall analyze: unexpected argument '%s' (DATA is '%s')\n", a,
-                        data);
-                goto usage_error;
-            }
-            data = a;
-            continue;
-        }
-        char name[128];
-        const char *value;
-        tool_flag_name(a, name, sizeof name, &value);
-        int ours = !strcmp(name, "step_ms") || !strcmp(name, "step_rate") ||
-                   !strcmp(name, "report") || !strcmp(name, "measurements") ||
-                   !strcmp(name, "predict") || !strcmp(name, "runs") ||
-                   !strcmp(name, "max_batches");
-        if (!ours) {
-            int id = tool_loader_option(cfg, "analyze", name, value, argc, argv, &i);
-            if (id == -1)
-                fprintf(stderr,
-                        "nostall analyze: unknown option '%s' (see nostall analyze --help)\n", a);
-            if (id < 0) goto usage_error;
-            continue;
-        }
-        if (!value) {
-            if (i + 1 < argc) {
-                value = argv[++i];
-            } else {
-                fprintf(stderr, "nostall analyze: option '%s' needs a value\n", a);
-                goto usage_error;
-            }
-        }
-        {
-            char *end;
-            double x = strtod(value, &end);
-            int num = end != value && !*end;
-            if (!strcmp(name, "report"))
-                report = value;
-            else if (!strcmp(name, "measurements"))
-                meas_file = value;
-            else if (!strcmp(name, "runs"))
-                runs_file = value;
-            else if (!strcmp(name, "predict")) {
-                if (npredict >= 32) {
-                    fprintf(stderr, "nostall analyze: at most 32 --predict\n");
-                    goto usage_error;
-                }
-                predict[npredict++] = value;
-            } else if (!strcmp(name, "step_ms")) {
-                if (!num || !(x >= 0) || x > 3.6e6) {
-                    fprintf(stderr,
-                            "nostall analyze: --step-ms '%s': need milliseconds in [0, 3600000]\n",
-                            value);
-                    goto usage_error;
-                }
-                step_ms = x;
-            } else if (!strcmp(name, "step_rate")) {
-                if (!num || !(x > 0)) {
-                    fprintf(stderr,
-                            "nostall analyze: --step-rate '%s': need items per second > 0\n", value);
-                    goto usage_error;
-                }
-                step_rate = x;
-            } else {
-                if (!num || !(x >= 1) || x != floor(x)) {
-                    fprintf(stderr,
-                            "nostall analyze: --max-batches '%s': need a whole number >= 1\n",
-                            value);
-                    goto usage_error;
-                }
-                max_batches = (uint64_t)x;
-            }
-            continue;
-        }
-        if (nostall_config_set(cfg, name, value) < 0) {
-            fprintf(stderr, "nostall analyze: %s\n", nostall_last_error());
-            goto usage_error;
-        }
-    }
-    if (step_ms >= 0 && step_rate > 0) {
-        fprintf(stderr, "nostall analyze: give --step-ms or --step-rate, not both\n");
-        goto usage_error;
-    }
-    if (!meas_file && !data) {
-        fprintf(stderr, "nostall analyze: missing DATA (an ImageFolder directory or a file list)\n");
-        goto usage_error;
-    }
-    if (!meas_file && !runs_file && step_ms < 0 && step_rate < 0) {
-        fprintf(stderr,
-                "nostall analyze: need --step-ms MS or --step-rate ITEMS_PER_S (the training step)\n");
-        goto usage_error;
+    int prc = an_parse(argc, argv, &o, &data, cfg);
+    if (prc < 0) {
+        nostall_config_free(cfg);
+        return tool_args_status(prc);
     }
     nostall_analyze_meas m;
     memset(&m, 0, sizeof m);
-    if (meas_file) {
-        if (nostall_analyze_meas_read(&m, sizeof m, meas_file) < 0) {
+    if (o.meas_file) {
+        if (nostall_analyze_meas_read(&m, sizeof m, o.meas_file) < 0) {
             tool_line(stderr, "nostall analyze: %s", nostall_last_error());
             goto out;
         }
     } else {
         uint64_t bs = 1;
         nostall_config_get_uint(cfg, NOSTALL_OPT_BATCH_SIZE, &bs);
-        double step_s = step_rate > 0 ? bs / step_rate : step_ms / 1000;
-        int show = !quiet && isatty(2);
+        double step_s = o.step_rate > 0 ? bs / o.step_rate : o.step_ms / 1000;
+        int show = !o.quiet && isatty(2);
         nostall_analyze_meas runs, *have_runs = NULL;
-        if (runs_file) {
-            if (nostall_analyze_meas_read(&runs, sizeof runs, runs_file) < 0) {
+        if (o.runs_file) {
+            if (nostall_analyze_meas_read(&runs, sizeof runs, o.runs_file) < 0) {
                 tool_line(stderr, "nostall analyze: %s", nostall_last_error());
                 goto out;
             }
             have_runs = &runs;
         }
-        if (measure(data, cfg, step_s, max_batches, show, have_runs, &m) < 0) goto out;
+        if (measure(data, cfg, step_s, o.max_batches, show, have_runs, &m) < 0) goto out;
     }
     if (nostall_analyze_create(&an, &m, sizeof m) < 0) {
         tool_line(stderr, "nostall analyze: %s", nostall_last_error());
         goto out;
     }
-    for (int i = 0; i < npredict; i++)
-        if (nostall_analyze_predict(an, predict[i], NULL, 0) < 0) {
+    for (int i = 0; i < o.predict.n; i++)
+        if (nostall_analyze_predict(an, o.predict.v[i], NULL, 0) < 0) {
             tool_line(stderr, "nostall analyze: %s", nostall_last_error());
             status = 2;
             goto out;
         }
-    if (reports(an, json, report, data ? data : meas_file) < 0) goto out;
+    if (reports(an, o.json, o.report, data ? data : o.meas_file) < 0) goto out;
     status = 0;
 out:
     nostall_analyze_free(an);
     nostall_config_free(cfg);
     return status;
-usage_error:
-    nostall_config_free(cfg);
-    return 2;
 }

@@ -19,10 +19,10 @@
  * JPEGs the entropy of photographs (about 100 KB at 500x375, quality 90).
  *
  * Determinism: pixels are a pure function of (seed, image index, class
- * count, size options). All randomness comes from local splitmix64 /
- * xorshift generators, each random draw is its own statement (C leaves the
- * order of argument evaluation open), and per pixel there is no libm call
- * but sqrtf, so gcc and clang at any -O give byte-identical files.
+ * count, size options). All randomness comes from the CLI's splitmix64
+ * (rng.h) and a local xorshift for grain, each random draw is its own
+ * statement (C leaves the order of argument evaluation open), and per pixel
+ * there is no libm call but sqrtf, so gcc and clang at any -O give byte-identical files.
  *
  * Speed: per pixel, table look-ups (sine), bilinear interpolation of
  * precomputed noise grids, and one xorshift step for grain; rendering costs
@@ -32,13 +32,16 @@
  * run never leaves a truncated file under a final name. Sizes in the
  * summary are decimal (1 MB = 10^6 bytes, 1 KB = 10^3 bytes).
  */
+#include "args.h"
 #include "commands.h"
 #include "gen.h"
+#include "rng.h"
 #include "util.h"
 
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,52 +65,51 @@ typedef struct {
     long images, classes, width, height, quality;
     uint64_t seed;
     double jitter;
-    int format, quiet, force;
+    int format, quiet, force, task;
 } gen_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: nostall gen OUT_DIR [options]\n"
-               "Write a synthetic ImageFolder dataset: OUT_DIR/class_000/img_000000.jpg ...\n"
-               "(image i belongs to class i %% K; each class has its own hue and texture).\n"
-               "\n"
-               "options (--flag VALUE or --flag=VALUE):\n"
-               "  --images N        number of images, 1..100000000        (default 1000)\n"
-               "  --classes K       number of classes, 1..100000, <= N    (default 10)\n"
-               "  --width W         image width, 8..16384                 (default 500)\n"
-               "  --height H        image height, 8..16384                (default 375)\n"
-               "  --quality Q       JPEG quality, 1..100                  (default 90)\n"
-               "  --seed S          seed, 0..2^64-1                       (default 0)\n"
-               "  --size-jitter F   scale each image's width and height by a\n"
-               "                    per-image factor in [1-F, 1+F], F in 0..0.5 (default 0)\n"
-               "  --format FMT      jpeg or png                           (default jpeg)\n"
-               "  --task TASK       classify (this folder layout), detect (a COCO\n"
-               "                    detection dataset: nostall gen --task detect --help)\n"
-               "                    or audio (an AudioFolder: nostall gen --task audio --help)\n"
-               "  --force           write into OUT_DIR even if it is not empty (files of the same\n"
-               "                    name are replaced; other files stay, with a warning)\n"
-               "  --quiet           no progress line (the summary is still printed)\n"
-               "  --help            show this help\n");
-}
+static const tool_arg gen_args[] = {
+    {"images", TOOL_ARG_INT, offsetof(gen_opts, images), 1, 100000000, NULL, "N",
+     "number of images", NULL, 0, NULL},
+    {"classes", TOOL_ARG_INT, offsetof(gen_opts, classes), 1, 100000, NULL, "K",
+     "number of classes, at most N", NULL, 0, NULL},
+    {"width", TOOL_ARG_INT, offsetof(gen_opts, width), 8, 16384, NULL, "W", "image width", NULL, 0,
+     NULL},
+    {"height", TOOL_ARG_INT, offsetof(gen_opts, height), 8, 16384, NULL, "H", "image height", NULL,
+     0, NULL},
+    {"quality", TOOL_ARG_INT, offsetof(gen_opts, quality), 1, 100, NULL, "Q", "JPEG quality", NULL,
+     0, NULL},
+    {"seed", TOOL_ARG_U64, offsetof(gen_opts, seed), 0, 0, NULL, "S", "seed", NULL, 0, NULL},
+    {"size-jitter", TOOL_ARG_DOUBLE, offsetof(gen_opts, jitter), 0, 0.5, NULL, "F",
+     "scale each image's width and height by a per-image factor in [1-F, 1+F]", NULL, 0, NULL},
+    {"format", TOOL_ARG_ENUM, offsetof(gen_opts, format), 0, 0, "jpeg,jpg|png", "FMT",
+     "image format", NULL, 0, NULL},
+    {"task", TOOL_ARG_ENUM, offsetof(gen_opts, task), 0, 0, GEN_TASKS, "TASK",
+     "classify (this folder layout), detect (a COCO detection dataset: nostall gen --task "
+     "detect --help) or audio (an AudioFolder: nostall gen --task audio --help)",
+     NULL, 0, NULL},
+    {"force", TOOL_ARG_FLAG, offsetof(gen_opts, force), 0, 0, NULL, NULL,
+     "write into OUT_DIR even if it is not empty (files of the same name are replaced; other "
+     "files stay, with a warning)",
+     NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(gen_opts, quiet), 0, 0, NULL, NULL,
+     "no progress line (the summary is still printed)", NULL, 0, NULL},
+};
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end != '\0' || errno == ERANGE || v < lo ||
-        v > hi) {
-        tool_line(stderr, "gen: %s must be an integer in %ld..%ld (got '%s')", flag, lo, hi, s);
-        return -1;
-    }
-    *out = (long)v;
-    return 0;
-}
+static const tool_cmd gen_cmd = {
+    .name = "gen",
+    .prefix = "gen",
+    .usage = "usage: nostall gen OUT_DIR [options]\n"
+             "Write a synthetic ImageFolder dataset: OUT_DIR/class_000/img_000000.jpg ...\n"
+             "(image i belongs to class i % K; each class has its own hue and texture).\n",
+    .positionals = "one OUT_DIR",
+    .max_positionals = 1,
+    .args = gen_args,
+    .nargs = sizeof gen_args / sizeof gen_args[0],
+};
 
-static int parse_args(int argc, char **argv, gen_opts *o, int *help)
+static int parse_args(int argc, char **argv, gen_opts *o)
 {
-    int no_more_flags = 0;
-    *help = 0;
     memset(o, 0, sizeof *o);
     o->images = 1000;
     o->classes = 10;
@@ -115,147 +117,20 @@ static int parse_args(int argc, char **argv, gen_opts *o, int *help)
     o->height = 375;
     o->quality = 90;
     o->format = FMT_JPEG;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (no_more_flags || a[0] != '-' || a[1] == '\0') {
-            if (o->out_dir) {
-                tool_line(stderr, "gen: unexpected extra argument '%s' (one OUT_DIR expected)", a);
-                return -1;
-            }
-            o->out_dir = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            no_more_flags = 1;
-            continue;
-        }
-        /* Split --flag=value. */
-        char name[32];
-        const char *val = NULL;
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, a, nlen);
-        name[nlen] = '\0';
-        if (eq) val = eq + 1;
-
-        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-            *help = 1;
-            return 0;
-        }
-        if (strcmp(name, "--quiet") == 0 || strcmp(name, "--force") == 0) {
-            if (val) {
-                tool_line(stderr, "gen: %s takes no value", name);
-                return -1;
-            }
-            if (name[2] == 'q')
-                o->quiet = 1;
-            else
-                o->force = 1;
-            continue;
-        }
-        static const char *const valued[] = {"--images",      "--classes", "--width",
-                                             "--height",      "--quality", "--seed",
-                                             "--size-jitter", "--format",  "--task"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            if (strcmp(name, valued[k]) == 0) known = 1;
-        if (!known) {
-            tool_line(stderr, "gen: unknown option '%s' (see nostall gen --help)", a);
-            return -1;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                tool_line(stderr, "gen: %s needs a value", name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        if (strcmp(name, "--images") == 0) {
-            if (parse_long(name, val, 1, 100000000L, &o->images) < 0) return -1;
-        } else if (strcmp(name, "--classes") == 0) {
-            if (parse_long(name, val, 1, 100000L, &o->classes) < 0) return -1;
-        } else if (strcmp(name, "--width") == 0) {
-            if (parse_long(name, val, 8, 16384, &o->width) < 0) return -1;
-        } else if (strcmp(name, "--height") == 0) {
-            if (parse_long(name, val, 8, 16384, &o->height) < 0) return -1;
-        } else if (strcmp(name, "--quality") == 0) {
-            if (parse_long(name, val, 1, 100, &o->quality) < 0) return -1;
-        } else if (strcmp(name, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE) {
-                tool_line(stderr,
-                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
-                          val);
-                return -1;
-            }
-            o->seed = (uint64_t)v;
-        } else if (strcmp(name, "--size-jitter") == 0) {
-            char *end;
-            errno = 0;
-            double v = strtod(val, &end);
-            if (*val == '\0' || *end != '\0' || errno == ERANGE || !(v >= 0.0 && v <= 0.5)) {
-                tool_line(stderr, "gen: --size-jitter must be a number in 0..0.5 (got '%s')", val);
-                return -1;
-            }
-            o->jitter = v;
-        } else if (strcmp(name, "--task") == 0) {
-            if (strcmp(val, "classify") != 0) { /* the others are dispatched before parsing */
-                tool_line(stderr, "gen: --task must be classify, detect or audio (got '%s')", val);
-                return -1;
-            }
-        } else { /* --format */
-            if (strcmp(val, "jpeg") == 0 || strcmp(val, "jpg") == 0)
-                o->format = FMT_JPEG;
-            else if (strcmp(val, "png") == 0)
-                o->format = FMT_PNG;
-            else {
-                tool_line(stderr, "gen: --format must be jpeg or png (got '%s')", val);
-                return -1;
-            }
-        }
-    }
-    if (!o->out_dir) {
+    o->task = GEN_TASK_CLASSIFY;
+    int n = tool_args_parse(&gen_cmd, argc, argv, o, NULL);
+    if (n < 0) return n;
+    if (n == 0) {
         fprintf(stderr, "gen: missing OUT_DIR (usage: nostall gen OUT_DIR [options]; see --help)\n");
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
+    o->out_dir = argv[1];
     if (o->classes > o->images) {
         fprintf(stderr, "gen: --classes (%ld) must be <= --images (%ld)\n", o->classes, o->images);
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
     return 0;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Randomness                                                                */
-
-typedef struct {
-    uint64_t s;
-} rng_t;
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s += 0x9e3779b97f4a7c15ULL;
-    return mix64(r->s);
-}
-
-/* Uniform in [0, 1). */
-static double rng_unit(rng_t *r)
-{
-    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
 /* ------------------------------------------------------------------------ */
 /* Small numeric helpers                                                     */
@@ -314,7 +189,7 @@ typedef struct {
     float *sx;   /* per x: smoothstep weight */
 } octave_t;
 
-static int octave_init(octave_t *o, int w, int h, float cell, float amp, rng_t *r)
+static int octave_init(octave_t *o, int w, int h, float cell, float amp, tool_rng *r)
 {
     if (cell < 1.0f) cell = 1.0f;
     o->cell = cell;
@@ -325,7 +200,7 @@ static int octave_init(octave_t *o, int w, int h, float cell, float amp, rng_t *
     o->ix = malloc(sizeof(int) * (size_t)w);
     o->sx = malloc(sizeof(float) * (size_t)w);
     if (!o->grid || !o->ix || !o->sx) return -1;
-    for (int i = 0; i < o->gw * o->gh; i++) o->grid[i] = (float)rng_range(r, -1.0, 1.0);
+    for (int i = 0; i < o->gw * o->gh; i++) o->grid[i] = (float)tool_rng_range(r, -1.0, 1.0);
     for (int x = 0; x < w; x++) {
         float g = (float)x / cell;
         int i = (int)g;
@@ -385,22 +260,23 @@ typedef struct {
 
 static void class_look_for(long c, long k, class_look *L)
 {
-    rng_t r = {mix64(0x5eedc1a55ULL ^ ((uint64_t)c * 0x9e3779b97f4a7c15ULL))};
+    tool_rng r = {tool_mix64(0x5eedc1a55ULL ^ ((uint64_t)c * 0x9e3779b97f4a7c15ULL))};
     L->family = (int)(c % N_FAM);
     L->hue_a = (double)c / (double)k + 0.02;
     /* Second colour: an analogous hue, or a darker/lighter shade of the first. */
     /* (Random draws are in separate statements: argument and operand
      * evaluation order is unspecified, and files must not depend on it.) */
-    double d = rng_range(&r, 0.06, 0.16);
-    if (rng_unit(&r) < 0.5) d = -d;
+    double d = tool_rng_range(&r, 0.06, 0.16);
+    if (tool_rng_unit(&r) < 0.5) d = -d;
     if (k > 12) d *= 12.0 / (double)k + 0.25; /* keep class hue bands narrow */
     L->hue_b = L->hue_a + d;
-    L->sat_a = rng_range(&r, 0.65, 0.95);
-    L->sat_b = rng_range(&r, 0.35, 0.8);
-    L->val_a = rng_range(&r, 0.7, 0.95);
-    L->val_b = rng_unit(&r) < 0.5 ? rng_range(&r, 0.25, 0.45) : rng_range(&r, 0.85, 1.0);
-    L->period = rng_range(&r, 0.05, 0.12);
-    L->angle = rng_range(&r, 0.0, 3.14159265358979323846);
+    L->sat_a = tool_rng_range(&r, 0.65, 0.95);
+    L->sat_b = tool_rng_range(&r, 0.35, 0.8);
+    L->val_a = tool_rng_range(&r, 0.7, 0.95);
+    L->val_b =
+        tool_rng_unit(&r) < 0.5 ? tool_rng_range(&r, 0.25, 0.45) : tool_rng_range(&r, 0.85, 1.0);
+    L->period = tool_rng_range(&r, 0.05, 0.12);
+    L->angle = tool_rng_range(&r, 0.0, 3.14159265358979323846);
 }
 
 typedef struct {
@@ -415,6 +291,71 @@ typedef struct {
 
 #define N_OCT 6
 
+/* Distractor shapes: ellipses and rectangles in random colours over the
+ * picture, shaded by its luminance field (S: the smaller side). */
+static void distractors(canvas *cv, tool_rng *r, float S)
+{
+    const int w = cv->w, h = cv->h;
+    const float lo = 0.0f, hi = 255.0f;
+    int nshapes = 2 + (int)(tool_rng_next(r) % 6);
+    for (int s = 0; s < nshapes; s++) {
+        float col[3];
+        double sh = tool_rng_unit(r);
+        double ss = tool_rng_range(r, 0.0, 0.8);
+        double sv = tool_rng_range(r, 0.3, 1.0);
+        hsv_to_rgb(sh, ss, sv, col);
+        float scx = (float)tool_rng_unit(r) * (float)w, scy = (float)tool_rng_unit(r) * (float)h;
+        float rx = (float)tool_rng_range(r, 0.03, 0.16) * S,
+              ry = (float)tool_rng_range(r, 0.03, 0.16) * S;
+        int ellipse = tool_rng_unit(r) < 0.6;
+        float bandf = (float)tool_rng_range(r, 0.0, 0.25); /* faint own banding */
+        float bperiod = (float)tool_rng_range(r, 4.0, 20.0);
+        int x0 = (int)(scx - rx), x1 = (int)(scx + rx) + 1, y0 = (int)(scy - ry),
+            y1 = (int)(scy + ry) + 1;
+        if (x0 < 0) x0 = 0;
+        if (y0 < 0) y0 = 0;
+        if (x1 > w) x1 = w;
+        if (y1 > h) y1 = h;
+        for (int y = y0; y < y1; y++) {
+            float ey = ((float)y - scy) / ry;
+            const float *lum = cv->lum + (size_t)y * (size_t)w;
+            uint8_t *px = cv->rgb + (size_t)y * (size_t)w * 3;
+            for (int x = x0; x < x1; x++) {
+                float ex = ((float)x - scx) / rx;
+                if (ellipse && ex * ex + ey * ey > 1.0f) continue;
+                float k = 255.0f * lum[x] * (1.0f + bandf * sin_p(((float)x + (float)y) / bperiod));
+                px[3 * x + 0] = (uint8_t)clampf(col[0] * k, lo, hi);
+                px[3 * x + 1] = (uint8_t)clampf(col[1] * k, lo, hi);
+                px[3 * x + 2] = (uint8_t)clampf(col[2] * k, lo, hi);
+            }
+        }
+    }
+}
+
+/* Grain: triangular-distributed luma noise plus weaker chroma noise. */
+static void grain(canvas *cv, tool_rng *r)
+{
+    const int w = cv->w, h = cv->h;
+    int gl = 20 + (int)(tool_rng_next(r) % 5); /* luma amplitude */
+    int gc = 4;
+    uint64_t st = tool_rng_next(r) | 1;
+    uint8_t *px = cv->rgb;
+    for (size_t i = 0, n = (size_t)w * (size_t)h; i < n; i++, px += 3) {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        uint64_t z = st * 0x2545f4914f6cdd1dULL;
+        int tl = (int)(z & 0xff) + (int)((z >> 8) & 0xff) - 255;
+        int tr = (int)((z >> 16) & 0xff) + (int)((z >> 24) & 0xff) - 255;
+        int tb = (int)((z >> 32) & 0xff) + (int)((z >> 40) & 0xff) - 255;
+        int dl = tl * gl / 256, dr = tr * gc / 256, db = tb * gc / 256;
+        int v0 = px[0] + dl + dr, v1 = px[1] + dl, v2 = px[2] + dl + db;
+        px[0] = (uint8_t)(v0 < 0 ? 0 : v0 > 255 ? 255 : v0);
+        px[1] = (uint8_t)(v1 < 0 ? 0 : v1 > 255 ? 255 : v1);
+        px[2] = (uint8_t)(v2 < 0 ? 0 : v2 > 255 ? 255 : v2);
+    }
+}
+
 /*
  * Render image `index` into c (already sized w x h). Returns 0, or -1 when
  * out of memory.
@@ -422,32 +363,33 @@ typedef struct {
 static int render(canvas *cv, const gen_opts *o, long index)
 {
     const int w = cv->w, h = cv->h;
-    rng_t r = {mix64(o->seed * 0xd1b54a32d192ed03ULL ^ mix64((uint64_t)index + 0x1234567ULL))};
+    tool_rng r = {
+        tool_mix64(o->seed * 0xd1b54a32d192ed03ULL ^ tool_mix64((uint64_t)index + 0x1234567ULL))};
     class_look L;
     class_look_for(index % o->classes, o->classes, &L);
 
     const float S = (float)(w < h ? w : h);
     /* Per-image variation of the class look. */
-    double hue_shift = rng_range(&r, -0.02, 0.02);
-    double sat_scale = rng_range(&r, 0.85, 1.1);
-    double val_scale = rng_range(&r, 0.85, 1.1);
+    double hue_shift = tool_rng_range(&r, -0.02, 0.02);
+    double sat_scale = tool_rng_range(&r, 0.85, 1.1);
+    double val_scale = tool_rng_range(&r, 0.85, 1.1);
     float colA[3], colB[3];
     hsv_to_rgb(L.hue_a + hue_shift, fmin(1.0, L.sat_a * sat_scale), fmin(1.0, L.val_a * val_scale),
                colA);
     hsv_to_rgb(L.hue_b + hue_shift, fmin(1.0, L.sat_b * sat_scale), fmin(1.0, L.val_b * val_scale),
                colB);
-    float period = (float)(L.period * rng_range(&r, 0.85, 1.2)) * S;
+    float period = (float)(L.period * tool_rng_range(&r, 0.85, 1.2)) * S;
     if (period < 3.0f) period = 3.0f;
-    double ang = L.angle + rng_range(&r, -0.2, 0.2);
+    double ang = L.angle + tool_rng_range(&r, -0.2, 0.2);
     float ca = (float)cos(ang) / period, sa = (float)sin(ang) / period;
-    float ph_u = (float)rng_unit(&r), ph_v = (float)rng_unit(&r);
-    float cx = (float)rng_range(&r, -0.2, 1.2) * (float)w,
-          cy = (float)rng_range(&r, -0.2, 1.2) * (float)h;
-    float warp = (float)rng_range(&r, 0.15, 0.45); /* in periods */
-    float sharp = (float)rng_range(&r, 1.3, 3.0);  /* pattern edge hardness */
-    float gx = (float)rng_range(&r, -0.35, 0.35) / (float)w,
-          gy = (float)rng_range(&r, -0.35, 0.35) / (float)h;
-    float contrast = (float)rng_range(&r, 0.3, 0.5);
+    float ph_u = (float)tool_rng_unit(&r), ph_v = (float)tool_rng_unit(&r);
+    float cx = (float)tool_rng_range(&r, -0.2, 1.2) * (float)w,
+          cy = (float)tool_rng_range(&r, -0.2, 1.2) * (float)h;
+    float warp = (float)tool_rng_range(&r, 0.15, 0.45); /* in periods */
+    float sharp = (float)tool_rng_range(&r, 1.3, 3.0);  /* pattern edge hardness */
+    float gx = (float)tool_rng_range(&r, -0.35, 0.35) / (float)w,
+          gy = (float)tool_rng_range(&r, -0.35, 0.35) / (float)h;
+    float contrast = (float)tool_rng_range(&r, 0.3, 0.5);
 
     /* Shading octaves (coarse to fine) plus one warp/blob octave. */
     static const float cells[N_OCT] = {0.5f, 0.22f, 0.09f, 0.035f, 0.012f, 0.004f};
@@ -544,59 +486,8 @@ static int render(canvas *cv, const gen_opts *o, long index)
     }
     for (int i = 0; i <= N_OCT; i++) octave_free(&oct[i]);
 
-    /* Distractor shapes: ellipses and rectangles in random colours. */
-    int nshapes = 2 + (int)(rng_next(&r) % 6);
-    for (int s = 0; s < nshapes; s++) {
-        float col[3];
-        double sh = rng_unit(&r);
-        double ss = rng_range(&r, 0.0, 0.8);
-        double sv = rng_range(&r, 0.3, 1.0);
-        hsv_to_rgb(sh, ss, sv, col);
-        float scx = (float)rng_unit(&r) * (float)w, scy = (float)rng_unit(&r) * (float)h;
-        float rx = (float)rng_range(&r, 0.03, 0.16) * S, ry = (float)rng_range(&r, 0.03, 0.16) * S;
-        int ellipse = rng_unit(&r) < 0.6;
-        float bandf = (float)rng_range(&r, 0.0, 0.25); /* faint own banding */
-        float bperiod = (float)rng_range(&r, 4.0, 20.0);
-        int x0 = (int)(scx - rx), x1 = (int)(scx + rx) + 1, y0 = (int)(scy - ry),
-            y1 = (int)(scy + ry) + 1;
-        if (x0 < 0) x0 = 0;
-        if (y0 < 0) y0 = 0;
-        if (x1 > w) x1 = w;
-        if (y1 > h) y1 = h;
-        for (int y = y0; y < y1; y++) {
-            float ey = ((float)y - scy) / ry;
-            const float *lum = cv->lum + (size_t)y * (size_t)w;
-            uint8_t *px = cv->rgb + (size_t)y * (size_t)w * 3;
-            for (int x = x0; x < x1; x++) {
-                float ex = ((float)x - scx) / rx;
-                if (ellipse && ex * ex + ey * ey > 1.0f) continue;
-                float k = 255.0f * lum[x] * (1.0f + bandf * sin_p(((float)x + (float)y) / bperiod));
-                px[3 * x + 0] = (uint8_t)clampf(col[0] * k, lo, hi);
-                px[3 * x + 1] = (uint8_t)clampf(col[1] * k, lo, hi);
-                px[3 * x + 2] = (uint8_t)clampf(col[2] * k, lo, hi);
-            }
-        }
-    }
-
-    /* Grain: triangular-distributed luma noise plus weaker chroma noise. */
-    int gl = 20 + (int)(rng_next(&r) % 5); /* luma amplitude */
-    int gc = 4;
-    uint64_t st = rng_next(&r) | 1;
-    uint8_t *px = cv->rgb;
-    for (size_t i = 0, n = (size_t)w * (size_t)h; i < n; i++, px += 3) {
-        st ^= st << 13;
-        st ^= st >> 7;
-        st ^= st << 17;
-        uint64_t z = st * 0x2545f4914f6cdd1dULL;
-        int tl = (int)(z & 0xff) + (int)((z >> 8) & 0xff) - 255;
-        int tr = (int)((z >> 16) & 0xff) + (int)((z >> 24) & 0xff) - 255;
-        int tb = (int)((z >> 32) & 0xff) + (int)((z >> 40) & 0xff) - 255;
-        int dl = tl * gl / 256, dr = tr * gc / 256, db = tb * gc / 256;
-        int v0 = px[0] + dl + dr, v1 = px[1] + dl, v2 = px[2] + dl + db;
-        px[0] = (uint8_t)(v0 < 0 ? 0 : v0 > 255 ? 255 : v0);
-        px[1] = (uint8_t)(v1 < 0 ? 0 : v1 > 255 ? 255 : v1);
-        px[2] = (uint8_t)(v2 < 0 ? 0 : v2 > 255 ? 255 : v2);
-    }
+    distractors(cv, &r, S);
+    grain(cv, &r);
     return 0;
 }
 
@@ -767,9 +658,10 @@ static void image_size(const gen_opts *o, long index, int *w, int *h)
     *w = (int)o->width;
     *h = (int)o->height;
     if (o->jitter <= 0.0) return;
-    rng_t r = {mix64(o->seed ^ 0x51ce51ce51ceULL) ^ mix64((uint64_t)index * 0x9e3779b97f4a7c15ULL)};
-    double fw = rng_range(&r, 1.0 - o->jitter, 1.0 + o->jitter);
-    double fh = rng_range(&r, 1.0 - o->jitter, 1.0 + o->jitter);
+    tool_rng r = {tool_mix64(o->seed ^ 0x51ce51ce51ceULL) ^
+                  tool_mix64((uint64_t)index * 0x9e3779b97f4a7c15ULL)};
+    double fw = tool_rng_range(&r, 1.0 - o->jitter, 1.0 + o->jitter);
+    double fh = tool_rng_range(&r, 1.0 - o->jitter, 1.0 + o->jitter);
     long nw = lround((double)o->width * fw), nh = lround((double)o->height * fh);
     *w = (int)(nw < 8 ? 8 : nw);
     *h = (int)(nh < 8 ? 8 : nh);
@@ -777,29 +669,27 @@ static void image_size(const gen_opts *o, long index, int *w, int *h)
 
 /* ------------------------------------------------------------------------ */
 
-/* The first `--task` value among the arguments (before a "--"), or NULL. */
+/* The last `--task` value among the arguments (before a "--"), or NULL:
+ * which generator, and so which table, parses them. */
 static const char *task_of(int argc, char **argv)
 {
+    const char *task = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) return NULL;
-        if (strncmp(argv[i], "--task=", 7) == 0) return argv[i] + 7;
-        if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) return argv[i + 1];
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strncmp(argv[i], "--task=", 7) == 0) task = argv[i] + 7;
+        if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) task = argv[++i];
     }
-    return NULL;
+    return task;
 }
 
 int cmd_gen(int argc, char **argv)
 {
     gen_opts o;
-    int help;
     const char *task = task_of(argc, argv);
     if (task && strcmp(task, "detect") == 0) return cmd_gen_detect(argc, argv);
     if (task && strcmp(task, "audio") == 0) return gen_audio_main(argc, argv);
-    if (parse_args(argc, argv, &o, &help) < 0) return 2;
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int prc = parse_args(argc, argv, &o);
+    if (prc < 0) return tool_args_status(prc);
 
     size_t dlen = strlen(o.out_dir);
     if (dlen > 3000) {

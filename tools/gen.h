@@ -7,6 +7,11 @@
 
 #include <stdint.h>
 
+/* --task: which generator; each generator's table accepts all three
+ * (cmd_gen dispatches on the last one given). */
+#define GEN_TASKS "classify|detect|audio"
+enum { GEN_TASK_CLASSIFY, GEN_TASK_DETECT, GEN_TASK_AUDIO };
+
 /* Write w x h RGB8 pixels (rows of 3 * w bytes) to `path` via `path.tmp` +
  * rename, as JPEG of `quality` or PNG (png != 0). Returns the file size,
  * or -1 after a message on stderr naming the file. */

@@ -23,14 +23,15 @@
  * written to NAME.tmp and renamed.
  *
  * Determinism: files are a pure function of (seed, clip index, options):
- * local splitmix64 streams, one draw per statement.
+ * splitmix64 streams (rng.h), one draw per statement.
  *
  * Wiring: tools/gen.c calls gen_audio_main(argc, argv) for `--task audio`
- * (argv as after `nostall gen`, with --task audio removed).
+ * (argv as after `nostall gen`; its table accepts the --task given).
  */
 #include <errno.h>
 #include <math.h>
 #include <sndfile.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "gen.h"
+#include "rng.h"
 #include "util.h"
 
 enum { F_WAV, F_FLAC, F_MP3, F_OGG, F_COUNT };
@@ -55,58 +58,25 @@ typedef struct {
     int formats[MAX_LIST];
     int nformats;
     uint64_t seed;
-    int quiet, force;
+    int quiet, force, task;
 } audio_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: nostall gen --task audio OUT_DIR [options]\n"
-            "Write a synthetic AudioFolder: OUT_DIR/class_000/clip_000000.flac ... (each class\n"
-            "its own tone, chirp or band of noise; every class in every format and rate).\n"
-            "\n"
-            "options (--flag VALUE or --flag=VALUE):\n"
-            "  --clips N         number of clips, 1..10000000              (default 120)\n"
-            "  --classes K       classes, 1..1000                          (default 6)\n"
-            "  --seconds S       mean clip length, 0.01..3600              (default 2)\n"
-            "  --jitter F        clip length varies by +- F of it, 0..0.9  (default 0.25)\n"
-            "  --rates LIST      sample rates (Hz), comma-separated,\n"
-            "                    8000..192000                              (default 16000,22050,44100)\n"
-            "  --formats LIST    wav, flac, mp3, ogg, comma-separated      (default flac,wav)\n"
-            "  --channels C      1 or 2                                    (default 1)\n"
-            "  --seed S          seed, 0..2^64-1                           (default 0)\n"
-            "  --force           write into OUT_DIR even if it is not empty\n"
-            "  --quiet           no summary line\n"
-            "  --help            show this help\n");
-}
-
-static int parse_num(const char *flag, const char *s, double lo, double hi, int integer, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
-        tool_line(stderr, "gen: %s must be %s in %g..%g (got '%s')", flag,
-                  integer ? "an integer" : "a number", lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_list(const char *flag, const char *val, audio_opts *o, int formats)
+/* --rates, --formats: a comma-separated list (the last given wins). */
+static int parse_list(const tool_arg *a, const char *prefix, const char *val, audio_opts *o,
+                      int formats)
 {
     char buf[256];
     int n = 0;
     if (strlen(val) >= sizeof buf) {
-        tool_line(stderr, "gen: %s: list too long", flag);
+        tool_line(stderr, "%s: --%s: list too long (got '%s')", prefix, a->name, val);
         return -1;
     }
     strcpy(buf, val);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (n >= MAX_LIST) {
-            tool_line(stderr, "gen: %s: at most %d entries", flag, MAX_LIST);
+            tool_line(stderr, "%s: --%s: at most %d entries (got '%s')", prefix, a->name, MAX_LIST,
+                      val);
             return -1;
         }
         if (formats) {
@@ -114,18 +84,19 @@ static int parse_list(const char *flag, const char *val, audio_opts *o, int form
             for (int k = 0; k < F_COUNT; k++)
                 if (!strcmp(tok, fmt_names[k])) f = k;
             if (f < 0) {
-                tool_line(stderr, "gen: %s: '%s' is not wav, flac, mp3 or ogg", flag, tok);
+                tool_line(stderr, "%s: --%s: '%s' is not wav, flac, mp3 or ogg", prefix, a->name,
+                          tok);
                 return -1;
             }
             o->formats[n++] = f;
         } else {
-            double d;
-            if (parse_num(flag, tok, 8000, 192000, 1, &d) < 0) return -1;
-            o->rates[n++] = (long)d;
+            long r;
+            if (tool_parse_int(prefix, a->name, tok, 8000, 192000, &r) < 0) return -1;
+            o->rates[n++] = r;
         }
     }
     if (!n) {
-        tool_line(stderr, "gen: %s: an empty list", flag);
+        tool_line(stderr, "%s: --%s: an empty list", prefix, a->name);
         return -1;
     }
     if (formats)
@@ -135,129 +106,69 @@ static int parse_list(const char *flag, const char *val, audio_opts *o, int form
     return 0;
 }
 
-static int parse_args(int argc, char **argv, audio_opts *o, int *help)
+static int take_rates(const tool_arg *a, const char *prefix, const char *v, void *o)
 {
-    *help = 0;
+    return parse_list(a, prefix, v, o, 0);
+}
+
+static int take_formats(const tool_arg *a, const char *prefix, const char *v, void *o)
+{
+    return parse_list(a, prefix, v, o, 1);
+}
+
+static const tool_arg au_args[] = {
+    {"clips", TOOL_ARG_INT, offsetof(audio_opts, clips), 1, 1e7, NULL, "N", "number of clips", NULL,
+     0, NULL},
+    {"classes", TOOL_ARG_INT, offsetof(audio_opts, classes), 1, 1000, NULL, "K", "classes", NULL, 0,
+     NULL},
+    {"seconds", TOOL_ARG_DOUBLE, offsetof(audio_opts, seconds), 0.01, 3600, NULL, "S",
+     "mean clip length", NULL, 0, NULL},
+    {"jitter", TOOL_ARG_DOUBLE, offsetof(audio_opts, jitter), 0, 0.9, NULL, "F",
+     "clip length varies by +- F of it", NULL, 0, NULL},
+    {"rates", TOOL_ARG_CALL, 0, 0, 0, NULL, "LIST",
+     "sample rates (Hz), comma-separated, each 8000..192000", take_rates, 0, "16000,22050,44100"},
+    {"formats", TOOL_ARG_CALL, 0, 0, 0, NULL, "LIST", "wav, flac, mp3, ogg, comma-separated",
+     take_formats, 0, "flac,wav"},
+    {"channels", TOOL_ARG_INT, offsetof(audio_opts, channels), 1, 2, NULL, "C", "channels", NULL, 0,
+     NULL},
+    {"seed", TOOL_ARG_U64, offsetof(audio_opts, seed), 0, 0, NULL, "S", "seed", NULL, 0, NULL},
+    {"task", TOOL_ARG_ENUM, offsetof(audio_opts, task), 0, 0, GEN_TASKS, "TASK",
+     "audio here (nostall gen --help: the others)", NULL, 0, NULL},
+    {"force", TOOL_ARG_FLAG, offsetof(audio_opts, force), 0, 0, NULL, NULL,
+     "write into OUT_DIR even if it is not empty", NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(audio_opts, quiet), 0, 0, NULL, NULL, "no summary line", NULL,
+     0, NULL},
+};
+
+static const tool_cmd au_cmd = {
+    .name = "gen --task audio",
+    .prefix = "gen",
+    .usage = "usage: nostall gen --task audio OUT_DIR [options]\n"
+             "Write a synthetic AudioFolder: OUT_DIR/class_000/clip_000000.flac ... (each class\n"
+             "its own tone, chirp or band of noise; every class in every format and rate).\n",
+    .positionals = "one OUT_DIR",
+    .max_positionals = 1,
+    .args = au_args,
+    .nargs = sizeof au_args / sizeof au_args[0],
+};
+
+static int parse_args(int argc, char **argv, audio_opts *o)
+{
     memset(o, 0, sizeof *o);
     o->clips = 120, o->classes = 6, o->channels = 1, o->seconds = 2, o->jitter = 0.25;
     o->rates[0] = 16000, o->rates[1] = 22050, o->rates[2] = 44100, o->nrates = 3;
     o->formats[0] = F_FLAC, o->formats[1] = F_WAV, o->nformats = 2;
-    int no_more = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (no_more || a[0] != '-' || a[1] == '\0') {
-            if (o->out_dir) {
-                tool_line(stderr, "gen: unexpected extra argument '%s' (one OUT_DIR expected)", a);
-                return -1;
-            }
-            o->out_dir = a;
-            continue;
-        }
-        if (!strcmp(a, "--")) {
-            no_more = 1;
-            continue;
-        }
-        char name[32];
-        const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
-        size_t n = eq ? (size_t)(eq - a) : strlen(a);
-        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), a);
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(name, "--quiet") || !strcmp(name, "--force")) {
-            if (val) {
-                tool_line(stderr, "gen: %s takes no value", name);
-                return -1;
-            }
-            if (name[2] == 'q')
-                o->quiet = 1;
-            else
-                o->force = 1;
-            continue;
-        }
-        static const char *const valued[] = {"--clips",    "--classes", "--seconds",
-                                             "--jitter",   "--rates",   "--formats",
-                                             "--channels", "--seed",    "--task"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            known |= !strcmp(name, valued[k]);
-        if (!known) {
-            tool_line(stderr, "gen: unknown option '%s' (see nostall gen --task audio --help)", a);
-            return -1;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                tool_line(stderr, "gen: %s needs a value", name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        double d = 0;
-        int rc = 0;
-        if (!strcmp(name, "--clips"))
-            rc = parse_num(name, val, 1, 1e7, 1, &d), o->clips = (long)d;
-        else if (!strcmp(name, "--classes"))
-            rc = parse_num(name, val, 1, 1000, 1, &d), o->classes = (long)d;
-        else if (!strcmp(name, "--seconds"))
-            rc = parse_num(name, val, 0.01, 3600, 0, &d), o->seconds = d;
-        else if (!strcmp(name, "--jitter"))
-            rc = parse_num(name, val, 0, 0.9, 0, &d), o->jitter = d;
-        else if (!strcmp(name, "--channels"))
-            rc = parse_num(name, val, 1, 2, 1, &d), o->channels = (long)d;
-        else if (!strcmp(name, "--rates"))
-            rc = parse_list(name, val, o, 0);
-        else if (!strcmp(name, "--formats"))
-            rc = parse_list(name, val, o, 1);
-        else if (!strcmp(name, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (!(*val >= '0' && *val <= '9') || *end || errno == ERANGE) {
-                tool_line(stderr,
-                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
-                          val);
-                return -1;
-            }
-            o->seed = v;
-        } else if (strcmp(val, "audio") != 0) { /* --task */
-            tool_line(stderr, "gen: --task must be audio here (got '%s')", val);
-            return -1;
-        }
-        if (rc < 0) return -1;
-    }
-    if (!o->out_dir) {
+    o->task = GEN_TASK_AUDIO;
+    int n = tool_args_parse(&au_cmd, argc, argv, o, NULL);
+    if (n < 0) return n;
+    if (n == 0) {
         fprintf(stderr,
                 "gen: missing OUT_DIR (usage: nostall gen --task audio OUT_DIR [options])\n");
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
+    o->out_dir = argv[1];
     return 0;
 }
-
-/* ---- randomness ---------------------------------------------------------- */
-
-typedef struct {
-    uint64_t s;
-} rng_t;
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s += 0x9e3779b97f4a7c15ULL;
-    return mix64(r->s);
-}
-
-static double rng_unit(rng_t *r)
-{
-    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
 /* ---- one clip ------------------------------------------------------------ */
 
@@ -271,13 +182,13 @@ static double class_freq(long k, long classes, double top)
 /* Render clip i (class k) at `rate`: n frames into x (channels interleaved). */
 static void render(const audio_opts *o, long i, long k, double rate, double top, float *x, long n)
 {
-    rng_t r = {mix64(o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i)};
+    tool_rng r = {tool_mix64(o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i)};
     const int kind = (int)(k % 3);
-    const double f = class_freq(k, o->classes, top) * rng_range(&r, 0.97, 1.03);
-    const double gain = rng_range(&r, 0.25, 0.6);
-    const long onset = (long)(rng_range(&r, 0, 0.2) * rate);
-    const double trem = rng_range(&r, 2, 6), phase0 = rng_range(&r, 0, 2 * M_PI);
-    const double floor_amp = rng_range(&r, 0.002, 0.01);
+    const double f = class_freq(k, o->classes, top) * tool_rng_range(&r, 0.97, 1.03);
+    const double gain = tool_rng_range(&r, 0.25, 0.6);
+    const long onset = (long)(tool_rng_range(&r, 0, 0.2) * rate);
+    const double trem = tool_rng_range(&r, 2, 6), phase0 = tool_rng_range(&r, 0, 2 * M_PI);
+    const double floor_amp = tool_rng_range(&r, 0.002, 0.01);
     const int down = (k / 3) % 2;
     /* band noise: a two-pole resonator at f, bandwidth f / 4 */
     const double rr = exp(-M_PI * (f / 4) / rate), c1 = 2 * rr * cos(2 * M_PI * f / rate),
@@ -300,13 +211,13 @@ static void render(const audio_opts *o, long i, long k, double rate, double top,
                 phase += 2 * M_PI * fi / rate;
                 s = env * sin(phase);
             } else {
-                double e = rng_range(&r, -1, 1);
+                double e = tool_rng_range(&r, -1, 1);
                 double y = e + c1 * y1 + c2 * y2;
                 y2 = y1, y1 = y;
                 s = env * y * (1 - rr) * 2.5;
             }
         }
-        s = gain * s + floor_amp * rng_range(&r, -1, 1);
+        s = gain * s + floor_amp * tool_rng_range(&r, -1, 1);
         if (s > 0.99) s = 0.99;
         if (s < -0.99) s = -0.99;
         x[t * o->channels] = (float)s;
@@ -361,12 +272,8 @@ static int digits(long v)
 int gen_audio_main(int argc, char **argv)
 {
     audio_opts o;
-    int help;
-    if (parse_args(argc, argv, &o, &help) < 0) return 2;
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int prc = parse_args(argc, argv, &o);
+    if (prc < 0) return tool_args_status(prc);
     if (strlen(o.out_dir) > 3000) {
         fprintf(stderr, "gen: OUT_DIR is too long\n");
         return 2;
@@ -421,8 +328,8 @@ int gen_audio_main(int argc, char **argv)
         const long k = i % o.classes;
         const int fmt = o.formats[(i / o.classes) % o.nformats];
         const long rate = o.rates[(i / (o.classes * o.nformats)) % o.nrates];
-        rng_t r = {mix64(o.seed ^ ((uint64_t)i << 20) ^ 0x6c656e677468ULL)};
-        const double len_s = o.seconds * rng_range(&r, 1 - o.jitter, 1 + o.jitter);
+        tool_rng r = {tool_mix64(o.seed ^ ((uint64_t)i << 20) ^ 0x6c656e677468ULL)};
+        const double len_s = o.seconds * tool_rng_range(&r, 1 - o.jitter, 1 + o.jitter);
         long n = (long)(len_s * rate);
         if (n < 1) n = 1;
         if (n > cap) {

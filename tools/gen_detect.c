@@ -22,14 +22,17 @@
  * reader must map them to contiguous labels; images are listed by id.
  *
  * Determinism: files are a pure function of (seed, image index, options):
- * local splitmix64 generators, one draw per statement, per-row and
+ * splitmix64 generators (rng.h), one draw per statement, per-row and
  * per-column libm calls only.
  */
+#include "args.h"
 #include "gen.h"
+#include "rng.h"
 #include "util.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,176 +45,63 @@ typedef struct {
     long images, classes, width, height, quality, objects;
     double crowd;
     uint64_t seed;
-    int png, quiet, force;
+    int png, quiet, force, task;
 } det_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: nostall gen --task detect OUT_DIR [options]\n"
-               "Write a synthetic COCO-format detection dataset: OUT_DIR/instances.json and\n"
-               "OUT_DIR/images/img_000000.jpg ... (each category its own colour and shape;\n"
-               "boxes are the tight extents of the objects drawn).\n"
-               "\n"
-               "options (--flag VALUE or --flag=VALUE):\n"
-               "  --images N        number of images, 1..10000000             (default 200)\n"
-               "  --classes K       categories, 1..64                         (default 6)\n"
-               "  --objects M       most objects per image, 1..64             (default 6)\n"
-               "  --crowd F         fraction of images with a crowd, 0..1     (default 0.1)\n"
-               "  --width W         image width, 32..16384                    (default 640)\n"
-               "  --height H        image height, 32..16384                   (default 480)\n"
-               "  --quality Q       JPEG quality, 1..100                      (default 90)\n"
-               "  --seed S          seed, 0..2^64-1                           (default 0)\n"
-               "  --format FMT      jpeg or png                               (default jpeg)\n"
-               "  --force           write into OUT_DIR even if it is not empty\n"
-               "  --quiet           no progress line\n"
-               "  --help            show this help\n");
-}
+static const tool_arg det_args[] = {
+    {"images", TOOL_ARG_INT, offsetof(det_opts, images), 1, 1e7, NULL, "N", "number of images",
+     NULL, 0, NULL},
+    {"classes", TOOL_ARG_INT, offsetof(det_opts, classes), 1, 64, NULL, "K", "categories", NULL, 0,
+     NULL},
+    {"objects", TOOL_ARG_INT, offsetof(det_opts, objects), 1, 64, NULL, "M",
+     "most objects per image", NULL, 0, NULL},
+    {"crowd", TOOL_ARG_DOUBLE, offsetof(det_opts, crowd), 0, 1, NULL, "F",
+     "fraction of images with a crowd", NULL, 0, NULL},
+    {"width", TOOL_ARG_INT, offsetof(det_opts, width), 32, 16384, NULL, "W", "image width", NULL, 0,
+     NULL},
+    {"height", TOOL_ARG_INT, offsetof(det_opts, height), 32, 16384, NULL, "H", "image height", NULL,
+     0, NULL},
+    {"quality", TOOL_ARG_INT, offsetof(det_opts, quality), 1, 100, NULL, "Q", "JPEG quality", NULL,
+     0, NULL},
+    {"seed", TOOL_ARG_U64, offsetof(det_opts, seed), 0, 0, NULL, "S", "seed", NULL, 0, NULL},
+    {"format", TOOL_ARG_ENUM, offsetof(det_opts, png), 0, 0, "jpeg,jpg|png", "FMT", "image format",
+     NULL, 0, NULL},
+    {"task", TOOL_ARG_ENUM, offsetof(det_opts, task), 0, 0, GEN_TASKS, "TASK",
+     "detect here (nostall gen --help: the others)", NULL, 0, NULL},
+    {"force", TOOL_ARG_FLAG, offsetof(det_opts, force), 0, 0, NULL, NULL,
+     "write into OUT_DIR even if it is not empty", NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(det_opts, quiet), 0, 0, NULL, NULL, "no progress line", NULL,
+     0, NULL},
+};
 
-static int parse_num(const char *flag, const char *s, double lo, double hi, int integer, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi)) {
-        tool_line(stderr, "gen: %s must be %s in %g..%g (got '%s')", flag,
-                  integer ? "an integer" : "a number", lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const tool_cmd det_cmd = {
+    .name = "gen --task detect",
+    .prefix = "gen",
+    .usage = "usage: nostall gen --task detect OUT_DIR [options]\n"
+             "Write a synthetic COCO-format detection dataset: OUT_DIR/instances.json and\n"
+             "OUT_DIR/images/img_000000.jpg ... (each category its own colour and shape;\n"
+             "boxes are the tight extents of the objects drawn).\n",
+    .positionals = "one OUT_DIR",
+    .max_positionals = 1,
+    .args = det_args,
+    .nargs = sizeof det_args / sizeof det_args[0],
+};
 
-static int parse_args(int argc, char **argv, det_opts *o, int *help)
+static int parse_args(int argc, char **argv, det_opts *o)
 {
-    *help = 0;
     memset(o, 0, sizeof *o);
     o->images = 200, o->classes = 6, o->objects = 6, o->crowd = 0.1;
-    o->width = 640, o->height = 480, o->quality = 90;
-    int no_more = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (no_more || a[0] != '-' || a[1] == '\0') {
-            if (o->out_dir) {
-                tool_line(stderr, "gen: unexpected extra argument '%s' (one OUT_DIR expected)", a);
-                return -1;
-            }
-            o->out_dir = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            no_more = 1;
-            continue;
-        }
-        char name[32];
-        const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
-        size_t n = eq ? (size_t)(eq - a) : strlen(a);
-        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), a);
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        if (!strcmp(name, "--quiet") || !strcmp(name, "--force")) {
-            if (val) {
-                tool_line(stderr, "gen: %s takes no value", name);
-                return -1;
-            }
-            if (name[2] == 'q')
-                o->quiet = 1;
-            else
-                o->force = 1;
-            continue;
-        }
-        static const char *const valued[] = {"--images", "--classes", "--objects", "--crowd",
-                                             "--width",  "--height",  "--quality", "--seed",
-                                             "--format", "--task"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
-            known |= !strcmp(name, valued[k]);
-        if (!known) {
-            tool_line(stderr, "gen: unknown option '%s' (see nostall gen --task detect --help)", a);
-            return -1;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                tool_line(stderr, "gen: %s needs a value", name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        double d;
-        int rc = 0;
-        if (!strcmp(name, "--images"))
-            rc = parse_num(name, val, 1, 1e7, 1, &d), o->images = (long)d;
-        else if (!strcmp(name, "--classes"))
-            rc = parse_num(name, val, 1, 64, 1, &d), o->classes = (long)d;
-        else if (!strcmp(name, "--objects"))
-            rc = parse_num(name, val, 1, 64, 1, &d), o->objects = (long)d;
-        else if (!strcmp(name, "--crowd"))
-            rc = parse_num(name, val, 0, 1, 0, &d), o->crowd = d;
-        else if (!strcmp(name, "--width"))
-            rc = parse_num(name, val, 32, 16384, 1, &d), o->width = (long)d;
-        else if (!strcmp(name, "--height"))
-            rc = parse_num(name, val, 32, 16384, 1, &d), o->height = (long)d;
-        else if (!strcmp(name, "--quality"))
-            rc = parse_num(name, val, 1, 100, 1, &d), o->quality = (long)d;
-        else if (!strcmp(name, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (!(*val >= '0' && *val <= '9') || *end || errno == ERANGE) {
-                tool_line(stderr,
-                          "gen: --seed must be an integer in 0..18446744073709551615 (got '%s')",
-                          val);
-                return -1;
-            }
-            o->seed = v;
-        } else if (!strcmp(name, "--format")) {
-            if (!strcmp(val, "png"))
-                o->png = 1;
-            else if (!strcmp(val, "jpeg") || !strcmp(val, "jpg"))
-                o->png = 0;
-            else {
-                tool_line(stderr, "gen: --format must be jpeg or png (got '%s')", val);
-                return -1;
-            }
-        } else if (strcmp(val, "detect") != 0) { /* --task */
-            tool_line(stderr, "gen: --task must be classify or detect (got '%s')", val);
-            return -1;
-        }
-        if (rc < 0) return -1;
-    }
-    if (!o->out_dir) {
+    o->width = 640, o->height = 480, o->quality = 90, o->task = GEN_TASK_DETECT;
+    int n = tool_args_parse(&det_cmd, argc, argv, o, NULL);
+    if (n < 0) return n;
+    if (n == 0) {
         fprintf(stderr,
                 "gen: missing OUT_DIR (usage: nostall gen --task detect OUT_DIR [options])\n");
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
+    o->out_dir = argv[1];
     return 0;
 }
-
-/* ---- randomness ---------------------------------------------------------- */
-
-typedef struct {
-    uint64_t s;
-} rng_t;
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_next(rng_t *r)
-{
-    r->s += 0x9e3779b97f4a7c15ULL;
-    return mix64(r->s);
-}
-
-static double rng_unit(rng_t *r)
-{
-    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-static double rng_range(rng_t *r, double lo, double hi) { return lo + (hi - lo) * rng_unit(r); }
 
 static void hsv_rgb(double h, double s, double v, double rgb[3])
 {
@@ -295,17 +185,18 @@ static int overlaps(const int *r, const int (*taken)[4], int n, int margin)
 }
 
 /* The background of image `index` into rgb. */
-static void background(uint8_t *rgb, int W, int H, rng_t *r, float *colv, float *rowv)
+static void background(uint8_t *rgb, int W, int H, tool_rng *r, float *colv, float *rowv)
 {
-    double base = rng_range(r, 70, 180), tint[3];
-    for (int c = 0; c < 3; c++) tint[c] = rng_range(r, 0.85, 1.15);
-    double fx = rng_range(r, 1, 6) * 6.283185307179586 / W,
-           fy = rng_range(r, 1, 6) * 6.283185307179586 / H;
-    double px = rng_range(r, 0, 6.3), py = rng_range(r, 0, 6.3), gx = rng_range(r, -40, 40) / W;
-    double gy = rng_range(r, -40, 40) / H;
+    double base = tool_rng_range(r, 70, 180), tint[3];
+    for (int c = 0; c < 3; c++) tint[c] = tool_rng_range(r, 0.85, 1.15);
+    double fx = tool_rng_range(r, 1, 6) * 6.283185307179586 / W,
+           fy = tool_rng_range(r, 1, 6) * 6.283185307179586 / H;
+    double px = tool_rng_range(r, 0, 6.3), py = tool_rng_range(r, 0, 6.3),
+           gx = tool_rng_range(r, -40, 40) / W;
+    double gy = tool_rng_range(r, -40, 40) / H;
     for (int x = 0; x < W; x++) colv[x] = (float)(gx * x + 18 * sin(fx * x + px));
     for (int y = 0; y < H; y++) rowv[y] = (float)(gy * y + 18 * sin(fy * y + py));
-    uint64_t st = rng_next(r) | 1;
+    uint64_t st = tool_rng_next(r) | 1;
     for (int y = 0; y < H; y++) {
         uint8_t *p = rgb + (size_t)y * (size_t)W * 3;
         for (int x = 0; x < W; x++, p += 3) {
@@ -327,20 +218,24 @@ static void background(uint8_t *rgb, int W, int H, rng_t *r, float *colv, float 
 static int render(uint8_t *rgb, float *colv, float *rowv, const det_opts *o, long index, ann *anns)
 {
     const int W = (int)o->width, H = (int)o->height, S = W < H ? W : H;
-    rng_t r = {mix64(o->seed * 0xd1b54a32d192ed03ULL ^ mix64((uint64_t)index + 0xde7ec7ULL))};
+    tool_rng r = {
+        tool_mix64(o->seed * 0xd1b54a32d192ed03ULL ^ tool_mix64((uint64_t)index + 0xde7ec7ULL))};
     background(rgb, W, H, &r, colv, rowv);
     int taken[65][4], n = 0;
-    int want = 1 + (int)(rng_next(&r) % (uint64_t)o->objects);
-    int crowd = rng_unit(&r) < o->crowd;
+    int want = 1 + (int)(tool_rng_next(&r) % (uint64_t)o->objects);
+    int crowd = tool_rng_unit(&r) < o->crowd;
     if (crowd) { /* a cluster of small objects of one category, one annotation */
-        int cw = (int)(rng_range(&r, 0.22, 0.35) * S), ch = (int)(rng_range(&r, 0.22, 0.35) * S);
-        int cx = (int)(rng_unit(&r) * (W - cw)), cy = (int)(rng_unit(&r) * (H - ch));
-        long cat = (long)(rng_next(&r) % (uint64_t)o->classes);
+        int cw = (int)(tool_rng_range(&r, 0.22, 0.35) * S),
+            ch = (int)(tool_rng_range(&r, 0.22, 0.35) * S);
+        int cx = (int)(tool_rng_unit(&r) * (W - cw)), cy = (int)(tool_rng_unit(&r) * (H - ch));
+        long cat = (long)(tool_rng_next(&r) % (uint64_t)o->classes);
         ann a = {.x0 = W, .y0 = H, .x1 = 0, .y1 = 0, .cat = cat, .crowd = 1};
         int small[12][4], ns = 0;
         for (int t = 0; t < 60 && ns < 9; t++) {
-            int w = (int)(rng_range(&r, 0.05, 0.09) * S), h = (int)(rng_range(&r, 0.05, 0.09) * S);
-            int x = cx + (int)(rng_unit(&r) * (cw - w)), y = cy + (int)(rng_unit(&r) * (ch - h));
+            int w = (int)(tool_rng_range(&r, 0.05, 0.09) * S),
+                h = (int)(tool_rng_range(&r, 0.05, 0.09) * S);
+            int x = cx + (int)(tool_rng_unit(&r) * (cw - w)),
+                y = cy + (int)(tool_rng_unit(&r) * (ch - h));
             int box[4] = {x, y, x + w, y + h};
             if (w < 2 || h < 2 || overlaps(box, (const int(*)[4])small, ns, 1)) continue;
             memcpy(small[ns++], box, sizeof box);
@@ -354,9 +249,10 @@ static int render(uint8_t *rgb, float *colv, float *rowv, const det_opts *o, lon
     }
     const int target = n + want;
     for (int t = 0; t < 40 * want && n < target; t++) {
-        int w = (int)(rng_range(&r, 0.1, 0.45) * S), h = (int)(rng_range(&r, 0.1, 0.45) * S);
-        int x = (int)(rng_unit(&r) * (W - w)), y = (int)(rng_unit(&r) * (H - h));
-        long cat = (long)(rng_next(&r) % (uint64_t)o->classes);
+        int w = (int)(tool_rng_range(&r, 0.1, 0.45) * S),
+            h = (int)(tool_rng_range(&r, 0.1, 0.45) * S);
+        int x = (int)(tool_rng_unit(&r) * (W - w)), y = (int)(tool_rng_unit(&r) * (H - h));
+        long cat = (long)(tool_rng_next(&r) % (uint64_t)o->classes);
         int box[4] = {x, y, x + w, y + h};
         if (w < 4 || h < 4 || overlaps(box, (const int(*)[4])taken, n, 3)) continue;
         ann a = {.x0 = W, .y0 = H, .x1 = 0, .y1 = 0, .cat = cat, .crowd = 0};
@@ -375,12 +271,8 @@ static long cat_id(long k) { return k + 1 + k / 4; } /* 1 2 3 4 6 7 8 9 11 ... *
 int cmd_gen_detect(int argc, char **argv)
 {
     det_opts o;
-    int help;
-    if (parse_args(argc, argv, &o, &help) < 0) return 2;
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int prc = parse_args(argc, argv, &o);
+    if (prc < 0) return tool_args_status(prc);
     if (strlen(o.out_dir) > 3000) {
         fprintf(stderr, "gen: OUT_DIR is too long\n");
         return 2;

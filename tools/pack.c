@@ -46,7 +46,9 @@
  * (src/source/index.h, tar.h: self-contained) so that the loader and pack
  * share one indexing of sources and one writer of the index format.
  */
+#include "args.h"
 #include "commands.h"
+#include "rng.h"
 #include "util.h"
 
 #include "../src/source/coco.h"
@@ -56,6 +58,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -110,181 +113,105 @@ typedef struct pk_state {
     int stop;
 } pk_state;
 
-static void usage(FILE *f)
+static int pk_prefix_ok(const tool_arg *a, const char *prefix, const char *v, void *opts)
 {
-    fprintf(f, "usage: nostall pack SRC DST [options]\n"
-               "       nostall pack --index SHARD.tar...\n"
-               "Write SRC (an ImageFolder, a file list, or a COCO annotation file *.json) into\n"
-               "DST as WebDataset tar shards PREFIX-000000.tar, ... (members KEY.jpg or KEY.png,\n"
-               "KEY.cls with the label, KEY.json with a COCO image's annotations), each with its\n"
-               "index file NAME.tar.nstidx so the loader indexes it without reading it. DST is\n"
-               "then a source: nostall bench DST, or DST/PREFIX-{000000..000009}.tar.\n"
-               "With --index, write the index files of existing tar shards (a pass over\n"
-               "their headers).\n"
-               "\n"
-               "options (--flag VALUE or --flag=VALUE):\n"
-               "  --shard-bytes N   largest shard, with K, M or G (binary) (default 512M);\n"
-               "                    a sample larger than that is a shard of its own\n"
-               "  --prefix NAME     shard names (default 'shard')\n"
-               "  --shuffle SEED    write samples in a random order drawn from SEED (default:\n"
-               "                    the source's order; shuffle for streaming reads)\n"
-               "  --transcode       rewrite JPEGs losslessly with restart markers as they are\n"
-               "                    packed (as nostall transcode does)\n"
-               "  --image-root DIR  COCO: the images' folder (default: the annotation file's)\n"
-               "  --coco-webdataset write a COCO source's shards although nostall's loader does\n"
-               "                    not read them (task=detect reads the instances JSON and\n"
-               "                    its images): for the webdataset library\n"
-               "  --allow-outside-root  COCO: pack file_names that leave the image root\n"
-               "                    (absolute, '..', a symlink out of it; refused by default)\n"
-               "  --max-file-bytes N  larger files are left out (default 1G)\n"
-               "  --threads N       files read at once, 1..256 (default: the online CPUs)\n"
-               "  --force           write into DST even if it is not empty\n"
-               "  --quiet           no progress line (the summary is still printed)\n"
-               "  --help            show this help\n");
+    (void)a, (void)opts;
+    if (*v && !strchr(v, '/') && !strchr(v, '{') && !strchr(v, '.')) return 0;
+    tool_line(stderr, "%s: --prefix must be a name without '/', '.' or braces (got '%s')", prefix,
+              v);
+    return -1;
 }
 
-static int parse_size(const char *v, uint64_t *out)
+static int pk_shuffle_on(const tool_arg *a, const char *prefix, const char *v, void *opts)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (end == v || errno || *v == '-') return -1;
-    int sh = 0;
-    if (*end == 'K' || *end == 'k')
-        sh = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        sh = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        sh = 30, end++;
-    if (*end || x > (1ULL << (62 - sh))) return -1;
-    *out = (uint64_t)x << sh;
+    (void)a, (void)prefix, (void)v;
+    ((pk_opts *)opts)->shuffle = 1;
     return 0;
 }
 
-static int parse_args(int argc, char **argv, pk_opts *o, int *help, int *first_shard)
+static const tool_arg pk_args[] = {
+    {"shard-bytes", TOOL_ARG_SIZE, offsetof(pk_opts, shard_bytes), 10240, 0, NULL, "N",
+     "largest shard; a sample larger than that is a shard of its own", NULL, 0, NULL},
+    {"prefix", TOOL_ARG_STRING, offsetof(pk_opts, prefix), 0, 0, NULL, "NAME", "shard names",
+     pk_prefix_ok, 0, NULL},
+    {"shuffle", TOOL_ARG_U64, offsetof(pk_opts, seed), 0, 0, NULL, "SEED",
+     "write samples in a random order drawn from SEED (shuffle for streaming reads)", pk_shuffle_on,
+     0, "the source's order"},
+    {"transcode", TOOL_ARG_FLAG, offsetof(pk_opts, transcode), 0, 0, NULL, NULL,
+     "rewrite JPEGs losslessly with restart markers as they are packed (as nostall transcode "
+     "does)",
+     NULL, 0, NULL},
+    {"image-root", TOOL_ARG_STRING, offsetof(pk_opts, image_root), 0, 0, NULL, "DIR",
+     "COCO: the images' folder", NULL, 0, "the annotation file's"},
+    {"coco-webdataset", TOOL_ARG_FLAG, offsetof(pk_opts, coco_webdataset), 0, 0, NULL, NULL,
+     "write a COCO source's shards although nostall's loader does not read them (task=detect "
+     "reads the instances JSON and its images): for the webdataset library",
+     NULL, 0, NULL},
+    {"allow-outside-root", TOOL_ARG_FLAG, offsetof(pk_opts, allow_outside_root), 0, 0, NULL, NULL,
+     "COCO: pack file_names that leave the image root (absolute, '..', a symlink out of it; "
+     "refused by default)",
+     NULL, 0, NULL},
+    {"max-file-bytes", TOOL_ARG_SIZE, offsetof(pk_opts, max_file_bytes), 10240, 0, NULL, "N",
+     "larger files are left out", NULL, 0, NULL},
+    {"threads", TOOL_ARG_INT, offsetof(pk_opts, threads), 1, MAX_THREADS, NULL, "N",
+     "files read at once", NULL, 0, "the online CPUs"},
+    {"index", TOOL_ARG_FLAG, offsetof(pk_opts, index_only), 0, 0, NULL, NULL,
+     "write the index files of the existing tar shards given instead of packing", NULL, 0, NULL},
+    {"force", TOOL_ARG_FLAG, offsetof(pk_opts, force), 0, 0, NULL, NULL,
+     "write into DST even if it is not empty", NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(pk_opts, quiet), 0, 0, NULL, NULL,
+     "no progress line (the summary is still printed)", NULL, 0, NULL},
+};
+
+static const tool_cmd pk_cmd = {
+    .name = "pack",
+    .prefix = "pack",
+    .usage = "usage: nostall pack SRC DST [options]\n"
+             "       nostall pack --index SHARD.tar...\n"
+             "Write SRC (an ImageFolder, a file list, or a COCO annotation file *.json) into\n"
+             "DST as WebDataset tar shards PREFIX-000000.tar, ... (members KEY.jpg or KEY.png,\n"
+             "KEY.cls with the label, KEY.json with a COCO image's annotations), each with its\n"
+             "index file NAME.tar.nstidx so the loader indexes it without reading it. DST is\n"
+             "then a source: nostall bench DST, or DST/PREFIX-{000000..000009}.tar.\n"
+             "With --index, write the index files of existing tar shards (a pass over\n"
+             "their headers).\n",
+    .positionals = "SRC DST",
+    .max_positionals = -1, /* --index takes any number of shards */
+    .args = pk_args,
+    .nargs = sizeof pk_args / sizeof pk_args[0],
+};
+
+/* The options of argv; *npos: the positional arguments, at argv[1..]. */
+static int parse_args(int argc, char **argv, pk_opts *o, int *npos)
 {
     memset(o, 0, sizeof *o);
     o->prefix = "shard";
     o->shard_bytes = DEFAULT_SHARD_BYTES;
     o->max_file_bytes = 1ULL << 30;
-    *help = 0;
-    *first_shard = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] == '\0') {
-            if (o->index_only) {
-                if (!*first_shard) *first_shard = i;
-                continue;
-            }
-            if (!o->src)
-                o->src = a;
-            else if (!o->dst)
-                o->dst = a;
-            else {
-                fprintf(stderr, "pack: unexpected extra argument '%s' (SRC DST expected)\n", a);
-                return -1;
-            }
-            continue;
-        }
-        char name[32];
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, a, nlen);
-        name[nlen] = '\0';
-        const char *val = eq ? eq + 1 : NULL;
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
-            *help = 1;
-            return 0;
-        }
-        int flag = !strcmp(name, "--transcode") || !strcmp(name, "--force") ||
-                   !strcmp(name, "--quiet") || !strcmp(name, "--index") ||
-                   !strcmp(name, "--coco-webdataset") || !strcmp(name, "--allow-outside-root");
-        if (flag) {
-            if (val) {
-                fprintf(stderr, "pack: %s takes no value\n", name);
-                return -1;
-            }
-            if (!strcmp(name, "--transcode"))
-                o->transcode = 1;
-            else if (!strcmp(name, "--force"))
-                o->force = 1;
-            else if (!strcmp(name, "--quiet"))
-                o->quiet = 1;
-            else if (!strcmp(name, "--coco-webdataset"))
-                o->coco_webdataset = 1;
-            else if (!strcmp(name, "--allow-outside-root"))
-                o->allow_outside_root = 1;
-            else
-                o->index_only = 1;
-            continue;
-        }
-        static const char *const valued[] = {"--shard-bytes", "--prefix",         "--shuffle",
-                                             "--image-root",  "--max-file-bytes", "--threads"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known |= !strcmp(name, valued[k]);
-        if (!known) {
-            fprintf(stderr, "pack: unknown option '%s' (see nostall pack --help)\n", a);
-            return -1;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "pack: %s needs a value\n", name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        if (!strcmp(name, "--prefix")) {
-            if (!*val || strchr(val, '/') || strchr(val, '{') || strchr(val, '.')) {
-                fprintf(stderr, "pack: --prefix must be a name without '/', '.' or braces\n");
-                return -1;
-            }
-            o->prefix = val;
-        } else if (!strcmp(name, "--image-root")) {
-            o->image_root = val;
-        } else if (!strcmp(name, "--shard-bytes") || !strcmp(name, "--max-file-bytes")) {
-            uint64_t v;
-            if (parse_size(val, &v) < 0 || v < 10240) {
-                fprintf(stderr, "pack: %s must be a size of at least 10K (got '%s')\n", name, val);
-                return -1;
-            }
-            if (name[2] == 's')
-                o->shard_bytes = v;
-            else
-                o->max_file_bytes = v;
-        } else {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            const int threads = !strcmp(name, "--threads");
-            if (!(*val >= '0' && *val <= '9') || *end || errno ||
-                (threads && (v < 1 || v > MAX_THREADS))) {
-                fprintf(stderr, "pack: %s must be %s (got '%s')\n", name,
-                        threads ? "an integer in 1..256" : "a non-negative integer", val);
-                return -1;
-            }
-            if (threads)
-                o->threads = (long)v;
-            else
-                o->shuffle = 1, o->seed = v;
-        }
-    }
+    int n = tool_args_parse(&pk_cmd, argc, argv, o, NULL);
+    if (n < 0) return n;
+    *npos = n;
     if (o->index_only) {
-        if (!*first_shard) {
+        if (n == 0) {
             fprintf(stderr, "pack: --index needs shard files (nostall pack --index SHARD.tar...)\n");
-            return -1;
+            return TOOL_ARGS_ERROR;
         }
         return 0;
     }
+    if (n > 2) {
+        tool_line(stderr, "pack: unexpected extra argument '%s' (SRC DST expected)", argv[3]);
+        return TOOL_ARGS_ERROR;
+    }
+    o->src = n > 0 ? argv[1] : NULL;
+    o->dst = n > 1 ? argv[2] : NULL;
     if (!o->threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = c < 1 ? 1 : c > MAX_THREADS ? MAX_THREADS : c;
     }
     if (!o->src || !o->dst) {
         fprintf(stderr, "pack: missing %s (usage: nostall pack SRC DST [options]; see --help)\n",
                 o->src ? "DST" : "SRC");
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
     return 0;
 }
@@ -774,11 +701,11 @@ bad:
 
 /* ---- the command --------------------------------------------------------------- */
 
-static int index_shards(int argc, char **argv, int first)
+/* --index: the shards at argv[1..n]. */
+static int index_shards(int n, char **argv)
 {
     int bad = 0;
-    for (int i = first; i < argc; i++) {
-        if (argv[i][0] == '-') continue;
+    for (int i = 1; i <= n; i++) {
         uint8_t *file;
         size_t len;
         if (nst_shard_scan_file(argv[i], &file, &len) < 0) {
@@ -811,14 +738,13 @@ static int index_shards(int argc, char **argv, int first)
 
 static void shuffle_order(uint64_t *order, uint64_t n, uint64_t seed)
 {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    uint64_t x = seed * TOOL_GOLDEN_GAMMA + 0x632BE59BD9B4E019ULL;
     for (uint64_t i = n; i > 1; i--) {
-        x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ULL, x ^= x >> 27, x *= 0x94D049BB133111EBULL,
-            x ^= x >> 31;
+        x = tool_mix64(x);
         uint64_t j = x % i, t = order[i - 1];
         order[i - 1] = order[j];
         order[j] = t;
-        x += 0x9E3779B97F4A7C15ULL;
+        x += TOOL_GOLDEN_GAMMA;
     }
 }
 
@@ -869,13 +795,9 @@ static void progress(const pk_writer *w, uint64_t done, uint64_t n, double t0, d
 int cmd_pack(int argc, char **argv)
 {
     pk_opts o;
-    int help, first;
-    if (parse_args(argc, argv, &o, &help, &first) < 0) return 2;
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
-    if (o.index_only) return index_shards(argc, argv, first);
+    int npos = 0, prc = parse_args(argc, argv, &o, &npos);
+    if (prc < 0) return tool_args_status(prc);
+    if (o.index_only) return index_shards(npos, argv);
     if (strlen(o.dst) > 3000) {
         fprintf(stderr, "pack: DST path is too long\n");
         return 2;

@@ -35,6 +35,7 @@
  * buffers, and the counters, messages and progress line are guarded by one
  * mutex. Every file is rewritten the same way whatever the thread count.
  */
+#include "args.h"
 #include "commands.h"
 #include "util.h"
 
@@ -43,6 +44,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,121 +91,66 @@ typedef struct {
     size_t out_cap;
 } tc_buf;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: nostall transcode SRC DST [options]\n"
-               "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
-               "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
-               "as a baseline JPEG with a restart marker every N MCUs (or MCU rows): standard\n"
-               "Huffman tables, or optimized ones where those would grow the file by more\n"
-               "than an eighth; EXIF, ICC and other segments kept. nostall's region decode\n"
-               "then skips the MCUs above (and with --restart-mcus beside) a crop without\n"
-               "decoding them. Other files are copied as they are; a damaged JPEG is\n"
-               "reported and copied unchanged, and so is one the rewrite keeps as it is\n"
-               "(said why: not 8-bit grayscale or YCbCr, the restart markers asked for\n"
-               "already there, over 33.5 Mpixel, a progressive file whose scans leave\n"
-               "coefficients incomplete, or a rewrite more than an eighth larger).\n"
-               "\n"
-               "options (--flag VALUE or --flag=VALUE):\n"
-               "  --restart-mcus N  MCUs (8 or 16 pixels square) per restart interval,\n"
-               "                    1..64 (default 1); lowered per image to the largest\n"
-               "                    divisor of its MCUs per row, so intervals tile the rows\n"
-               "  --restart-rows N  instead: MCU rows per restart interval, 1..64 (rows\n"
-               "                    only: the columns beside a crop are still decoded)\n"
-               "  --threads N       files transcoded at once, 1..256 (default: the online CPUs)\n"
-               "  --force           write into DST even if it is not empty\n"
-               "  --quiet           no progress line (the summary is still printed)\n"
-               "  --help            show this help\n");
-}
+static const tool_arg tc_args[] = {
+    {"restart-mcus", TOOL_ARG_INT, offsetof(tc_opts, mcus), 1, 64, NULL, "N",
+     "MCUs (8 or 16 pixels square) per restart interval; lowered per image to the largest "
+     "divisor of its MCUs per row, so intervals tile the rows",
+     NULL, 0, "1"},
+    {"restart-rows", TOOL_ARG_INT, offsetof(tc_opts, rows), 1, 64, NULL, "N",
+     "instead: MCU rows per restart interval (rows only: the columns beside a crop are still "
+     "decoded)",
+     NULL, 0, ""},
+    {"threads", TOOL_ARG_INT, offsetof(tc_opts, threads), 1, MAX_THREADS, NULL, "N",
+     "files transcoded at once", NULL, 0, "the online CPUs"},
+    {"force", TOOL_ARG_FLAG, offsetof(tc_opts, force), 0, 0, NULL, NULL,
+     "write into DST even if it is not empty", NULL, 0, NULL},
+    {"quiet", TOOL_ARG_FLAG, offsetof(tc_opts, quiet), 0, 0, NULL, NULL,
+     "no progress line (the summary is still printed)", NULL, 0, NULL},
+};
 
-static int parse_args(int argc, char **argv, tc_opts *o, int *help)
+static const tool_cmd tc_cmd = {
+    .name = "transcode",
+    .prefix = "transcode",
+    .usage = "usage: nostall transcode SRC DST [options]\n"
+             "Copy the directory tree SRC (an ImageFolder dataset or any tree) to DST,\n"
+             "rewriting every JPEG losslessly (same DCT coefficients, so the same pixels)\n"
+             "as a baseline JPEG with a restart marker every N MCUs (or MCU rows): standard\n"
+             "Huffman tables, or optimized ones where those would grow the file by more\n"
+             "than an eighth; EXIF, ICC and other segments kept. nostall's region decode\n"
+             "then skips the MCUs above (and with --restart-mcus beside) a crop without\n"
+             "decoding them. Other files are copied as they are; a damaged JPEG is\n"
+             "reported and copied unchanged, and so is one the rewrite keeps as it is\n"
+             "(said why: not 8-bit grayscale or YCbCr, the restart markers asked for\n"
+             "already there, over 33.5 Mpixel, a progressive file whose scans leave\n"
+             "coefficients incomplete, or a rewrite more than an eighth larger).\n",
+    .positionals = "SRC DST",
+    .max_positionals = 2,
+    .args = tc_args,
+    .nargs = sizeof tc_args / sizeof tc_args[0],
+};
+
+static int parse_args(int argc, char **argv, tc_opts *o)
 {
     memset(o, 0, sizeof *o);
-    *help = 0;
-    int no_more_flags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (no_more_flags || a[0] != '-' || a[1] == '\0') {
-            if (!o->src)
-                o->src = a;
-            else if (!o->dst)
-                o->dst = a;
-            else {
-                fprintf(stderr, "transcode: unexpected extra argument '%s' (SRC DST expected)\n", a);
-                return -1;
-            }
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            no_more_flags = 1;
-            continue;
-        }
-        char name[32];
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, a, nlen);
-        name[nlen] = '\0';
-        const char *val = eq ? eq + 1 : NULL;
-        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-            *help = 1;
-            return 0;
-        }
-        if (strcmp(name, "--quiet") == 0 || strcmp(name, "--force") == 0) {
-            if (val) {
-                fprintf(stderr, "transcode: %s takes no value\n", name);
-                return -1;
-            }
-            if (name[2] == 'q')
-                o->quiet = 1;
-            else
-                o->force = 1;
-            continue;
-        }
-        const int is_mcus = strcmp(name, "--restart-mcus") == 0;
-        const int is_threads = strcmp(name, "--threads") == 0;
-        if (strcmp(name, "--restart-rows") != 0 && !is_mcus && !is_threads) {
-            fprintf(stderr, "transcode: unknown option '%s' (see nostall transcode --help)\n", a);
-            return -1;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "transcode: %s needs a value\n", name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        char *end;
-        errno = 0;
-        long v = strtol(val, &end, 10);
-        const long hi = is_threads ? MAX_THREADS : 64;
-        if (!(*val >= '0' && *val <= '9') || *end != '\0' || errno == ERANGE || v < 1 || v > hi) {
-            fprintf(stderr, "transcode: %s must be an integer in 1..%ld (got '%s')\n", name, hi,
-                    val);
-            return -1;
-        }
-        if (is_threads)
-            o->threads = v;
-        else if (is_mcus)
-            o->mcus = v;
-        else
-            o->rows = v;
-        if (o->mcus && o->rows) {
-            fprintf(stderr, "transcode: --restart-mcus and --restart-rows exclude each other\n");
-            return -1;
-        }
+    int n = tool_args_parse(&tc_cmd, argc, argv, o, NULL);
+    if (n < 0) return n;
+    if (o->mcus && o->rows) {
+        fprintf(stderr, "transcode: --restart-mcus and --restart-rows exclude each other\n");
+        return TOOL_ARGS_ERROR;
     }
     if (!o->rows && !o->mcus) o->mcus = 1;
     if (!o->threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        o->threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = c < 1 ? 1 : c > MAX_THREADS ? MAX_THREADS : c;
     }
+    o->src = n > 0 ? argv[1] : NULL;
+    o->dst = n > 1 ? argv[2] : NULL;
     if (!o->src || !o->dst) {
         fprintf(stderr,
                 "transcode: missing %s (usage: nostall transcode SRC DST [options]; "
                 "see --help)\n",
                 o->src ? "DST" : "SRC");
-        return -1;
+        return TOOL_ARGS_ERROR;
     }
     return 0;
 }
@@ -442,12 +389,8 @@ static void walk(tc_state *s, tc_buf *own, const char *from, const char *to, int
 int cmd_transcode(int argc, char **argv)
 {
     tc_opts o;
-    int help;
-    if (parse_args(argc, argv, &o, &help) < 0) return 2;
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int prc = parse_args(argc, argv, &o);
+    if (prc < 0) return tool_args_status(prc);
     if (strlen(o.src) > 3000 || strlen(o.dst) > 3000) {
         fprintf(stderr, "transcode: SRC or DST path is too long\n");
         return 2;

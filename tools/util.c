@@ -96,47 +96,6 @@ int tool_dir_nonempty(const char *path)
     return any;
 }
 
-void tool_flag_name(const char *arg, char *name, size_t cap, const char **value)
-{
-    const char *eq = strchr(arg + 2, '=');
-    size_t n = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
-    if (n >= cap) n = cap - 1;
-    memcpy(name, arg + 2, n);
-    name[n] = '\0';
-    for (char *q = name; *q; q++)
-        if (*q == '-') *q = '_';
-    *value = eq ? eq + 1 : NULL;
-}
-
-int tool_loader_option(nostall_config *cfg, const char *cmd, const char *name, const char *value,
-                       int argc, char **argv, int *i)
-{
-    int id = nostall_option_find(name);
-    if (id < 0) return -1;
-    nostall_option_info info;
-    nostall_option_info_get(id, &info);
-    if (!value) {
-        /* A bare boolean flag means 1, unless a boolean value follows. */
-        if (info.type == NOSTALL_TYPE_BOOL && (*i + 1 >= argc || !strncmp(argv[*i + 1], "--", 2) ||
-                                               nostall_config_set(cfg, name, argv[*i + 1]) < 0)) {
-            value = "1";
-        } else if (info.type == NOSTALL_TYPE_BOOL) {
-            ++*i; /* set just above */
-            return id;
-        } else if (*i + 1 < argc) {
-            value = argv[++*i];
-        } else {
-            fprintf(stderr, "nostall %s: option '--%s' needs a value\n", cmd, info.name);
-            return -2;
-        }
-    }
-    if (nostall_config_set(cfg, name, value) < 0) {
-        tool_line(stderr, "nostall %s: %s", cmd, nostall_last_error());
-        return -2;
-    }
-    return id;
-}
-
 long long tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t max)
 {
     FILE *f = fopen(path, "rb");

@@ -67,14 +67,4 @@ void tool_html_text(FILE *f, const char *s);
  * boundary when it does not fit: for columns of fixed width. */
 void tool_text_buf(char *buf, size_t cap, const char *s);
 
-/* Split a flag "--name=value" or "--name": the name, dashes turned into
- * underscores, into name[cap]; *value = the text after '=' or NULL. */
-void tool_flag_name(const char *arg, char *name, size_t cap, const char **value);
-/* If `name` is a loader option, take its value (`value`, else the next
- * argument — consumed by advancing *i — or 1 for a bare boolean flag) and
- * set it in cfg. Returns the option id; -1 if `name` is not a loader option
- * (nothing printed); -2 after printing "nostall CMD: why" on stderr. */
-int tool_loader_option(nostall_config *cfg, const char *cmd, const char *name, const char *value,
-                       int argc, char **argv, int *i);
-
 #endif
