@@ -261,7 +261,7 @@ static int take_loader(const tool_cmd *cmd, nostall_config *cfg, const char *nam
         value = "1";
     } else if (!value) {
         if (*i + 1 >= argc) {
-            tool_line(stderr, "%s: --%s needs a value", cmd->prefix, name);
+            tool_line(stderr, "%s: %s needs a value", cmd->prefix, argv[*i]); /* as given */
             return -1;
         }
         value = argv[++*i];
