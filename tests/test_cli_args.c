@@ -225,7 +225,7 @@ static void test_types(void)
     CHECK_EQ(o.fmt, 0);
     CHECK_EQ(PARSE(&o, "--format", "png", "--format", "jpeg"), 0);
     CHECK_EQ(o.fmt, 0);
-    ERR(PARSE(&o, "--format", "gif"), "jpeg|png", "'gif'");
+    ERR(PARSE(&o, "--format", "gif"), "must be jpeg or png", "'gif'");
     ERR(PARSE(&o, "--format", "jp"), "--format", "'jp'");
     /* a function takes the value */
     CHECK_EQ(PARSE(&o, "--call", "x", "--call=y"), 0);

@@ -129,15 +129,24 @@ static int parse_double(const char *prefix, const tool_arg *a, const char *value
     return 0;
 }
 
-/* The choices of an ENUM as "jpeg|png" (first names only, aliases left out). */
-static void enum_names(const char *choices, char *buf, size_t cap)
+/* The choices of an ENUM, first names only (aliases left out): "jpeg|png",
+ * or in words ("classify, detect or audio"). */
+static void enum_names(const char *choices, int words, char *buf, size_t cap)
 {
     size_t n = 0;
-    int alias = 0;
-    for (const char *p = choices; *p && n + 1 < cap; p++) {
-        if (*p == ',') alias = 1;
-        if (*p == '|') alias = 0;
-        if (!alias) buf[n++] = *p;
+    int alias = 0, left = 0;
+    for (const char *p = choices; *p; p++) left += *p == '|';
+    for (const char *p = choices; *p && n + 5 < cap; p++) {
+        if (*p == '|') { /* the next choice */
+            const char *sep = !words ? "|" : --left ? ", " : " or ";
+            memcpy(buf + n, sep, strlen(sep));
+            n += strlen(sep);
+            alias = 0;
+        } else if (*p == ',' || alias) { /* an alias of the choice */
+            alias = 1;
+        } else {
+            buf[n++] = *p;
+        }
     }
     buf[n] = '\0';
 }
@@ -218,8 +227,8 @@ static int take_value(const tool_cmd *cmd, const tool_arg *a, const char *value,
         int k = enum_find(a->choices, value);
         if (k < 0) {
             char names[256];
-            enum_names(a->choices, names, sizeof names);
-            tool_line(stderr, "%s: --%s must be one of %s (got '%s')", pre, a->name, names, value);
+            enum_names(a->choices, 1, names, sizeof names);
+            tool_line(stderr, "%s: --%s must be %s (got '%s')", pre, a->name, names, value);
             return -1;
         }
         *(int *)(void *)field = k;
@@ -401,7 +410,7 @@ static void arg_bounds(const tool_arg *a, const void *opts, char *buf, size_t ca
             snprintf(d, sizeof d, "'%s'", *(const char *const *)(const void *)field);
         break;
     case TOOL_ARG_ENUM:
-        enum_names(a->choices, b, sizeof b);
+        enum_names(a->choices, 0, b, sizeof b);
         if (field) enum_name(a->choices, *(const int *)(const void *)field, d, sizeof d);
         break;
     case TOOL_ARG_LIST: snprintf(b, sizeof b, "repeatable, at most %.0f", a->hi); break;
