@@ -16,8 +16,10 @@
  *   --name VALUE and --name=VALUE both work; '-' and '_' in a name are the
  *     same (--batch-size, --batch_size). "--" ends the flags; "-" alone is a
  *     positional argument; -h and --help print the help.
- *   A flag given twice: the last value wins, except LIST and CALL flags,
- *     which take every value in order (--mix A:1 --mix B:1).
+ *   A flag given twice: the last value wins, except LIST flags, which take
+ *     every value in order (--mix A:1 --mix B:1); a CALL flag's function
+ *     sees every value and decides (gen's --rates: the last list wins).
+ *   A single-dash word other than "-" and "-h" is an unknown option.
  *   Errors name the flag and the value: "PREFIX: --flag must be an integer
  *     in 1..64 (got '0')", "PREFIX: --flag needs a value", "PREFIX: unknown
  *     option '--x' (see nostall CMD --help)", "PREFIX: --flag takes no value".
@@ -42,7 +44,7 @@ typedef enum tool_arg_type {
     TOOL_ARG_STRING, /* const char *: the argument itself                            */
     TOOL_ARG_ENUM,   /* int: index of the choice in `choices`                        */
     TOOL_ARG_LIST,   /* tool_list: every value, in order, at most hi of them        */
-    TOOL_ARG_CALL    /* `fn` takes the value (repeatable)                            */
+    TOOL_ARG_CALL    /* `fn` takes each value given                                  */
 } tool_arg_type;
 
 #define TOOL_ARG_OPEN_LO 1    /* flags: DOUBLE's lower bound is excluded */

@@ -61,7 +61,7 @@ typedef struct bench_opts {
 
 static const tool_arg bench_args[] = {
     {"step-ms", TOOL_ARG_DOUBLE, offsetof(bench_opts, step_ms), 0, 3.6e6, NULL, "MS",
-     "simulated training time per batch, in milliseconds (0: as fast as possible)", NULL, 0, NULL},
+     "simulated training time per batch, in milliseconds; 0: as fast as possible", NULL, 0, NULL},
     {"json", TOOL_ARG_FLAG, offsetof(bench_opts, json), 0, 0, NULL, NULL,
      "print one JSON object on stdout instead of the summary (strict UTF-8: a name that is "
      "not UTF-8 has U+FFFD in \"path\" and its exact bytes in hex in \"path_hex\"; the "
@@ -72,8 +72,8 @@ static const tool_arg bench_args[] = {
     {"no-checksum", TOOL_ARG_FLAG, offsetof(bench_opts, no_checksum), 0, 0, NULL, NULL,
      "skip hashing the delivered bytes (for timing against peers)", NULL, 0, NULL},
     {"mix", TOOL_ARG_LIST, offsetof(bench_opts, mix), 0, MIX_SOURCES_MAX, NULL, "DATA:WEIGHT",
-     "read several sources as one, by weight (repeated, or 'A:0.7,B:0.3'; docs/mixing.md): "
-     "the loader's mix option, one line per --mix",
+     "read several sources as one, by weight: 'A:0.7,B:0.3', or one source per --mix (the "
+     "loader's mix option; docs/mixing.md)",
      NULL, 0, NULL},
     {"partitioned-cache", TOOL_ARG_STRING, offsetof(bench_opts, pcache), 0, 0, NULL, "BYTES",
      "under mpirun/srun: a cache of BYTES (K/M/G/T or '25%') on this rank, partitioned across "
