@@ -609,9 +609,16 @@ NOSTALL_API int nostall_loader_join(nostall_loader *ld);
  * remapped exactly -- the order of an epoch is global, so the items every
  * old rank consumed (epoch_offset + position x old world_size) are skipped
  * and the rest is sharded over the new ranks, none repeated or lost (the
- * ranks of a job are assumed in step, as under DDP). A state with version
- * 0 gives only (epoch, position), e.g. {.epoch = 3} to start epoch 3. */
-#define NOSTALL_STATE_VERSION 1
+ * ranks of a job are assumed in step, as under DDP). One rank's state can
+ * say that only while no rank met a bad item in the epoch: a rank that
+ * skips bad items fills its batches from items further on, so its
+ * position runs ahead of the others'. A state whose rank met bad items
+ * (bad, taken) is refused by another rank or world size (E_STATE); resume
+ * such a job with every rank's state (nostall_loader_set_states, below).
+ * A state with version 0 gives only (epoch, position), e.g. {.epoch = 3}
+ * to start epoch 3. Version 1 states (before bad, taken_first, taken_end
+ * and level) still load as before. */
+#define NOSTALL_STATE_VERSION 2
 typedef struct nostall_state {
     uint64_t epoch;
     uint64_t position;
@@ -631,7 +638,15 @@ typedef struct nostall_state {
     uint32_t version;     /* NOSTALL_STATE_VERSION; 0: only epoch and
                               position are given                          */
     uint32_t rank, world_size;
-    uint32_t reserved_;
+    uint32_t level;       /* v2: world-size changes `epoch` went through
+                              before this job (nostall_loader_get_states) */
+    uint32_t taken_first; /* v2: the items counted in taken's low bits lie */
+    uint32_t taken_end;   /* at positions [position + taken_first,
+                              position + taken_end) (bad ones between them
+                              included): delivered, for an elastic resume */
+    uint64_t bad;         /* v2: bad items this rank met in `epoch` (its
+                              planned ones; the max_bad_fraction count)   */
+    uint64_t reserved_[2];
 } nostall_state;
 
 NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out);
@@ -640,6 +655,33 @@ NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state
  * epoch's end or epoch is past `epochs`; E_STATE for a state of another
  * seed, dataset or options (the message names which). */
 NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st);
+
+/* Elastic resume, exact with bad items, for any change of world size.
+ * Every rank of the old job saves nostall_loader_get_states() (its own
+ * state, last, after the states its epoch was resumed from, if any: one
+ * level per earlier world-size change in the epoch); the states of all
+ * its ranks together (duplicates of the shared earlier levels may be
+ * left in) are one job's state, and every rank of the new job, of any
+ * world size, loads all of them with nostall_loader_set_states(). The new
+ * job marks as delivered every position of the epoch's global order that
+ * an old rank consumed -- the positions before its own position, and the
+ * top-up's taken span after it (padding and wrapped repeats do not
+ * count) -- and shards the positions left over the new ranks: no item
+ * delivered before the save is delivered again, and none of the rest is
+ * left out except as drop_last leaves items out of any epoch. Under the
+ * same world size each rank resumes at its own cursor (exact, as
+ * set_state). Untrusted input: every state is checked as set_state checks
+ * one (E_STATE), and the set must hold every rank of every level once
+ * (same epoch; E_INVALID). At most NOSTALL_STATES_MAX states; memory:
+ * items / 8 bytes while loading, 8 bytes per unconsumed position below
+ * the furthest consumed one while the epoch lasts. Not with echoing nor
+ * shard_mode=stream across world sizes (E_INVALID). */
+#define NOSTALL_STATES_MAX 65536
+/* *count: the states written (E_INVALID with *count set if cap is less). */
+NOSTALL_API int nostall_loader_get_states(const nostall_loader *ld, nostall_state *out, size_t cap,
+                                          size_t *count);
+NOSTALL_API int nostall_loader_set_states(nostall_loader *ld, const nostall_state *states,
+                                          size_t count);
 
 typedef struct nostall_dataset_info {
     uint64_t items;           /* items in the dataset index               */

@@ -475,6 +475,8 @@ void nostall_loader_free(nostall_loader *ld)
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
     free(ld->skips);
     free(ld->skip_reason);
+    free(ld->res_band);
+    free(ld->chain);
     nst_echo_sched_destroy(&ld->esched);
     nst_recipe_free(ld->recipe);
     nst_cache_free(ld->cache);

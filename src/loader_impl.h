@@ -121,6 +121,16 @@ struct nostall_loader {
 
     worker *workers;
     struct nst_stream *stream; /* shard_mode=stream: the shards' reader    */
+
+    /* An elastic resume from every old rank's state (loader_state.c; the
+     * consumer thread): the sampler's band of positions not yet consumed
+     * (owned), and the states it was computed from, in the epoch
+     * chain_epoch (chain_levels world-size changes), saved again by
+     * nostall_loader_get_states so a later resume sees them too. */
+    uint64_t *res_band;
+    nostall_state *chain;
+    uint32_t chain_n, chain_levels;
+    uint64_t chain_epoch;
 };
 
 /* Deliveries in `epoch` (the shard, or with fixed item echoing the sum of

@@ -95,7 +95,11 @@ class State(ctypes.Structure):
     _fields_ = [("epoch", c_uint64), ("position", c_uint64), ("epoch_offset", c_uint64),
                 ("taken", c_uint64), ("seed", c_uint64), ("items", c_uint64),
                 ("fingerprint", c_uint64), ("version", c_uint32), ("rank", c_uint32),
-                ("world_size", c_uint32), ("reserved_", c_uint32)]
+                ("world_size", c_uint32), ("level", c_uint32), ("taken_first", c_uint32),
+                ("taken_end", c_uint32), ("bad", c_uint64), ("reserved_", c_uint64 * 2)]
+
+
+STATES_MAX = 65536  # NOSTALL_STATES_MAX
 
 
 class DatasetInfo(ctypes.Structure):
@@ -141,6 +145,9 @@ loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
 loader_join = _fn("nostall_loader_join", c_int, c_void_p)
 loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))
 loader_set_state = _fn("nostall_loader_set_state", c_int, c_void_p, POINTER(State))
+loader_get_states = _fn("nostall_loader_get_states", c_int, c_void_p, POINTER(State), c_size_t,
+                        POINTER(c_size_t))
+loader_set_states = _fn("nostall_loader_set_states", c_int, c_void_p, POINTER(State), c_size_t)
 loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo), c_size_t)
 loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                   POINTER(c_int64))

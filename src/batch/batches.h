@@ -61,15 +61,15 @@ typedef struct nst_batches_ops {
      * NOSTALL_DONE; NOSTALL_TIMEOUT (deadline_ns reached; 0: none); E_*. */
     int (*next)(nst_batches *b, nostall_batch *out, uint64_t deadline_ns, const char *fn);
     int (*release)(nst_batches *b, const nostall_batch *batch);
-    /* Restart at (epoch, position) with `taken` (the top-up: items of the
-     * next batch delivered, plus batches owed << 32; engine.h): drain
-     * what is in flight, call quiet(ctx) with no worker between take and
-     * done (the loader changes its sampler there), then restart.
-     * E_STATE where positions are not the caller's (a group member). */
-    int (*reset)(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                 void (*quiet)(void *ctx), void *ctx, const char *fn);
-    /* The consumer's cursor: (epoch, position, taken) of its next batch. */
-    void (*cursor)(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken);
+    /* Restart at the cursor c (engine.h: the top-up's items of the next
+     * batch delivered, batches owed, bad items so far): drain what is in
+     * flight, call quiet(ctx) with no worker between take and done (the
+     * loader changes its sampler there), then restart. E_STATE where
+     * positions are not the caller's (a group member). */
+    int (*reset)(nst_batches *b, const nst_bq_cursor *c, void (*quiet)(void *ctx), void *ctx,
+                 const char *fn);
+    /* The consumer's cursor: its next batch. */
+    void (*cursor)(nst_batches *b, nst_bq_cursor *c);
     void (*stop)(nst_batches *b);
     void (*free)(nst_batches *b);
     /* Optional (NULL: none). The memory holding the batches, for info;

@@ -472,6 +472,25 @@ static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, 
     return 0;
 }
 
+/* Where the items a member took from the end of its next batch lie (the
+ * batch is READY: the top-up read it): from the first of them to the
+ * last, by original index, so bad items before or after them stay the
+ * batch's. */
+static void taken_span(nst_bq *q, nst_bq_member *m)
+{
+    uint32_t s;
+    m->taken_first = m->taken_end = 0;
+    const nst_bq_slot *d = m->taken ? find_seq(q, m->next_seq, &s) : NULL;
+    if (!d || d->state != NST_BQ_READY || m->taken > d->delivered) return;
+    const int32_t *st = nst_bq_status(q, s);
+    uint32_t skip = d->delivered - m->taken, good = 0; /* good items left to the batch */
+    for (uint32_t j = 0; j < d->count; j++) {
+        if (st[j] < 0) continue;
+        if (good == skip) m->taken_first = j;
+        if (++good == d->delivered) m->taken_end = j + 1;
+    }
+}
+
 int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l,
                 nst_bq_seen_fn seen, void *ctx)
 {
@@ -499,7 +518,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
             if (!m->lent_now && m->lost) return empty_epoch(m->epoch, m->lost);
             m->epoch++;
             m->position = 0;
-            m->taken = 0;
+            m->taken = m->taken_first = m->taken_end = 0;
             m->owed = 0;
             m->lost = 0;
             m->lent_now = 0;
@@ -547,6 +566,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
         m->next_seq = seq + 1 + skip;
         m->position = end;
         m->taken = next_taken;
+        taken_span(q, m);
         if (res) m->owed += eaten;
         for (uint32_t i = 1; i <= skip; i++) {
             uint32_t di;
@@ -661,8 +681,22 @@ uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch)
     return seq;
 }
 
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed)
+void nst_bq_cursor_get(const nst_bq *q, uint32_t member, nst_bq_cursor *c)
 {
+    const nst_bq_member *m = &q->members[member];
+    c->epoch = m->epoch;
+    c->position = m->position;
+    c->lost = m->lost;
+    c->taken = m->taken;
+    c->owed = m->owed;
+    c->taken_first = m->taken_first;
+    c->taken_end = m->taken_end;
+}
+
+void nst_bq_reset(nst_bq *q, const nst_bq_cursor *c)
+{
+    const uint64_t epoch = c->epoch, position = c->position;
+    const uint32_t taken = c->taken, owed = c->owed;
     for (uint32_t s = 0; s < q->nslots; s++) {
         nst_bq_slot *sc = &q->slots[s];
         if (sc->state == NST_BQ_FREE) continue;
@@ -692,7 +726,9 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, 
         m->position = position;
         m->taken = taken;
         m->owed = owed;
-        m->lost = 0;
+        m->lost = c->lost; /* the budget counts on */
+        m->taken_first = c->taken_first;
+        m->taken_end = c->taken_end;
         m->lent_now = position > 0; /* a resumed epoch is not judged empty */
     }
 }

@@ -148,12 +148,17 @@ typedef struct nst_bq_member {
     uint32_t taken; /* items of the batch at (epoch, position)
                                    already delivered (top-up)               */
     uint64_t first_seq, next_seq;
-    uint64_t epoch, position; /* the member's cursor: next batch to lend   */
-    uint64_t consumed;        /* batches lent                              */
-    uint32_t owed;            /* RESERVE: donors passed, to lend from the reserve */
-    uint32_t lent_now;        /* batches lent this epoch (1 when the member came
+    uint64_t epoch, position;        /* the member's cursor: next batch to lend   */
+    uint64_t consumed;               /* batches lent                              */
+    uint32_t owed;                   /* RESERVE: donors passed, to lend from the reserve */
+    uint32_t lent_now;               /* batches lent this epoch (1 when the member came
                                  in mid-epoch: an empty epoch is judged only whole) */
-    uint64_t lost;            /* bad items of planned batches reached this epoch */
+    uint64_t lost;                   /* bad items of planned batches reached this epoch */
+    uint32_t taken_first, taken_end; /* the positions `taken` spans: from the
+                                 first good item taken to the last, as
+                                 offsets into the batch at `position`
+                                 (0, 0: none; an elastic resume marks them
+                                 delivered) */
 } nst_bq_member;
 
 typedef struct nst_bq {
@@ -264,10 +269,22 @@ void nst_bq_member_drop(nst_bq *q, uint32_t member);
  * which nothing was freed yet. */
 uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch);
 
+/* A member's cursor, as a state saves it: the next batch at (epoch,
+ * position); `taken` good items at its end already delivered (spanning
+ * positions [taken_first, taken_end) of it); batches `owed` from the
+ * reserve; bad items `lost` so far in the epoch. */
+typedef struct nst_bq_cursor {
+    uint64_t epoch, position, lost;
+    uint32_t taken, owed, taken_first, taken_end;
+} nst_bq_cursor;
+
+/* Member `member`'s cursor. */
+void nst_bq_cursor_get(const nst_bq *q, uint32_t member, nst_bq_cursor *c);
+
 /* The local ring's set_state: every slot not lent is freed, the cursor and
- * member 0 restart at (epoch, position) with `taken` and `owed` (sequence
- * numbers keep growing). Call with no item in flight. */
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed);
+ * member 0 restart at c (sequence numbers keep growing). Call with no item
+ * in flight. */
+void nst_bq_reset(nst_bq *q, const nst_bq_cursor *c);
 
 /* After a holder died mid-update (EOWNERDEAD): finish or undo it. */
 void nst_bq_repair(nst_bq *q);

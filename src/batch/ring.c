@@ -386,10 +386,12 @@ static uint32_t replay_plan(void *ctx, uint64_t position)
     return c->r->p.plan.batch_len(c->r->p.plan.ctx, c->epoch, position);
 }
 
-static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                   void (*quiet)(void *ctx), void *ctx, const char *fn)
+static int r_reset(nst_batches *b, const nst_bq_cursor *cur, void (*quiet)(void *ctx), void *ctx,
+                   const char *fn)
 {
     ring *r = R(b);
+    const uint64_t epoch = cur->epoch, position = cur->position;
+    nst_bq_cursor at = *cur;
     int rc = 0;
     pthread_mutex_lock(&r->mu);
     if (r->stopped) {
@@ -422,9 +424,10 @@ static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t t
             if (r->eb.pool[i].position < start) start = r->eb.pool[i].position;
         if (!r->eb.n) start = next_fresh;
         r->bpending_end = 0;
-        taken = 0;
+        at.taken = at.owed = at.taken_first = at.taken_end = 0;
     }
-    nst_bq_reset(r->q, epoch, start, (uint32_t)taken, (uint32_t)(taken >> 32));
+    at.position = start;
+    nst_bq_reset(r->q, &at);
     if (r->p.echo == NST_ECHO_ITEMS) {
         nst_estore_reset(r->estore);
         nst_echo_store_reset(r->p.sched);
@@ -438,19 +441,15 @@ out:
     return rc;
 }
 
-static void r_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
+static void r_cursor(nst_batches *b, nst_bq_cursor *c)
 {
     ring *r = R(b);
     pthread_mutex_lock(&r->mu);
-    const nst_bq_member *m = &r->q->members[0];
+    nst_bq_cursor_get(r->q, 0, c);
     if (r->p.echo == NST_ECHO_BATCHES) {
-        *epoch = r->eb.epoch;
-        *position = r->eb.delivered;
-        *taken = 0;
-    } else {
-        *epoch = m->epoch;
-        *position = m->position;
-        *taken = m->taken | (uint64_t)m->owed << 32;
+        memset(c, 0, sizeof *c);
+        c->epoch = r->eb.epoch;
+        c->position = r->eb.delivered;
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -115,21 +115,21 @@ static int c_release(nst_batches *b, const nostall_batch *batch)
     return nst_group_release(C(b)->g, batch->sequence);
 }
 
-static int c_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                   void (*quiet)(void *ctx), void *ctx, const char *fn)
+static int c_reset(nst_batches *b, const nst_bq_cursor *c, void (*quiet)(void *ctx), void *ctx,
+                   const char *fn)
 {
-    (void)epoch, (void)position, (void)taken, (void)quiet, (void)ctx;
+    (void)c, (void)quiet, (void)ctx;
     return nst_error(NOSTALL_E_STATE,
                      "%s: a member of coordinated group '%s' follows the group's position; "
                      "set_state is not available",
                      fn, C(b)->name);
 }
 
-static void c_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
+static void c_cursor(nst_batches *b, nst_bq_cursor *c)
 {
-    *epoch = C(b)->epoch;
-    *position = C(b)->position;
-    *taken = 0;
+    memset(c, 0, sizeof *c);
+    c->epoch = C(b)->epoch;
+    c->position = C(b)->position;
 }
 
 static void c_stop(nst_batches *b) { nst_group_stop(C(b)->g); }
