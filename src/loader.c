@@ -164,7 +164,7 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
  * a group (its own plan) or a shard stream (no going back); with
  * drop_last=0 only where there are ranks to keep in step (world_size > 1:
  * alone, a batch of only bad items is passed, as before). */
-static int uses_reserve(const struct nostall_loader *ld)
+int nst_loader_uses_reserve(const struct nostall_loader *ld)
 {
     const nst_optval *v = ld->cfg.v;
     return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
@@ -192,7 +192,7 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
     if (nslots > batches + 1) nslots = batches + 1;
     if (nslots < 2) nslots = 2;
-    if (uses_reserve(ld)) nslots++;
+    if (nst_loader_uses_reserve(ld)) nslots++;
     if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
         bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
         if (bbuf < 2) bbuf = 2;
@@ -272,7 +272,7 @@ static void sink_count(void *ctx, const uint64_t *io)
 static int make_backend(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = uses_reserve(ld);
+    const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = nst_loader_uses_reserve(ld);
     uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_BQ_FAIL : 0) |
                      (skip && (ld->drop_last || reserve) ? NST_BQ_FILL : 0) |
                      (reserve ? NST_BQ_RESERVE : 0) | (reserve && !ld->drop_last ? NST_BQ_KEEP : 0);

@@ -137,6 +137,8 @@ struct nostall_loader {
  * the items' uses); the plan's batch length. plan_mu taken inside. */
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
+/* The engine's RESERVE is on (every rank delivers the plan's batches). */
+int nst_loader_uses_reserve(const struct nostall_loader *ld);
 /* The sampler position of a ticket's item: its position, or for a reserve
  * item (NST_BQ_RESERVE, batch/engine.h) the rank's dropped remainder after
  * the plan's end, then its own items from the start, wrapped (as torch's

@@ -193,7 +193,8 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
     /* past the plan: owing batches of the reserve, or just done with them
      * (the reserve's positions run on past the shard, up to about a wrap) */
     if (*position > len && !owed &&
-        !(ld->on_bad == NOSTALL_BAD_SKIP && *position <= 2 * len + 2 * (uint64_t)ld->batch_size))
+        !(st->version >= 2 && nst_loader_uses_reserve(ld) &&
+          *position <= 2 * len + 2 * (uint64_t)ld->batch_size))
         return nst_error(NOSTALL_E_INVALID, "%s: position %llu is past the epoch's %llu items", fn,
                          (unsigned long long)*position, (unsigned long long)len);
     int fill = ld->on_bad == NOSTALL_BAD_SKIP;
