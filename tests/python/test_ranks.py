@@ -336,3 +336,78 @@ def test_property_elastic_resume(pool, tmp_path):
         _check_resume(what, n, bad, world, w3, batch, drop_last, both, last, same=w2 == w3,
                       extra=0 if drop_last else w2 - 1, shuffle=shuffle)
     assert cases >= 50
+
+
+def test_elastic_issue_case(pool, tmp_path):
+    """The reported case: a 2-rank state_dict (drop_last, bad files) loaded
+    into one rank repeated an item. One rank's state whose rank met bad
+    items is now refused (StateError naming the way out); every rank's,
+    merged (or given as a list), resumes exactly; a state saved before the
+    change (version 1, no top-up span) still loads as before."""
+    files, junk = pool
+    n, bad = 40, {3, 5, 6}
+    src = make_list(tmp_path, files, junk, n, bad)
+    opts = dict(batch_size=4, crop=8, threads=2, epochs=1, drop_last=True, shuffle=False,
+                max_bad_fraction=1, seed=3)
+    old = _run_job(src, 2, opts, stop=2)
+    states = [o[2] for o in old]
+    assert any(st["bad"] for st in states)
+    with nostall.Loader(src, **opts) as ld:
+        st = next(st for st in states if st["bad"] or st["taken"])
+        ld.load_state_dict(st)  # checked against this loader, applied by iter()
+        with pytest.raises(nostall.StateError, match="every old rank"):
+            iter(ld)
+    for state in (nostall.merge_states(states), states):
+        new = _run_job(src, 1, opts, state=state)
+        before = [i for o in old for i in o[0]]
+        assert not set(before) & set(new[0][0])
+        assert set(before) | set(new[0][0]) == set(range(n)) - bad - {39}  # 39: drop_last's
+    # merge_states: not one job's states, or an incomplete set
+    other = dict(states[1], seed=4)
+    with pytest.raises(nostall.StateError, match="seed"):
+        nostall.merge_states([states[0], other])
+    with nostall.Loader(src, **opts) as ld:
+        ld.load_state_dict(nostall.merge_states(states[:1]))
+        with pytest.raises(nostall.InvalidError, match="every rank"):
+            iter(ld)
+    # version 1 (before the span), here of a job without bad items: as before,
+    # also into another world size
+    clean = make_list(tmp_path, files, junk, n, set(), "clean.txt")
+    v1 = {k: v for k, v in _run_job(clean, 2, opts, stop=1)[0][2].items()
+          if k not in ("level", "taken_first", "taken_end", "bad", "chain")}
+    assert v1["taken"] == 0 and v1["position"] == 4
+    v1["version"] = 1
+    with nostall.Loader(clean, rank=0, world_size=2, **opts) as ld:
+        ld.load_state_dict(v1)
+        assert sum(1 for _ in ld) == len(ld) - 1
+    with nostall.Loader(clean, **opts) as ld:
+        ld.load_state_dict(v1)
+        assert sum(len(labels) for _, labels in ld) == 32  # 40 - 8, whole batches
+
+
+def test_elastic_gather(pool, tmp_path):
+    """state_dict(gather=True) merges every rank's state through
+    torch.distributed (here a one-process gloo group), and says what to do
+    without a process group."""
+    files, junk = pool
+    src = make_list(tmp_path, files, junk, 30, {2})
+    opts = dict(batch_size=4, crop=8, threads=2, epochs=1, max_bad_fraction=1, seed=1)
+    with nostall.Loader(src, **opts) as ld:
+        it = iter(ld)
+        next(it)
+        with pytest.raises(RuntimeError, match="process group"):
+            ld.state_dict(gather=True)
+        dist = pytest.importorskip("torch.distributed")
+        if not dist.is_available():
+            pytest.skip("torch.distributed is not available")
+        dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "pg"), rank=0,
+                                world_size=1)
+        try:
+            merged = ld.state_dict(gather=True)
+        finally:
+            dist.destroy_process_group()
+        assert merged["merged"] and len(merged["states"]) == 1
+        assert merged["states"][0]["position"] == ld.state_dict()["position"]
+    with nostall.Loader(src, **opts) as ld:
+        ld.load_state_dict(merged)
+        assert sum(1 for _ in ld) == len(ld) - 1
