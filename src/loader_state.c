@@ -11,6 +11,19 @@
  * resumed epoch, nst_sampler_resume, changed while no worker is between
  * taking a ticket and mapping it: the backend's reset calls back).
  *
+ * That remap assumes the ranks in step, which bad items break (a rank
+ * that skips them fills its batches from later items): such a state is
+ * refused by another rank or world size, and nostall_loader_set_states
+ * takes every old rank's instead. It marks in a bitmap of the epoch's
+ * global order the positions each old rank consumed (those before its
+ * position, and the span its top-up took after it: engine.h), level by
+ * level when the epoch already went through world-size changes (the chain
+ * of states a resumed loader keeps and nostall_loader_get_states saves
+ * again), and hands the sampler the positions left as a band
+ * (nst_sampler_resume_band), owned here (res_band) while the epoch lasts.
+ * Every state is untrusted input: checked as one state is, and the set
+ * must hold every rank of every level once.
+ *
  * A weighted mix (option mix) needs nothing more: its order is a pure
  * function of (seed, epoch, position) too, every source's own epoch counter
  * a product of the mixed epoch (source/mix.h); the fingerprint covers its
@@ -18,7 +31,9 @@
  * and the mix options.
  *
  * THREADS  The consumer thread. The fingerprint is computed once, on
- *   first use, under skip_mu.
+ *   first use, under skip_mu. The band and chain change only inside a
+ *   reset (no worker between take and done), after which the old band is
+ *   freed.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -40,7 +40,9 @@
  *   result is recorded in its control (`topped`, the commit point: a holder
  *   that dies before it leaves nothing to undo, the copy is redone by the
  *   next). Donors left empty are passed. How many items of the next batch
- *   were taken is the member's cursor (`taken`), kept in its state.
+ *   were taken is the member's cursor (`taken`), kept in its state, with
+ *   the span of positions they lie in (`taken_first`, `taken_end`: an
+ *   elastic resume marks them delivered).
  *
  * RESERVE (NST_BQ_RESERVE, with FILL; the local ring)  Every rank delivers
  *   exactly the plan's number of batches per epoch, whatever is bad. Each
