@@ -456,7 +456,7 @@ static int band_of(const uint64_t *bits, uint64_t n, uint64_t **band, uint64_t *
 static int mark_level(struct nostall_loader *ld, uint64_t *bits, const level *lv, uint64_t epoch,
                       const char *fn)
 {
-    const uint64_t n = ld->recipe->items, seed = ld->cfg.v[NOSTALL_OPT_SEED].u;
+    const uint64_t n = ld->sampler.n, seed = ld->cfg.v[NOSTALL_OPT_SEED].u;
     uint64_t *band, band_n, hi;
     int rc = band_of(bits, n, &band, &band_n, &hi, fn);
     for (uint32_t r = 0; rc == 0 && r < lv->world; r++) {
@@ -493,7 +493,7 @@ static int consumed_band(struct nostall_loader *ld, const level *lv, uint32_t co
                          uint64_t epoch, uint64_t off0, uint64_t **band, uint64_t *band_n,
                          uint64_t *hi, const char *fn)
 {
-    const uint64_t n = ld->recipe->items;
+    const uint64_t n = ld->sampler.n;
     uint64_t *bits = calloc((n + 63) / 64, sizeof *bits);
     if (!bits)
         return nst_error(NOSTALL_E_NOMEM, "%s: out of memory (a bitmap of %llu items)", fn,
