@@ -1374,10 +1374,11 @@ class Loader(_Base):
                          % (epoch, self.config["coordinate"], now.epoch, now.epoch))
         pending = self._pending_state
         if pending is not None and int(pending["epoch"]) != epoch:
+            where = "every rank's state" if pending.get("merged") else \
+                "position %d" % pending["position"]
             warnings.warn("nostall: set_epoch(%d) drops the state loaded with load_state_dict() "
-                          "for epoch %d (position %d): the next iter() starts epoch %d from its "
-                          "beginning" % (epoch, pending["epoch"], pending.get("position", 0),
-                                         epoch),
+                          "for epoch %d (%s): the next iter() starts epoch %d from its "
+                          "beginning" % (epoch, pending["epoch"], where, epoch),
                           RuntimeWarning, stacklevel=2)
             self._pending_state = None
         self._epoch_set = epoch

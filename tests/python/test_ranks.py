@@ -385,6 +385,7 @@ def test_elastic_issue_case(pool, tmp_path):
         assert sum(len(labels) for _, labels in ld) == 32  # 40 - 8, whole batches
 
 
+@pytest.mark.filterwarnings("ignore:nostall. 1 bad item")
 def test_elastic_gather(pool, tmp_path):
     """state_dict(gather=True) merges every rank's state through
     torch.distributed (here a one-process gloo group), and says what to do
