@@ -615,6 +615,10 @@ NOSTALL_API int nostall_loader_join(nostall_loader *ld);
  * position runs ahead of the others'. A state whose rank met bad items
  * (bad, taken) is refused by another rank or world size (E_STATE); resume
  * such a job with every rank's state (nostall_loader_set_states, below).
+ * Loaded by its own rank and world size a state resumes that rank's
+ * cursor exactly, also in an epoch that was itself remapped (epoch_offset).
+ * Echoing refuses another world size (E_INVALID: positions count
+ * deliveries, repeats included).
  * A state with version 0 gives only (epoch, position), e.g. {.epoch = 3}
  * to start epoch 3. Version 1 states (before bad, taken_first, taken_end
  * and level) still load as before. */

@@ -167,7 +167,19 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
     *offset = 0;
     *position = st->position;
     *taken = st->taken;
-    if (st->version && (st->world_size != ld->sampler.world || st->epoch_offset)) {
+    const int own = st->world_size == ld->sampler.world && st->rank == ld->sampler.rank;
+    if (st->version && own && st->epoch_offset) { /* its own cursor in the same rest */
+        if (st->epoch_offset > ld->sampler.n)
+            return nst_error(NOSTALL_E_INVALID, "%s: epoch_offset %llu is past the epoch's %llu",
+                             fn, (unsigned long long)st->epoch_offset,
+                             (unsigned long long)ld->sampler.n);
+        *offset = st->epoch_offset;
+    } else if (st->version && (st->world_size != ld->sampler.world || st->epoch_offset)) {
+        if (ld->echo != NST_ECHO_OFF)
+            return nst_error(NOSTALL_E_INVALID,
+                             "%s: a state of world size %u cannot be remapped to world size %u "
+                             "with echoing (positions count deliveries, repeats included)",
+                             fn, st->world_size, ld->sampler.world);
         uint64_t total = nst_sampler_total(&ld->sampler, st->world_size);
         if (st->position > (UINT64_MAX - st->epoch_offset) / st->world_size ||
             st->epoch_offset + st->position * st->world_size > total)

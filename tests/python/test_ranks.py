@@ -412,3 +412,35 @@ def test_elastic_gather(pool, tmp_path):
     with nostall.Loader(src, **opts) as ld:
         ld.load_state_dict(merged)
         assert sum(1 for _ in ld) == len(ld) - 1
+
+
+def test_resumed_epoch_own_cursor_and_echo(pool, tmp_path):
+    """A rank of an epoch resumed from one in-step rank's state (an offset
+    into the order) that then met bad items resumes exactly from its own
+    state at the same world size; echoing refuses a change of world size
+    (positions count deliveries), one state or every rank's."""
+    files, junk = pool
+    n = 60
+    src = make_list(tmp_path, files, junk, n, set(range(30, 60, 4)))
+    opts = dict(batch_size=3, crop=8, threads=2, epochs=1, drop_last=True, shuffle=False,
+                max_bad_fraction=1, seed=2)
+    first = _run_job(src, 2, opts, stop=1)  # positions 0-5: no bad item yet
+    assert not any(o[2]["bad"] or o[2]["taken"] for o in first)
+    full = _run_job(src, 3, opts, state=first[0][2])  # offset 6, then bad items
+    mid = _run_job(src, 3, opts, state=first[0][2], stop=3)
+    assert any(o[2]["bad"] for o in mid) and all(o[2]["epoch_offset"] == 6 for o in mid)
+    for r in range(3):
+        with nostall.Loader(src, rank=r, world_size=3, **opts) as ld:
+            ld.load_state_dict(mid[r][2])
+            rest = [int(i) for _ in ld for i in ld.last_indices]
+        assert mid[r][0] + rest == full[r][0], r
+    clean = make_list(tmp_path, files, junk, n, set(), "clean.txt")
+    echo = dict(opts, echo_factor=2)
+    old = _run_job(clean, 2, echo, stop=1)
+    with nostall.Loader(clean, **echo) as ld:
+        ld.load_state_dict(old[0][2])
+        with pytest.raises(nostall.InvalidError, match="echoing"):
+            iter(ld)
+        ld.load_state_dict([o[2] for o in old])
+        with pytest.raises(nostall.InvalidError, match="echoing"):
+            iter(ld)
