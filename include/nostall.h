@@ -676,11 +676,13 @@ NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state
  * same world size each rank resumes at its own cursor (exact, as
  * set_state). Untrusted input: every state is checked as set_state checks
  * one (E_STATE), and the set must hold every rank of every level once
- * (same epoch; E_INVALID). At most NOSTALL_STATES_MAX states; memory:
+ * (same epoch; E_INVALID). At most NOSTALL_STATES_MAX states and
+ * NOSTALL_STATE_LEVELS_MAX levels; memory:
  * items / 8 bytes while loading, 8 bytes per unconsumed position below
  * the furthest consumed one while the epoch lasts. Not with echoing nor
  * shard_mode=stream across world sizes (E_INVALID). */
 #define NOSTALL_STATES_MAX 65536
+#define NOSTALL_STATE_LEVELS_MAX 64 /* world-size changes within one epoch */
 /* *count: the states written (E_INVALID with *count set if cap is less). */
 NOSTALL_API int nostall_loader_get_states(const nostall_loader *ld, nostall_state *out, size_t cap,
                                           size_t *count);

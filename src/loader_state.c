@@ -369,11 +369,11 @@ static int sort_levels(struct nostall_loader *ld, const nostall_state *states, s
         if (st->epoch != states[0].epoch)
             return nst_error(NOSTALL_E_INVALID, "%s: the states name epochs %llu and %llu", fn,
                              (unsigned long long)states[0].epoch, (unsigned long long)st->epoch);
-        if (l >= count)
+        if (l >= count || l >= NOSTALL_STATE_LEVELS_MAX)
             return nst_error(NOSTALL_E_INVALID,
-                             "%s: state %zu has level %u, but %zu states hold "
-                             "at most %zu levels",
-                             fn, i, l, count, count);
+                             "%s: state %zu has level %u: %zu states hold at most %zu levels, "
+                             "and an epoch goes through at most %d world-size changes",
+                             fn, i, l, count, count, NOSTALL_STATE_LEVELS_MAX);
         if (l == 0 && !seen0) {
             seen0 = 1;
             off0 = st->epoch_offset;
