@@ -398,26 +398,23 @@ static int sort_levels(struct nostall_loader *ld, const nostall_state *states, s
                 lv[l].world = states[i].world_size;
                 if (lv[l].world > count)
                     return nst_error(NOSTALL_E_INVALID,
-                                     "%s: level %u is a job of world size "
-                                     "%u, but only %zu states are given: every rank's is "
-                                     "needed",
+                                     "%s: level %u is a job of world size %u, but only %zu "
+                                     "states are given: every rank's is needed",
                                      fn, l, lv[l].world, count);
                 if (!(lv[l].rank = calloc(lv[l].world, sizeof *lv[l].rank)))
                     return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
             }
-            const nostall_state *st = &states[i], **slot = &lv[l].rank[st->rank];
+            const nostall_state *st = &states[i];
             if (st->world_size != lv[l].world)
                 return nst_error(NOSTALL_E_INVALID,
-                                 "%s: level %u holds states of world "
-                                 "sizes %u and %u",
-                                 fn, l, lv[l].world, st->world_size);
+                                 "%s: level %u holds states of world sizes %u and %u", fn, l,
+                                 lv[l].world, st->world_size);
+            const nostall_state **slot = &lv[l].rank[st->rank]; /* rank < world_size: checked */
             if (*slot &&
                 ((*slot)->position != st->position || (*slot)->taken != st->taken ||
                  (*slot)->taken_first != st->taken_first || (*slot)->taken_end != st->taken_end))
                 return nst_error(NOSTALL_E_INVALID,
-                                 "%s: two different states of rank %u "
-                                 "(level %u)",
-                                 fn, st->rank, l);
+                                 "%s: two different states of rank %u (level %u)", fn, st->rank, l);
             have += !*slot;
             *slot = st;
         }
