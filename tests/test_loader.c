@@ -1244,6 +1244,34 @@ static void test_elastic_bad_items(const char *dir)
                 nostall_state pair[2] = {v1, v1.rank ? old[0] : old[1]};
                 CHECK_RC(nostall_loader_set_states(one, pair, 2), NOSTALL_E_STATE);
             }
+            /* random damage to a valid set: an error or a resume, never worse */
+            uint64_t x = 88172645463325252ULL;
+            for (int k = 0; k < 300; k++) {
+                nostall_state bad2[3] = {old[0], old[1], old[k % 2]};
+                for (int f = 0; f < 3; f++) {
+                    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                    nostall_state *t = &bad2[x % 3];
+                    uint64_t v = (x >> 8) % 4 == 0 ? x >> 3 : (x >> 8) % 40;
+                    switch ((x >> 16) % 9) {
+                    case 0: t->position = v; break;
+                    case 1: t->taken = v; break;
+                    case 2: t->taken_first = (uint32_t)v; break;
+                    case 3: t->taken_end = (uint32_t)v; break;
+                    case 4: t->level = (uint32_t)v; break;
+                    case 5: t->rank = (uint32_t)v; break;
+                    case 6: t->world_size = (uint32_t)v; break;
+                    case 7: t->epoch_offset = v; break;
+                    default: t->bad = v; break;
+                    }
+                }
+                int rc = nostall_loader_set_states(one, bad2, 3);
+                CHECK(rc == 0 || (rc < 0 && nostall_last_error()[0]));
+                if (rc == 0) {
+                    nostall_batch b;
+                    rc = nostall_loader_next(one, &b);
+                    if (rc == 0) nostall_loader_release(one, &b);
+                }
+            }
             nostall_loader_free(one);
         }
     }
