@@ -73,7 +73,12 @@ typedef struct skip_entry {
     char *msg;
 } skip_entry;
 
-enum { NST_EP_FETCH = 0, NST_EP_DECODE = 1, NST_EP_AUGMENT = 2, NST_EP_BATCH = 3 };
+enum {
+    NOSTALL_ECHO_POINT_FETCH = 0,
+    NOSTALL_ECHO_POINT_DECODE = 1,
+    NOSTALL_ECHO_POINT_AUGMENT = 2,
+    NOSTALL_ECHO_POINT_BATCH = 3
+};
 
 struct nostall_loader {
     nostall_config cfg;
@@ -85,13 +90,13 @@ struct nostall_loader {
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
-    nst_batches *bq;  /* the batch backend: local ring or a group    */
-    nst_bq_plan plan; /* the delivery plan the backend walks          */
+    nst_batches *bq;      /* the batch backend: local ring or a group    */
+    nst_engine_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
-    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
+    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_*         */
     nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
-    struct nst_estore *estore;
+    struct nst_echo_store *estore;
     struct nst_adaptive *adaptive;
 
     /* the plan's memo of epoch lengths (plan_mu) */
@@ -140,7 +145,7 @@ uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
 /* The engine's RESERVE is on (every rank delivers the plan's batches). */
 int nst_loader_uses_reserve(const struct nostall_loader *ld);
 /* The sampler position of a ticket's item: its position, or for a reserve
- * item (NST_BQ_RESERVE, batch/engine.h) the rank's dropped remainder after
+ * item (NST_ENGINE_RESERVE, batch/engine.h) the rank's dropped remainder after
  * the plan's end, then its own items from the start, wrapped (as torch's
  * DistributedSampler pads). */
 uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);

@@ -73,7 +73,7 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
         ld->echo = NST_ECHO_ADAPTIVE;
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
-        ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
+        ld->echo = ld->echo_point == NOSTALL_ECHO_POINT_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
     }
     /* Every rank must deliver the same number of batches (a DDP job's
      * collectives pair up by count): refused where it depends on timing or
@@ -91,12 +91,12 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          ld->echo == NST_ECHO_ADAPTIVE
                              ? "adaptive echoing repeats data when this rank's pipeline is slow"
                              : "the extra uses are drawn per item (or batch position)");
-    ld->plan =
-        (nst_bq_plan){.batch_len = nst_loader_batch_len,
-                      .ctx = ld,
-                      .epochs = ld->epochs_limit,
-                      .max_bad = ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0]
-                                     ? nst_loader_max_bad
-                                     : NULL};
+    ld->plan = (nst_engine_plan){.batch_len = nst_loader_batch_len,
+                                 .ctx = ld,
+                                 .epochs = ld->epochs_limit,
+                                 .max_bad = ld->on_bad == NOSTALL_BAD_SKIP &&
+                                                    !v[NOSTALL_OPT_COORDINATE].s[0]
+                                                ? nst_loader_max_bad
+                                                : NULL};
     return 0;
 }

@@ -105,7 +105,7 @@ int nostall_loader_get_state(const nostall_loader *cld, nostall_state *out)
     int rc = forked(ld, "nostall_loader_get_state");
     if (rc < 0) return rc;
     memset(out, 0, sizeof *out);
-    nst_bq_cursor at;
+    nst_engine_cursor at;
     ld->bq->ops->cursor(ld->bq, &at);
     out->epoch = at.epoch;
     out->position = at.position;
@@ -201,16 +201,16 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
         nst_echo_sched tmp = {.factor = ld->esched.factor,
                               .seed = ld->esched.seed,
                               .sampler = &plain};
-        len = nst_echo_epoch_len(&tmp, st->epoch);
+        len = nst_echo_sched_epoch_len(&tmp, st->epoch);
     } else if (ld->echo == NST_ECHO_BATCHES) { /* deliveries: each batch's uses */
-        nst_echo_batches eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
-                               .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
+        nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                             .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
         uint64_t n = len;
         len = 0;
         for (uint64_t pos = 0; pos < n; pos += ld->batch_size) {
             uint64_t b = n - pos < ld->batch_size ? n - pos : ld->batch_size;
             if (b < ld->batch_size && ld->drop_last) break;
-            len += b * nst_echo_batch_uses(&eb, st->epoch, pos);
+            len += b * nst_batch_echo_uses(&eb, st->epoch, pos);
         }
     }
     /* taken: items of the next batch delivered, and batches owed << 32 (a
@@ -309,13 +309,13 @@ int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st)
     if ((rc = state_place(ld, st, &offset, &position, &taken, fn)) < 0) return rc;
     resume_args args = {ld, st->epoch, offset, position, NULL, 0};
     const int same = st->version >= 2 && position == st->position && taken == st->taken;
-    nst_bq_cursor at = {.epoch = st->epoch,
-                        .position = position,
-                        .lost = same ? st->bad : 0,
-                        .taken = (uint32_t)taken,
-                        .owed = (uint32_t)(taken >> 32),
-                        .taken_first = same ? st->taken_first : 0,
-                        .taken_end = same ? st->taken_end : 0};
+    nst_engine_cursor at = {.epoch = st->epoch,
+                            .position = position,
+                            .lost = same ? st->bad : 0,
+                            .taken = (uint32_t)taken,
+                            .owed = (uint32_t)(taken >> 32),
+                            .taken_first = same ? st->taken_first : 0,
+                            .taken_end = same ? st->taken_end : 0};
     rc = ld->bq->ops->reset(ld->bq, &at, resume_sampler, &args, fn);
     if (rc == 0) keep_resume(ld, NULL, NULL, 0, 0, 0);
     return rc;
@@ -586,13 +586,13 @@ int nostall_loader_set_states(nostall_loader *ld, const nostall_state *states, s
     place.world_size = ld->sampler.world;
     if (same && (rc = state_place(ld, &place, &off, &position, &taken, fn)) < 0) goto out;
     resume_args args = {ld, epoch, hi, position, band, band_n};
-    nst_bq_cursor cur = {.epoch = epoch,
-                         .position = position,
-                         .lost = same ? at.bad : 0,
-                         .taken = (uint32_t)taken,
-                         .owed = (uint32_t)(taken >> 32),
-                         .taken_first = same ? at.taken_first : 0,
-                         .taken_end = same ? at.taken_end : 0};
+    nst_engine_cursor cur = {.epoch = epoch,
+                             .position = position,
+                             .lost = same ? at.bad : 0,
+                             .taken = (uint32_t)taken,
+                             .owed = (uint32_t)(taken >> 32),
+                             .taken_first = same ? at.taken_first : 0,
+                             .taken_end = same ? at.taken_end : 0};
     rc = ld->bq->ops->reset(ld->bq, &cur, resume_sampler, &args, fn);
     if (rc == 0) {
         keep_resume(ld, band, chain, chain_n, consumed, epoch);

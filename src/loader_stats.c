@@ -56,7 +56,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_stats: NULL argument");
     memset(&s, 0, sizeof s);
-    nst_bq_cursor at;
+    nst_engine_cursor at;
     ld->bq->ops->cursor(ld->bq, &at);
     s.epoch = at.epoch;
     s.position = at.position;

@@ -43,7 +43,7 @@
 #include "common/error.h"
 #include "source/throttle.h"
 
-enum { NST_READER_AUTO = 0, NST_READER_PREAD = 1, NST_READER_URING = 2 };
+enum { NOSTALL_READER_AUTO = 0, NOSTALL_READER_PREAD = 1, NOSTALL_READER_IO_URING = 2 };
 
 /* What every fetcher of a loader shares (owned by the loader). */
 typedef struct nst_fetch_env {
