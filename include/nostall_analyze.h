@@ -31,11 +31,15 @@
  *      step, Python runs the user's.
  *   3. The model (nostall_analyze_create): predictions for the configuration
  *      as measured and for what-if variations, the classification (compute-,
- *      prep- or fetch-bound) and four recommendations (cores, storage, echo,
- *      restart-marker transcode). Further configurations with
- *      nostall_analyze_predict().
+ *      prep- or fetch-bound), the measured runs' own classification, and
+ *      four recommendations (cores, storage, echo, restart-marker
+ *      transcode). Further configurations with nostall_analyze_predict().
+ *      The runs may be another loader's: nostall.profile measures a torch
+ *      DataLoader's into the same table and has them classified and
+ *      reported here.
  *   4. Reports (nostall_analyze_report): the terminal text, one JSON object,
- *      a self-contained HTML page with SVG charts.
+ *      a self-contained HTML page with SVG charts; the driver's own warnings
+ *      and notes in each (nostall_analyze_note).
  *
  * CONVENTIONS (as in nostall.h)
  *   Status returns (0 ok, negative NOSTALL_E_* with nostall_last_error()).

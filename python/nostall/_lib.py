@@ -254,7 +254,6 @@ analyze_free = _fn("nostall_analyze_free", None, c_void_p)
 analyze_predict = _fn("nostall_analyze_predict", c_int, c_void_p, c_char_p, c_void_p, c_size_t)
 analyze_report = _fn("nostall_analyze_report", c_int, c_void_p, c_int, c_char_p, c_void_p,
                      c_size_t, POINTER(c_size_t))
-analyze_measured_bound = _fn("nostall_analyze_measured_bound", c_char_p, c_void_p)
 analyze_note = _fn("nostall_analyze_note", c_int, c_void_p, c_int, c_char_p)
 
 

@@ -631,7 +631,8 @@ def _nostall_part(dataloader, files, batch0, step_s, step_cpu_s, nb_epoch, max_b
                prep_items_per_s=(m.prep_items / m.prep_seconds) if m.prep_seconds > 0 else 0,
                cpu_per_item_s=(m.prep_cpu_s / m.prep_items) if m.prep_items > 0 else 0,
                storage_mbps=m.disk_bw / 1e6, cpu_available=m.cpu_available,
-               predicted=preds, recommendations=[r["text"] for r in full.get("recommendations", [])],
+               predicted=preds,
+               recommendations=[r["text"] for r in full.get("recommendations", [])],
                machine={k: getattr(m, k) for k in _MACHINE})
     step_ms = 1000 * step_s
     opts = {k: v for k, v in opts.items() if not _is_default(_lib, k, v)}
@@ -759,7 +760,8 @@ def _measurements(r, runs, e, batch0, machine):
     workers = max(1, ld["num_workers"])
     m = _lib.AnalyzeMeas()
     prep, syn = runs["prep"], runs["synthetic"]
-    prep_busy = max(1e-12, prep["seconds"] - prep["start_s"] - prep["boot_s"] - prep["first_extra_s"])
+    prep_busy = max(1e-12, prep["seconds"] - prep["start_s"] - prep["boot_s"]
+                    - prep["first_extra_s"])
     f = dict(items_per_epoch=n, batch_size=bs, dataset_items=ld["files"] or n,
              dataset_bytes=ld["dataset_bytes"], dataset_files=ld["files"],
              item_out_bytes=_batch_bytes(batch0) / max(1, _batch_len(batch0)),
@@ -811,7 +813,8 @@ def _nostall_notes(ns):
         out.append("nostall vs this loader: cold epoch %.2fx, steady %.2fx faster"
                    % (ns["speedup_cold"], ns.get("speedup_steady") or 0))
     if ns["transforms_not_modelled"]:
-        out.append("not modelled by nostall's recipe: %s" % ", ".join(ns["transforms_not_modelled"]))
+        out.append("not modelled by nostall's recipe: %s"
+                   % ", ".join(ns["transforms_not_modelled"]))
     return out + ["measure it: %s" % ns["command"], "in Python: %s" % ns["python"]]
 
 
