@@ -34,7 +34,7 @@
 #include "common/memlimit.h"
 #include "coord/backend.h"
 #include "echo/adaptive.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
 #include "source/stream.h"
