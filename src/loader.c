@@ -8,7 +8,7 @@
  * worker loop in worker.c.
  *
  * DESIGN
- *   The producer cursor walks the plan (nst_bq_plan: each batch's length in
+ *   The producer cursor walks the plan (nst_engine_plan: each batch's length in
  *   each epoch) and hands out one item ticket at a time, in delivery order;
  *   each item's dataset index and every random choice are pure functions of
  *   (seed, epoch, position), so the bytes of every batch are the same
@@ -51,7 +51,7 @@ uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
     for (int i = 0; i < 4 && !n; i++)
         if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
     if (!n) { /* O(shard) for a fractional factor: memoized */
-        n = nst_echo_epoch_len(&ld->esched, epoch);
+        n = nst_echo_sched_epoch_len(&ld->esched, epoch);
         ld->elen_epoch[ld->elen_next] = epoch;
         ld->elen_val[ld->elen_next] = n;
         ld->elen_next = (ld->elen_next + 1) % 4;
@@ -199,12 +199,12 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
         if (bbuf > batches) bbuf = batches > 0 ? batches : 1;
         nslots += bbuf;
     }
-    if (nslots > NST_BQ_MAX_SLOTS)
+    if (nslots > NST_ENGINE_MAX_SLOTS)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: %llu ring slots (batches_ahead + echo buffer) "
                          "exceed %d",
-                         fn, (unsigned long long)nslots, NST_BQ_MAX_SLOTS);
-    size_t ring = nst_bq_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
+                         fn, (unsigned long long)nslots, NST_ENGINE_MAX_SLOTS);
+    size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
     uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
@@ -249,9 +249,9 @@ static void plan_counts(struct nostall_loader *ld)
         if (!n) break;
         uint32_t u = 1;
         if (ld->echo == NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
-            nst_echo_batches eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
-                                   .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
-            u = nst_echo_batch_uses(&eb, 0, pos);
+            nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                                 .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
+            u = nst_batch_echo_uses(&eb, 0, pos);
         }
         nb += u;
         ni += (uint64_t)u * n;
@@ -273,9 +273,10 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
     const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = uses_reserve(ld);
-    uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_BQ_FAIL : 0) |
-                     (skip && (ld->drop_last || reserve) ? NST_BQ_FILL : 0) |
-                     (reserve ? NST_BQ_RESERVE : 0) | (reserve && !ld->drop_last ? NST_BQ_KEEP : 0);
+    uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_ENGINE_FAIL : 0) |
+                     (skip && (ld->drop_last || reserve) ? NST_ENGINE_FILL : 0) |
+                     (reserve ? NST_ENGINE_RESERVE : 0) |
+                     (reserve && !ld->drop_last ? NST_ENGINE_KEEP : 0);
     nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
     if (v[NOSTALL_OPT_COORDINATE].s[0]) {
         nst_coord_params cp = {.cfg = &ld->cfg,

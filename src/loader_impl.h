@@ -85,13 +85,13 @@ struct nostall_loader {
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
-    nst_batches *bq;  /* the batch backend: local ring or a group    */
-    nst_bq_plan plan; /* the delivery plan the backend walks          */
+    nst_batches *bq;      /* the batch backend: local ring or a group    */
+    nst_engine_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
     int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
     nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
-    struct nst_estore *estore;
+    struct nst_echo_store *estore;
     struct nst_adaptive *adaptive;
 
     /* the plan's memo of epoch lengths (plan_mu) */
@@ -128,7 +128,7 @@ struct nostall_loader {
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
 /* The sampler position of a ticket's item: its position, or for a reserve
- * item (NST_BQ_RESERVE, batch/engine.h) the rank's dropped remainder after
+ * item (NST_ENGINE_RESERVE, batch/engine.h) the rank's dropped remainder after
  * the plan's end, then its own items from the start, wrapped (as torch's
  * DistributedSampler pads). */
 uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);

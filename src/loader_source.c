@@ -91,12 +91,12 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          ld->echo == NST_ECHO_ADAPTIVE
                              ? "adaptive echoing repeats data when this rank's pipeline is slow"
                              : "the extra uses are drawn per item (or batch position)");
-    ld->plan =
-        (nst_bq_plan){.batch_len = nst_loader_batch_len,
-                      .ctx = ld,
-                      .epochs = ld->epochs_limit,
-                      .max_bad = ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0]
-                                     ? nst_loader_max_bad
-                                     : NULL};
+    ld->plan = (nst_engine_plan){.batch_len = nst_loader_batch_len,
+                                 .ctx = ld,
+                                 .epochs = ld->epochs_limit,
+                                 .max_bad = ld->on_bad == NOSTALL_BAD_SKIP &&
+                                                    !v[NOSTALL_OPT_COORDINATE].s[0]
+                                                ? nst_loader_max_bad
+                                                : NULL};
     return 0;
 }

@@ -13,7 +13,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source);
-int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_audio_clip_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
 int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
@@ -29,7 +29,7 @@ int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *s
     case NOSTALL_TASK_DETECT: return nst_detect_create(out, cfg, source);
     case NOSTALL_TASK_TOKENS: return nst_tokens_create(out, cfg, source);
     case NOSTALL_TASK_BYTES: return nst_bytes_create(out, cfg, source);
-    case NOSTALL_TASK_AUDIO: return nst_audio_create(out, cfg, source);
+    case NOSTALL_TASK_AUDIO: return nst_audio_clip_create(out, cfg, source);
     }
     return nst_error(NOSTALL_E_OPTION, "task: unknown value %llu",
                      (unsigned long long)v[NOSTALL_OPT_TASK].u);
