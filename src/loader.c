@@ -116,29 +116,30 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: rank (%llu) must be < world_size (%llu)", fn,
                          (unsigned long long)v[NOSTALL_OPT_RANK].u,
                          (unsigned long long)v[NOSTALL_OPT_WORLD_SIZE].u);
-    if (v[NOSTALL_OPT_CACHE].u == 1 /* none */ && v[NOSTALL_OPT_CACHE_BYTES].u)
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_NONE && v[NOSTALL_OPT_CACHE_BYTES].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
     if (v[NOSTALL_OPT_CACHE_TRANSCODE].u &&
-        (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
+        (v[NOSTALL_OPT_CACHE].u != NOSTALL_CACHE_MINIO || !v[NOSTALL_OPT_CACHE_BYTES].u))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
                          "is no cache: set cache=minio and cache_bytes > 0",
                          fn);
     if (v[NOSTALL_OPT_COORDINATE].s[0] &&
-        (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
+        (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
                          "%g, echo %s)",
                          fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         v[NOSTALL_OPT_ECHO].u == 1 ? "adaptive" : "fixed");
+                         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ? "adaptive" : "fixed");
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
                          (unsigned long long)v[NOSTALL_OPT_RESIZE].u,
                          (unsigned long long)v[NOSTALL_OPT_CROP].u);
-    if (v[NOSTALL_OPT_ECHO].u == 1 && v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE &&
+        v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
                          "batches are drawn from that pool",
@@ -168,7 +169,8 @@ static int uses_reserve(const struct nostall_loader *ld)
 {
     const nst_optval *v = ld->cfg.v;
     return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
-           !v[NOSTALL_OPT_SHARD_MODE].u && (ld->drop_last || ld->sampler.world > 1);
+           v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED &&
+           (ld->drop_last || ld->sampler.world > 1);
 }
 
 /* The batches' plan, no larger than an epoch can fill: a slot holds at
@@ -205,7 +207,9 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
                          "exceed %d",
                          fn, (unsigned long long)nslots, NST_ENGINE_MAX_SLOTS);
     size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
-    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
+                                   ? v[NOSTALL_OPT_CACHE_BYTES].u
+                                   : 0;
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
@@ -331,7 +335,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
 static int make_stream(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    if (v[NOSTALL_OPT_SHARD_MODE].u == 0) return 0;
+    if (v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED) return 0;
     const nst_index *ix = ld->recipe->index;
     if (!ix || ld->sampler.mix || !nst_index_shards(ix) || ld->recipe->ops->locate ||
         ld->recipe->items != nst_index_count(ix))

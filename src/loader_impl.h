@@ -73,8 +73,6 @@ typedef struct skip_entry {
     char *msg;
 } skip_entry;
 
-enum { NST_EP_FETCH = 0, NST_EP_DECODE = 1, NST_EP_AUGMENT = 2, NST_EP_BATCH = 3 };
-
 struct nostall_loader {
     nostall_config cfg;
     char *source;
@@ -89,7 +87,7 @@ struct nostall_loader {
     nst_engine_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
-    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
+    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_* */
     nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
     struct nst_echo_store *estore;
     struct nst_adaptive *adaptive;

@@ -84,7 +84,7 @@ static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, cons
         STAT_ADD(w->st.fetch_items, 1);
         STAT_ADD(w->st.fetch_bytes, r->len);
         switch (ld->echo_point) {
-        case NST_EP_FETCH:
+        case NOSTALL_ECHO_POINT_FETCH:
             rc = nst_buf_reserve(&d->buf, r->len);
             if (rc == 0) {
                 memcpy(d->buf.data, r->data, r->len);
@@ -95,13 +95,13 @@ static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, cons
             nst_echo_store_publish(ld->estore, t->store, rc, msg);
             if (rc == 0) rc = ops->make(w->rw, c, r->data, r->len, tm);
             break;
-        case NST_EP_DECODE:
+        case NOSTALL_ECHO_POINT_DECODE:
             rc = ops->decode(w->rw, c, r->data, r->len, d, tm);
             if (rc < 0) last_error_into(msg, msgn, rc);
             nst_echo_store_publish(ld->estore, t->store, rc, msg);
             if (rc == 0) rc = ops->transform(w->rw, c, d, tm);
             break;
-        default: { /* NST_EP_AUGMENT: the first use's item, as it is */
+        default: { /* NOSTALL_ECHO_POINT_AUGMENT: the first use's item, as it is */
             nst_item_ctx c0 = *c;
             c0.copy = 0;
             rc = ops->make(w->rw, &c0, r->data, r->len, tm);
@@ -117,8 +117,8 @@ static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, cons
     }
     if ((rc = nst_echo_store_wait(ld->estore, t->store, msg, msgn)) < 0) return rc;
     switch (ld->echo_point) {
-    case NST_EP_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
-    case NST_EP_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
+    case NOSTALL_ECHO_POINT_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
+    case NOSTALL_ECHO_POINT_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
     default: copy_fields(ld->recipe, c->dst, d->buf.data, 0); rc = 0;
     }
     if (rc < 0) last_error_into(msg, msgn, rc);
