@@ -554,7 +554,15 @@ typedef struct nostall_field {
                                             actual shape; -1: dense          */
 } nostall_field;
 
+/* A lent batch. struct_size: the bytes of it the library filled, set on
+ * every batch it lends (sizeof(nostall_batch) of the library's build).
+ * Members are only ever appended (after `fields`), never moved or removed:
+ * a caller reads a member only where struct_size covers it (a member added
+ * later is filled only for callers that pass their size, as
+ * nostall_loader_stats takes it). A binding that mirrors this layout
+ * (python/nostall) checks struct_size against its mirror. */
 typedef struct nostall_batch {
+    size_t struct_size;               /* set by the library: see above          */
     void *images;                     /* the recipe's main field (classify, detect:
                                "image", any dtype and layout; tokens:
                                "tokens"; bytes: "data"): count items       */

@@ -509,6 +509,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     uint64_t t_out = nst_now_ns();
     STAT_ADD(ld->wait_ns, t_out - t_in); /* the data stall: time inside next */
     if (rc == 0) {
+        out->struct_size = sizeof *out; /* the backends describe the rest */
         STAT_ADD(ld->batches_delivered, 1);
         STAT_ADD(ld->items_delivered, out->count);
     }
