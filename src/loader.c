@@ -2,9 +2,12 @@
  * loader.c — the loader: wires the index, the sampler, the item recipe,
  * the fetch stage, a batch backend and the worker threads together, and
  * is the public API's front: create, free, stop, join, next, release,
- * info. The only file that knows every stage. The items (recipe or mix,
- * sampler, plan) and the fetch environment are made in loader_source.c,
- * state (set/get) in loader_state.c, statistics and the skip table in loader_stats.c, the
+ * info and the item lookups (path, label, class name, ignored files, bad
+ * shards); and the plan's lengths the backends ask for (each epoch's and
+ * each batch's, the bad-item budget). The only file that knows every
+ * stage. The items (recipe or mix, sampler, echo mode, plan) and the fetch
+ * environment are made in loader_source.c, state (set/get) in
+ * loader_state.c, statistics and the skip table in loader_stats.c, the
  * worker loop in worker.c.
  *
  * DESIGN

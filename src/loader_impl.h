@@ -1,8 +1,11 @@
 /*
- * loader_impl.h — the loader's parts, shared by loader.c (the public API:
- * create, free, next, release, state, introspection, statistics) and
- * worker.c (the one worker loop: tickets, fetches in flight, the item
- * recipe and data echoing). Nothing else includes it.
+ * loader_impl.h — the loader's parts, shared by the files of the loader:
+ * loader.c (the public API: create, free, stop, join, next, release,
+ * introspection; the plan's lengths), loader_source.c (the items and the
+ * fetch environment, made at create), loader_state.c (get/set state),
+ * loader_stats.c (statistics and the skip table) and worker.c (the one
+ * worker loop: tickets, fetches in flight, the item recipe and data
+ * echoing). Nothing else includes it.
  *
  * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
  *   epoch lengths, asked by the batch backend under its own lock and by
