@@ -26,7 +26,7 @@
 
 #include "batch/ring.h"
 #include "common/error.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "source/stream.h"
 
@@ -164,16 +164,16 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
         nst_echo_sched tmp = {.factor = ld->esched.factor,
                               .seed = ld->esched.seed,
                               .sampler = &plain};
-        len = nst_echo_epoch_len(&tmp, st->epoch);
+        len = nst_echo_sched_epoch_len(&tmp, st->epoch);
     } else if (ld->echo == NST_ECHO_BATCHES) { /* deliveries: each batch's uses */
-        nst_echo_batches eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
-                               .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
+        nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                             .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
         uint64_t n = len;
         len = 0;
         for (uint64_t pos = 0; pos < n; pos += ld->batch_size) {
             uint64_t b = n - pos < ld->batch_size ? n - pos : ld->batch_size;
             if (b < ld->batch_size && ld->drop_last) break;
-            len += b * nst_echo_batch_uses(&eb, st->epoch, pos);
+            len += b * nst_batch_echo_uses(&eb, st->epoch, pos);
         }
     }
     /* taken: items of the next batch delivered, and batches owed << 32 (a

@@ -612,7 +612,7 @@ typedef struct pk_writer {
     FILE *f;
     char path[PATH_MAX], tmp[PATH_MAX + 8];
     uint64_t pos, shards, samples_in;
-    nst_tidx_writer idx;
+    nst_tar_index_writer idx;
     uint64_t total_bytes;
     int failed;
 } pk_writer;
@@ -664,15 +664,15 @@ static int close_shard(pk_writer *w)
        every run and a copy of the pair stays valid */
     if (!bad && nst_shard_ident_file(w->path, &w->idx.ident) < 0) bad = 1;
     w->idx.ident.mtime = 0;
-    if (!bad && nst_tidx_finish(&w->idx, w->pos, &len) < 0) bad = 1;
+    if (!bad && nst_tar_index_finish(&w->idx, w->pos, &len) < 0) bad = 1;
     char side[PATH_MAX + 16];
-    snprintf(side, sizeof side, "%s%s", w->path, NST_TIDX_SUFFIX);
+    snprintf(side, sizeof side, "%s%s", w->path, NST_TAR_INDEX_SUFFIX);
     if (!bad) {
         FILE *f = fopen(side, "wb");
         bad = !f || fwrite(w->idx.buf, 1, len, f) != len;
         if (f && fclose(f) != 0) bad = 1;
     }
-    nst_tidx_writer_free(&w->idx);
+    nst_tar_index_writer_free(&w->idx);
     w->total_bytes += w->pos;
     if (bad) {
         fprintf(stderr, "pack: cannot write '%s': %s\n", w->path, strerror(errno ? errno : EIO));
@@ -697,7 +697,7 @@ static int open_shard(pk_writer *w)
     w->shards++;
     w->pos = 0;
     w->samples_in = 0;
-    nst_tidx_writer_init(&w->idx, 0);
+    nst_tar_index_writer_init(&w->idx, 0);
     return 0;
 }
 
@@ -729,35 +729,38 @@ static int write_sample(pk_writer *w, const pk_item *it, const pk_slot *sl)
         close_shard(w) < 0)
         goto bad;
     if (!w->f && open_shard(w) < 0) goto bad;
-    nst_tidx_rec r;
+    nst_tar_index_rec r;
     memset(&r, 0, sizeof r);
     r.key = it->key;
     r.key_len = (uint32_t)strlen(it->key);
     if (put_member(w, name, sl->data, sl->len, &r.m[0].offset) < 0) goto io;
-    r.m[0] = (nst_tidx_member){.ext = ext,
-                               .ext_len = (uint32_t)strlen(ext),
-                               .offset = r.m[0].offset,
-                               .size = sl->len};
+    r.m[0] = (nst_tar_index_member){.ext = ext,
+                                    .ext_len = (uint32_t)strlen(ext),
+                                    .offset = r.m[0].offset,
+                                    .size = sl->len};
     r.nmembers = 1;
     if (cl) {
         snprintf(name, sizeof name, "%s.cls", it->key);
-        nst_tidx_member *m = &r.m[r.nmembers++];
+        nst_tar_index_member *m = &r.m[r.nmembers++];
         if (put_member(w, name, cls, (size_t)cl, &m->offset) < 0) goto io;
-        *m = (nst_tidx_member){.ext = "cls",
-                               .ext_len = 3,
-                               .offset = m->offset,
-                               .size = (uint64_t)cl,
-                               .has_label = 1,
-                               .label = it->label};
+        *m = (nst_tar_index_member){.ext = "cls",
+                                    .ext_len = 3,
+                                    .offset = m->offset,
+                                    .size = (uint64_t)cl,
+                                    .has_label = 1,
+                                    .label = it->label};
     }
     if (js) {
         snprintf(name, sizeof name, "%s.json", it->key);
-        nst_tidx_member *m = &r.m[r.nmembers++];
+        nst_tar_index_member *m = &r.m[r.nmembers++];
         if (put_member(w, name, js, strlen(js), &m->offset) < 0) goto io;
-        *m = (nst_tidx_member){.ext = "json", .ext_len = 4, .offset = m->offset, .size = strlen(js)};
+        *m = (nst_tar_index_member){.ext = "json",
+                                    .ext_len = 4,
+                                    .offset = m->offset,
+                                    .size = strlen(js)};
     }
     free(js);
-    if (nst_tidx_add(&w->idx, &r) < 0) {
+    if (nst_tar_index_add(&w->idx, &r) < 0) {
         fprintf(stderr, "pack: %s: the sample cannot be indexed (key too long?)\n", it->path);
         w->failed = 1;
         return -1;
@@ -786,14 +789,14 @@ static int index_shards(int argc, char **argv, int first)
             bad = 1;
             continue;
         }
-        nst_tidx_reader r;
-        nst_tidx_rec rec;
+        nst_tar_index_reader r;
+        nst_tar_index_rec rec;
         uint64_t samples = 0, damaged = 0;
-        nst_tidx_open(&r, file, len, NULL, 0);
+        nst_tar_index_open(&r, file, len, NULL, 0);
         int e;
-        while ((e = nst_tidx_next(&r, &rec, NULL, 0)) == 1) rec.key ? samples++ : damaged++;
+        while ((e = nst_tar_index_next(&r, &rec, NULL, 0)) == 1) rec.key ? samples++ : damaged++;
         char side[PATH_MAX + 16];
-        snprintf(side, sizeof side, "%s%s", argv[i], NST_TIDX_SUFFIX);
+        snprintf(side, sizeof side, "%s%s", argv[i], NST_TAR_INDEX_SUFFIX);
         FILE *f = fopen(side, "wb");
         int wbad = !f || fwrite(file, 1, len, f) != len;
         if (f && fclose(f) != 0) wbad = 1;

@@ -36,7 +36,7 @@ typedef struct nst_an_scenario {
     double bw_scale; /* multiplies every storage bandwidth (what-if)    */
     double step_s;   /* training step per batch                         */
     double echo_factor;
-    int echo_point; /* 0 fetch, 1 decode, 2 augment, 3 batch           */
+    int echo_point; /* NOSTALL_ECHO_POINT_*                             */
     int cold;       /* 1: first epoch after dropping the page cache    */
     /* Partitioned cache over MPI (libnostall_mpi): `nodes` ranks each cache
      * cache_frac of the dataset, disjointly; items a peer holds come over

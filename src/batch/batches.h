@@ -23,14 +23,14 @@
 
 /* An item ticket as a worker holds it. */
 typedef struct nst_ticket {
-    nst_bq_ticket bt;
+    nst_engine_ticket bt;
     uint64_t epoch, position; /* of the item in its epoch's order            */
     uint64_t index;           /* dataset item: set at take with echoing, else
                                  mapped by the worker from (epoch, position)  */
     uint8_t *dst[NST_FIELDS_MAX];
     uint64_t *index_dst;
-    uint64_t io[NST_BQ_IO]; /* accounting added to the batch at done       */
-    uint64_t gen;           /* backend's reset generation at take          */
+    uint64_t io[NST_ENGINE_IO]; /* accounting added to the batch at done       */
+    uint64_t gen;               /* backend's reset generation at take          */
     /* fixed item echoing (local ring) */
     uint8_t echo, produce, last, dup;
     uint32_t copy, store, uses;
@@ -85,10 +85,10 @@ struct nst_batches {
 
 
 /* Point a ticket's destinations at its item's place in slot data. */
-void nst_ticket_place(nst_ticket *t, nst_bq *q, uint32_t nfields);
+void nst_ticket_place(nst_ticket *t, nst_engine *q, uint32_t nfields);
 
 /* Report the bad items of slot `slot` (its first `count` planned items, by
  * original index) to the sink. */
-void nst_batches_report_skips(nst_bq *q, uint32_t slot, const nst_batches_sink *sink);
+void nst_batches_report_skips(nst_engine *q, uint32_t slot, const nst_batches_sink *sink);
 
 #endif

@@ -33,12 +33,12 @@ static int c_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
     int rc = nst_group_take(C(b)->g, &gt, timeout_ms);
     if (rc != 0) return rc;
     memset(t, 0, sizeof *t);
-    t->bt = (nst_bq_ticket){.seq = gt.seq,
-                            .epoch = gt.epoch,
-                            .position = gt.position,
-                            .slot = gt.slot,
-                            .j = gt.j,
-                            .tag = gt.tag};
+    t->bt = (nst_engine_ticket){.seq = gt.seq,
+                                .epoch = gt.epoch,
+                                .position = gt.position,
+                                .slot = gt.slot,
+                                .j = gt.j,
+                                .tag = gt.tag};
     t->epoch = gt.epoch;
     t->position = gt.position;
     memcpy(t->dst, gt.dst, sizeof t->dst);
@@ -70,7 +70,7 @@ static void c_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
 }
 
 /* The group's hook: a batch the consumer reached (group lock held). */
-static void seen(void *ctx, nst_bq *q, uint32_t slot)
+static void seen(void *ctx, nst_engine *q, uint32_t slot)
 {
     coord *c = ctx;
     if (c->sink.count) c->sink.count(c->sink.ctx, q->slots[slot].io);
@@ -245,8 +245,8 @@ int nst_coord_backend_create(nst_batches **out, const nst_coord_params *p, const
         .fields = p->recipe->fields,
         .nfields = p->recipe->nfields,
         .max_lead = c->nslots,
-        .fail_on_bad = (p->flags & NST_BQ_FAIL) != 0,
-        .fill = (p->flags & NST_BQ_FILL) != 0,
+        .fail_on_bad = (p->flags & NST_ENGINE_FAIL) != 0,
+        .fill = (p->flags & NST_ENGINE_FILL) != 0,
     };
     c->fields = calloc((size_t)c->nslots * p->recipe->nfields, sizeof *c->fields);
     int rc = c->fields ? nst_group_join(&c->g, &gp)
