@@ -436,6 +436,16 @@ enum { NOSTALL_TOKEN_AUTO = 0, NOSTALL_TOKEN_UINT16 = 1, NOSTALL_TOKEN_UINT32 = 
 enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 enum { NOSTALL_MIX_LABELS_OWN = 0, NOSTALL_MIX_LABELS_OFFSET = 1 };
+enum { NOSTALL_CACHE_MINIO = 0, NOSTALL_CACHE_NONE = 1 };
+enum { NOSTALL_READER_AUTO = 0, NOSTALL_READER_PREAD = 1, NOSTALL_READER_IO_URING = 2 };
+enum { NOSTALL_ECHO_FIXED = 0, NOSTALL_ECHO_ADAPTIVE = 1 };
+enum {
+    NOSTALL_ECHO_POINT_FETCH = 0,
+    NOSTALL_ECHO_POINT_DECODE = 1,
+    NOSTALL_ECHO_POINT_AUGMENT = 2,
+    NOSTALL_ECHO_POINT_BATCH = 3
+};
+enum { NOSTALL_SHARD_MODE_INDEXED = 0, NOSTALL_SHARD_MODE_STREAM = 1 };
 
 typedef struct nostall_option_info {
     const char *name; /* "batch_size" */
@@ -544,7 +554,15 @@ typedef struct nostall_field {
                                             actual shape; -1: dense          */
 } nostall_field;
 
+/* A lent batch. struct_size: the bytes of it the library filled, set on
+ * every batch it lends (sizeof(nostall_batch) of the library's build).
+ * Members are only ever appended (after `fields`), never moved or removed:
+ * a caller reads a member only where struct_size covers it (a member added
+ * later is filled only for callers that pass their size, as
+ * nostall_loader_stats takes it). A binding that mirrors this layout
+ * (python/nostall) checks struct_size against its mirror. */
 typedef struct nostall_batch {
+    size_t struct_size;               /* set by the library: see above          */
     void *images;                     /* the recipe's main field (classify, detect:
                                "image", any dtype and layout; tokens:
                                "tokens"; bytes: "data"): count items       */

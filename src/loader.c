@@ -2,9 +2,12 @@
  * loader.c — the loader: wires the index, the sampler, the item recipe,
  * the fetch stage, a batch backend and the worker threads together, and
  * is the public API's front: create, free, stop, join, next, release,
- * info. The only file that knows every stage. The items (recipe or mix,
- * sampler, plan) and the fetch environment are made in loader_source.c,
- * state (set/get) in loader_state.c, statistics and the skip table in loader_stats.c, the
+ * info and the item lookups (path, label, class name, ignored files, bad
+ * shards); and the plan's lengths the backends ask for (each epoch's and
+ * each batch's, the bad-item budget). The only file that knows every
+ * stage. The items (recipe or mix, sampler, echo mode, plan) and the fetch
+ * environment are made in loader_source.c, state (set/get) in
+ * loader_state.c, statistics and the skip table in loader_stats.c, the
  * worker loop in worker.c.
  *
  * DESIGN
@@ -34,7 +37,7 @@
 #include "common/memlimit.h"
 #include "coord/backend.h"
 #include "echo/adaptive.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
 #include "source/stream.h"
@@ -116,29 +119,30 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: rank (%llu) must be < world_size (%llu)", fn,
                          (unsigned long long)v[NOSTALL_OPT_RANK].u,
                          (unsigned long long)v[NOSTALL_OPT_WORLD_SIZE].u);
-    if (v[NOSTALL_OPT_CACHE].u == 1 /* none */ && v[NOSTALL_OPT_CACHE_BYTES].u)
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_NONE && v[NOSTALL_OPT_CACHE_BYTES].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
     if (v[NOSTALL_OPT_CACHE_TRANSCODE].u &&
-        (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
+        (v[NOSTALL_OPT_CACHE].u != NOSTALL_CACHE_MINIO || !v[NOSTALL_OPT_CACHE_BYTES].u))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
                          "is no cache: set cache=minio and cache_bytes > 0",
                          fn);
     if (v[NOSTALL_OPT_COORDINATE].s[0] &&
-        (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
+        (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
                          "%g, echo %s)",
                          fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         v[NOSTALL_OPT_ECHO].u == 1 ? "adaptive" : "fixed");
+                         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ? "adaptive" : "fixed");
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
                          (unsigned long long)v[NOSTALL_OPT_RESIZE].u,
                          (unsigned long long)v[NOSTALL_OPT_CROP].u);
-    if (v[NOSTALL_OPT_ECHO].u == 1 && v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE &&
+        v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
                          "batches are drawn from that pool",
@@ -168,7 +172,8 @@ int nst_loader_uses_reserve(const struct nostall_loader *ld)
 {
     const nst_optval *v = ld->cfg.v;
     return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
-           !v[NOSTALL_OPT_SHARD_MODE].u && (ld->drop_last || ld->sampler.world > 1);
+           v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED &&
+           (ld->drop_last || ld->sampler.world > 1);
 }
 
 /* The batches' plan, no larger than an epoch can fill: a slot holds at
@@ -205,7 +210,9 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
                          "exceed %d",
                          fn, (unsigned long long)nslots, NST_ENGINE_MAX_SLOTS);
     size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
-    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
+                                   ? v[NOSTALL_OPT_CACHE_BYTES].u
+                                   : 0;
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
@@ -331,7 +338,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
 static int make_stream(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    if (v[NOSTALL_OPT_SHARD_MODE].u == 0) return 0;
+    if (v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED) return 0;
     const nst_index *ix = ld->recipe->index;
     if (!ix || ld->sampler.mix || !nst_index_shards(ix) || ld->recipe->ops->locate ||
         ld->recipe->items != nst_index_count(ix))
@@ -507,6 +514,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     uint64_t t_out = nst_now_ns();
     STAT_ADD(ld->wait_ns, t_out - t_in); /* the data stall: time inside next */
     if (rc == 0) {
+        out->struct_size = sizeof *out; /* the backends describe the rest */
         STAT_ADD(ld->batches_delivered, 1);
         STAT_ADD(ld->items_delivered, out->count);
     }

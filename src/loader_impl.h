@@ -1,8 +1,11 @@
 /*
- * loader_impl.h — the loader's parts, shared by loader.c (the public API:
- * create, free, next, release, state, introspection, statistics) and
- * worker.c (the one worker loop: tickets, fetches in flight, the item
- * recipe and data echoing). Nothing else includes it.
+ * loader_impl.h — the loader's parts, shared by the files of the loader:
+ * loader.c (the public API: create, free, stop, join, next, release,
+ * introspection; the plan's lengths), loader_source.c (the items and the
+ * fetch environment, made at create), loader_state.c (get/set state),
+ * loader_stats.c (statistics and the skip table) and worker.c (the one
+ * worker loop: tickets, fetches in flight, the item recipe and data
+ * echoing). Nothing else includes it.
  *
  * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
  *   epoch lengths, asked by the batch backend under its own lock and by
@@ -73,13 +76,6 @@ typedef struct skip_entry {
     char *msg;
 } skip_entry;
 
-enum {
-    NOSTALL_ECHO_POINT_FETCH = 0,
-    NOSTALL_ECHO_POINT_DECODE = 1,
-    NOSTALL_ECHO_POINT_AUGMENT = 2,
-    NOSTALL_ECHO_POINT_BATCH = 3
-};
-
 struct nostall_loader {
     nostall_config cfg;
     char *source;
@@ -94,7 +90,7 @@ struct nostall_loader {
     nst_engine_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
-    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_*         */
+    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_* */
     nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
     struct nst_echo_store *estore;
     struct nst_adaptive *adaptive;

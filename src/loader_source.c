@@ -18,7 +18,7 @@ int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
     int rc;
-    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && v[NOSTALL_OPT_CACHE_BYTES].u) {
         rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, ld->recipe->keys);
         if (rc < 0) return rc;
         ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
@@ -69,7 +69,7 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
                          "%llu items per epoch)",
                          fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
-    if (v[NOSTALL_OPT_ECHO].u == 1) {
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE) {
         ld->echo = NST_ECHO_ADAPTIVE;
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;

@@ -42,7 +42,7 @@
 
 #include "batch/ring.h"
 #include "common/error.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "source/stream.h"
 

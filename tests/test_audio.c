@@ -1,15 +1,15 @@
 /*
  * test_audio.c — task=audio from its parts to the loader:
- *   - resampling (audio/resample.h): the output length is ceil(n * out /
+ *   - resampling (augment/resample.h): the output length is ceil(n * out /
  *     in); any window computed from only the input frames nst_resample_needs
  *     names equals the same window of the whole clip byte for byte; the
  *     whole clip agrees with one soxr pass over it within 1e-6 (white noise,
  *     downsampling, upsampling, a ratio with a large li: one segment);
- *   - the mel spectrogram (audio/mel.h) against an independent double
+ *   - the mel spectrogram (augment/mel.h) against an independent double
  *     precision reference written here (a naive DFT, the HTK and Slaney
  *     banks from their formulas): within 1e-4 relative on every bin within
  *     60 dB of the peak, frames = 1 + T / hop, top_db clamps;
- *   - decoding (audio/decode.h): WAV (16-bit, float), FLAC, MP3, Ogg,
+ *   - decoding (decode/audio.h): WAV (16-bit, float), FLAC, MP3, Ogg,
  *     stereo (mixdown is the mean); reading a window equals the same frames
  *     of a whole read; the access kind of each format; bad clips (truncated
  *     FLAC, a WAV header claiming 2^31 frames, a WAV data chunk longer than
@@ -37,13 +37,13 @@
 #include <soxr.h>
 #include <sys/stat.h>
 
-#include "audio/decode.h"
-#include "audio/mel.h"
-#include "audio/resample.h"
+#include "augment/mel.h"
+#include "augment/resample.h"
 #include "check.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "decode/audio.h"
 #include "recipe/recipe.h"
 
 static const char *dir;

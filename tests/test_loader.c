@@ -36,6 +36,7 @@ static uint64_t run_options(const char *src, const char *kv[][2], int n, uint64_
         if (rc == NOSTALL_EPOCH_END) continue;
         CHECK_OK(rc);
         if (rc < 0) break;
+        CHECK_EQ(b.struct_size, sizeof b); /* set by the library on every batch */
         count += b.count;
         nostall_checksum_batch(&sum, &b);
         CHECK_OK(nostall_loader_release(ld, &b));

@@ -76,11 +76,21 @@ class Field(ctypes.Structure):
 
 
 class Batch(ctypes.Structure):
-    _fields_ = [("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
+    _fields_ = [("struct_size", c_size_t), ("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
                 ("count", c_uint32), ("channels", c_uint32), ("height", c_uint32),
                 ("width", c_uint32), ("dtype", c_int), ("layout", c_int),
                 ("item_bytes", c_size_t), ("epoch", c_uint64), ("position", c_uint64),
                 ("sequence", c_uint64), ("nfields", c_uint32), ("fields", POINTER(Field))]
+
+
+def check_batch(b):
+    """A lent batch's struct_size (the bytes of nostall_batch the library
+    filled) must be this mirror's size, else its members would be misread."""
+    if b.struct_size != ctypes.sizeof(Batch):
+        raise RuntimeError(
+            "nostall: %s lends a nostall_batch of %d bytes, but this binding's mirror "
+            "(python/nostall/_lib.py) is %d bytes: the library and the binding come "
+            "from different builds" % (path, b.struct_size, ctypes.sizeof(Batch)))
 
 
 # nostall_dtype / nostall_layout values (header enums)
@@ -261,6 +271,7 @@ analyze_free = _fn("nostall_analyze_free", None, c_void_p)
 analyze_predict = _fn("nostall_analyze_predict", c_int, c_void_p, c_char_p, c_void_p, c_size_t)
 analyze_report = _fn("nostall_analyze_report", c_int, c_void_p, c_int, c_char_p, c_void_p,
                      c_size_t, POINTER(c_size_t))
+analyze_note = _fn("nostall_analyze_note", c_int, c_void_p, c_int, c_char_p)
 
 
 def _s(b):

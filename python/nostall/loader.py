@@ -1196,6 +1196,7 @@ class Loader(_Base):
         if rc != _lib.OK:  # EPOCH_END or DONE
             self._echo_check()
             return _END
+        _lib.check_batch(b)
         return self._wrap(b)
 
     # -- device hand-off: copies on a side stream, one batch ahead --

@@ -1,9 +1,12 @@
 /*
- * batches.c — what both batch backends share (batches.h): describing a
- * lent slot as a nostall_batch, placing a ticket's item in its slot, and
- * reporting a delivered batch's bad items. Called with the backend's lock
- * held where the slot could change (report), or on a slot the caller owns
- * (describe, place).
+ * batches.c — what both batch backends share (batches.h): placing a
+ * ticket's item in its slot (nst_ticket_place: each field's destination,
+ * the index's place, the ticket's epoch and position) and reporting a
+ * delivered batch's bad items to the loader's sink
+ * (nst_batches_report_skips). A lent slot is described as a nostall_batch
+ * by the recipe (recipe.c's nst_recipe_describe). Called with the backend's
+ * lock held where the slot could change (report), or by the ticket's holder
+ * on its own item (place).
  */
 #include <string.h>
 

@@ -801,10 +801,3 @@ uint32_t nst_engine_lent_count(const nst_engine *q, uint32_t member)
     for (uint32_t s = 0; s < q->nslots; s++) n += (q->slots[s].lent >> member) & 1;
     return n;
 }
-
-uint32_t nst_engine_free_count(const nst_engine *q)
-{
-    uint32_t n = 0;
-    for (uint32_t s = 0; s < q->nslots; s++) n += q->slots[s].state == NST_ENGINE_FREE;
-    return n;
-}

@@ -298,9 +298,8 @@ void nst_engine_reset(nst_engine *q, const nst_engine_cursor *c);
 /* After a holder died mid-update (EOWNERDEAD): finish or undo it. */
 void nst_engine_repair(nst_engine *q);
 
-/* Slots lent by `member`, slots free. */
+/* Slots lent by `member`. */
 uint32_t nst_engine_lent_count(const nst_engine *q, uint32_t member);
-uint32_t nst_engine_free_count(const nst_engine *q);
 /* Every batch below this sequence number is freed. */
 uint64_t nst_engine_freed_below(const nst_engine *q);
 /* A slot is filling (there is work for workers or soon will be). */

@@ -5,7 +5,7 @@
  * free slots as they go); with fixed item echoing each ticket is also a
  * draw of the echo schedule, which says which item and which use of it.
  * The consumer is lent the engine's batches in order; with batch echoing
- * they pass through the shuffle buffer first (echo/batches.c), and with
+ * they pass through the shuffle buffer first (echo/batch_echo.c), and with
  * adaptive echoing an assembled echo batch is lent when no fresh one is
  * ready. set_state (reset) discards what is prepared: a generation number
  * tells workers their tickets are stale, and the reset waits until none is
@@ -20,7 +20,7 @@
 #include "batch/ring.h"
 #include "common/clock.h"
 #include "echo/adaptive.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "echo/store.h"
 
 typedef struct ring {

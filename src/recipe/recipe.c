@@ -1,6 +1,10 @@
 /*
- * recipe.c — choosing a recipe from the configuration, and what every
- * recipe shares: element sizes and field sizes (see recipe.h).
+ * recipe.c — choosing a recipe from the configuration (a user op, else the
+ * task's: classify, detect, tokens, bytes, audio), and what every recipe
+ * shares (see recipe.h): locating an item and its path, element and field
+ * sizes, describing a slot as a nostall_batch, building an index with the
+ * loader's options and its fingerprint, and the label field (declared from
+ * the index's kind of labels, written per item).
  */
 #include <stdio.h>
 #include <string.h>

@@ -162,8 +162,6 @@ void nst_tar_scan_init(nst_tar_scan *s)
     s->name[0] = '\0';
 }
 
-int nst_tar_at_header(const nst_tar_scan *s) { return s->state == ST_HEADER && s->have == 0; }
-
 static void set_poison(nst_tar_scan *s)
 {
     if (!s->poison) s->poison_at = s->entry;

@@ -193,8 +193,6 @@ void nst_tar_skip(nst_tar_scan *s);
  * transfer stopped). Returns 1 with a DAMAGE event if that is inside an
  * entry or a damaged region (the entry named), else 0. Call once. */
 int nst_tar_finish(nst_tar_scan *s, uint64_t end, nst_tar_ev *ev);
-/* 1 when the scanner is between entries (a header is expected next). */
-int nst_tar_at_header(const nst_tar_scan *s);
 
 /* ---- names ------------------------------------------------------------- */
 

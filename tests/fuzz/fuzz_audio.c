@@ -1,7 +1,7 @@
 /*
- * fuzz_audio.c — the audio decode path (src/audio/decode.c over libsndfile:
+ * fuzz_audio.c — the audio decode path (src/decode/audio.c over libsndfile:
  * WAV/RIFX/RF64, FLAC, Ogg, MP3, AIFF, ...; our WAV and Xing checks) and the
- * resampler behind it (src/audio/resample.c), as task=audio runs them.
+ * resampler behind it (src/augment/resample.c), as task=audio runs them.
  *
  * Per input: open (mixed down, and keeping channels when there are few), the
  * FLAC end check, a window read, a whole read, and the window of the
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/decode.h"
-#include "audio/resample.h"
+#include "augment/resample.h"
 #include "common/buf.h"
+#include "decode/audio.h"
 #include "nostall.h"
 
 #define PATH "fuzz-clip"

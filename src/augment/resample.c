@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/resample.h"
+#include "augment/resample.h"
 #include "common/buf.h"
 #include "common/error.h"
 

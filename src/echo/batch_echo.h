@@ -1,5 +1,5 @@
 /*
- * batches.h — batch echoing ("Faster Neural Network Training with Data
+ * batch_echo.h — batch echoing ("Faster Neural Network Training with Data
  * Echoing", Choi et al., 2019: echoing after batching): each fresh batch is
  * used floor(e) times, plus once more with probability e - floor(e) drawn
  * from (seed, epoch, position), and the repeats go through a shuffle buffer
@@ -14,8 +14,8 @@
  * Pure bookkeeping of metadata: the ring (batch/ring.c) holds the slots and
  * calls these under its mutex.
  */
-#ifndef NST_ECHO_BATCHES_H
-#define NST_ECHO_BATCHES_H
+#ifndef NST_ECHO_BATCH_ECHO_H
+#define NST_ECHO_BATCH_ECHO_H
 
 #include <stdint.h>
 

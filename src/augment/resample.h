@@ -31,8 +31,8 @@
  * THREADS  A resampler (soxr handles by rates and planes, scratch) belongs to
  * one worker; plans are plain values.
  */
-#ifndef NST_AUDIO_RESAMPLE_H
-#define NST_AUDIO_RESAMPLE_H
+#ifndef NST_AUGMENT_RESAMPLE_H
+#define NST_AUGMENT_RESAMPLE_H
 
 #include <stdint.h>
 

@@ -1,12 +1,12 @@
 /*
- * batches.c — batch echoing's shuffle buffer (see batches.h).
+ * batch_echo.c — batch echoing's shuffle buffer (see batch_echo.h).
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "common/error.h"
 #include "common/rng.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 
 int nst_batch_echo_init(nst_batch_echo *b, double factor, uint64_t seed, uint32_t cap)
 {

@@ -1,5 +1,5 @@
 /*
- * audio.c — the task=audio item recipe: a window of clip_seconds of a clip,
+ * audio_clip.c — the task=audio item recipe: a window of clip_seconds of a clip,
  * resampled to sample_rate, as its waveform or its log-mel spectrogram, with
  * the clip's label.
  *
@@ -20,7 +20,7 @@
  *   channel count of the first local item's header (every clip must have
  *   it: another count is a bad item).
  *
- * WINDOW  The clip resampled (audio/resample.h) is N samples. train: the
+ * WINDOW  The clip resampled (augment/resample.h) is N samples. train: the
  *   window starts at s drawn uniformly in [0, N - W] from the stream
  *   hash(seed, epoch, item, NST_RNG_AUGMENT_COPY(copy)) (each echoed copy
  *   another window); eval: s = (N - W) / 2 (the centre, rounded down). A
@@ -34,7 +34,7 @@
  *   frames, at most the size) and a start uniformly in [0, size - width];
  *   masked values are 0 (torchaudio's mask_value), in every channel.
  *
- * STAGES  make: open the clip (audio/decode.h), plan the window from the
+ * STAGES  make: open the clip (decode/audio.h), plan the window from the
  *   header's length, read only the input frames the window's resampling
  *   segments need (a seek for PCM and FLAC; from the first frame for other
  *   formats; the whole file for MP3 and streams of unknown length),
@@ -52,12 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/decode.h"
-#include "audio/mel.h"
-#include "audio/resample.h"
+#include "augment/mel.h"
+#include "augment/resample.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "decode/audio.h"
 #include "recipe/recipe.h"
 #include "source/http.h"
 #include "source/reader.h"
