@@ -98,21 +98,21 @@ static void gen_shards(const char *dir, long items, int shards)
 {
     for (int s = 0; s < shards; s++) {
         long first = items * s / shards, last = items * (s + 1) / shards;
-        nst_tidx_writer w;
-        nst_tidx_writer_init(&w, 0);
+        nst_tar_index_writer w;
+        nst_tar_index_writer_init(&w, 0);
         uint64_t pos = 0;
         char key[64];
         for (long i = first; i < last; i++) {
             int cls = (int)(i % 1000);
             snprintf(key, sizeof key, "n%08d/n%08d_%ld", 1440764 + cls * 7, 1440764 + cls * 7, 10000 + i / 1000);
-            nst_tidx_rec r = {.key = key, .key_len = (uint32_t)strlen(key), .nmembers = 2};
+            nst_tar_index_rec r = {.key = key, .key_len = (uint32_t)strlen(key), .nmembers = 2};
             uint64_t size = 60000 + (uint64_t)(i * 7919 % 100000);
-            r.m[0] = (nst_tidx_member){.ext = "jpg", .ext_len = 3, .offset = pos + 512, .size = size};
+            r.m[0] = (nst_tar_index_member){.ext = "jpg", .ext_len = 3, .offset = pos + 512, .size = size};
             pos += 512 + (size + 511) / 512 * 512;
-            r.m[1] = (nst_tidx_member){.ext = "cls", .ext_len = 3, .offset = pos + 512, .size = 3,
+            r.m[1] = (nst_tar_index_member){.ext = "cls", .ext_len = 3, .offset = pos + 512, .size = 3,
                                        .has_label = 1, .label = cls};
             pos += 1024;
-            if (nst_tidx_add(&w, &r) < 0) exit(1);
+            if (nst_tar_index_add(&w, &r) < 0) exit(1);
         }
         pos += 1024;
         char p[4096];
@@ -122,12 +122,12 @@ static void gen_shards(const char *dir, long items, int shards)
         if (truncate(p, (off_t)pos) != 0) exit(1);
         if (nst_shard_ident_file(p, &w.ident) < 0) exit(1); /* the index names this shard */
         size_t len;
-        if (nst_tidx_finish(&w, pos, &len) < 0) exit(1);
+        if (nst_tar_index_finish(&w, pos, &len) < 0) exit(1);
         snprintf(p, sizeof p, "%s/train-%06d.tar.nstidx", dir, s);
         f = fopen(p, "wb");
         fwrite(w.buf, 1, len, f);
         fclose(f);
-        nst_tidx_writer_free(&w);
+        nst_tar_index_writer_free(&w);
     }
 }
 

@@ -436,6 +436,16 @@ enum { NOSTALL_TOKEN_AUTO = 0, NOSTALL_TOKEN_UINT16 = 1, NOSTALL_TOKEN_UINT32 = 
 enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 enum { NOSTALL_MIX_LABELS_OWN = 0, NOSTALL_MIX_LABELS_OFFSET = 1 };
+enum { NOSTALL_CACHE_MINIO = 0, NOSTALL_CACHE_NONE = 1 };
+enum { NOSTALL_READER_AUTO = 0, NOSTALL_READER_PREAD = 1, NOSTALL_READER_IO_URING = 2 };
+enum { NOSTALL_ECHO_FIXED = 0, NOSTALL_ECHO_ADAPTIVE = 1 };
+enum {
+    NOSTALL_ECHO_POINT_FETCH = 0,
+    NOSTALL_ECHO_POINT_DECODE = 1,
+    NOSTALL_ECHO_POINT_AUGMENT = 2,
+    NOSTALL_ECHO_POINT_BATCH = 3
+};
+enum { NOSTALL_SHARD_MODE_INDEXED = 0, NOSTALL_SHARD_MODE_STREAM = 1 };
 
 typedef struct nostall_option_info {
     const char *name; /* "batch_size" */
@@ -544,7 +554,15 @@ typedef struct nostall_field {
                                             actual shape; -1: dense          */
 } nostall_field;
 
+/* A lent batch. struct_size: the bytes of it the library filled, set on
+ * every batch it lends (sizeof(nostall_batch) of the library's build).
+ * Members are only ever appended (after `fields`), never moved or removed:
+ * a caller reads a member only where struct_size covers it (a member added
+ * later is filled only for callers that pass their size, as
+ * nostall_loader_stats takes it). A binding that mirrors this layout
+ * (python/nostall) checks struct_size against its mirror. */
 typedef struct nostall_batch {
+    size_t struct_size;               /* set by the library: see above          */
     void *images;                     /* the recipe's main field (classify, detect:
                                "image", any dtype and layout; tokens:
                                "tokens"; bytes: "data"): count items       */
@@ -609,9 +627,20 @@ NOSTALL_API int nostall_loader_join(nostall_loader *ld);
  * remapped exactly -- the order of an epoch is global, so the items every
  * old rank consumed (epoch_offset + position x old world_size) are skipped
  * and the rest is sharded over the new ranks, none repeated or lost (the
- * ranks of a job are assumed in step, as under DDP). A state with version
- * 0 gives only (epoch, position), e.g. {.epoch = 3} to start epoch 3. */
-#define NOSTALL_STATE_VERSION 1
+ * ranks of a job are assumed in step, as under DDP). One rank's state can
+ * say that only while no rank met a bad item in the epoch: a rank that
+ * skips bad items fills its batches from items further on, so its
+ * position runs ahead of the others'. A state whose rank met bad items
+ * (bad, taken) is refused by another rank or world size (E_STATE); resume
+ * such a job with every rank's state (nostall_loader_set_states, below).
+ * Loaded by its own rank and world size a state resumes that rank's
+ * cursor exactly, also in an epoch that was itself remapped (epoch_offset).
+ * Echoing refuses another world size (E_INVALID: positions count
+ * deliveries, repeats included).
+ * A state with version 0 gives only (epoch, position), e.g. {.epoch = 3}
+ * to start epoch 3. Version 1 states (before bad, taken_first, taken_end
+ * and level) still load as before. */
+#define NOSTALL_STATE_VERSION 2
 typedef struct nostall_state {
     uint64_t epoch;
     uint64_t position;
@@ -631,7 +660,15 @@ typedef struct nostall_state {
     uint32_t version;     /* NOSTALL_STATE_VERSION; 0: only epoch and
                               position are given                          */
     uint32_t rank, world_size;
-    uint32_t reserved_;
+    uint32_t level;       /* v2: world-size changes `epoch` went through
+                              before this job (nostall_loader_get_states) */
+    uint32_t taken_first; /* v2: the items counted in taken's low bits lie */
+    uint32_t taken_end;   /* at positions [position + taken_first,
+                              position + taken_end) (bad ones between them
+                              included): delivered, for an elastic resume */
+    uint64_t bad;         /* v2: bad items this rank met in `epoch` (its
+                              planned ones; the max_bad_fraction count)   */
+    uint64_t reserved_[2];
 } nostall_state;
 
 NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state *out);
@@ -640,6 +677,35 @@ NOSTALL_API int nostall_loader_get_state(const nostall_loader *ld, nostall_state
  * epoch's end or epoch is past `epochs`; E_STATE for a state of another
  * seed, dataset or options (the message names which). */
 NOSTALL_API int nostall_loader_set_state(nostall_loader *ld, const nostall_state *st);
+
+/* Elastic resume, exact with bad items, for any change of world size.
+ * Every rank of the old job saves nostall_loader_get_states() (its own
+ * state, last, after the states its epoch was resumed from, if any: one
+ * level per earlier world-size change in the epoch); the states of all
+ * its ranks together (duplicates of the shared earlier levels may be
+ * left in) are one job's state, and every rank of the new job, of any
+ * world size, loads all of them with nostall_loader_set_states(). The new
+ * job marks as delivered every position of the epoch's global order that
+ * an old rank consumed -- the positions before its own position, and the
+ * top-up's taken span after it (padding and wrapped repeats do not
+ * count) -- and shards the positions left over the new ranks: no item
+ * delivered before the save is delivered again, and none of the rest is
+ * left out except as drop_last leaves items out of any epoch. Under the
+ * same world size each rank resumes at its own cursor (exact, as
+ * set_state). Untrusted input: every state is checked as set_state checks
+ * one (E_STATE), and the set must hold every rank of every level once
+ * (same epoch; E_INVALID). At most NOSTALL_STATES_MAX states and
+ * NOSTALL_STATE_LEVELS_MAX levels; memory:
+ * items / 8 bytes while loading, 8 bytes per unconsumed position below
+ * the furthest consumed one while the epoch lasts. Not with echoing nor
+ * shard_mode=stream across world sizes (E_INVALID). */
+#define NOSTALL_STATES_MAX 65536
+#define NOSTALL_STATE_LEVELS_MAX 64 /* world-size changes within one epoch */
+/* *count: the states written (E_INVALID with *count set if cap is less). */
+NOSTALL_API int nostall_loader_get_states(const nostall_loader *ld, nostall_state *out, size_t cap,
+                                          size_t *count);
+NOSTALL_API int nostall_loader_set_states(nostall_loader *ld, const nostall_state *states,
+                                          size_t count);
 
 typedef struct nostall_dataset_info {
     uint64_t items;           /* items in the dataset index               */

@@ -31,11 +31,15 @@
  *      step, Python runs the user's.
  *   3. The model (nostall_analyze_create): predictions for the configuration
  *      as measured and for what-if variations, the classification (compute-,
- *      prep- or fetch-bound) and four recommendations (cores, storage, echo,
- *      restart-marker transcode). Further configurations with
- *      nostall_analyze_predict().
+ *      prep- or fetch-bound), the measured runs' own classification, and
+ *      four recommendations (cores, storage, echo, restart-marker
+ *      transcode). Further configurations with nostall_analyze_predict().
+ *      The runs may be another loader's: nostall.profile measures a torch
+ *      DataLoader's into the same table and has them classified and
+ *      reported here.
  *   4. Reports (nostall_analyze_report): the terminal text, one JSON object,
- *      a self-contained HTML page with SVG charts.
+ *      a self-contained HTML page with SVG charts; the driver's own warnings
+ *      and notes in each (nostall_analyze_note).
  *
  * CONVENTIONS (as in nostall.h)
  *   Status returns (0 ok, negative NOSTALL_E_* with nostall_last_error()).
@@ -121,7 +125,12 @@ extern "C" {
     X(rst_cpu_ratio, "CPU per item of the sample after `nostall transcode` / as it is (0: "        \
                      "not measured)")                                                              \
     X(dataset_files, "distinct local files the items are read from (token windows of one "         \
-                     "corpus share it: dataset_bytes counts each file once; 0: not measured)")
+                     "corpus share it: dataset_bytes counts each file once; 0: not measured)")     \
+    X(warm_start_s, "cached run: starting the loader (its iterator and worker processes) and "     \
+                    "its start-up inside the first wait: in warm_seconds, not in warm_stall_s; "   \
+                    "once per epoch, not scaled with the batches (0: not measured apart; "         \
+                    "nostall.profile measures it for foreign loaders)")                            \
+    X(cold_start_s, "cold run: the same as warm_start_s")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;
@@ -274,8 +283,30 @@ NOSTALL_API int nostall_analyze_predict(nostall_analysis *a, const char *spec,
 /* The classification of the steady state: "compute", "prep" or "fetch". */
 NOSTALL_API const char *nostall_analyze_bound(const nostall_analysis *a);
 
+/* The classification of the measured runs (DS-Analyzer's differential
+ * method, the JSON report's "measured"): "compute" when their stalls are
+ * under 5% of the epoch, else "start" when starting the loader
+ * (warm_start_s, cold_start_s) stalls more than either of the others, else
+ * "fetch" or "prep", the larger. The prep stall is what the cached run
+ * waited (at most what the cold run waited), the fetch stall the rest of
+ * the cold run's wait. A driver that measured another loader's runs
+ * (nostall.profile: a torch DataLoader) fills the table with them and has
+ * them classified and reported here, as nostall's own. */
+NOSTALL_API const char *nostall_analyze_measured_bound(const nostall_analysis *a);
+
+/* Add a line of the caller's to the reports (copied; untrusted text,
+ * escaped like `data`; cut at a character after 1023 bytes): warning = 1:
+ * a warning (the text report's WARNING lines, the JSON "warnings", the
+ * HTML's warning boxes), e.g. nostall.profile's "the files could not be
+ * dropped from the page cache"; warning = 0: a note (the JSON "notes", a
+ * "notes" section in the text and HTML reports). At most
+ * NOSTALL_ANALYZE_MAX_NOTES in all: E_INVALID beyond, or for a NULL
+ * argument. */
+#define NOSTALL_ANALYZE_MAX_NOTES 16
+NOSTALL_API int nostall_analyze_note(nostall_analysis *a, int warning, const char *text);
+
 typedef struct nostall_analyze_recommendation {
-    const char *what; /* "cores", "cache", "echo", "transcode"            */
+    const char *what; /* "cores", "cache", "echo", "transcode", "start"   */
     double value;     /* cores, cache fraction, echo factor, CPU ratio;
                               < 0: none suffices, or not measured             */
     int needed;       /* 0: the stall it targets is under 5% already      */
@@ -284,7 +315,9 @@ typedef struct nostall_analyze_recommendation {
                               the analysis                                    */
 } nostall_analyze_recommendation;
 
-/* Recommendations, in the order cores, cache, echo, transcode. */
+/* Recommendations, in the order cores, cache, echo, transcode, and a fifth,
+ * "start", only when the measured runs' start-up stalls at least 5% of the
+ * epoch (a foreign loader's worker processes: see warm_start_s). */
 NOSTALL_API int nostall_analyze_recommendation_count(const nostall_analysis *a);
 NOSTALL_API int nostall_analyze_recommendation_get(const nostall_analysis *a, int i,
                                                    nostall_analyze_recommendation *out, size_t size);
@@ -296,7 +329,7 @@ typedef enum nostall_analyze_format {
     NOSTALL_ANALYZE_TEXT = 0, /* the terminal report                              */
     NOSTALL_ANALYZE_JSON = 1, /* one JSON object and a newline: measurements,
                                  measured, rates, model, bound, warnings,
-                                 recommendations, whatif, predictions            */
+                                 recommendations, whatif, predictions, notes     */
     NOSTALL_ANALYZE_HTML = 2  /* a self-contained page: inline CSS and SVG        */
 } nostall_analyze_format;
 

@@ -2,13 +2,16 @@
  * loader.c — the loader: wires the index, the sampler, the item recipe,
  * the fetch stage, a batch backend and the worker threads together, and
  * is the public API's front: create, free, stop, join, next, release,
- * info. The only file that knows every stage. The items (recipe or mix,
- * sampler, plan) and the fetch environment are made in loader_source.c,
- * state (set/get) in loader_state.c, statistics and the skip table in loader_stats.c, the
+ * info and the item lookups (path, label, class name, ignored files, bad
+ * shards); and the plan's lengths the backends ask for (each epoch's and
+ * each batch's, the bad-item budget). The only file that knows every
+ * stage. The items (recipe or mix, sampler, echo mode, plan) and the fetch
+ * environment are made in loader_source.c, state (set/get) in
+ * loader_state.c, statistics and the skip table in loader_stats.c, the
  * worker loop in worker.c.
  *
  * DESIGN
- *   The producer cursor walks the plan (nst_bq_plan: each batch's length in
+ *   The producer cursor walks the plan (nst_engine_plan: each batch's length in
  *   each epoch) and hands out one item ticket at a time, in delivery order;
  *   each item's dataset index and every random choice are pure functions of
  *   (seed, epoch, position), so the bytes of every batch are the same
@@ -34,7 +37,7 @@
 #include "common/memlimit.h"
 #include "coord/backend.h"
 #include "echo/adaptive.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
 #include "source/stream.h"
@@ -51,7 +54,7 @@ uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
     for (int i = 0; i < 4 && !n; i++)
         if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
     if (!n) { /* O(shard) for a fractional factor: memoized */
-        n = nst_echo_epoch_len(&ld->esched, epoch);
+        n = nst_echo_sched_epoch_len(&ld->esched, epoch);
         ld->elen_epoch[ld->elen_next] = epoch;
         ld->elen_val[ld->elen_next] = n;
         ld->elen_next = (ld->elen_next + 1) % 4;
@@ -116,29 +119,30 @@ static int validate(const nostall_config *c, const char *fn)
         return nst_error(NOSTALL_E_OPTION, "%s: rank (%llu) must be < world_size (%llu)", fn,
                          (unsigned long long)v[NOSTALL_OPT_RANK].u,
                          (unsigned long long)v[NOSTALL_OPT_WORLD_SIZE].u);
-    if (v[NOSTALL_OPT_CACHE].u == 1 /* none */ && v[NOSTALL_OPT_CACHE_BYTES].u)
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_NONE && v[NOSTALL_OPT_CACHE_BYTES].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_bytes (%llu) is set but cache=none; use cache=minio", fn,
                          (unsigned long long)v[NOSTALL_OPT_CACHE_BYTES].u);
     if (v[NOSTALL_OPT_CACHE_TRANSCODE].u &&
-        (v[NOSTALL_OPT_CACHE].u != 0 || !v[NOSTALL_OPT_CACHE_BYTES].u))
+        (v[NOSTALL_OPT_CACHE].u != NOSTALL_CACHE_MINIO || !v[NOSTALL_OPT_CACHE_BYTES].u))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
                          "is no cache: set cache=minio and cache_bytes > 0",
                          fn);
     if (v[NOSTALL_OPT_COORDINATE].s[0] &&
-        (v[NOSTALL_OPT_ECHO].u == 1 || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
+        (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
                          "%g, echo %s)",
                          fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         v[NOSTALL_OPT_ECHO].u == 1 ? "adaptive" : "fixed");
+                         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ? "adaptive" : "fixed");
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
                          (unsigned long long)v[NOSTALL_OPT_RESIZE].u,
                          (unsigned long long)v[NOSTALL_OPT_CROP].u);
-    if (v[NOSTALL_OPT_ECHO].u == 1 && v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE &&
+        v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
                          "batches are drawn from that pool",
@@ -164,11 +168,12 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len)
  * a group (its own plan) or a shard stream (no going back); with
  * drop_last=0 only where there are ranks to keep in step (world_size > 1:
  * alone, a batch of only bad items is passed, as before). */
-static int uses_reserve(const struct nostall_loader *ld)
+int nst_loader_uses_reserve(const struct nostall_loader *ld)
 {
     const nst_optval *v = ld->cfg.v;
     return ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0] &&
-           !v[NOSTALL_OPT_SHARD_MODE].u && (ld->drop_last || ld->sampler.world > 1);
+           v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED &&
+           (ld->drop_last || ld->sampler.world > 1);
 }
 
 /* The batches' plan, no larger than an epoch can fill: a slot holds at
@@ -192,20 +197,22 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
     if (nslots > batches + 1) nslots = batches + 1;
     if (nslots < 2) nslots = 2;
-    if (uses_reserve(ld)) nslots++;
+    if (nst_loader_uses_reserve(ld)) nslots++;
     if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
         bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
         if (bbuf < 2) bbuf = 2;
         if (bbuf > batches) bbuf = batches > 0 ? batches : 1;
         nslots += bbuf;
     }
-    if (nslots > NST_BQ_MAX_SLOTS)
+    if (nslots > NST_ENGINE_MAX_SLOTS)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: %llu ring slots (batches_ahead + echo buffer) "
                          "exceed %d",
-                         fn, (unsigned long long)nslots, NST_BQ_MAX_SLOTS);
-    size_t ring = nst_bq_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
-    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+                         fn, (unsigned long long)nslots, NST_ENGINE_MAX_SLOTS);
+    size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
+    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
+                                   ? v[NOSTALL_OPT_CACHE_BYTES].u
+                                   : 0;
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
@@ -249,9 +256,9 @@ static void plan_counts(struct nostall_loader *ld)
         if (!n) break;
         uint32_t u = 1;
         if (ld->echo == NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
-            nst_echo_batches eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
-                                   .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
-            u = nst_echo_batch_uses(&eb, 0, pos);
+            nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                                 .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
+            u = nst_batch_echo_uses(&eb, 0, pos);
         }
         nb += u;
         ni += (uint64_t)u * n;
@@ -272,10 +279,11 @@ static void sink_count(void *ctx, const uint64_t *io)
 static int make_backend(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = uses_reserve(ld);
-    uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_BQ_FAIL : 0) |
-                     (skip && (ld->drop_last || reserve) ? NST_BQ_FILL : 0) |
-                     (reserve ? NST_BQ_RESERVE : 0) | (reserve && !ld->drop_last ? NST_BQ_KEEP : 0);
+    const int skip = ld->on_bad == NOSTALL_BAD_SKIP, reserve = nst_loader_uses_reserve(ld);
+    uint32_t flags = (ld->on_bad == NOSTALL_BAD_FAIL ? NST_ENGINE_FAIL : 0) |
+                     (skip && (ld->drop_last || reserve) ? NST_ENGINE_FILL : 0) |
+                     (reserve ? NST_ENGINE_RESERVE : 0) |
+                     (reserve && !ld->drop_last ? NST_ENGINE_KEEP : 0);
     nst_batches_sink sink = {.ctx = ld, .skip = nst_loader_skip, .count = sink_count};
     if (v[NOSTALL_OPT_COORDINATE].s[0]) {
         nst_coord_params cp = {.cfg = &ld->cfg,
@@ -330,7 +338,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
 static int make_stream(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    if (v[NOSTALL_OPT_SHARD_MODE].u == 0) return 0;
+    if (v[NOSTALL_OPT_SHARD_MODE].u == NOSTALL_SHARD_MODE_INDEXED) return 0;
     const nst_index *ix = ld->recipe->index;
     if (!ix || ld->sampler.mix || !nst_index_shards(ix) || ld->recipe->ops->locate ||
         ld->recipe->items != nst_index_count(ix))
@@ -475,6 +483,8 @@ void nostall_loader_free(nostall_loader *ld)
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
     free(ld->skips);
     free(ld->skip_reason);
+    free(ld->res_band);
+    free(ld->chain);
     nst_echo_sched_destroy(&ld->esched);
     nst_recipe_free(ld->recipe);
     nst_cache_free(ld->cache);
@@ -504,6 +514,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     uint64_t t_out = nst_now_ns();
     STAT_ADD(ld->wait_ns, t_out - t_in); /* the data stall: time inside next */
     if (rc == 0) {
+        out->struct_size = sizeof *out; /* the backends describe the rest */
         STAT_ADD(ld->batches_delivered, 1);
         STAT_ADD(ld->items_delivered, out->count);
     }

@@ -1,8 +1,11 @@
 /*
- * loader_impl.h — the loader's parts, shared by loader.c (the public API:
- * create, free, next, release, state, introspection, statistics) and
- * worker.c (the one worker loop: tickets, fetches in flight, the item
- * recipe and data echoing). Nothing else includes it.
+ * loader_impl.h — the loader's parts, shared by the files of the loader:
+ * loader.c (the public API: create, free, stop, join, next, release,
+ * introspection; the plan's lengths), loader_source.c (the items and the
+ * fetch environment, made at create), loader_state.c (get/set state),
+ * loader_stats.c (statistics and the skip table) and worker.c (the one
+ * worker loop: tickets, fetches in flight, the item recipe and data
+ * echoing). Nothing else includes it.
  *
  * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
  *   epoch lengths, asked by the batch backend under its own lock and by
@@ -73,8 +76,6 @@ typedef struct skip_entry {
     char *msg;
 } skip_entry;
 
-enum { NST_EP_FETCH = 0, NST_EP_DECODE = 1, NST_EP_AUGMENT = 2, NST_EP_BATCH = 3 };
-
 struct nostall_loader {
     nostall_config cfg;
     char *source;
@@ -85,13 +86,13 @@ struct nostall_loader {
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
-    nst_batches *bq;  /* the batch backend: local ring or a group    */
-    nst_bq_plan plan; /* the delivery plan the backend walks          */
+    nst_batches *bq;      /* the batch backend: local ring or a group    */
+    nst_engine_plan plan; /* the delivery plan the backend walks          */
 
     /* data echoing (the ring's; NULL/off in a group) */
-    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NST_EP_*         */
+    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_* */
     nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
-    struct nst_estore *estore;
+    struct nst_echo_store *estore;
     struct nst_adaptive *adaptive;
 
     /* the plan's memo of epoch lengths (plan_mu) */
@@ -121,14 +122,26 @@ struct nostall_loader {
 
     worker *workers;
     struct nst_stream *stream; /* shard_mode=stream: the shards' reader    */
+
+    /* An elastic resume from every old rank's state (loader_state.c; the
+     * consumer thread): the sampler's band of positions not yet consumed
+     * (owned), and the states it was computed from, in the epoch
+     * chain_epoch (chain_levels world-size changes), saved again by
+     * nostall_loader_get_states so a later resume sees them too. */
+    uint64_t *res_band;
+    nostall_state *chain;
+    uint32_t chain_n, chain_levels;
+    uint64_t chain_epoch;
 };
 
 /* Deliveries in `epoch` (the shard, or with fixed item echoing the sum of
  * the items' uses); the plan's batch length. plan_mu taken inside. */
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
+/* The engine's RESERVE is on (every rank delivers the plan's batches). */
+int nst_loader_uses_reserve(const struct nostall_loader *ld);
 /* The sampler position of a ticket's item: its position, or for a reserve
- * item (NST_BQ_RESERVE, batch/engine.h) the rank's dropped remainder after
+ * item (NST_ENGINE_RESERVE, batch/engine.h) the rank's dropped remainder after
  * the plan's end, then its own items from the start, wrapped (as torch's
  * DistributedSampler pads). */
 uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);

@@ -18,7 +18,7 @@ int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
     int rc;
-    if (v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) {
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && v[NOSTALL_OPT_CACHE_BYTES].u) {
         rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, ld->recipe->keys);
         if (rc < 0) return rc;
         ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
@@ -69,11 +69,11 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
                          "%llu items per epoch)",
                          fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
-    if (v[NOSTALL_OPT_ECHO].u == 1) {
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE) {
         ld->echo = NST_ECHO_ADAPTIVE;
     } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
         ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
-        ld->echo = ld->echo_point == NST_EP_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
+        ld->echo = ld->echo_point == NOSTALL_ECHO_POINT_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
     }
     /* Every rank must deliver the same number of batches (a DDP job's
      * collectives pair up by count): refused where it depends on timing or
@@ -91,12 +91,12 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          ld->echo == NST_ECHO_ADAPTIVE
                              ? "adaptive echoing repeats data when this rank's pipeline is slow"
                              : "the extra uses are drawn per item (or batch position)");
-    ld->plan =
-        (nst_bq_plan){.batch_len = nst_loader_batch_len,
-                      .ctx = ld,
-                      .epochs = ld->epochs_limit,
-                      .max_bad = ld->on_bad == NOSTALL_BAD_SKIP && !v[NOSTALL_OPT_COORDINATE].s[0]
-                                     ? nst_loader_max_bad
-                                     : NULL};
+    ld->plan = (nst_engine_plan){.batch_len = nst_loader_batch_len,
+                                 .ctx = ld,
+                                 .epochs = ld->epochs_limit,
+                                 .max_bad = ld->on_bad == NOSTALL_BAD_SKIP &&
+                                                    !v[NOSTALL_OPT_COORDINATE].s[0]
+                                                ? nst_loader_max_bad
+                                                : NULL};
     return 0;
 }

@@ -56,8 +56,10 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     nst_error_clear();
     if (!ld || !out) return nst_error(NOSTALL_E_INVALID, "nostall_loader_stats: NULL argument");
     memset(&s, 0, sizeof s);
-    uint64_t taken;
-    ld->bq->ops->cursor(ld->bq, &s.epoch, &s.position, &taken);
+    nst_engine_cursor at;
+    ld->bq->ops->cursor(ld->bq, &at);
+    s.epoch = at.epoch;
+    s.position = at.position;
     s.batches_delivered = STAT_GET(ld->batches_delivered);
     s.items_delivered = STAT_GET(ld->items_delivered);
     s.consumer_wait_ns = STAT_GET(ld->wait_ns);

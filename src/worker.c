@@ -73,18 +73,18 @@ static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, cons
 {
     struct nostall_loader *ld = w->ld;
     const nst_recipe_ops *ops = ld->recipe->ops;
-    nst_decoded *d = nst_estore_data(ld->estore, t->store);
+    nst_decoded *d = nst_echo_store_data(ld->estore, t->store);
     int rc;
     if (t->produce) {
         if (r->status < 0) {
             snprintf(msg, msgn, "%s", r->msg);
-            nst_estore_publish(ld->estore, t->store, r->status, msg);
+            nst_echo_store_publish(ld->estore, t->store, r->status, msg);
             return r->status;
         }
         STAT_ADD(w->st.fetch_items, 1);
         STAT_ADD(w->st.fetch_bytes, r->len);
         switch (ld->echo_point) {
-        case NST_EP_FETCH:
+        case NOSTALL_ECHO_POINT_FETCH:
             rc = nst_buf_reserve(&d->buf, r->len);
             if (rc == 0) {
                 memcpy(d->buf.data, r->data, r->len);
@@ -92,33 +92,33 @@ static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, cons
             } else {
                 last_error_into(msg, msgn, rc);
             }
-            nst_estore_publish(ld->estore, t->store, rc, msg);
+            nst_echo_store_publish(ld->estore, t->store, rc, msg);
             if (rc == 0) rc = ops->make(w->rw, c, r->data, r->len, tm);
             break;
-        case NST_EP_DECODE:
+        case NOSTALL_ECHO_POINT_DECODE:
             rc = ops->decode(w->rw, c, r->data, r->len, d, tm);
             if (rc < 0) last_error_into(msg, msgn, rc);
-            nst_estore_publish(ld->estore, t->store, rc, msg);
+            nst_echo_store_publish(ld->estore, t->store, rc, msg);
             if (rc == 0) rc = ops->transform(w->rw, c, d, tm);
             break;
-        default: { /* NST_EP_AUGMENT: the first use's item, as it is */
+        default: { /* NOSTALL_ECHO_POINT_AUGMENT: the first use's item, as it is */
             nst_item_ctx c0 = *c;
             c0.copy = 0;
             rc = ops->make(w->rw, &c0, r->data, r->len, tm);
             if (rc == 0) rc = nst_buf_reserve(&d->buf, ld->recipe->item_bytes);
             if (rc == 0) copy_fields(ld->recipe, c->dst, d->buf.data, 1);
             if (rc < 0) last_error_into(msg, msgn, rc);
-            nst_estore_publish(ld->estore, t->store, rc, msg);
+            nst_echo_store_publish(ld->estore, t->store, rc, msg);
             return rc;
         }
         }
         if (rc < 0) last_error_into(msg, msgn, rc);
         return rc;
     }
-    if ((rc = nst_estore_wait(ld->estore, t->store, msg, msgn)) < 0) return rc;
+    if ((rc = nst_echo_store_wait(ld->estore, t->store, msg, msgn)) < 0) return rc;
     switch (ld->echo_point) {
-    case NST_EP_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
-    case NST_EP_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
+    case NOSTALL_ECHO_POINT_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
+    case NOSTALL_ECHO_POINT_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
     default: copy_fields(ld->recipe, c->dst, d->buf.data, 0); rc = 0;
     }
     if (rc < 0) last_error_into(msg, msgn, rc);

@@ -19,7 +19,7 @@
  * must not find another member's worker still writing one of its items. */
 static int only_mine_taken(nst_group *g, uint32_t s)
 {
-    const item_ctl *it = nst_bq_items(g->q, s);
+    const item_ctl *it = nst_engine_items(g->q, s);
     for (uint32_t j = 0; j < g->q->slots[s].count; j++)
         if (it[j].state == I_TAKEN && it[j].owner != g->me) return 0;
     return 1;
@@ -29,20 +29,20 @@ void nst_group_test_die_locked(nst_group *g, int what)
 {
     for (int tries = 0;; tries++) {
         if (grp_lock(g, 5000) < 0) _exit(3);
-        nst_bq *q = g->q;
-        nst_bq_ticket t;
+        nst_engine *q = g->q;
+        nst_engine_ticket t;
         if (what == 0) {
-            nst_bq_take(q, &g->plan, g->me, &t, 1);
+            nst_engine_take(q, &g->plan, g->me, &t, 1);
             break;
         }
         uint32_t s = 0;
-        while (s < q->nslots && !(q->slots[s].state == NST_BQ_FILLING && only_mine_taken(g, s)))
+        while (s < q->nslots && !(q->slots[s].state == NST_ENGINE_FILLING && only_mine_taken(g, s)))
             s++;
         if (s < q->nslots || tries >= 5000) {
             if (s < q->nslots) {
                 q->journal_arg = s;
-                q->journal = NST_BQ_J_FINAL;
-                q->slots[s].state = NST_BQ_FINALIZING;
+                q->journal = NST_ENGINE_J_FINAL;
+                q->slots[s].state = NST_ENGINE_FINALIZING;
             }
             break;
         }

@@ -1,15 +1,15 @@
 /*
  * test_audio.c — task=audio from its parts to the loader:
- *   - resampling (audio/resample.h): the output length is ceil(n * out /
- *     in); any window computed from only the input frames nst_rs_needs
+ *   - resampling (augment/resample.h): the output length is ceil(n * out /
+ *     in); any window computed from only the input frames nst_resample_needs
  *     names equals the same window of the whole clip byte for byte; the
  *     whole clip agrees with one soxr pass over it within 1e-6 (white noise,
  *     downsampling, upsampling, a ratio with a large li: one segment);
- *   - the mel spectrogram (audio/mel.h) against an independent double
+ *   - the mel spectrogram (augment/mel.h) against an independent double
  *     precision reference written here (a naive DFT, the HTK and Slaney
  *     banks from their formulas): within 1e-4 relative on every bin within
  *     60 dB of the peak, frames = 1 + T / hop, top_db clamps;
- *   - decoding (audio/decode.h): WAV (16-bit, float), FLAC, MP3, Ogg,
+ *   - decoding (decode/audio.h): WAV (16-bit, float), FLAC, MP3, Ogg,
  *     stereo (mixdown is the mean); reading a window equals the same frames
  *     of a whole read; the access kind of each format; bad clips (truncated
  *     FLAC, a WAV header claiming 2^31 frames, a WAV data chunk longer than
@@ -37,13 +37,13 @@
 #include <soxr.h>
 #include <sys/stat.h>
 
-#include "audio/decode.h"
-#include "audio/mel.h"
-#include "audio/resample.h"
+#include "augment/mel.h"
+#include "augment/resample.h"
 #include "check.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "decode/audio.h"
 #include "recipe/recipe.h"
 
 static const char *dir;
@@ -128,9 +128,9 @@ static nostall_config *cfg_of(const char *kv[][2], int n)
 
 static void test_resample_one(uint32_t in_rate, uint32_t out_rate, uint64_t n)
 {
-    nst_rs_plan p;
-    nst_rs_plan_init(&p, in_rate, out_rate);
-    const uint64_t m = nst_rs_out_frames(&p, n);
+    nst_resample_plan p;
+    nst_resample_plan_init(&p, in_rate, out_rate);
+    const uint64_t m = nst_resample_out_frames(&p, n);
     CHECK_EQ(m, (n * out_rate + in_rate - 1) / in_rate);
     float *x = malloc(n * sizeof *x), *whole = malloc(m * sizeof *whole),
           *win = malloc(m * sizeof *win), *ref = calloc(m + 64, sizeof *ref);
@@ -161,7 +161,7 @@ static void test_resample_one(uint32_t in_rate, uint32_t out_rate, uint64_t n)
         if (t == 0) a = 0;
         if (t == 1) a = m - len;
         uint64_t b = a + len < m ? a + len : m, ia, ib;
-        nst_rs_needs(&p, n, a, b, &ia, &ib);
+        nst_resample_needs(&p, n, a, b, &ia, &ib);
         CHECK(ia <= ib && ib <= n);
         const float *part[1] = {x + ia};
         float *o[1] = {win};
@@ -175,7 +175,7 @@ static void test_resample_one(uint32_t in_rate, uint32_t out_rate, uint64_t n)
     /* input that does not cover the window is refused */
     if (p.seg_out && m > 2 * p.seg_out) {
         uint64_t ia, ib;
-        nst_rs_needs(&p, n, p.seg_out, p.seg_out + 10, &ia, &ib);
+        nst_resample_needs(&p, n, p.seg_out, p.seg_out + 10, &ia, &ib);
         const float *part[1] = {x + ia + 1};
         float *o[1] = {win};
         CHECK_RC(nst_resample(rs, &p, n, 1, part, ia + 1, ib, p.seg_out, p.seg_out + 10, o, "x"),
@@ -194,16 +194,16 @@ static void test_resample(void)
     test_resample_one(16000, 44100, 40000);
     test_resample_one(44101, 16000, 30000); /* li 44101: one segment */
     /* equal rates copy */
-    nst_rs_plan p;
-    nst_rs_plan_init(&p, 16000, 16000);
+    nst_resample_plan p;
+    nst_resample_plan_init(&p, 16000, 16000);
     CHECK(p.identity);
-    CHECK_EQ(nst_rs_out_frames(&p, 12345), 12345);
+    CHECK_EQ(nst_resample_out_frames(&p, 12345), 12345);
     float x[100], y[10];
     for (int i = 0; i < 100; i++) x[i] = (float)i;
     nst_resampler *rs = NULL;
     CHECK_OK(nst_resampler_create(&rs));
     uint64_t ia, ib;
-    nst_rs_needs(&p, 100, 40, 50, &ia, &ib);
+    nst_resample_needs(&p, 100, 40, 50, &ia, &ib);
     CHECK(ia == 40 && ib == 50);
     const float *in[1] = {x + 40};
     float *out[1] = {y};

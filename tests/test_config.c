@@ -22,6 +22,22 @@ static void expect_option_error(nostall_config *c, const char *name, const char 
     }
 }
 
+/* An ENUM option's named constant is the index of its choice: setting the
+ * choice by name reads back as the constant. */
+static void expect_enum(nostall_config *c, int id, const char *choice, uint64_t constant)
+{
+    nostall_option_info info;
+    uint64_t u = 99;
+    CHECK_OK(nostall_option_info_get(id, &info));
+    CHECK_OK(nostall_config_set(c, info.name, choice));
+    CHECK_OK(nostall_config_get_uint(c, id, &u));
+    if (u != constant) {
+        fprintf(stderr, "%s=%s reads %llu, its constant is %llu\n", info.name, choice,
+                (unsigned long long)u, (unsigned long long)constant);
+        CHECK(0);
+    }
+}
+
 int main(void)
 {
     nostall_config *c = NULL;
@@ -45,6 +61,27 @@ int main(void)
     nostall_option_info info;
     CHECK_RC(nostall_option_info_get(-1, &info), NOSTALL_E_INVALID);
     CHECK_RC(nostall_option_info_get(NOSTALL_OPT_COUNT_, &info), NOSTALL_E_INVALID);
+
+    /* the named constants of the ENUM options follow their choices */
+    expect_enum(c, NOSTALL_OPT_CACHE, "minio", NOSTALL_CACHE_MINIO);
+    expect_enum(c, NOSTALL_OPT_CACHE, "none", NOSTALL_CACHE_NONE);
+    expect_enum(c, NOSTALL_OPT_READER, "auto", NOSTALL_READER_AUTO);
+    expect_enum(c, NOSTALL_OPT_READER, "pread", NOSTALL_READER_PREAD);
+    expect_enum(c, NOSTALL_OPT_READER, "io_uring", NOSTALL_READER_IO_URING);
+    expect_enum(c, NOSTALL_OPT_ECHO, "fixed", NOSTALL_ECHO_FIXED);
+    expect_enum(c, NOSTALL_OPT_ECHO, "adaptive", NOSTALL_ECHO_ADAPTIVE);
+    expect_enum(c, NOSTALL_OPT_ECHO_POINT, "fetch", NOSTALL_ECHO_POINT_FETCH);
+    expect_enum(c, NOSTALL_OPT_ECHO_POINT, "decode", NOSTALL_ECHO_POINT_DECODE);
+    expect_enum(c, NOSTALL_OPT_ECHO_POINT, "augment", NOSTALL_ECHO_POINT_AUGMENT);
+    expect_enum(c, NOSTALL_OPT_ECHO_POINT, "batch", NOSTALL_ECHO_POINT_BATCH);
+    expect_enum(c, NOSTALL_OPT_SHARD_MODE, "indexed", NOSTALL_SHARD_MODE_INDEXED);
+    expect_enum(c, NOSTALL_OPT_SHARD_MODE, "stream", NOSTALL_SHARD_MODE_STREAM);
+    const int enums[] = {NOSTALL_OPT_CACHE, NOSTALL_OPT_READER, NOSTALL_OPT_ECHO,
+                         NOSTALL_OPT_ECHO_POINT, NOSTALL_OPT_SHARD_MODE};
+    for (int i = 0; i < 5; i++) { /* back to the defaults for what follows */
+        CHECK_OK(nostall_option_info_get(enums[i], &info));
+        CHECK_OK(nostall_config_set(c, info.name, info.default_value));
+    }
 
     /* names with dashes are the same option */
     CHECK_EQ(nostall_option_find("batch-size"), NOSTALL_OPT_BATCH_SIZE);

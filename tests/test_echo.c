@@ -33,11 +33,11 @@ static void test_schedule_counts(double factor, uint64_t n, uint32_t pool)
             CHECK_EQ(u.copy, count[u.index]);
             count[u.index]++;
             produced += u.produce;
-            if (u.last) nst_echo_store_free(&s, u.store);
+            if (u.last) nst_echo_sched_free_id(&s, u.store);
             total++;
         }
         CHECK_EQ(rc, 0);
-        CHECK_EQ(total, nst_echo_epoch_len(&s, epoch));
+        CHECK_EQ(total, nst_echo_sched_epoch_len(&s, epoch));
         CHECK_EQ(produced, n); /* each item's data made once */
         uint32_t lo = (uint32_t)floor(factor), hi = (uint32_t)ceil(factor);
         for (uint64_t i = 0; i < n; i++)
@@ -67,7 +67,7 @@ static void test_schedule_replay(void)
     uint64_t k = 0;
     nst_echo_sched_start(&a, 3, 0);
     while (k < 401 && nst_echo_sched_next(&a, 0, &ua) == 1) {
-        nst_echo_store_free(&a, ua.store);
+        nst_echo_sched_free_id(&a, ua.store);
         k++;
     }
     nst_echo_sched_start(&b, 3, 401);
@@ -77,8 +77,8 @@ static void test_schedule_replay(void)
         if (ra != rb) same = 0;
         if (ra != 1 || rb != 1) break;
         if (ua.index != ub.index || ua.copy != ub.copy || ua.last != ub.last) same = 0;
-        nst_echo_store_free(&a, ua.store);
-        nst_echo_store_free(&b, ub.store);
+        nst_echo_sched_free_id(&a, ua.store);
+        nst_echo_sched_free_id(&b, ub.store);
         n++;
     }
     CHECK(same);

@@ -140,8 +140,10 @@ static nst_fetcher *make(env *v, uint32_t depth)
 {
     nst_fetcher *f = NULL;
     CHECK_OK(nst_fetcher_create(&f, &v->e, depth, depth));
-    if (f && v->e.reader == NST_READER_URING) CHECK(strcmp(nst_fetcher_reader(f), "io_uring") == 0);
-    if (f && v->e.reader == NST_READER_PREAD) CHECK(strcmp(nst_fetcher_reader(f), "pread") == 0);
+    if (f && v->e.reader == NOSTALL_READER_IO_URING)
+        CHECK(strcmp(nst_fetcher_reader(f), "io_uring") == 0);
+    if (f && v->e.reader == NOSTALL_READER_PREAD)
+        CHECK(strcmp(nst_fetcher_reader(f), "pread") == 0);
     return f;
 }
 
@@ -761,7 +763,7 @@ static const char *url(int mode)
 static void http_success(uint32_t depth)
 {
     env v;
-    env_init(&v, NST_READER_PREAD, 0, 1u << 30);
+    env_init(&v, NOSTALL_READER_PREAD, 0, 1u << 30);
     v.e.keys = 0; /* no cache: keys unchecked */
     nst_fetcher *f = make(&v, depth);
     if (!f) return;
@@ -808,7 +810,7 @@ static void http_success(uint32_t depth)
 static void http_errors(void)
 {
     env v;
-    env_init(&v, NST_READER_PREAD, 0, 1u << 30);
+    env_init(&v, NOSTALL_READER_PREAD, 0, 1u << 30);
     nst_fetcher *f = make(&v, 4);
     if (!f) return;
     char w[256];
@@ -857,7 +859,7 @@ static void http_errors(void)
     env_free(&v);
 
     /* The limit applies to the range; nothing is sent for one over it. */
-    env_init(&v, NST_READER_PREAD, 0, 4096);
+    env_init(&v, NOSTALL_READER_PREAD, 0, 4096);
     f = make(&v, 1);
     if (!f) return;
     int before = atomic_load(&g_hits[M_RANGE]);
@@ -896,7 +898,7 @@ static void http_errors(void)
 static void http_throttle(void)
 {
     env v;
-    env_init(&v, NST_READER_PREAD, 0, 1u << 30);
+    env_init(&v, NOSTALL_READER_PREAD, 0, 1u << 30);
     nst_throttle_destroy(&v.t);
     nst_throttle_init(&v.t, 10, 0);
     nst_fetcher *f = make(&v, 1);
@@ -929,7 +931,7 @@ static void http_nginx(void)
     printf("http, nginx on port %d\n", port);
     snprintf(u, sizeof u, "http://127.0.0.1:%d/corpus.bin", port);
     env v;
-    env_init(&v, NST_READER_PREAD, 1, 1u << 30);
+    env_init(&v, NOSTALL_READER_PREAD, 1, 1u << 30);
     nst_fetcher *f = make(&v, 8);
     if (f) {
         want_range(f, 0, u, 0, 100);
@@ -979,7 +981,7 @@ int main(void)
     setup();
     /* io_uring may be refused (seccomp, old kernels): skip its parts. */
     env v;
-    env_init(&v, NST_READER_URING, 0, 1u << 30);
+    env_init(&v, NOSTALL_READER_IO_URING, 0, 1u << 30);
     nst_fetcher *f = NULL;
     g_have_uring = nst_fetcher_create(&f, &v.e, 1, 1) == 0;
     if (!g_have_uring)
@@ -988,8 +990,8 @@ int main(void)
     env_free(&v);
 
     reader_direct();
-    local_all(NST_READER_PREAD, "pread");
-    if (g_have_uring) local_all(NST_READER_URING, "io_uring");
+    local_all(NOSTALL_READER_PREAD, "pread");
+    if (g_have_uring) local_all(NOSTALL_READER_IO_URING, "io_uring");
 
     if (server_start() == 0) {
         printf("http, loopback server on port %d\n", g_port);

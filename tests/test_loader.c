@@ -36,6 +36,7 @@ static uint64_t run_options(const char *src, const char *kv[][2], int n, uint64_
         if (rc == NOSTALL_EPOCH_END) continue;
         CHECK_OK(rc);
         if (rc < 0) break;
+        CHECK_EQ(b.struct_size, sizeof b); /* set by the library on every batch */
         count += b.count;
         nostall_checksum_batch(&sum, &b);
         CHECK_OK(nostall_loader_release(ld, &b));
@@ -1131,6 +1132,166 @@ static void test_batch_echo_resume(void)
     }
 }
 
+/* Elastic resume with bad items (issue 32): two ranks of a drop_last job
+ * with bad files stop mid-epoch; one rank's state is refused by another
+ * world size (its rank met bad items, so the ranks are not in step), and
+ * every rank's states together resume into three ranks: no item delivered
+ * twice, no bad one delivered, every new rank the same number of batches.
+ * Then the states of the three (a chain: the first job's states and each
+ * one's own) resume into one rank the same way, and the set is checked as
+ * untrusted input. */
+static void test_elastic_bad_items(const char *dir)
+{
+    enum { N = 26 };
+    int count[3][N] = {{0}}; /* per job */
+    nostall_state old[2], mid[16];
+    size_t nmid = 0;
+    uint64_t bad_met = 0;
+    nostall_loader *lds[3] = {NULL};
+    for (int w = 0; w < 3; w++) { /* w: 0, the old job (2 ranks); 1, three; 2, one */
+        const int world = w == 0 ? 2 : w == 1 ? 3 : 1;
+        int batches[3] = {0};
+        for (int r = 0; r < world; r++) {
+            char rank[4], ws[4];
+            snprintf(rank, sizeof rank, "%d", r);
+            snprintf(ws, sizeof ws, "%d", world);
+            const char *kv[][2] = {{"threads", "2"},
+                                   {"batch_size", "3"},
+                                   {"crop", "8"},
+                                   {"seed", "5"},
+                                   {"drop_last", "1"},
+                                   {"max_bad_fraction", "1"},
+                                   {"max_file_bytes", "64K"},
+                                   {"rank", rank},
+                                   {"world_size", ws}};
+            nostall_config *c = make_cfg(kv, 9);
+            nostall_loader *ld = NULL;
+            CHECK_OK(nostall_loader_create(&ld, dir, c));
+            nostall_config_free(c);
+            if (!ld) return;
+            if (w == 1) CHECK_OK(nostall_loader_set_states(ld, old, 2));
+            if (w == 2) CHECK_OK(nostall_loader_set_states(ld, mid, nmid));
+            for (int k = 0; w > 0 || k < 2; k++) { /* the old job: 2 batches; later, 1 or all */
+                nostall_batch b;
+                int rc = nostall_loader_next(ld, &b);
+                if (rc == NOSTALL_EPOCH_END) break;
+                CHECK_OK(rc);
+                if (rc < 0) break;
+                CHECK_EQ(b.epoch, 0);
+                CHECK_EQ(b.count, 3);
+                batches[r]++;
+                for (uint32_t i = 0; i < b.count; i++) count[w][b.indices[i] % N]++;
+                nostall_loader_release(ld, &b);
+                if (w == 1 && k == 0) break;
+            }
+            if (w == 0) {
+                CHECK_OK(nostall_loader_get_state(ld, &old[r]));
+                CHECK_EQ(old[r].level, 0);
+                bad_met += old[r].bad;
+            } else if (w == 1) {
+                size_t got = 0;
+                CHECK_RC(nostall_loader_get_states(ld, mid + nmid, 2, &got), NOSTALL_E_INVALID);
+                CHECK_EQ(got, 3); /* the two old states, then its own */
+                CHECK_OK(nostall_loader_get_states(ld, mid + nmid, 16 - nmid, &got));
+                CHECK_EQ(mid[nmid + 2].level, 1);
+                CHECK_EQ(mid[nmid + 2].epoch_offset, 0);
+                /* its own state alone names a level: refused */
+                CHECK_RC(nostall_loader_set_state(ld, &mid[nmid + 2]), NOSTALL_E_STATE);
+                nmid += got; /* the shared old states twice: allowed */
+            }
+            lds[r] = ld;
+        }
+        for (int r = 0; r < world; r++) nostall_loader_free(lds[r]);
+        if (w > 0) CHECK_EQ(batches[0], batches[world - 1]);
+        if (w == 0) CHECK(bad_met > 0); /* seed 5: the ranks met bad items */
+        if (w == 0 && bad_met) {        /* one rank's state cannot stand for both */
+            const char *kv[][2] = {{"threads", "1"},
+                                   {"batch_size", "3"},
+                                   {"crop", "8"},
+                                   {"seed", "5"},
+                                   {"drop_last", "1"},
+                                   {"max_bad_fraction", "1"},
+                                   {"max_file_bytes", "64K"}};
+            nostall_config *c = make_cfg(kv, 7);
+            nostall_loader *one = NULL;
+            CHECK_OK(nostall_loader_create(&one, dir, c));
+            nostall_config_free(c);
+            if (!one) return;
+            const nostall_state *st = old[0].bad || old[0].taken ? &old[0] : &old[1];
+            CHECK_RC(nostall_loader_set_state(one, st), NOSTALL_E_STATE);
+            CHECK(strstr(nostall_last_error(), "every old rank") != NULL);
+            /* the set as untrusted input */
+            CHECK_RC(nostall_loader_set_states(one, old, 1), NOSTALL_E_INVALID); /* rank missing */
+            CHECK(strstr(nostall_last_error(), "every rank") != NULL);
+            CHECK_RC(nostall_loader_set_states(one, old, 0), NOSTALL_E_INVALID);
+            nostall_state twice[3] = {old[0], old[1], old[1]};
+            twice[2].position += 3;
+            CHECK_RC(nostall_loader_set_states(one, twice, 3), NOSTALL_E_INVALID);
+            twice[2] = old[1];
+            twice[2].seed++;
+            CHECK_RC(nostall_loader_set_states(one, twice, 3), NOSTALL_E_STATE);
+            twice[2] = old[1];
+            twice[2].taken_first = twice[2].taken_end + 1;
+            CHECK_RC(nostall_loader_set_states(one, twice, 3), NOSTALL_E_INVALID);
+            twice[2] = old[1];
+            twice[2].position = 1000;
+            CHECK_RC(nostall_loader_set_states(one, twice, 3), NOSTALL_E_INVALID);
+            twice[2] = old[1];
+            twice[2].level = 1;
+            CHECK_RC(nostall_loader_set_states(one, twice, 3), NOSTALL_E_INVALID);
+            nostall_state v1 = old[0].taken & 0xffffffffu ? old[0] : old[1];
+            v1.version = 1;
+            if (v1.taken & 0xffffffffu) { /* a version 1 state's top-up span is unknown */
+                nostall_state pair[2] = {v1, v1.rank ? old[0] : old[1]};
+                CHECK_RC(nostall_loader_set_states(one, pair, 2), NOSTALL_E_STATE);
+            }
+            /* random damage to a valid set: an error or a resume, never worse */
+            uint64_t x = 88172645463325252ULL;
+            for (int k = 0; k < 300; k++) {
+                nostall_state bad2[3] = {old[0], old[1], old[k % 2]};
+                for (int f = 0; f < 3; f++) {
+                    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                    nostall_state *t = &bad2[x % 3];
+                    uint64_t v = (x >> 8) % 4 == 0 ? x >> 3 : (x >> 8) % 40;
+                    switch ((x >> 16) % 9) {
+                    case 0: t->position = v; break;
+                    case 1: t->taken = v; break;
+                    case 2: t->taken_first = (uint32_t)v; break;
+                    case 3: t->taken_end = (uint32_t)v; break;
+                    case 4: t->level = (uint32_t)v; break;
+                    case 5: t->rank = (uint32_t)v; break;
+                    case 6: t->world_size = (uint32_t)v; break;
+                    case 7: t->epoch_offset = v; break;
+                    default: t->bad = v; break;
+                    }
+                }
+                int rc = nostall_loader_set_states(one, bad2, 3);
+                CHECK(rc == 0 || (rc < 0 && nostall_last_error()[0]));
+                if (rc == 0) {
+                    nostall_batch b;
+                    rc = nostall_loader_next(one, &b);
+                    if (rc == 0) nostall_loader_release(one, &b);
+                }
+            }
+            nostall_loader_free(one);
+        }
+    }
+    /* drop_last: no padding; a later job repeats nothing of an earlier one,
+     * and within a job only the top-up's wrap repeats, one per bad item at
+     * most (6 bad files; a new rank's share of the rest is 3 items here, so
+     * a wrap may even repeat an item within one batch) */
+    int delivered = 0, repeats = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(!(count[0][i] && count[1][i]));
+        CHECK(!((count[0][i] || count[1][i]) && count[2][i]));
+        for (int w = 0; w < 3; w++) repeats += count[w][i] > 1 ? count[w][i] - 1 : 0;
+        delivered += count[0][i] || count[1][i] || count[2][i];
+    }
+    CHECK(repeats <= 6);
+    /* 20 good items; the last job (1 rank, batch 3) leaves at most 2 out */
+    CHECK(delivered >= 18);
+}
+
 int main(void)
 {
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("loader-data"));
@@ -1147,6 +1308,7 @@ int main(void)
     test_bad_items();
     test_drop_last_full_batches(bad_dir);
     test_state_identity(bad_dir);
+    test_elastic_bad_items(bad_dir);
     test_echo_counters_with_bad_items(bad_dir);
     test_state_between_files();
     test_batch_echo_resume();

@@ -242,6 +242,33 @@ static void test_resume(void)
     CHECK_EQ(t.per_rank, s.per_rank);
 }
 
+/* A resumed epoch with a band: the rest is the band's positions, then
+ * every one from the offset on, sharded as any epoch (here unshuffled:
+ * positions are items); past the rest, padding. */
+static void test_resume_band(void)
+{
+    static const uint64_t band[] = {2, 5};
+    nst_sampler s;
+    for (int drop = 1; drop >= 0; drop--)
+        for (uint32_t r = 0; r < 2; r++) { /* rest: 2 5 7 8 9 */
+            CHECK_OK(nst_sampler_init(&s, 10, 1, r, 2, 0, drop));
+            nst_sampler_resume_band(&s, 4, band, 2, 7);
+            CHECK_EQ(nst_sampler_len(&s, 4), drop ? 2 : 3);
+            CHECK_EQ(nst_sampler_len(&s, 5), 5); /* another epoch: whole */
+            CHECK_EQ(nst_sampler_item(&s, 4, 0), r ? 5 : 2);
+            CHECK_EQ(nst_sampler_item(&s, 4, 1), r ? 8 : 7);
+            CHECK_EQ(nst_sampler_global(&s, 4, 1), r ? 8 : 7);
+            if (!drop) {
+                CHECK_EQ(nst_sampler_item(&s, 4, 2), r ? 2 : 9); /* rank 1: a wrap */
+                CHECK_EQ(nst_sampler_global(&s, 4, 2), r ? UINT64_MAX : 9);
+            }
+            CHECK_EQ(nst_sampler_global(&s, 5, 4), r ? 9 : 8);
+            CHECK_EQ(nst_sampler_global(&s, 5, 5), UINT64_MAX);
+            nst_sampler_resume(&s, 4, 0); /* cleared */
+            CHECK_EQ(nst_sampler_item(&s, 4, 1), r ? 3 : 2);
+        }
+}
+
 int main(void)
 {
     test_bijection();
@@ -251,5 +278,6 @@ int main(void)
     test_sharding();
     test_init_errors();
     test_resume();
+    test_resume_band();
     TEST_EXIT();
 }

@@ -274,17 +274,17 @@ static void test_reshuffled(void)
     unsetenv("XDG_CACHE_HOME");
     /* an index file without an identity (version 1, or written without
      * one) is never used */
-    nst_tidx_writer w;
-    nst_tidx_writer_init(&w, 0);
-    nst_tidx_rec r = {.key = "q0", .key_len = 2, .nmembers = 1};
-    r.m[0] = (nst_tidx_member){.ext = "jpg", .ext_len = 3, .offset = 512, .size = 700};
+    nst_tar_index_writer w;
+    nst_tar_index_writer_init(&w, 0);
+    nst_tar_index_rec r = {.key = "q0", .key_len = 2, .nmembers = 1};
+    r.m[0] = (nst_tar_index_member){.ext = "jpg", .ext_len = 3, .offset = 512, .size = 700};
     size_t len;
-    CHECK_EQ(nst_tidx_add(&w, &r), 0);
-    CHECK_EQ(nst_tidx_finish(&w, (uint64_t)st0.st_size, &len), 0);
+    CHECK_EQ(nst_tar_index_add(&w, &r), 0);
+    CHECK_EQ(nst_tar_index_finish(&w, (uint64_t)st0.st_size, &len), 0);
     FILE *f = fopen(pathf("%s.nstidx", shard), "wb");
     fwrite(w.buf, 1, len, f);
     fclose(f);
-    nst_tidx_writer_free(&w);
+    nst_tar_index_writer_free(&w);
     CHECK_OK(nst_index_build(&ix, shard));
     if (ix) {
         nst_index_shard_stats(ix, &st);
@@ -514,7 +514,7 @@ static void test_cache(void)
     uint8_t *file;
     size_t len;
     CHECK_OK(nst_shard_scan_file(shard2, &file, &len));
-    file[NST_TIDX_HEADER] = 0x7f; /* the first key's length */
+    file[NST_TAR_INDEX_HEADER] = 0x7f; /* the first key's length */
     uint64_t h = 0;
     nostall_checksum_update(&h, file, len - 8);
     for (int i = 0; i < 8; i++) file[len - 8 + i] = (uint8_t)(h >> (8 * i));
@@ -537,11 +537,11 @@ static void test_damage(void)
     uint8_t *file;
     size_t len;
     CHECK_OK(nst_shard_scan_file(shard, &file, &len));
-    nst_tidx_reader r;
-    nst_tidx_rec rec;
-    CHECK_OK(nst_tidx_open(&r, file, len, NULL, 0));
+    nst_tar_index_reader r;
+    nst_tar_index_rec rec;
+    CHECK_OK(nst_tar_index_open(&r, file, len, NULL, 0));
     uint64_t hdr3 = 0;
-    for (int i = 0; i <= 3; i++) CHECK_EQ(nst_tidx_next(&r, &rec, NULL, 0), 1);
+    for (int i = 0; i <= 3; i++) CHECK_EQ(nst_tar_index_next(&r, &rec, NULL, 0), 1);
     hdr3 = rec.m[0].offset - 512;
     free(file);
     FILE *f = fopen(shard, "r+b");
@@ -575,8 +575,8 @@ static void test_damage(void)
     /* truncated inside sample 6's image: samples 0..5 stay */
     write_shard(shard, 0, 8);
     CHECK_OK(nst_shard_scan_file(shard, &file, &len));
-    CHECK_OK(nst_tidx_open(&r, file, len, NULL, 0));
-    for (int i = 0; i <= 6; i++) CHECK_EQ(nst_tidx_next(&r, &rec, NULL, 0), 1);
+    CHECK_OK(nst_tar_index_open(&r, file, len, NULL, 0));
+    for (int i = 0; i <= 6; i++) CHECK_EQ(nst_tar_index_next(&r, &rec, NULL, 0), 1);
     free(file);
     CHECK(truncate(shard, (off_t)(rec.m[0].offset + 10)) == 0);
     CHECK_OK(nst_index_build(&ix, shard));
@@ -589,8 +589,8 @@ static void test_damage(void)
     /* cut inside the last .cls: that sample has no label and is left out */
     write_shard(shard, 0, 8);
     CHECK_OK(nst_shard_scan_file(shard, &file, &len));
-    CHECK_OK(nst_tidx_open(&r, file, len, NULL, 0));
-    for (int i = 0; i < 8; i++) CHECK_EQ(nst_tidx_next(&r, &rec, NULL, 0), 1);
+    CHECK_OK(nst_tar_index_open(&r, file, len, NULL, 0));
+    for (int i = 0; i < 8; i++) CHECK_EQ(nst_tar_index_next(&r, &rec, NULL, 0), 1);
     free(file);
     CHECK(truncate(shard, (off_t)rec.m[1].offset) == 0); /* the .cls header stays */
     CHECK_OK(nst_index_build(&ix, shard));
@@ -843,24 +843,25 @@ static void test_expand(void)
  * size): many items, ImageNet-like names; memory per item. */
 static void write_sidecar_shard(const char *tar, int k, int count)
 {
-    nst_tidx_writer w;
-    nst_tidx_writer_init(&w, 0);
+    nst_tar_index_writer w;
+    nst_tar_index_writer_init(&w, 0);
     uint64_t pos = 0;
     char key[64];
     for (int i = 0; i < count; i++) {
         snprintf(key, sizeof key, "n%08d/n%08d_%d", 1440764 + k, 1440764 + k, 10026 + i);
-        nst_tidx_rec r = {.key = key, .key_len = (uint32_t)strlen(key), .nmembers = 2};
+        nst_tar_index_rec r = {.key = key, .key_len = (uint32_t)strlen(key), .nmembers = 2};
         uint64_t size = 100000 + (uint64_t)(i % 1000) * 37;
-        r.m[0] = (nst_tidx_member){.ext = "jpg", .ext_len = 3, .offset = pos + 512, .size = size};
+        r.m[0] =
+            (nst_tar_index_member){.ext = "jpg", .ext_len = 3, .offset = pos + 512, .size = size};
         pos += 512 + (size + 511) / 512 * 512;
-        r.m[1] = (nst_tidx_member){.ext = "cls",
-                                   .ext_len = 3,
-                                   .offset = pos + 512,
-                                   .size = 3,
-                                   .has_label = 1,
-                                   .label = k % 1000};
+        r.m[1] = (nst_tar_index_member){.ext = "cls",
+                                        .ext_len = 3,
+                                        .offset = pos + 512,
+                                        .size = 3,
+                                        .has_label = 1,
+                                        .label = k % 1000};
         pos += 1024;
-        if (nst_tidx_add(&w, &r) < 0) abort();
+        if (nst_tar_index_add(&w, &r) < 0) abort();
     }
     pos += 1024;
     FILE *f = fopen(tar, "wb");
@@ -868,12 +869,12 @@ static void write_sidecar_shard(const char *tar, int k, int count)
     if (truncate(tar, (off_t)pos) != 0) abort();
     if (nst_shard_ident_file(tar, &w.ident) < 0) abort(); /* as pack does */
     size_t len;
-    if (nst_tidx_finish(&w, pos, &len) < 0) abort();
+    if (nst_tar_index_finish(&w, pos, &len) < 0) abort();
     f = fopen(pathf("%s.nstidx", tar), "wb");
     if (!f) abort();
     fwrite(w.buf, 1, len, f);
     fclose(f);
-    nst_tidx_writer_free(&w);
+    nst_tar_index_writer_free(&w);
 }
 
 static void test_memory(void)

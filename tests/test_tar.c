@@ -449,19 +449,19 @@ static void test_names(void)
           l == (1LL << 62) - 1);
 }
 
-static void rec_sample(nst_tidx_rec *r, const char *key, uint64_t off0, int label)
+static void rec_sample(nst_tar_index_rec *r, const char *key, uint64_t off0, int label)
 {
     memset(r, 0, sizeof *r);
     r->key = key;
     r->key_len = (uint32_t)strlen(key);
     r->nmembers = 2;
-    r->m[0] = (nst_tidx_member){.ext = "jpg", .ext_len = 3, .offset = off0, .size = 1000};
-    r->m[1] = (nst_tidx_member){.ext = "cls",
-                                .ext_len = 3,
-                                .offset = off0 + 1536,
-                                .size = 2,
-                                .has_label = label >= -1000,
-                                .label = label};
+    r->m[0] = (nst_tar_index_member){.ext = "jpg", .ext_len = 3, .offset = off0, .size = 1000};
+    r->m[1] = (nst_tar_index_member){.ext = "cls",
+                                     .ext_len = 3,
+                                     .offset = off0 + 1536,
+                                     .size = 2,
+                                     .has_label = label >= -1000,
+                                     .label = label};
 }
 
 /* Rewrite the checksum of an edited index file. */
@@ -474,48 +474,48 @@ static void reseal(uint8_t *b, size_t len)
 
 static void test_index_file(void)
 {
-    nst_tidx_writer w;
-    nst_tidx_writer_init(&w, 1);
-    nst_tidx_rec r;
+    nst_tar_index_writer w;
+    nst_tar_index_writer_init(&w, 1);
+    nst_tar_index_rec r;
     rec_sample(&r, "k0", 512, 5);
-    CHECK_EQ(nst_tidx_add(&w, &r), 0);
-    nst_tidx_rec dmg = {.key = NULL, .offset = 3000, .size = 1024, .code = NST_TAR_DMG_HEADER};
-    CHECK_EQ(nst_tidx_add(&w, &dmg), 0);
+    CHECK_EQ(nst_tar_index_add(&w, &r), 0);
+    nst_tar_index_rec dmg = {.key = NULL, .offset = 3000, .size = 1024, .code = NST_TAR_DMG_HEADER};
+    CHECK_EQ(nst_tar_index_add(&w, &dmg), 0);
     rec_sample(&r, "dir/k1", 4608, -3);
-    CHECK_EQ(nst_tidx_add(&w, &r), 0);
+    CHECK_EQ(nst_tar_index_add(&w, &r), 0);
     rec_sample(&r, "k2", 8192, -5000); /* no label */
-    CHECK_EQ(nst_tidx_add(&w, &r), 0);
+    CHECK_EQ(nst_tar_index_add(&w, &r), 0);
     size_t len;
     const uint64_t tar_bytes = 8192 + 1536 + 2 + 510 + 1024;
-    CHECK_EQ(nst_tidx_finish(&w, tar_bytes, &len), 0);
+    CHECK_EQ(nst_tar_index_finish(&w, tar_bytes, &len), 0);
 
-    nst_tidx_reader rd;
+    nst_tar_index_reader rd;
     char why[128];
-    CHECK_EQ(nst_tidx_open(&rd, w.buf, len, why, sizeof why), 0);
+    CHECK_EQ(nst_tar_index_open(&rd, w.buf, len, why, sizeof why), 0);
     CHECK_EQ(rd.samples, 3);
     CHECK_EQ(rd.members, 6);
     CHECK_EQ(rd.tar_bytes, tar_bytes);
     CHECK_EQ(rd.flags, 1);
-    nst_tidx_rec g;
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    nst_tar_index_rec g;
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
     CHECK(g.key_len == 2 && !memcmp(g.key, "k0", 2) && g.nmembers == 2);
     CHECK(g.m[0].offset == 512 && g.m[0].size == 1000 && g.m[1].offset == 2048);
     CHECK(g.m[1].has_label && g.m[1].label == 5 && !g.m[0].has_label);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
     CHECK(g.key == NULL && g.offset == 3000 && g.size == 1024 && g.code == NST_TAR_DMG_HEADER);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
     CHECK(g.key_len == 6 && g.m[1].has_label && g.m[1].label == -3 && g.m[0].offset == 4608);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
     CHECK(!g.m[1].has_label);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 0);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 0);
 
     /* out of order, or a member without room for its header: refused */
-    nst_tidx_writer w2;
-    nst_tidx_writer_init(&w2, 0);
+    nst_tar_index_writer w2;
+    nst_tar_index_writer_init(&w2, 0);
     rec_sample(&r, "a", 100, 1);
-    CHECK(nst_tidx_add(&w2, &r) < 0);
-    CHECK(nst_tidx_finish(&w2, 1 << 20, &len) < 0);
-    nst_tidx_writer_free(&w2);
+    CHECK(nst_tar_index_add(&w2, &r) < 0);
+    CHECK(nst_tar_index_finish(&w2, 1 << 20, &len) < 0);
+    nst_tar_index_writer_free(&w2);
 
     /* every byte flipped: refused by the checksum (or parsed and sane) */
     static uint8_t b[4096];
@@ -523,7 +523,7 @@ static void test_index_file(void)
     for (size_t i = 0; i < len; i++) {
         memcpy(b, w.buf, len);
         b[i] ^= 0x40;
-        CHECK(nst_tidx_open(&rd, b, len, why, sizeof why) < 0);
+        CHECK(nst_tar_index_open(&rd, b, len, why, sizeof why) < 0);
     }
     /* resealed edits: refused with a reason, or parsed within the shard */
     for (size_t i = 0; i < len - 8; i++) {
@@ -531,9 +531,9 @@ static void test_index_file(void)
             memcpy(b, w.buf, len);
             b[i] = (uint8_t)(v == 0 ? 0 : v == 1 ? 0xff : v == 2 ? b[i] + 1 : 0x80);
             reseal(b, len);
-            if (nst_tidx_open(&rd, b, len, why, sizeof why) < 0) continue;
+            if (nst_tar_index_open(&rd, b, len, why, sizeof why) < 0) continue;
             int k;
-            while ((k = nst_tidx_next(&rd, &g, why, sizeof why)) == 1) {
+            while ((k = nst_tar_index_next(&rd, &g, why, sizeof why)) == 1) {
                 for (uint32_t m = 0; m < g.nmembers; m++)
                     CHECK(g.m[m].offset + g.m[m].size <= rd.tar_bytes);
                 if (!g.key) CHECK(g.offset + g.size <= rd.tar_bytes);
@@ -543,56 +543,56 @@ static void test_index_file(void)
     }
     /* truncated files */
     for (size_t cut = 0; cut < len; cut += 3)
-        CHECK(nst_tidx_open(&rd, w.buf, cut, why, sizeof why) < 0);
+        CHECK(nst_tar_index_open(&rd, w.buf, cut, why, sizeof why) < 0);
     /* version 1 (no identity) and 3: refused */
     for (int v = 1; v <= 3; v += 2) {
         memcpy(b, w.buf, len);
         b[8] = (uint8_t)v;
         reseal(b, len);
-        CHECK(nst_tidx_open(&rd, b, len, why, sizeof why) < 0 && strstr(why, "version"));
+        CHECK(nst_tar_index_open(&rd, b, len, why, sizeof why) < 0 && strstr(why, "version"));
     }
-    nst_tidx_writer_free(&w);
+    nst_tar_index_writer_free(&w);
 
     /* the identity, and a damaged region's member name, round trip */
-    nst_tidx_writer_init(&w, 0);
-    w.ident = (nst_tidx_ident){.fingerprint = 0x1122334455667788ULL,
-                               .mtime = 1700000000123456789ULL,
-                               .validator = 42};
-    nst_tidx_rec named = {.key = NULL,
-                          .offset = 512,
-                          .size = 100,
-                          .code = NST_TAR_DMG_SPARSE,
-                          .dname = "dir/s.jpg",
-                          .dname_len = 9};
-    CHECK_EQ(nst_tidx_add(&w, &named), 0);
+    nst_tar_index_writer_init(&w, 0);
+    w.ident = (nst_tar_index_ident){.fingerprint = 0x1122334455667788ULL,
+                                    .mtime = 1700000000123456789ULL,
+                                    .validator = 42};
+    nst_tar_index_rec named = {.key = NULL,
+                               .offset = 512,
+                               .size = 100,
+                               .code = NST_TAR_DMG_SPARSE,
+                               .dname = "dir/s.jpg",
+                               .dname_len = 9};
+    CHECK_EQ(nst_tar_index_add(&w, &named), 0);
     static char longname[3000];
     memset(longname, 'n', sizeof longname);
-    named = (nst_tidx_rec){.key = NULL,
-                           .offset = 1024,
-                           .size = 10,
-                           .code = NST_TAR_DMG_LONGNAME,
-                           .dname = longname,
-                           .dname_len = sizeof longname};
-    CHECK_EQ(nst_tidx_add(&w, &named), 0); /* kept: its first NST_TIDX_MAX_DNAME bytes */
-    CHECK_EQ(nst_tidx_finish(&w, 2048, &len), 0);
-    CHECK_EQ(nst_tidx_open(&rd, w.buf, len, why, sizeof why), 0);
+    named = (nst_tar_index_rec){.key = NULL,
+                                .offset = 1024,
+                                .size = 10,
+                                .code = NST_TAR_DMG_LONGNAME,
+                                .dname = longname,
+                                .dname_len = sizeof longname};
+    CHECK_EQ(nst_tar_index_add(&w, &named), 0); /* kept: its first NST_TAR_INDEX_MAX_DNAME bytes */
+    CHECK_EQ(nst_tar_index_finish(&w, 2048, &len), 0);
+    CHECK_EQ(nst_tar_index_open(&rd, w.buf, len, why, sizeof why), 0);
     CHECK(rd.ident.fingerprint == 0x1122334455667788ULL &&
           rd.ident.mtime == 1700000000123456789ULL && rd.ident.validator == 42);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
     CHECK(!g.key && g.code == NST_TAR_DMG_SPARSE && g.dname_len == 9 &&
           !memcmp(g.dname, "dir/s.jpg", 9));
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 1);
-    CHECK(!g.key && g.code == NST_TAR_DMG_LONGNAME && g.dname_len == NST_TIDX_MAX_DNAME);
-    CHECK_EQ(nst_tidx_next(&rd, &g, why, sizeof why), 0);
-    nst_tidx_writer_free(&w);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 1);
+    CHECK(!g.key && g.code == NST_TAR_DMG_LONGNAME && g.dname_len == NST_TAR_INDEX_MAX_DNAME);
+    CHECK_EQ(nst_tar_index_next(&rd, &g, why, sizeof why), 0);
+    nst_tar_index_writer_free(&w);
     /* the fingerprint sees both ends and the size */
     static uint8_t h1[100], h2[100];
     memset(h1, 1, sizeof h1);
     memset(h2, 1, sizeof h2);
-    const uint64_t f0 = nst_tidx_fingerprint(5000, h1, 100, h2, 100);
+    const uint64_t f0 = nst_tar_index_fingerprint(5000, h1, 100, h2, 100);
     h2[99] = 2;
-    CHECK(nst_tidx_fingerprint(5000, h1, 100, h2, 100) != f0);
-    CHECK(nst_tidx_fingerprint(5001, h1, 100, h1, 100) != f0);
+    CHECK(nst_tar_index_fingerprint(5000, h1, 100, h2, 100) != f0);
+    CHECK(nst_tar_index_fingerprint(5001, h1, 100, h1, 100) != f0);
     CHECK(f0 != 0);
 }
 

@@ -180,7 +180,7 @@ static echo_summary echo_summarize(const nostall_stats *st, const nostall_config
     nostall_config_get_double(cfg, NOSTALL_OPT_ECHO_FACTOR, &want);
     uint64_t mode = 0;
     nostall_config_get_uint(cfg, NOSTALL_OPT_ECHO, &mode);
-    e.echoing = st->echoed_items > 0 || want > 1 || mode == 1;
+    e.echoing = st->echoed_items > 0 || want > 1 || mode == NOSTALL_ECHO_ADAPTIVE;
     e.factor = st->fresh_items ? (double)st->items_delivered / (double)st->fresh_items : 0;
     e.dups_per_batch = st->batches_delivered
                            ? (double)st->echo_batch_duplicates / (double)st->batches_delivered

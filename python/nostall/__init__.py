@@ -21,7 +21,8 @@ this package, else ctypes.util.find_library("nostall").
 """
 
 from . import _lib
-from .loader import ERRORS, BadItemError, Error, Loader, TransformError, checksum, error_class
+from .loader import (ERRORS, BadItemError, Error, Loader, TransformError, checksum, error_class,
+                     merge_states)
 from .analyze import Analysis, analyze, stall_summary
 from .profile import Profile, profile
 from .transcode import transcode
@@ -39,5 +40,6 @@ for _cls in ERRORS.values():
 del _cls
 
 __all__ = ["Loader", "Error", "BadItemError", "TransformError", "checksum", "error_class",
+           "merge_states",
            "OPTIONS", "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary",
            "Analysis", "profile", "Profile", "transcode"] + [c.__name__ for c in ERRORS.values()]

@@ -76,11 +76,21 @@ class Field(ctypes.Structure):
 
 
 class Batch(ctypes.Structure):
-    _fields_ = [("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
+    _fields_ = [("struct_size", c_size_t), ("images", c_void_p), ("labels", c_void_p), ("indices", c_void_p),
                 ("count", c_uint32), ("channels", c_uint32), ("height", c_uint32),
                 ("width", c_uint32), ("dtype", c_int), ("layout", c_int),
                 ("item_bytes", c_size_t), ("epoch", c_uint64), ("position", c_uint64),
                 ("sequence", c_uint64), ("nfields", c_uint32), ("fields", POINTER(Field))]
+
+
+def check_batch(b):
+    """A lent batch's struct_size (the bytes of nostall_batch the library
+    filled) must be this mirror's size, else its members would be misread."""
+    if b.struct_size != ctypes.sizeof(Batch):
+        raise RuntimeError(
+            "nostall: %s lends a nostall_batch of %d bytes, but this binding's mirror "
+            "(python/nostall/_lib.py) is %d bytes: the library and the binding come "
+            "from different builds" % (path, b.struct_size, ctypes.sizeof(Batch)))
 
 
 # nostall_dtype / nostall_layout values (header enums)
@@ -95,7 +105,11 @@ class State(ctypes.Structure):
     _fields_ = [("epoch", c_uint64), ("position", c_uint64), ("epoch_offset", c_uint64),
                 ("taken", c_uint64), ("seed", c_uint64), ("items", c_uint64),
                 ("fingerprint", c_uint64), ("version", c_uint32), ("rank", c_uint32),
-                ("world_size", c_uint32), ("reserved_", c_uint32)]
+                ("world_size", c_uint32), ("level", c_uint32), ("taken_first", c_uint32),
+                ("taken_end", c_uint32), ("bad", c_uint64), ("reserved_", c_uint64 * 2)]
+
+
+STATES_MAX = 65536  # NOSTALL_STATES_MAX
 
 
 class DatasetInfo(ctypes.Structure):
@@ -141,6 +155,9 @@ loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
 loader_join = _fn("nostall_loader_join", c_int, c_void_p)
 loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))
 loader_set_state = _fn("nostall_loader_set_state", c_int, c_void_p, POINTER(State))
+loader_get_states = _fn("nostall_loader_get_states", c_int, c_void_p, POINTER(State), c_size_t,
+                        POINTER(c_size_t))
+loader_set_states = _fn("nostall_loader_set_states", c_int, c_void_p, POINTER(State), c_size_t)
 loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo), c_size_t)
 loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                   POINTER(c_int64))
@@ -254,6 +271,7 @@ analyze_free = _fn("nostall_analyze_free", None, c_void_p)
 analyze_predict = _fn("nostall_analyze_predict", c_int, c_void_p, c_char_p, c_void_p, c_size_t)
 analyze_report = _fn("nostall_analyze_report", c_int, c_void_p, c_int, c_char_p, c_void_p,
                      c_size_t, POINTER(c_size_t))
+analyze_note = _fn("nostall_analyze_note", c_int, c_void_p, c_int, c_char_p)
 
 
 def _s(b):

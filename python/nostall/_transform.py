@@ -361,7 +361,7 @@ def _describe(out):
 
 
 # Room for a bad item's message: the batch engine keeps 503 bytes of each
-# (src/batch/engine.h, NST_BQ_MSG), which begin "op 'NAME': PATH: ".
+# (src/batch/engine.h, NST_ENGINE_MSG), which begin "op 'NAME': PATH: ".
 _ITEM_MESSAGE_ROOM = 503
 
 

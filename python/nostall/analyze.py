@@ -135,30 +135,52 @@ def _measure(source_path, options, max_batches):
     return m
 
 
-def _report(a, fmt, data):
-    n = ctypes.c_size_t()
-    _check(_lib.analyze_report(a, fmt, data, None, 0, ctypes.byref(n)))
-    buf = ctypes.create_string_buffer(n.value + 1)
-    _check(_lib.analyze_report(a, fmt, data, buf, len(buf), ctypes.byref(n)))
-    return buf.raw[:n.value].decode("utf-8", "replace")
+class _Model:
+    """A nostall_analysis (the model of measurements `m`) and its reports;
+    nostall.profile feeds it a foreign loader's runs, analyze() nostall's."""
+
+    def __init__(self, m):
+        self._a = ctypes.c_void_p()
+        _check(_lib.analyze_create(ctypes.byref(self._a), ctypes.byref(m), ctypes.sizeof(m)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _lib.analyze_free(self._a)
+        self._a = ctypes.c_void_p()
+
+    def predict(self, spec):
+        _check(_lib.analyze_predict(self._a, _encode(spec), None, 0))
+
+    def note(self, text, warning=False):
+        """A line of the caller's in every report (a warning, or a note)."""
+        _check(_lib.analyze_note(self._a, 1 if warning else 0, _encode(text)))
+
+    def report(self, fmt, data):
+        name, n = _encode(data), ctypes.c_size_t()
+        _check(_lib.analyze_report(self._a, fmt, name, None, 0, ctypes.byref(n)))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(_lib.analyze_report(self._a, fmt, name, buf, len(buf), ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8", "replace")
+
+    def result(self, data, report=None, cls=None):
+        """The JSON report as a dict (cls, default Analysis) with .text; the
+        HTML report written to `report` when given."""
+        result = (cls or Analysis)(json.loads(self.report(_lib.ANALYZE_JSON, data)))
+        result.text = self.report(_lib.ANALYZE_TEXT, data)
+        if report:
+            with open(report, "w", encoding="utf-8") as f:
+                f.write(self.report(_lib.ANALYZE_HTML, data))
+        return result
 
 
 def _model(m, data, predict, report):
     """The model, the predictions asked for and the reports: an Analysis."""
-    a = ctypes.c_void_p()
-    _check(_lib.analyze_create(ctypes.byref(a), ctypes.byref(m), ctypes.sizeof(m)))
-    try:
+    with _Model(m) as a:
         for spec in predict:
-            _check(_lib.analyze_predict(a, _encode(spec), None, 0))
-        name = _encode(data)
-        result = Analysis(json.loads(_report(a, _lib.ANALYZE_JSON, name)))
-        result.text = _report(a, _lib.ANALYZE_TEXT, name)
-        if report:
-            with open(report, "w", encoding="utf-8") as f:
-                f.write(_report(a, _lib.ANALYZE_HTML, name))
-    finally:
-        _lib.analyze_free(a)
-    return result
+            a.predict(spec)
+        return a.result(data, report)
 
 
 def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cli=None,

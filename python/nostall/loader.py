@@ -554,6 +554,68 @@ def _default_seed(torch, options):
     return seed, None
 
 
+# --- states of several ranks ---------------------------------------------------
+
+_CURSOR_KEYS = ("epoch", "position", "epoch_offset", "taken", "version", "rank", "world_size",
+                "level", "taken_first", "taken_end", "bad")
+_STATE_KEYS = _CURSOR_KEYS + ("seed", "items", "fingerprint")
+
+
+def _check_merged(state, fn):
+    """A merged state's shape (the library checks the rest: untrusted input)."""
+    cursors = state.get("states")
+    if not isinstance(cursors, list) or not 0 < len(cursors) <= _lib.STATES_MAX:
+        raise ValueError("%s: a merged state holds a list of 1..%d states, got %r"
+                         % (fn, _lib.STATES_MAX, type(cursors).__name__))
+    for key in ("epoch", "seed", "items", "fingerprint"):
+        v = state.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError("%s: a merged state's %s must be an int >= 0, got %r" % (fn, key, v))
+    for c in cursors:
+        if not isinstance(c, dict):
+            raise ValueError("%s: a merged state's states are dicts, got %r" % (fn, c))
+        for key in _CURSOR_KEYS:
+            v = c.get(key, 0)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not \
+                    0 <= v < 1 << 64 or (key not in ("epoch", "position", "epoch_offset",
+                                                     "taken", "bad") and v >= 1 << 32):
+                raise ValueError("%s: a state's %s must be an int in range, got %r"
+                                 % (fn, key, v))
+
+
+def merge_states(states) -> dict:
+    """One state of a whole job from the state_dict() of each of its ranks
+    (any order; merged states may be among them): what load_state_dict()
+    of any world size resumes exactly, bad items or not -- the new ranks
+    skip every position of the epoch's order an old rank consumed and
+    share the rest (README: "States across world sizes"). Every rank's
+    state is needed: a missing one raises when loaded."""
+    states = list(states)
+    if not states or not all(isinstance(st, dict) for st in states):
+        raise TypeError("nostall.merge_states: expected a list of state_dict() dicts, got %r"
+                        % (states,))
+    first = states[0]
+    cursors, seen = [], set()
+    for st in states:
+        if not st.get("version"):
+            raise ValueError("nostall.merge_states: a state without version (rank and world "
+                             "size) cannot be merged: %r" % (st,))
+        for key in ("epoch", "seed", "items", "fingerprint"):
+            if st.get(key) != first.get(key):
+                raise _error("E_STATE", "nostall.merge_states: the states differ in %s (%s and "
+                             "%s): not one job's" % (key, first.get(key), st.get(key)))
+        own = st["states"] if st.get("merged") else \
+            list(st.get("chain") or []) + [{k: st.get(k, 0) for k in _CURSOR_KEYS}]
+        for c in own:
+            key = tuple(int(c.get(k, 0)) for k in _CURSOR_KEYS)
+            if key not in seen:
+                seen.add(key)
+                cursors.append({k: int(c.get(k, 0)) for k in _CURSOR_KEYS})
+    out = {key: first[key] for key in ("epoch", "seed", "items", "fingerprint")}
+    out.update(version=2, merged=True, options=dict(first.get("options") or {}), states=cursors)
+    return out
+
+
 # --- the epoch iterator --------------------------------------------------------
 
 class _EpochIterator:
@@ -1057,8 +1119,14 @@ class Loader(_Base):
             self._ahead = None
         pending, chosen = self._pending_state, self._epoch_set
         self._pending_state = self._epoch_set = None
+        merged = None
         if pending is not None and (chosen is None or chosen == pending["epoch"]):
-            st = self._c_state(pending)
+            if pending.get("merged"):  # every old rank's state: set_states below
+                merged = (_lib.State * len(pending["states"]))(
+                    *[self._c_state(c, pending) for c in pending["states"]])
+                st = _lib.State(epoch=int(pending["epoch"]), version=2)
+            else:
+                st = self._c_state(pending)
         else:
             if chosen is not None:
                 epoch = chosen
@@ -1091,6 +1159,9 @@ class Loader(_Base):
             return
         if limit and st.epoch >= limit:
             it._done = True  # every epoch delivered: an empty iteration
+            return
+        if merged is not None:
+            _check(self._lib.loader_set_states(self._handle(), merged, len(merged)))
             return
         now = _lib.State()
         _check(self._lib.loader_get_state(self._handle(), ctypes.byref(now)))
@@ -1125,6 +1196,7 @@ class Loader(_Base):
         if rc != _lib.OK:  # EPOCH_END or DONE
             self._echo_check()
             return _END
+        _lib.check_batch(b)
         return self._wrap(b)
 
     # -- device hand-off: copies on a side stream, one batch ahead --
@@ -1303,9 +1375,11 @@ class Loader(_Base):
                          % (epoch, self.config["coordinate"], now.epoch, now.epoch))
         pending = self._pending_state
         if pending is not None and int(pending["epoch"]) != epoch:
+            where = "every rank's state" if pending.get("merged") else \
+                "position %d" % pending["position"]
             warnings.warn("nostall: set_epoch(%d) drops the state loaded with load_state_dict() "
-                          "for epoch %d (position %d): the next iter() starts epoch %d from its "
-                          "beginning" % (epoch, pending["epoch"], pending["position"], epoch),
+                          "for epoch %d (%s): the next iter() starts epoch %d from its "
+                          "beginning" % (epoch, pending["epoch"], where, epoch),
                           RuntimeWarning, stacklevel=2)
             self._pending_state = None
         self._epoch_set = epoch
@@ -1323,39 +1397,74 @@ class Loader(_Base):
                  "echo_buffer")
         return {n: self.config[n] for n in names}
 
-    def state_dict(self) -> dict:
+    def state_dict(self, gather: bool = False) -> dict:
         """Where delivery stands: {"epoch", "position"} (items of this rank's
         shard of `epoch` delivered, counting the batch yielded last) plus what
         it belongs to (seed, dataset size and fingerprint, rank and
         world_size, the options that change the bytes). Save it after the
         training step of a batch; load_state_dict() in a new Loader resumes
-        exactly, also with another world_size."""
+        exactly. One rank's state resumes another world size only while no
+        rank met a bad item in the epoch (ranks that skip bad items fill
+        their batches from later items, so their positions differ);
+        gather=True (a collective: every rank calls it, with a
+        torch.distributed process group up) returns every rank's state
+        merged (nostall.merge_states), which resumes exactly into any world
+        size, bad items or not."""
         if self._pending_state is not None:
             return dict(self._pending_state)
-        st = _lib.State()
-        _check(self._lib.loader_get_state(self._handle(), ctypes.byref(st)))
-        return {"version": st.version, "epoch": st.epoch, "position": st.position,
-                "epoch_offset": st.epoch_offset, "taken": st.taken, "seed": st.seed,
-                "items": st.items, "fingerprint": st.fingerprint, "rank": st.rank,
-                "world_size": st.world_size, "options": dict(self._options)}
+        n = ctypes.c_size_t(0)
+        cap = 1
+        while True:
+            arr = (_lib.State * cap)()
+            rc = self._lib.loader_get_states(self._handle(), arr, cap, ctypes.byref(n))
+            if rc >= 0 or n.value <= cap:
+                _check(rc)
+                break
+            cap = n.value
+        own = arr[n.value - 1]
+        out = {key: int(getattr(own, key)) for key in _STATE_KEYS}
+        out["options"] = dict(self._options)
+        out["chain"] = [{key: int(getattr(arr[i], key)) for key in _CURSOR_KEYS}
+                        for i in range(n.value - 1)]
+        if not gather:
+            return out
+        dist = getattr(_TORCH, "distributed", None) if _TORCH is not None else None
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("nostall.Loader.state_dict(gather=True) gathers every rank's "
+                               "state through torch.distributed: initialize a process group "
+                               "first (or save each rank's state_dict() and merge them with "
+                               "nostall.merge_states)")
+        states = [None] * dist.get_world_size()
+        dist.all_gather_object(states, out)
+        return merge_states(states)
 
-    def _c_state(self, state):
+    def _c_state(self, state, common=None):
+        common = state if common is None else common
         st = _lib.State(epoch=int(state["epoch"]), position=int(state["position"]))
         if state.get("version"):
-            for key in ("epoch_offset", "taken", "seed", "items", "fingerprint", "rank",
-                        "world_size", "version"):
-                setattr(st, key, int(state[key]))
+            for key in _CURSOR_KEYS:
+                setattr(st, key, int(state.get(key, 0)))
+            for key in ("seed", "items", "fingerprint"):
+                setattr(st, key, int(common[key]))
         return st
 
-    def load_state_dict(self, state: dict) -> None:
-        """Resume exactly at `state` (from state_dict()) with the next iter().
-        A state of another seed, dataset or byte-affecting option raises
-        StateError naming the difference; another world_size is remapped so
-        that no item of the epoch is repeated or lost."""
-        if not isinstance(state, dict) or "epoch" not in state or "position" not in state:
+    def load_state_dict(self, state) -> None:
+        """Resume exactly at `state` (from state_dict(), state_dict(gather=True),
+        nostall.merge_states, or a list of every rank's state_dict()) with the
+        next iter(). A state of another seed, dataset or byte-affecting option
+        raises StateError naming the difference; another world_size is
+        remapped so that no item of the epoch is repeated or lost (from one
+        rank's state: only while no rank met a bad item, else StateError
+        asks for every rank's)."""
+        if isinstance(state, (list, tuple)):
+            state = merge_states(state)
+        merged = isinstance(state, dict) and state.get("merged")
+        if merged:
+            _check_merged(state, "nostall.Loader.load_state_dict")
+        elif not isinstance(state, dict) or "epoch" not in state or "position" not in state:
             raise TypeError("nostall.Loader.load_state_dict: expected a dict from state_dict(), "
                             "got %r" % (state,))
-        for key in ("epoch", "position"):
+        for key in ("epoch", "position") if not merged else ("epoch",):
             v = state[key]
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError("nostall.Loader.load_state_dict: %s must be an int >= 0, got "
@@ -1378,17 +1487,16 @@ class Loader(_Base):
                     raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was "
                                  "saved with %s=%s, this loader has %s=%s"
                                  % (name, value, name, self._options[name]))
-            if "world_size" not in state or "rank" not in state:
+            if not merged and ("world_size" not in state or "rank" not in state):
                 raise ValueError("nostall.Loader.load_state_dict: state of version %s lacks "
                                  "rank/world_size" % state["version"])
         self._handle()
         self._no_coordinate("load_state_dict")
         # Checked by the library now (fingerprint of the item list and all),
         # applied by the next iter().
-        st = self._c_state(state)
         probe = _lib.State()
         _check(self._lib.loader_get_state(self._handle(), ctypes.byref(probe)))
-        if st.version and st.fingerprint != probe.fingerprint:
+        if state.get("version") and int(state.get("fingerprint", -1)) != probe.fingerprint:
             raise _error("E_STATE", "nostall.Loader.load_state_dict: the state was saved for "
                          "another item list (same number of items, different paths or labels) "
                          "or other options")

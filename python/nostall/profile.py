@@ -4,80 +4,49 @@
     r = nostall.profile(dataloader, train_step, max_batches=50,
                         restore=(model, optimizer), report="stalls.html")
     print(r.text)
-    r["bound"]            # "compute" | "prep" | "fetch"
-    r["epoch"]            # seconds per epoch: compute, prep_stall_s, fetch_stall_s, ...
-    r["recommendations"]  # each names the cause and what to change
+    r["bound"]            # "compute" | "prep" | "fetch" | "start"
+    r["epoch"]            # seconds per epoch: prep_stall_s, fetch_stall_s, start_stall_s, ...
+    r["recommendations"]  # the analyzer's: cores, cache, echo, transcode (and start)
     r["nostall"]          # nostall's own predicted epoch on this machine, and the command
 
 DS-Analyzer's differential method (Mohan et al., VLDB 2021) applied to an
-iterable of batches -- a torch.utils.data.DataLoader above all, whatever its
-dataset, transforms and workers. Each run covers the same batches (at most
-`max_batches`); every run starts from the same random state, so the loader
-draws the same order and the same augmentations in each:
+iterable of batches -- a torch.utils.data.DataLoader above all. Each run
+covers the same batches (at most `max_batches`) from the same random state:
 
-1. prep:      the loader alone, no step, its files in the OS page cache: the
-              rate at which the pipeline can prepare data on this machine;
-2. synthetic: the step alone, repeated on one batch already taken from the
-              loader: the accelerator's rate (T_synthetic);
-3. cached:    loader and step, every file in the page cache: adds the
-              preprocessing (T_cached);
+1. prep:      the loader alone, no step, its files in the OS page cache;
+2. synthetic: the step alone, repeated on one batch taken from the loader;
+3. cached:    loader and step, every file in the page cache;
 4. cold:      loader and step after the loader's files were dropped from the
-              page cache with posix_fadvise(DONTNEED) (no root needed; dirty
-              pages are written back first so they can be dropped): adds the
-              fetching (T_cold).
+              page cache (posix_fadvise(DONTNEED); no root needed).
 
-The stalls are read from the time the training loop spends inside the
-loader's `next()` (the wait), as nostall's own analyzer reads its stall
-counter: prep stall = wait of the cached run, fetch stall = wait of the cold
-run - wait of the cached run; DS-Analyzer's differences of wall times
-(T_cached - T_synthetic, T_cold - T_cached) are reported next to them.
-Creating the iterator (starting the worker processes) is reported apart, as
-the start stall. The runs' figures are scaled to a whole epoch.
+This module runs them and looks into the DataLoader (its files, workers,
+transform); the stalls are its waits in `next()`, the start-up of its worker
+processes apart. The runs go into the analyzer's measurement table
+(nostall_analyze_meas, include/nostall_analyze.h) and the library's model
+classifies and reports them, as for nostall's own loader (analyze.py): one
+model, in C. Which files the loader reads is known for a torchvision
+ImageFolder or DatasetFolder, a Subset or ConcatDataset of those, or when
+passed as `files=`; without them there is no cold run.
 
-Which files the loader reads is known for a torchvision ImageFolder or
-DatasetFolder (its `samples`), a Subset or ConcatDataset of those, or when
-passed as `files=` (paths, or (path, label) pairs). Without them there is no
-cold run (the "cached" run is then the page cache as it is) and the stall is
-not split.
+train_step is called as train_step(*batch) for a tuple or list, else
+train_step(batch); it runs 3 times per measured batch plus once: pass
+restore=(model, optimizer, ...) (state_dicts saved to CPU memory and loaded
+back, train/eval modes too) or give a step that does not update. Random
+states are restored either way. With CUDA initialized each step is followed
+by torch.cuda.synchronize() (sync=None).
 
-The contract with train_step:
-* it is called as train_step(*batch) when the loader yields a tuple or list
-  (train_step(images, labels) for an ImageFolder, as nostall.analyze calls
-  it), else as train_step(batch);
-* it runs 3 times per measured batch plus once to warm up: either pass
-  restore=(model, optimizer, scheduler, scaler, ...) -- anything with
-  state_dict()/load_state_dict(), saved to CPU memory before and loaded back
-  after, along with every module's train/eval mode -- or give a step that
-  does not update (forward and backward without optimizer.step()). torch's,
-  Python's and NumPy's global random states, and the loader's generators,
-  are restored either way, so training resumes as if profile() had not run;
-* on CUDA each step is followed by torch.cuda.synchronize() (sync=True,
-  the default when CUDA is initialized) so that the time in `next()` is
-  time waiting for data, not for queued kernels; with sync=False the stalls
-  come from the wall-time differences.
-
-When the dataset is one nostall reads (an ImageFolder/DatasetFolder of JPEG
-and PNG files, a Subset of one, or (path, label) pairs), the report adds
-nostall's predicted epoch on this machine: nostall_analyze_measure() (the
-library's measurements: nostall's prep rate on these files, storage, memory)
-with the step time measured here, through the library's model
-(nostall_analyze_create; include/nostall_analyze.h), and the command that
-would get it. The transforms are mapped to nostall's recipe
-(RandomResizedCrop, RandomHorizontalFlip, Resize + CenterCrop, ToTensor,
-Normalize); any other is listed as not modelled.
-
-Command line (for scripts):
+Command line:
 
     python3 -m nostall.profile my_module:make [--max-batches 50] [--report r.html] [--json]
 
 where my_module.make() returns (dataloader, train_step), or
 (dataloader, train_step, restore), or a dict with those keys; `my_module`
-may also be a path to a .py file. docs/analyzer.md has the details.
+may also be a path to a .py file. docs/analyzer.md ("Profiling any
+DataLoader") has the details.
 """
 
 import copy
 import ctypes
-import html
 import json
 import math
 import os
@@ -94,7 +63,6 @@ __all__ = ["profile", "Profile"]
 # package: an empty __path__ says there is nothing more to import below it.
 __path__ = []
 
-STALL_OK = 0.05  # a stall under 5% of the epoch is negligible (as the analyzer)
 _IMAGE_EXT = (".jpg", ".jpeg", ".png")
 
 
@@ -646,24 +614,12 @@ def _nostall_part(dataloader, files, batch0, step_s, step_cpu_s, nb_epoch, max_b
         # The three runs with the step are the user's loader's, not nostall's:
         # the model predicts from the prep run (CPU per item), storage and the
         # step; the measured-run fields stay 0.
-        a = ctypes.c_void_p()
-        _check(_lib.analyze_create(ctypes.byref(a), ctypes.byref(m), ctypes.sizeof(m)))
-        try:
-            preds = {}
-            for label, spec in (("steady", None), ("cold", "cold=1"),
-                                ("same_workers", "threads=%d" % workers),
-                                ("same_workers_cold", "threads=%d,cold=1" % workers)):
-                p = _lib_prediction(_lib, a, spec)
-                preds[label] = p
-            n = ctypes.c_size_t()
-            _check(_lib.analyze_report(a, _lib.ANALYZE_JSON, _encode(shown), None, 0,
-                                       ctypes.byref(n)))
-            buf = ctypes.create_string_buffer(n.value + 1)
-            _check(_lib.analyze_report(a, _lib.ANALYZE_JSON, _encode(shown), buf, len(buf),
-                                       ctypes.byref(n)))
-            full = json.loads(buf.raw[:n.value].decode("utf-8", "replace"))
-        finally:
-            _lib.analyze_free(a)
+        from .analyze import _Model
+        with _Model(m) as a:
+            preds = {label: _lib_prediction(_lib, a._a, spec) for label, spec in (
+                ("steady", None), ("cold", "cold=1"), ("same_workers", "threads=%d" % workers),
+                ("same_workers_cold", "threads=%d,cold=1" % workers))}
+            full = json.loads(a.report(_lib.ANALYZE_JSON, shown))
     except Exception as e:  # nostall could not read the data: say why
         return dict(out, skipped="nostall could not measure %s: %s" % (shown, e))
     finally:
@@ -675,7 +631,9 @@ def _nostall_part(dataloader, files, batch0, step_s, step_cpu_s, nb_epoch, max_b
                prep_items_per_s=(m.prep_items / m.prep_seconds) if m.prep_seconds > 0 else 0,
                cpu_per_item_s=(m.prep_cpu_s / m.prep_items) if m.prep_items > 0 else 0,
                storage_mbps=m.disk_bw / 1e6, cpu_available=m.cpu_available,
-               predicted=preds, recommendations=[r["text"] for r in full.get("recommendations", [])])
+               predicted=preds,
+               recommendations=[r["text"] for r in full.get("recommendations", [])],
+               machine={k: getattr(m, k) for k in _MACHINE})
     step_ms = 1000 * step_s
     opts = {k: v for k, v in opts.items() if not _is_default(_lib, k, v)}
     flags = " ".join(_flag(k, v) for k, v in opts.items())
@@ -732,295 +690,6 @@ def _lib_prediction(_lib, a, spec):
     return d
 
 
-# ---- the diagnosis ------------------------------------------------------------------
-
-def _diagnose(r):
-    """bound, recommendations (each naming the cause), from the figures."""
-    ep, ld, rates = r["epoch"], r["loader"], r["rates"]
-    stall = ep["prep_stall_s"] + ep["fetch_stall_s"] + ep["start_stall_s"]
-    cold = ep["cold_s"] or ep["cached_s"]
-    recos = []
-    if cold <= 0 or stall < STALL_OK * cold:
-        bound = "compute"
-    elif ep["start_stall_s"] > max(ep["prep_stall_s"], ep["fetch_stall_s"]):
-        bound = "start"
-    else:
-        bound = "fetch" if ep["fetch_stall_s"] > ep["prep_stall_s"] else "prep"
-    workers, cores = ld["num_workers"], ld["cores"]
-    # Preprocessing
-    if ep["prep_stall_s"] >= STALL_OK * cold:
-        per_w = rates["prep_items_per_s"] / max(1, workers)
-        need = math.ceil(rates["step_items_per_s"] / per_w) if per_w > 0 else None
-        text = ("Preprocessing (CPU) stalls the step: %.2f s per epoch (%.0f%% of the cold epoch). "
-                "The loader prepares %.0f items/s with num_workers=%d (page cache warm, no step), "
-                "the step consumes %.0f items/s." % (ep["prep_stall_s"], 100 * ep["prep_stall_s"]
-                                                    / cold, rates["prep_items_per_s"], workers,
-                                                    rates["step_items_per_s"]))
-        if workers == 0:
-            text += (" With num_workers=0 every item is prepared in the training process between "
-                     "steps, so none of it overlaps the step: use num_workers >= 1.")
-        if need is not None and need <= cores:
-            text += (" About %d worker(s) at %.0f items/s each would keep up; this machine has %d "
-                     "cores." % (need, per_w, cores))
-        elif need is not None:
-            text += (" At %.0f items/s per worker it would take %d workers, more than this "
-                     "machine's %d cores: cheapen the transforms, prepare on more cores, or echo "
-                     "data (nostall's echo_factor)." % (per_w, need, cores))
-        recos.append({"what": "prep", "needed": True, "text": text})
-    else:
-        recos.append({"what": "prep", "needed": False,
-                      "text": "Preprocessing keeps up: its stall is %.1f%% of the cold epoch."
-                              % (100 * ep["prep_stall_s"] / cold if cold else 0)})
-    # Storage
-    if not r["cold_run"]:
-        recos.append({"what": "fetch", "needed": None,
-                      "text": "Storage: not measured (the loader's files are not known: pass "
-                              "files=)."})
-    elif ep["fetch_stall_s"] >= STALL_OK * cold:
-        fits = ld["dataset_bytes"] and ld["dataset_bytes"] <= 0.8 * ld["mem_available_bytes"]
-        text = ("Storage stalls the step: reading the files cold costs %.2f s per epoch (%.0f%% "
-                "of the cold epoch; the loader delivers %.0f items/s cold against %.0f with the "
-                "page cache warm)." % (ep["fetch_stall_s"], 100 * ep["fetch_stall_s"] / cold,
-                                       rates["cold_items_per_s"], rates["cached_items_per_s"]))
-        if fits:
-            text += (" The dataset (%.1f MB) fits in memory (%.1f GB available): after the first "
-                     "epoch the page cache serves it, unless memory is needed elsewhere; the "
-                     "first epoch pays the stall." % (ld["dataset_bytes"] / 1e6,
-                                                       ld["mem_available_bytes"] / 1e9))
-        else:
-            text += (" The dataset does not fit in the page cache, so every epoch pays it: copy "
-                     "it to faster local storage, cache part of it in memory (nostall's MinIO "
-                     "cache), or keep more reads in flight (more workers; nostall's io_depth).")
-        if workers <= 1:
-            text += " More workers overlap more reads when storage has latency to hide."
-        recos.append({"what": "fetch", "needed": True, "text": text})
-    else:
-        recos.append({"what": "fetch", "needed": False,
-                      "text": "Storage keeps up: the fetch stall is %.1f%% of the cold epoch."
-                              % (100 * ep["fetch_stall_s"] / cold if cold else 0)})
-    if ep["start_stall_s"] >= STALL_OK * cold:
-        recos.append({"what": "start", "needed": True,
-                      "text": "Starting the loader's %d worker processes takes %.2f s per epoch: "
-                              "persistent_workers=True starts them once." % (workers,
-                                                                            ep["start_stall_s"])})
-    return bound, recos
-
-
-_BOUND_WORDS = {"compute": "compute-bound (the step is the bottleneck; stalls are negligible)",
-                "prep": "prep-bound (CPU preprocessing cannot keep up)",
-                "fetch": "fetch-bound (storage cannot keep up)",
-                "start": "start-bound (starting the worker processes dominates the stall)"}
-
-
-# ---- reports --------------------------------------------------------------------
-
-def _text(r):
-    ld, ep, rates, runs = r["loader"], r["epoch"], r["rates"], r["runs"]
-    L = []
-    L.append("nostall profile: %s over %s (%d items), batch %s, num_workers=%d, %d cores"
-             % (ld["type"], ld["dataset_type"], ld["items"], ld["batch_size"], ld["num_workers"],
-                ld["cores"]))
-    L.append("  runs          %d of %d batches per epoch each; figures scaled to an epoch"
-             % (r["batches_measured"], ld["batches_per_epoch"]))
-    if ld["files"]:
-        L.append("  files         %d, %.1f MB; memory available %.1f GB"
-                 % (ld["files"], ld["dataset_bytes"] / 1e6, ld["mem_available_bytes"] / 1e9))
-    L.append("  rates         step %.0f items/s; loader %.0f items/s warm (no step), %s cold"
-             % (rates["step_items_per_s"], rates["prep_items_per_s"],
-                "%.0f" % rates["cold_items_per_s"] if r["cold_run"] else "-"))
-    L.append("  epoch         synthetic %.2f s, cached %.2f s, cold %s"
-             % (ep["synthetic_s"], ep["cached_s"], "%.2f s" % ep["cold_s"] if r["cold_run"]
-                else "not measured"))
-    L.append("  stalls        prep %.2f s, fetch %s, start %.2f s (per epoch; from the waits in "
-             "next())" % (ep["prep_stall_s"], "%.2f s" % ep["fetch_stall_s"] if r["cold_run"]
-                          else "-", ep["start_stall_s"]))
-    L.append("                DS-Analyzer's differences: T_cached - T_syn %.2f s, T_cold - "
-             "T_cached %s" % (ep["prep_stall_diff_s"], "%.2f s" % ep["fetch_stall_diff_s"]
-                              if r["cold_run"] else "-"))
-    L.append("  verdict       %s" % _BOUND_WORDS[r["bound"]])
-    for w in r["warnings"]:
-        L.append("  WARNING       %s" % w)
-    L.append("recommendations:")
-    for x in r["recommendations"]:
-        L.append("  - %s" % x["text"])
-    ns = r.get("nostall") or {}
-    if ns.get("predicted"):
-        p, q = ns["predicted"], ns["predicted"]["same_workers"]
-        L.append("nostall on this machine (predicted by its model from its own measurements and "
-                 "this step):")
-        L.append("  %d threads: epoch %.2f s steady, %.2f s cold (%s-bound)"
-                 % (ns["threads"], p["steady"]["epoch_s"], p["cold"]["epoch_s"],
-                    p["steady"]["bound"]))
-        L.append("  %d thread(s), as many as num_workers: epoch %.2f s steady, %.2f s cold"
-                 % (ns["workers"], q["epoch_s"], p["same_workers_cold"]["epoch_s"]))
-        if ns.get("speedup_cold"):
-            L.append("  vs this loader: cold epoch %.2fx, steady %.2fx faster"
-                     % (ns["speedup_cold"], ns.get("speedup_steady") or 0))
-        if ns["transforms_not_modelled"]:
-            L.append("  not modelled: %s" % ", ".join(ns["transforms_not_modelled"]))
-        L.append("  measure it:  %s" % ns["command"])
-        L.append("  in Python:   %s" % ns["python"])
-    elif ns.get("skipped"):
-        L.append("nostall: %s" % ns["skipped"])
-    return "\n".join(L) + "\n"
-
-
-_COL = {"compute": "#4c78a8", "prep": "#f58518", "fetch": "#e45756", "start": "#9d9d9d"}
-
-
-def _svg_breakdown(rows):
-    maxv = max([sum(v) for _, v in rows] + [1e-9])
-    w, left, bar, gap = 760, 270, 26, 14
-    h = 40 + len(rows) * (bar + gap) + 30
-    scale = (w - left - 80) / maxv
-    o = ['<svg class="chart" data-chart="breakdown" xmlns="http://www.w3.org/2000/svg" '
-         'width="%d" height="%d" viewBox="0 0 %d %d" role="img">' % (w, h, w, h),
-         "<title>Time per epoch: compute, prep stall, fetch stall, start</title>"]
-    names = ("compute", "prep", "fetch", "start")
-    for i, (label, v) in enumerate(rows):
-        y, x = 30 + i * (bar + gap), left
-        o.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (left - 8, y + bar - 8,
-                                                                       html.escape(label)))
-        for k, name in enumerate(names):
-            bw = v[k] * scale
-            if bw <= 0:
-                continue
-            o.append('<rect class="seg" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s">'
-                     '<title>%s %.3f s</title></rect>' % (x, y, bw, bar, _COL[name],
-                                                          name if name == "compute"
-                                                          else name + " stall", v[k]))
-            x += bw
-        o.append('<text x="%.1f" y="%d">%.2f s</text>' % (x + 6, y + bar - 8, sum(v)))
-    ly = h - 14
-    for k, name in enumerate(names):
-        o.append('<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s'
-                 '</text>' % (left + k * 120, ly - 10, _COL[name], left + k * 120 + 16, ly,
-                              name if name == "compute" else name + " stall"))
-    o.append("</svg>")
-    return "\n".join(o)
-
-
-def _svg_rates(rates):
-    items = [("step (accelerator)", rates["step_items_per_s"], _COL["compute"]),
-             ("loader, page cache warm", rates["prep_items_per_s"], _COL["prep"])]
-    if rates.get("cold_items_per_s"):
-        items.append(("loader + step, cold", rates["cold_items_per_s"], _COL["fetch"]))
-    if rates.get("nostall_items_per_s"):
-        items.append(("nostall prep (its threads)", rates["nostall_items_per_s"], "#54a24b"))
-    maxv = max([v for _, v, _ in items] + [1e-9])
-    w, left, bar, gap = 760, 270, 22, 10
-    h = 30 + len(items) * (bar + gap) + 10
-    scale = (w - left - 110) / maxv
-    o = ['<svg class="chart" data-chart="rates" xmlns="http://www.w3.org/2000/svg" width="%d" '
-         'height="%d" viewBox="0 0 %d %d" role="img"><title>Rates in items/s</title>' % (w, h, w, h)]
-    for i, (label, v, col) in enumerate(items):
-        y = 20 + i * (bar + gap)
-        o.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (left - 8, y + bar - 6,
-                                                                       html.escape(label)))
-        o.append('<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>' % (left, y, v * scale,
-                                                                                bar, col))
-        o.append('<text x="%.1f" y="%d">%.0f items/s</text>' % (left + v * scale + 6, y + bar - 6,
-                                                                v))
-    o.append("</svg>")
-    return "\n".join(o)
-
-
-def _html(r):
-    ld, ep = r["loader"], r["epoch"]
-    e = html.escape
-    o = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-         "<title>nostall profile: %s</title>" % e(ld["dataset_type"]),
-         "<style>body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}"
-         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-         "text-align:right}th{background:#f3f3f3}td.l{text-align:left}"
-         "svg{font-size:12px;margin:6px}.warn{background:#fff3cd;padding:6px}"
-         ".b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}"
-         ".b-start{color:#777}code{background:#f6f6f6}</style></head><body>",
-         "<h1>Data stall profile</h1>",
-         "<p>%s over <code>%s</code>: %d items in batches of %s, num_workers=%d, on %d cores. "
-         "Each run covered %d of the %d batches of an epoch; figures are scaled to an epoch.</p>"
-         % (e(ld["type"]), e(ld["dataset_type"]), ld["items"], e(str(ld["batch_size"])),
-            ld["num_workers"], ld["cores"], r["batches_measured"], ld["batches_per_epoch"])]
-    for w in r["warnings"]:
-        o.append('<p class="warn"><strong>Warning:</strong> %s</p>' % e(w))
-    o.append('<p id="verdict">The pipeline is <strong class="b-%s">%s</strong>.</p>'
-             % (r["bound"], e(_BOUND_WORDS[r["bound"]])))
-    o.append("<h2>Recommendations</h2><ul>")
-    for x in r["recommendations"]:
-        o.append("<li>%s</li>" % e(x["text"]))
-    o.append("</ul><h2>Where the time goes (per epoch)</h2>")
-    comp = ep["synthetic_s"]
-    rows = [("synthetic (step alone)", (comp, 0, 0, 0)),
-            ("cached (page cache warm)", (comp, ep["prep_stall_s"], 0, ep["start_stall_s"]))]
-    if r["cold_run"]:
-        rows.append(("cold (files dropped)", (comp, ep["prep_stall_s"], ep["fetch_stall_s"],
-                                              ep["start_stall_s"])))
-    ns = r.get("nostall") or {}
-    if ns.get("predicted"):
-        for key, label in (("cold", "nostall, cold epoch (model)"),
-                           ("steady", "nostall, later epochs (model)")):
-            p = ns["predicted"][key]
-            rows.append((label, (p["compute_s"], p["prep_stall_s"], p["fetch_stall_s"], 0)))
-    o.append(_svg_breakdown(rows))
-    o.append("<h2>Rates</h2>")
-    rates = dict(r["rates"])
-    if ns.get("predicted"):
-        rates["nostall_items_per_s"] = ns.get("prep_items_per_s")
-    o.append(_svg_rates(rates))
-    o.append("<h2>Runs</h2><table><tr><th>run</th><th>batches</th><th>seconds</th>"
-             "<th>waiting in next()</th><th>step</th><th>start</th><th>CPU s</th></tr>")
-    for name in ("prep", "synthetic", "cached", "cold"):
-        x = r["runs"].get(name)
-        if not x:
-            continue
-        o.append('<tr><td class="l">%s</td><td>%d</td><td>%.3f</td><td>%s</td><td>%s</td>'
-                 '<td>%s</td><td>%.2f</td></tr>'
-                 % (name, x["batches"], x["seconds"],
-                    "%.3f" % x["wait_s"] if "wait_s" in x else "-",
-                    "%.3f" % x["step_s"] if x.get("step_s") else "-",
-                    "%.3f" % x["start_s"] if "start_s" in x else "-", x["cpu_s"]))
-    o.append("</table><table>")
-    for k, label in (("prep_stall_s", "prep stall (wait of the cached run)"),
-                     ("fetch_stall_s", "fetch stall (cold wait - cached wait)"),
-                     ("start_stall_s", "start stall (iterator and worker start-up)"),
-                     ("prep_stall_diff_s", "T_cached - T_synthetic (DS-Analyzer)"),
-                     ("fetch_stall_diff_s", "T_cold - T_cached (DS-Analyzer)")):
-        o.append('<tr><td class="l">%s</td><td>%.3f s</td></tr>' % (e(label), ep[k]))
-    o.append("</table>")
-    if ns.get("predicted"):
-        p = ns["predicted"]
-        o.append("<h2>nostall on this machine</h2><p>Predicted by nostall's model "
-                 "(<code>nostall_analyze_*</code>) from its own measurements of these files "
-                 "(prep rate %.0f items/s with %d threads, %.2f ms CPU per item) and this step "
-                 "(%.2f ms per batch):</p><table><tr><th>configuration</th><th>cold epoch s</th>"
-                 "<th>later epochs s</th><th>bound</th></tr>"
-                 % (ns["prep_items_per_s"], ns["threads"], 1e3 * ns["cpu_per_item_s"],
-                    1e3 * r["runs"]["synthetic"]["step_s"]))
-        o.append('<tr><td class="l">%d threads (all cores)</td><td>%.2f</td><td>%.2f</td>'
-                 '<td class="b-%s">%s</td></tr>' % (ns["threads"], p["cold"]["epoch_s"],
-                                                    p["steady"]["epoch_s"], p["steady"]["bound"],
-                                                    p["steady"]["bound"]))
-        o.append('<tr><td class="l">%d thread(s), as many as num_workers</td><td>%.2f</td>'
-                 '<td>%.2f</td><td class="b-%s">%s</td></tr>'
-                 % (ns["workers"], p["same_workers_cold"]["epoch_s"],
-                    p["same_workers"]["epoch_s"], p["same_workers"]["bound"],
-                    p["same_workers"]["bound"]))
-        o.append('<tr><td class="l">this loader (measured)</td><td>%s</td><td>%.2f</td><td>'
-                 '</td></tr></table>' % ("%.2f" % ep["cold_s"] if r["cold_run"] else "-",
-                                         ep["steady_s"]))
-        if ns["transforms_not_modelled"]:
-            o.append("<p>Not modelled by nostall's recipe: %s.</p>"
-                     % e(", ".join(ns["transforms_not_modelled"])))
-        o.append("<p>Measure it: <code>%s</code><br>In Python: <code>%s</code></p>"
-                 % (e(ns["command"]), e(ns["python"])))
-    elif ns.get("skipped"):
-        o.append("<h2>nostall on this machine</h2><p>%s</p>" % e(ns["skipped"]))
-    o.append("<p>Method: docs/analyzer.md (“Profiling any DataLoader”).</p>"
-             "<script>document.body.setAttribute('data-charts', "
-             "String(document.querySelectorAll('svg.chart').length));</script></body></html>")
-    return "\n".join(o) + "\n"
-
-
 def _first_extra(runs):
     """A fresh worker's first batch takes longer than its later ones
     (imports, lazy initialisation, copy-on-write faults): that extra, counted
@@ -1042,11 +711,14 @@ def _first_extra(runs):
 
 
 def _epoch_figures(runs, per_epoch, sync):
-    """The runs scaled to an epoch. Per loader run: start = creating the
-    iterator + the workers' start-up (once per epoch), the rest of the first
-    wait = filling the pipeline (once per epoch), the later waits scaled by
-    (batches per epoch - 1) / (batches run - 1), the steps and the loop's
-    own time by batches per epoch / batches run."""
+    """The runs scaled to an epoch: the measurements the analyzer is given.
+    Per loader run: start = creating the iterator + the workers' start-up
+    (once per epoch), the rest of the first wait = filling the pipeline
+    (once per epoch), the later waits scaled by (batches per epoch - 1) /
+    (batches run - 1), the steps and the loop's own time by batches per
+    epoch / batches run. The stall of a run is its waits in next(), or with
+    sync=False (steps may return before their work is done) DS-Analyzer's
+    differences of wall times: T_cached - T_synthetic, T_cold - T_cached."""
     def parts(x):
         b = max(1, x["batches"])
         P = per_epoch or b
@@ -1060,23 +732,105 @@ def _epoch_figures(runs, per_epoch, sync):
     syn = runs["synthetic"]
     e = {"synthetic_s": syn["seconds"] * (per_epoch or syn["batches"]) / max(1, syn["batches"])}
     body, wait, start = parts(runs["cached"])
-    e.update(cached_s=body + start, prep_stall_s=wait, start_stall_s=start,
-             prep_stall_diff_s=max(0.0, body - e["synthetic_s"]), fetch_stall_s=0.0, cold_s=0.0,
-             fetch_stall_diff_s=0.0)
+    e.update(cached_s=body + start, cached_stall_s=wait, cached_start_s=start,
+             prep_stall_diff_s=max(0.0, body - e["synthetic_s"]), fetch_stall_diff_s=0.0)
     if "cold" in runs:
         cbody, cwait, cstart = parts(runs["cold"])
-        e.update(cold_s=cbody + cstart, fetch_stall_s=max(0.0, cwait - wait),
-                 fetch_stall_diff_s=max(0.0, cbody - body), start_stall_s=(start + cstart) / 2)
+        e.update(cold_s=cbody + cstart, cold_stall_s=cwait, cold_start_s=cstart,
+                 fetch_stall_diff_s=max(0.0, cbody - body))
     if not sync:
-        # steps may return before their work is done: the wall-time
-        # differences are the measure
-        e["prep_stall_s"], e["fetch_stall_s"] = e["prep_stall_diff_s"], e["fetch_stall_diff_s"]
-    e["stall_fraction"] = ((e["prep_stall_s"] + e["fetch_stall_s"] + e["start_stall_s"])
-                           / (e["cold_s"] or e["cached_s"] or 1))
+        e["cached_stall_s"] = e["prep_stall_diff_s"]
+        if "cold" in runs:
+            e["cold_stall_s"] = e["prep_stall_diff_s"] + e["fetch_stall_diff_s"]
     return e
 
 
-# ---- the entry point ---------------------------------------------------------------
+# Measured by nostall_analyze_measure() when nostall reads the files: the
+# machine's, whichever loader reads them.
+_MACHINE = ("disk_bw", "disk_bw1", "disk_latency_s", "mem_bw", "cpu_available")
+
+
+def _measurements(r, runs, e, batch0, machine):
+    """The analyzer's measurement table (nostall_analyze_meas) of this
+    loader's runs, each scaled to an epoch (batches = the epoch's)."""
+    from . import _lib
+    ld = r["loader"]
+    P, bs = ld["batches_per_epoch"], ld["batch_size"]
+    n = ld["items"] if ld["items"] and math.ceil(ld["items"] / bs) == P else P * bs
+    workers = max(1, ld["num_workers"])
+    m = _lib.AnalyzeMeas()
+    prep, syn = runs["prep"], runs["synthetic"]
+    prep_busy = max(1e-12, prep["seconds"] - prep["start_s"] - prep["boot_s"]
+                    - prep["first_extra_s"])
+    f = dict(items_per_epoch=n, batch_size=bs, dataset_items=ld["files"] or n,
+             dataset_bytes=ld["dataset_bytes"], dataset_files=ld["files"],
+             item_out_bytes=_batch_bytes(batch0) / max(1, _batch_len(batch0)),
+             cores=ld["cores"], mem_available_bytes=ld["mem_available_bytes"], threads=workers,
+             io_depth=1, echo_factor=1, step_s=syn["step_s"],
+             step_cpu_s=syn["cpu_s"] / max(1, syn["batches"]), syn_seconds=syn["seconds"],
+             syn_batches=syn["batches"], prep_items=prep["items"], prep_seconds=prep_busy,
+             # the workers' time per item, whatever they spent it on (computing,
+             # sleeping, waiting on storage or a lock): the model's CPU per item
+             prep_cpu_s=prep_busy * min(workers, ld["cores"]))
+    for run, key in (("cached", "warm"), ("cold", "cold")):
+        x = runs.get(run)
+        if x is None:
+            continue
+        scale = P / max(1, x["batches"])
+        f.update({key + "_seconds": e[run + "_s"], key + "_batches": P,
+                  key + "_items": x["items"] * scale, key + "_stall_s": e[run + "_stall_s"],
+                  key + "_start_s": e[run + "_start_s"]})
+        if key == "warm":
+            f["warm_cpu_s"] = x["cpu_s"] * scale
+    f.update(machine or {})
+    for k, v in f.items():
+        setattr(m, k, float(v))
+    return m
+
+
+def _batch_bytes(batch):
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return batch.element_size() * batch.nelement()
+    if isinstance(batch, dict):
+        return sum(_batch_bytes(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(_batch_bytes(v) for v in batch)
+    return 0
+
+
+def _nostall_notes(ns):
+    """nostall's prediction for these files, as lines of the report."""
+    if not ns.get("predicted"):
+        return ["nostall: %s" % ns["skipped"]] if ns.get("skipped") else []
+    p, q = ns["predicted"], ns["predicted"]["same_workers"]
+    out = ["nostall on this machine (its model, from its own measurements of these files and "
+           "this step): %d threads: epoch %.2f s steady, %.2f s cold (%s-bound); %d thread(s), "
+           "as many as num_workers: %.2f s steady, %.2f s cold"
+           % (ns["threads"], p["steady"]["epoch_s"], p["cold"]["epoch_s"], p["steady"]["bound"],
+              ns["workers"], q["epoch_s"], p["same_workers_cold"]["epoch_s"])]
+    if ns.get("speedup_cold"):
+        out.append("nostall vs this loader: cold epoch %.2fx, steady %.2fx faster"
+                   % (ns["speedup_cold"], ns.get("speedup_steady") or 0))
+    if ns["transforms_not_modelled"]:
+        out.append("not modelled by nostall's recipe: %s"
+                   % ", ".join(ns["transforms_not_modelled"]))
+    return out + ["measure it: %s" % ns["command"], "in Python: %s" % ns["python"]]
+
+
+def _analysis(m, data, warnings, notes, report):
+    """The analyzer's model of the runs (the same as analyze()'s): the JSON
+    report as a dict, .text, and the HTML report written to `report`."""
+    from . import _lib
+    from .analyze import _Model
+    with _Model(m) as a:
+        for w in warnings:
+            a.note(w, warning=True)
+        bound = json.loads(a.report(_lib.ANALYZE_JSON, data))["measured"]["bound"]
+        for line in notes(bound):
+            a.note(line)
+        return a.result(data, report, Profile)
+
 
 def profile(dataloader, train_step, *, max_batches=None, files=None, restore=(), report=None,
             cold=True, warm="auto", sync=None, warmup_steps=1, nostall=True,
@@ -1091,7 +845,8 @@ def profile(dataloader, train_step, *, max_batches=None, files=None, restore=(),
     restore:      objects with state_dict()/load_state_dict() (model,
                   optimizer, scheduler, scaler) put back as they were after
                   profiling; without them train_step must not update.
-    report:       also write a self-contained HTML report to this path.
+    report:       also write the analyzer's HTML report (one self-contained
+                  page) to this path.
     cold:         False: no cold run (the files are not dropped).
     warm:         "auto": read every file into the page cache before the
                   cached run when the files take under half the available
@@ -1105,7 +860,7 @@ def profile(dataloader, train_step, *, max_batches=None, files=None, restore=(),
                   the ones inferred from the transform (e.g. {"threads": 8}).
     progress:     None (a line on stderr when it is a terminal), False, or a
                   callable(label, done, total).
-    Returns a Profile (a dict, with .text).
+    Returns a Profile (a dict, with .text: the analyzer's terminal report).
     """
     import torch
     if progress is None:
@@ -1184,9 +939,9 @@ def profile(dataloader, train_step, *, max_batches=None, files=None, restore=(),
     step_s = runs["synthetic"]["step_s"]
     step_cpu_s = runs["synthetic"]["cpu_s"] / max(1, runs["synthetic"]["batches"])
     _first_extra(runs)
-    epoch = _epoch_figures(runs, per_epoch, sync)
+    e = _epoch_figures(runs, per_epoch, sync)
     fits = dataset_bytes > 0 and dataset_bytes <= 0.8 * mem
-    epoch["steady_s"] = epoch["cached_s"] if (fits or "cold" not in runs) else epoch["cold_s"]
+    steady_s = e["cached_s"] if (fits or "cold" not in runs) else e["cold_s"]
     bs = getattr(dataloader, "batch_size", None) or _batch_len(batch0)
     busy = lambda x: max(1e-12, x["seconds"] - x["start_s"] - x["boot_s"] - x["first_extra_s"])
     rates = {"step_items_per_s": runs["synthetic"]["items"] / max(1e-12,
@@ -1207,19 +962,41 @@ def profile(dataloader, train_step, *, max_batches=None, files=None, restore=(),
                    "mem_available_bytes": mem, "cores": cores},
         "batches_measured": runs["cached"]["batches"], "sync": bool(sync),
         "warm_read_s": warm_read_s, "cold_run": "cold" in runs,
-        "cold_resident_fraction": resident, "runs": runs, "epoch": epoch, "rates": rates,
-        "warnings": warnings,
+        "cold_resident_fraction": resident, "runs": runs, "rates": rates, "warnings": warnings,
     })
-    r["bound"], r["recommendations"] = _diagnose(r)
     if nostall:
         r["nostall"] = _nostall_part(dataloader, flist, batch0, step_s, step_cpu_s, per_epoch,
-                                     max_batches, {"cold_s": epoch["cold_s"],
-                                                   "steady_s": epoch["steady_s"]},
+                                     max_batches, {"cold_s": e.get("cold_s", 0.0),
+                                                   "steady_s": steady_s},
                                      nostall_options, progress)
-    r.text = _text(r)
-    if report:
-        with open(report, "w", encoding="utf-8") as f:
-            f.write(_html(r))
+
+    return _model_runs(r, runs, e, steady_s, batch0, report)
+
+
+def _model_runs(r, runs, e, steady_s, batch0, report):
+    """The analyzer's model classifies and reports the runs, as nostall's own
+    (analyze()'s code path): fills r's bound, recommendations, epoch,
+    analysis and text, and writes the HTML report."""
+    workers = r["loader"]["num_workers"]
+
+    def notes(bound):
+        out = []
+        if workers == 0 and bound in ("prep", "fetch"):
+            out.append("num_workers=0: every item is fetched and prepared in the training "
+                       "process between steps, so none of it overlaps the step: use num_workers "
+                       ">= 1 (the model's predictions assume a worker that overlaps the step)")
+        return out + _nostall_notes(r.get("nostall") or {})
+    ld = r["loader"]
+    data = "%s over %s (%d items, batch %s, num_workers=%d)" % (
+        ld["type"], ld["dataset_type"], ld["items"], ld["batch_size"], workers)
+    m = _measurements(r, runs, e, batch0, (r.get("nostall") or {}).get("machine"))
+    a = _analysis(m, data, r["warnings"], notes, report)
+    r["bound"], r["recommendations"] = a["measured"]["bound"], a["recommendations"]
+    r["epoch"] = dict(a["measured"], prep_stall_diff_s=e["prep_stall_diff_s"],
+                      fetch_stall_diff_s=e["fetch_stall_diff_s"], steady_s=steady_s)
+    del r["epoch"]["bound"]
+    r["analysis"] = dict(a)
+    r.text = a.text
     return r
 
 

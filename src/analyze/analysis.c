@@ -2,8 +2,9 @@
  * analysis.c — the public face of the stall analyzer's model
  * (nostall_analyze.h): an analysis is the measurements plus everything the
  * model concludes from them (recommend.c), made once at create; predictions
- * asked for later are appended to it; reports are written from it into a
- * memory stream and copied into the caller's buffer.
+ * asked for later, and the caller's notes and warnings, are appended to it;
+ * reports are written from it into a memory stream and copied into the
+ * caller's buffer.
  *
  * Threads: an analysis belongs to one thread at a time (nothing here is
  * shared between analyses).
@@ -99,6 +100,33 @@ int nostall_analyze_predict(nostall_analysis *a, const char *spec, nostall_analy
 }
 
 const char *nostall_analyze_bound(const nostall_analysis *a) { return a ? a->bound : NULL; }
+
+const char *nostall_analyze_measured_bound(const nostall_analysis *a)
+{
+    if (!a) return NULL;
+    nst_an_measured ms;
+    nst_an_measured_get(&a->m, &ms);
+    return ms.bound; /* a static string */
+}
+
+int nostall_analyze_note(nostall_analysis *a, int warning, const char *text)
+{
+    nst_error_clear();
+    if (!a || !text) return nst_error(NOSTALL_E_INVALID, "nostall_analyze_note: NULL argument");
+    if (a->nnotes >= NOSTALL_ANALYZE_MAX_NOTES)
+        return nst_error(NOSTALL_E_INVALID, "nostall_analyze_note: at most %d notes",
+                         NOSTALL_ANALYZE_MAX_NOTES);
+    char *dst = a->notes[a->nnotes];
+    size_t n = strlen(text), cap = sizeof a->notes[0] - 1;
+    if (n > cap) { /* cut before a UTF-8 continuation byte, not inside a character */
+        n = cap;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(dst, text, n);
+    dst[n] = '\0';
+    a->note_warning[a->nnotes++] = warning != 0;
+    return 0;
+}
 
 int nostall_analyze_recommendation_count(const nostall_analysis *a) { return a ? a->nreco : 0; }
 

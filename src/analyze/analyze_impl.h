@@ -36,7 +36,7 @@ typedef struct nst_an_scenario {
     double bw_scale; /* multiplies every storage bandwidth (what-if)    */
     double step_s;   /* training step per batch                         */
     double echo_factor;
-    int echo_point; /* 0 fetch, 1 decode, 2 augment, 3 batch           */
+    int echo_point; /* NOSTALL_ECHO_POINT_*                             */
     int cold;       /* 1: first epoch after dropping the page cache    */
     /* Partitioned cache over MPI (libnostall_mpi): `nodes` ranks each cache
      * cache_frac of the dataset, disjointly; items a peer holds come over
@@ -86,7 +86,7 @@ typedef struct nst_an_row {
 } nst_an_row;
 
 typedef struct nst_an_reco {
-    char what[16]; /* "cores", "cache", "echo", "transcode" */
+    char what[16]; /* "cores", "cache", "echo", "transcode", "start" */
     double value;  /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
     int needed;    /* 0: the stall it targets is already under the threshold */
     double epoch_before_s, epoch_after_s;
@@ -103,10 +103,14 @@ struct nostall_analysis {
     const char *bound; /* classification of `now` */
     nst_an_row rows[96];
     int nrows;
-    nst_an_reco reco[4];
+    nst_an_reco reco[5];
     int nreco;
     nst_an_row predict[NST_AN_MAX_PREDICT]; /* nostall_analyze_predict() */
     int npredict;
+    /* nostall_analyze_note(): the caller's lines, in order */
+    char notes[NOSTALL_ANALYZE_MAX_NOTES][1024];
+    int note_warning[NOSTALL_ANALYZE_MAX_NOTES];
+    int nnotes;
 };
 
 #define NST_AN_STALL_OK 0.05 /* stall fraction considered negligible */
@@ -125,7 +129,7 @@ double nst_an_shard_bytes(const nostall_analyze_meas *m);
 int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, const char *spec,
                           char *err, size_t errlen);
 
-/* recommend.c: everything of `a` but its --predict rows, from a->m. */
+/* recommend.c: everything of `a` but its --predict rows and notes, from a->m. */
 void nst_an_analyze(struct nostall_analysis *a);
 
 /* report.c, report_html.c */
@@ -134,9 +138,11 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *a, const char *d
 void nst_an_report_html(FILE *f, const struct nostall_analysis *a, const char *data);
 /* The measured epoch figures, scaled from the (possibly capped) runs; the
  * stalls are parts of the epoch `ref` (the cold run's, or the cached run's
- * without a cold run), stall_frac of it: at most 1. */
+ * without a cold run), stall_frac of it: at most 1. start_stall: starting
+ * the loader, once per epoch (the mean of the runs' *_start_s; 0 for
+ * nostall's own runs). bound: "compute", "start", "prep" or "fetch". */
 typedef struct nst_an_measured {
-    double syn, warm, cold, ref, prep_stall, fetch_stall, stall_frac;
+    double syn, warm, cold, ref, prep_stall, fetch_stall, start_stall, stall_frac;
     const char *bound;
 } nst_an_measured;
 void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o);

@@ -100,9 +100,9 @@ static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s
     if (m->mem_bw > 0) copy = m->item_out_bytes / m->mem_bw;
     double work;
     switch (s->echo_point) {
-    case 0: work = n * cf + delivered * (cd + ca); break;    /* fetch */
-    case 1: work = n * (cf + cd) + delivered * ca; break;    /* decode */
-    default: work = n * cpu + (delivered - n) * copy; break; /* augment, batch */
+    case NOSTALL_ECHO_POINT_FETCH: work = n * cf + delivered * (cd + ca); break;
+    case NOSTALL_ECHO_POINT_DECODE: work = n * (cf + cd) + delivered * ca; break;
+    default: work = n * cpu + (delivered - n) * copy; break; /* AUGMENT, BATCH */
     }
     double step_cores = s->step_s > 0 ? fmin(m->step_cpu_s / s->step_s, s->cores - 1) : 0;
     if (step_cores < 0) step_cores = 0;

@@ -4,7 +4,8 @@
  * cores, storage bandwidth, echo factor, a partitioned cache, combinations)
  * and the four recommendations: cores per accelerator, storage (reads in
  * flight or a MinIO cache), data echoing for what remains, and the
- * restart-marker transcode measured on a sample.
+ * restart-marker transcode measured on a sample; a fifth, start-up, when
+ * the measured runs of a foreign loader say its worker start-up stalls.
  *
  * Called by nostall_analyze_create() on the creating thread; writes only
  * into the analysis it is given.
@@ -363,6 +364,27 @@ static void reco_transcode(struct nostall_analysis *r)
                                                                           : "");
 }
 
+/* 5. Start-up, only when the measured runs say it stalls (another loader's
+ * worker processes, started each epoch: nostall's threads start once). */
+static void reco_start(struct nostall_analysis *r)
+{
+    nst_an_measured ms;
+    nst_an_measured_get(&r->m, &ms);
+    if (!(ms.ref > 0) || ms.start_stall < NST_AN_STALL_OK * ms.ref) return;
+    nst_an_reco *rc = &r->reco[r->nreco++];
+    memset(rc, 0, sizeof *rc);
+    snprintf(rc->what, sizeof rc->what, "start");
+    rc->value = ms.start_stall;
+    rc->needed = 1;
+    rc->epoch_before_s = ms.ref;
+    rc->epoch_after_s = ms.ref - ms.start_stall;
+    snprintf(rc->text, sizeof rc->text,
+             "Start-up: starting the loader (its iterator and %.0f worker process(es)) stalls "
+             "the step %.2f s per epoch (%.0f%% of the measured epoch); keep the workers "
+             "between epochs (persistent_workers=True in a torch DataLoader) to pay it once.",
+             r->m.threads, ms.start_stall, 100 * ms.start_stall / ms.ref);
+}
+
 /* Combinations: cache x cores, and all recommendations together. */
 static void combined_rows(struct nostall_analysis *r, double cache_rec, double io_fix_epoch)
 {
@@ -408,5 +430,6 @@ void nst_an_analyze(struct nostall_analysis *r)
     reco_cache(r, &cache_rec, &io_fix_epoch);
     reco_echo(r, cache_rec, io_fix_epoch);
     reco_transcode(r);
+    reco_start(r);
     combined_rows(r, cache_rec, io_fix_epoch);
 }

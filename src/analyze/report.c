@@ -23,13 +23,28 @@
  * 1 s when there was no cold run: more than 1 whenever the cached run
  * waited longer than the whole cold epoch (a shared machine slowing the
  * cached run) or longer than a second. */
+/* A run's wall time scaled to an epoch of nb batches: its start-up (once per
+ * run) as it is, the rest by batches. */
+static double run_epoch(double seconds, double start, double batches, double nb)
+{
+    if (!(batches > 0)) return 0;
+    start = fmin(fmax(0, start), fmax(0, seconds));
+    return (seconds - start) * nb / batches + start;
+}
+
 void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
 {
     double nb = m->batch_size > 0 ? ceil(m->items_per_epoch / m->batch_size) : 0;
     memset(o, 0, sizeof *o);
     o->syn = m->syn_batches > 0 ? m->syn_seconds * nb / m->syn_batches : 0;
-    o->warm = m->warm_batches > 0 ? m->warm_seconds * nb / m->warm_batches : 0;
-    o->cold = m->cold_batches > 0 ? m->cold_seconds * nb / m->cold_batches : 0;
+    o->warm = run_epoch(m->warm_seconds, m->warm_start_s, m->warm_batches, nb);
+    o->cold = run_epoch(m->cold_seconds, m->cold_start_s, m->cold_batches, nb);
+    /* Starting the loader (a foreign loader's worker processes): once per
+     * epoch, the mean of the runs that were measured. */
+    const int wr = m->warm_batches > 0, cr = m->cold_batches > 0;
+    const double ws0 = wr ? fmin(fmax(0, m->warm_start_s), o->warm) : 0,
+                 cs0 = cr ? fmin(fmax(0, m->cold_start_s), o->cold) : 0;
+    o->start_stall = wr + cr > 0 ? (ws0 + cs0) / (wr + cr) : 0;
     /* The differential measurement, read from the loader's stall counter (time
      * the step waited in next) rather than from differences of wall times,
      * which on a shared machine also carry the jitter of every step. */
@@ -48,9 +63,15 @@ void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
         o->ref = o->warm; /* no cold run: no fetch stall measured */
         o->prep_stall = ws;
     }
-    o->stall_frac = o->ref > 0 ? (o->prep_stall + o->fetch_stall) / o->ref : 0;
+    if (o->ref > 0) o->start_stall = fmin(o->start_stall, o->ref);
+    /* (the waits exclude start-up, the run's time includes it: their sum
+     * stays within the run's epoch unless the inputs disagree) */
+    o->stall_frac =
+        o->ref > 0 ? fmin(1, (o->prep_stall + o->fetch_stall + o->start_stall) / o->ref) : 0;
     if (o->stall_frac < NST_AN_STALL_OK)
         o->bound = "compute";
+    else if (o->start_stall > fmax(o->prep_stall, o->fetch_stall))
+        o->bound = "start";
     else
         o->bound = o->fetch_stall > o->prep_stall ? "fetch" : "prep";
 }
@@ -62,6 +83,8 @@ const char *nst_an_bound_words(const char *b)
     if (!strcmp(b, "compute"))
         return "compute-bound (the step is the bottleneck; stalls are negligible)";
     if (!strcmp(b, "prep")) return "prep-bound (CPU preprocessing cannot keep up)";
+    if (!strcmp(b, "start"))
+        return "start-bound (starting the loader's worker processes dominates the stall)";
     return "fetch-bound (storage cannot keep up)";
 }
 
@@ -92,11 +115,17 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     if (m->dataset_files > 0) fprintf(f, " in %.0f files", m->dataset_files);
     fprintf(f, " (mean %s per item); %.0f items and %.0f batches per epoch\n", b2,
             m->items_per_epoch, ceil(m->items_per_epoch / fmax(1, m->batch_size)));
-    fprintf(f,
-            "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
-            "flight, %.1f MB/s one at a time, latency %.2f ms",
-            m->cores, m->cpu_available, m->mem_bw / 1e9, m->disk_bw / 1e6, m->disk_bw1 / 1e6,
-            m->disk_latency_s * 1e3);
+    if (m->disk_bw > 0)
+        fprintf(f,
+                "  machine      %.0f cores (%.1f available to this job now); memory %.1f GB/s (memcpy); storage %.1f MB/s with 8 reads in "
+                "flight, %.1f MB/s one at a time, latency %.2f ms",
+                m->cores, m->cpu_available, m->mem_bw / 1e9, m->disk_bw / 1e6, m->disk_bw1 / 1e6,
+                m->disk_latency_s * 1e3);
+    else /* measurements of another loader's runs without nostall's */
+        fprintf(f,
+                "  machine      %.0f cores; storage not measured (the model has no fetch cost: the "
+                "measured runs do)",
+                m->cores);
     if (m->emu_mbps > 0 || m->emu_latency_ms > 0)
         fprintf(f, "; emulated storage %.1f MB/s, %.1f ms", m->emu_mbps, m->emu_latency_ms);
     fprintf(f, "\n");
@@ -106,6 +135,8 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
                 "               the runs are slowed by them; predictions assume dedicated cores (to model the\n"
                 "               share, add --predict cores=%.1f)\n",
                 m->cpu_available, m->cores, m->cpu_available);
+    for (int i = 0; i < r->nnotes; i++)
+        if (r->note_warning[i]) nst_an_line(f, "  WARNING      %s", r->notes[i]);
     fprintf(f,
             "  rates        step %.0f items/s; prep %.0f items/s per core, %.0f with %.0f threads; "
             "storage %.0f items/s\n",
@@ -117,6 +148,10 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     fprintf(f, "    cold                  %7.2f s  %7.2f s  %6.2f s %5.1f%%  %6.2f s %5.1f%%\n",
             ms.cold, ms.syn, ms.prep_stall, pct(ms.prep_stall, ms.ref), ms.fetch_stall,
             pct(ms.fetch_stall, ms.ref));
+    if (ms.start_stall > 0)
+        fprintf(f, "    start-up of the loader (once per epoch, in both) %.2f s %5.1f%%\n",
+                ms.start_stall, pct(ms.start_stall, ms.ref));
+    fprintf(f, "  measured verdict: %s\n", nst_an_bound_words(ms.bound));
     fprintf(f, "  model of the same runs: cached %.2f s, cold %.2f s (errors %+.0f%%, %+.0f%%)\n",
             r->warm_run.epoch_s, r->cold_run.epoch_s, pct(r->warm_run.epoch_s - ms.warm, ms.warm),
             pct(r->cold_run.epoch_s - ms.cold, ms.cold));
@@ -142,6 +177,12 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
             fprintf(f, "    %-8s %-44s %7.2f s %7.2f s %5.1f%% %10.1f%%     %s\n", row->group, label,
                     row->p.epoch_s, row->p.compute_s, pct(row->p.prep_stall_s, row->p.epoch_s),
                     pct(row->p.fetch_stall_s, row->p.epoch_s), row->p.bound);
+        }
+    int notes = 0;
+    for (int i = 0; i < r->nnotes; i++)
+        if (!r->note_warning[i]) {
+            if (!notes++) fprintf(f, "\n  notes\n");
+            nst_an_line(f, "    %s", r->notes[i]);
         }
 }
 
@@ -239,6 +280,8 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     json_kv(f, "fetch_stall_s", ms.fetch_stall);
     json_kv(f, "prep_stall_fraction", ms.prep_stall / ce);
     json_kv(f, "fetch_stall_fraction", ms.fetch_stall / ce);
+    json_kv(f, "start_stall_s", ms.start_stall);
+    json_kv(f, "start_stall_fraction", ms.start_stall / ce);
     json_kv(f, "stall_fraction", ms.stall_frac);
     fprintf(f, "}, \"rates\": {\"unit\": \"items/s\"");
     json_kv(f, "accelerator_items_per_s", rt.accel);
@@ -257,6 +300,12 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
         fprintf(f,
                 "\"shared machine: other processes left this job %.1f of %.0f cores while it measured\"",
                 m->cpu_available, m->cores);
+    int nw = m->cpu_available > 0 && m->cpu_available < 0.9 * m->cores;
+    for (int i = 0; i < r->nnotes; i++)
+        if (r->note_warning[i]) {
+            if (nw++) fputs(", ", f);
+            nst_an_json_string(f, r->notes[i]);
+        }
     fprintf(f, "], \"recommendations\": [");
     for (int i = 0; i < r->nreco; i++) {
         const nst_an_reco *rc = &r->reco[i];
@@ -277,5 +326,11 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     json_rows(f, r->rows, r->nrows);
     fprintf(f, "], \"predictions\": [");
     json_rows(f, r->predict, r->npredict);
+    fprintf(f, "], \"notes\": [");
+    for (int i = 0, n = 0; i < r->nnotes; i++)
+        if (!r->note_warning[i]) {
+            if (n++) fputs(", ", f);
+            nst_an_json_string(f, r->notes[i]);
+        }
     fprintf(f, "]}\n");
 }

@@ -14,20 +14,27 @@ static double pct(double a, double b) { return b > 0 ? 100 * a / b : 0; }
 
 /* ---- HTML ----------------------------------------------------------------- */
 
-static const char *COL_COMPUTE = "#4c78a8", *COL_PREP = "#f58518", *COL_FETCH = "#e45756";
+static const char *COL_COMPUTE = "#4c78a8", *COL_PREP = "#f58518", *COL_FETCH = "#e45756",
+                  *COL_START = "#9d9d9d";
 
-/* Horizontal stacked bars: compute / prep stall / fetch stall. */
-static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], int n)
+/* Horizontal stacked bars: compute / prep stall / fetch stall / start-up
+ * (the last in the legend only when a bar has some). */
+static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[4], int n)
 {
     double maxv = 0;
-    for (int i = 0; i < n; i++) maxv = fmax(maxv, v[i][0] + v[i][1] + v[i][2]);
+    int nseg = 3;
+    for (int i = 0; i < n; i++) {
+        maxv = fmax(maxv, v[i][0] + v[i][1] + v[i][2] + v[i][3]);
+        if (v[i][3] > 0) nseg = 4;
+    }
     if (maxv <= 0) maxv = 1;
     int w = 720, left = 230, bar = 26, gap = 14, h = 40 + n * (bar + gap) + 30;
     fprintf(f,
             "<svg class=\"chart\" data-chart=\"breakdown\" xmlns=\"http://www.w3.org/2000/svg\" "
             "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
             w, h, w, h);
-    fprintf(f, "<title>Time per epoch: compute, prep stall, fetch stall</title>\n");
+    fprintf(f, "<title>Time per epoch: compute, prep stall, fetch stall%s</title>\n",
+            nseg > 3 ? ", start-up" : "");
     double scale = (w - left - 70) / maxv;
     for (int i = 0; i < n; i++) {
         int y = 30 + i * (bar + gap);
@@ -35,9 +42,9 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8, y + bar - 8);
         nst_an_html_text(f, labels[i]);
         fprintf(f, "</text>\n");
-        const char *cols[3] = {COL_COMPUTE, COL_PREP, COL_FETCH};
-        const char *names[3] = {"compute", "prep stall", "fetch stall"};
-        for (int k = 0; k < 3; k++) {
+        const char *cols[4] = {COL_COMPUTE, COL_PREP, COL_FETCH, COL_START};
+        const char *names[4] = {"compute", "prep stall", "fetch stall", "start-up"};
+        for (int k = 0; k < nseg; k++) {
             double bw = v[i][k] * scale;
             if (bw <= 0) continue;
             fprintf(f,
@@ -47,12 +54,12 @@ static void svg_breakdown(FILE *f, const char *labels[], const double (*v)[3], i
             x += bw;
         }
         fprintf(f, "<text x=\"%.1f\" y=\"%d\">%.2f s</text>\n", x + 6, y + bar - 8,
-                v[i][0] + v[i][1] + v[i][2]);
+                v[i][0] + v[i][1] + v[i][2] + v[i][3]);
     }
     int ly = h - 14;
-    const char *cols[3] = {COL_COMPUTE, COL_PREP, COL_FETCH};
-    const char *names[3] = {"compute", "prep stall", "fetch stall"};
-    for (int k = 0; k < 3; k++) {
+    const char *cols[4] = {COL_COMPUTE, COL_PREP, COL_FETCH, COL_START};
+    const char *names[4] = {"compute", "prep stall", "fetch stall", "start-up"};
+    for (int k = 0; k < nseg; k++) {
         fprintf(f,
                 "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                 "<text x=\"%d\" y=\"%d\">%s</text>\n",
@@ -149,7 +156,8 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
             "text-align:right}th{background:#f3f3f3}td.l{text-align:left}\n"
             "svg{font-size:12px;margin:6px}.ct{font-weight:bold}.ax{fill:#555;font-size:11px}\n"
-            ".warn{background:#fff3cd;padding:6px}.b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}\n"
+            ".warn{background:#fff3cd;padding:6px}.b-compute{color:#4c78a8}.b-prep{color:#f58518}.b-fetch{color:#e45756}"
+            ".b-start{color:#777}\n"
             "</style></head>\n<body>\n<h1>Data stall analysis</h1>\n<p>Dataset <code>");
     nst_an_html_text(f, data);
     fprintf(f,
@@ -162,8 +170,16 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
                 "<p class=\"warn\"><strong>Warning:</strong> other processes left this job only %.1f of the "
                 "%.0f cores while it measured; predictions assume dedicated cores.</p>\n",
                 m->cpu_available, m->cores);
+    for (int i = 0; i < r->nnotes; i++)
+        if (r->note_warning[i]) {
+            fprintf(f, "<p class=\"warn\"><strong>Warning:</strong> ");
+            nst_an_html_text(f, r->notes[i]);
+            fprintf(f, "</p>\n");
+        }
     fprintf(f, "<p id=\"verdict\">The job is <strong class=\"b-%s\">%s</strong>.</p>\n", r->bound,
             nst_an_bound_words(r->bound));
+    fprintf(f, "<p id=\"measured-verdict\">Measured runs: <strong class=\"b-%s\">%s</strong>.</p>\n",
+            ms.bound, nst_an_bound_words(ms.bound));
     fprintf(f, "<h2>Recommendations</h2>\n<ul>\n");
     for (int i = 0; i < r->nreco; i++) {
         fprintf(f, "<li>");
@@ -173,15 +189,16 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
     fprintf(f, "</ul>\n<h2>Where the time goes (per epoch)</h2>\n");
     const char *labels[4] = {"measured: cold (first) epoch", "model: cold epoch",
                              "model: steady state as configured", "model: all recommendations"};
-    double v[4][3] = {{ms.syn, ms.prep_stall, ms.fetch_stall},
-                      {r->cold_run.compute_s, r->cold_run.prep_stall_s, r->cold_run.fetch_stall_s},
-                      {r->now.compute_s, r->now.prep_stall_s, r->now.fetch_stall_s},
-                      {0, 0, 0}};
+    double v[4][4] = {{ms.syn, ms.prep_stall, ms.fetch_stall, ms.start_stall},
+                      {r->cold_run.compute_s, r->cold_run.prep_stall_s, r->cold_run.fetch_stall_s,
+                       0},
+                      {r->now.compute_s, r->now.prep_stall_s, r->now.fetch_stall_s, 0},
+                      {0, 0, 0, 0}};
     const nst_an_row *all = &r->rows[r->nrows - 1];
     v[3][0] = all->p.compute_s;
     v[3][1] = all->p.prep_stall_s;
     v[3][2] = all->p.fetch_stall_s;
-    svg_breakdown(f, labels, (const double(*)[3])v, 4);
+    svg_breakdown(f, labels, (const double(*)[4])v, 4);
     fprintf(f, "<h2>What if</h2>\n<div>\n");
     svg_curve(f, r, "cache", "MinIO cache (% of dataset)", "%.0f%%", 100);
     svg_curve(f, r, "cores", "CPU cores", "%.0f", 1);
@@ -215,13 +232,32 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
             "<tr><td class=\"l\">rates (items/s): step / prep per core / prep / storage</td>"
             "<td>%.0f / %.0f / %.0f / %.0f</td></tr>\n",
             rt.accel, rt.per_core, rt.prep, rt.fetch);
-    fprintf(f,
-            "<tr><td class=\"l\">storage: MB/s (8 in flight) / MB/s (1) / latency ms</td>"
-            "<td>%.1f / %.1f / %.3f</td></tr>\n",
-            m->disk_bw / 1e6, m->disk_bw1 / 1e6, m->disk_latency_s * 1e3);
+    if (m->disk_bw > 0)
+        fprintf(f,
+                "<tr><td class=\"l\">storage: MB/s (8 in flight) / MB/s (1) / latency ms</td>"
+                "<td>%.1f / %.1f / %.3f</td></tr>\n",
+                m->disk_bw / 1e6, m->disk_bw1 / 1e6, m->disk_latency_s * 1e3);
+    else
+        fprintf(f, "<tr><td class=\"l\">storage</td><td>not measured (no fetch cost in the "
+                   "model)</td></tr>\n");
+    if (ms.start_stall > 0)
+        fprintf(f,
+                "<tr><td class=\"l\">start-up of the loader (once per epoch)</td><td>%.2f s</td>"
+                "</tr>\n",
+                ms.start_stall);
     fprintf(f, "<tr><td class=\"l\">memory bandwidth</td><td>%.1f GB/s</td></tr>\n",
             m->mem_bw / 1e9);
-    fprintf(f, "</table>\n<p>Model and assumptions: docs/analyzer.md.</p>\n"
-               "<script>document.body.setAttribute('data-charts', "
-               "String(document.querySelectorAll('svg.chart').length));</script>\n</body></html>\n");
+    fprintf(f, "</table>\n");
+    int notes = 0;
+    for (int i = 0; i < r->nnotes; i++)
+        if (!r->note_warning[i]) {
+            fprintf(f, "%s<li>", notes++ ? "" : "<h2>Notes</h2>\n<ul class=\"notes\">\n");
+            nst_an_html_text(f, r->notes[i]);
+            fprintf(f, "</li>\n");
+        }
+    fprintf(f,
+            "%s<p>Model and assumptions: docs/analyzer.md.</p>\n"
+            "<script>document.body.setAttribute('data-charts', "
+            "String(document.querySelectorAll('svg.chart').length));</script>\n</body></html>\n",
+            notes ? "</ul>\n" : "");
 }

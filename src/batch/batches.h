@@ -23,14 +23,14 @@
 
 /* An item ticket as a worker holds it. */
 typedef struct nst_ticket {
-    nst_bq_ticket bt;
+    nst_engine_ticket bt;
     uint64_t epoch, position; /* of the item in its epoch's order            */
     uint64_t index;           /* dataset item: set at take with echoing, else
                                  mapped by the worker from (epoch, position)  */
     uint8_t *dst[NST_FIELDS_MAX];
     uint64_t *index_dst;
-    uint64_t io[NST_BQ_IO]; /* accounting added to the batch at done       */
-    uint64_t gen;           /* backend's reset generation at take          */
+    uint64_t io[NST_ENGINE_IO]; /* accounting added to the batch at done       */
+    uint64_t gen;               /* backend's reset generation at take          */
     /* fixed item echoing (local ring) */
     uint8_t echo, produce, last, dup;
     uint32_t copy, store, uses;
@@ -61,15 +61,15 @@ typedef struct nst_batches_ops {
      * NOSTALL_DONE; NOSTALL_TIMEOUT (deadline_ns reached; 0: none); E_*. */
     int (*next)(nst_batches *b, nostall_batch *out, uint64_t deadline_ns, const char *fn);
     int (*release)(nst_batches *b, const nostall_batch *batch);
-    /* Restart at (epoch, position) with `taken` (the top-up: items of the
-     * next batch delivered, plus batches owed << 32; engine.h): drain
-     * what is in flight, call quiet(ctx) with no worker between take and
-     * done (the loader changes its sampler there), then restart.
-     * E_STATE where positions are not the caller's (a group member). */
-    int (*reset)(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                 void (*quiet)(void *ctx), void *ctx, const char *fn);
-    /* The consumer's cursor: (epoch, position, taken) of its next batch. */
-    void (*cursor)(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken);
+    /* Restart at the cursor c (engine.h: the top-up's items of the next
+     * batch delivered, batches owed, bad items so far): drain what is in
+     * flight, call quiet(ctx) with no worker between take and done (the
+     * loader changes its sampler there), then restart. E_STATE where
+     * positions are not the caller's (a group member). */
+    int (*reset)(nst_batches *b, const nst_engine_cursor *c, void (*quiet)(void *ctx), void *ctx,
+                 const char *fn);
+    /* The consumer's cursor: its next batch. */
+    void (*cursor)(nst_batches *b, nst_engine_cursor *c);
     void (*stop)(nst_batches *b);
     void (*free)(nst_batches *b);
     /* Optional (NULL: none). The memory holding the batches, for info;
@@ -85,10 +85,10 @@ struct nst_batches {
 
 
 /* Point a ticket's destinations at its item's place in slot data. */
-void nst_ticket_place(nst_ticket *t, nst_bq *q, uint32_t nfields);
+void nst_ticket_place(nst_ticket *t, nst_engine *q, uint32_t nfields);
 
 /* Report the bad items of slot `slot` (its first `count` planned items, by
  * original index) to the sink. */
-void nst_batches_report_skips(nst_bq *q, uint32_t slot, const nst_batches_sink *sink);
+void nst_batches_report_skips(nst_engine *q, uint32_t slot, const nst_batches_sink *sink);
 
 #endif

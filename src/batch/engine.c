@@ -4,9 +4,9 @@
  *
  * Every function runs with the caller's lock held and returns at once; the
  * journal (journal, journal_arg) is written before each multi-step update
- * and cleared after it, so nst_bq_repair() can finish or undo an update
+ * and cleared after it, so nst_engine_repair() can finish or undo an update
  * whose process died in the middle (only a coordinated group needs it).
- * Slot lookups scan the slot controls: there are at most NST_BQ_MAX_SLOTS
+ * Slot lookups scan the slot controls: there are at most NST_ENGINE_MAX_SLOTS
  * and usually a handful.
  */
 #include <stdio.h>
@@ -15,10 +15,10 @@
 #include "batch/engine_impl.h"
 
 enum {
-    J_NONE = NST_BQ_J_NONE,
-    J_OPEN = NST_BQ_J_OPEN,
-    J_FINAL = NST_BQ_J_FINAL,
-    J_DROP = NST_BQ_J_DROP
+    J_NONE = NST_ENGINE_J_NONE,
+    J_OPEN = NST_ENGINE_J_OPEN,
+    J_FINAL = NST_ENGINE_J_FINAL,
+    J_DROP = NST_ENGINE_J_DROP
 };
 enum { TOP_FULL = 1, TOP_DROPPED = 2 };
 
@@ -27,11 +27,11 @@ enum { TOP_FULL = 1, TOP_DROPPED = 2 };
  * Slots.
  * ------------------------------------------------------------------------ */
 
-static nst_bq_slot *find_seq(nst_bq *q, uint64_t seq, uint32_t *idx)
+static nst_engine_slot *find_seq(nst_engine *q, uint64_t seq, uint32_t *idx)
 {
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->seq == seq && sc->state != NST_BQ_FREE) {
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->seq == seq && sc->state != NST_ENGINE_FREE) {
             if (idx) *idx = s;
             return sc;
         }
@@ -39,35 +39,35 @@ static nst_bq_slot *find_seq(nst_bq *q, uint64_t seq, uint32_t *idx)
     return NULL;
 }
 
-static void slot_free(nst_bq *q, nst_bq_slot *sc)
+static void slot_free(nst_engine *q, nst_engine_slot *sc)
 {
     if (sc->seq != UINT64_MAX && sc->seq + 1 > q->free_hi) q->free_hi = sc->seq + 1;
-    sc->state = NST_BQ_FREE;
+    sc->state = NST_ENGINE_FREE;
     sc->users = sc->lent = 0;
 }
 
 /* A READY slot nobody needs any more is free. */
-static int maybe_free(nst_bq *q, nst_bq_slot *sc)
+static int maybe_free(nst_engine *q, nst_engine_slot *sc)
 {
-    if (sc->state != NST_BQ_READY || sc->users) return 0;
+    if (sc->state != NST_ENGINE_READY || sc->users) return 0;
     slot_free(q, sc);
     return 1;
 }
 
-static uint64_t members_from(const nst_bq *q, uint64_t seq)
+static uint64_t members_from(const nst_engine *q, uint64_t seq)
 {
     uint64_t m = 0;
-    for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++)
+    for (uint32_t i = 0; i < NST_ENGINE_MEMBERS; i++)
         if (q->members[i].active && q->members[i].first_seq <= seq) m |= (uint64_t)1 << i;
     return m;
 }
 
-static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint64_t pos,
+static void init_slot(nst_engine *q, uint32_t s, uint64_t seq, uint64_t epoch, uint64_t pos,
                       uint32_t count)
 {
-    nst_bq_slot *sc = &q->slots[s];
-    item_ctl *it = nst_bq_items(q, s);
-    int32_t *st = nst_bq_status(q, s);
+    nst_engine_slot *sc = &q->slots[s];
+    item_ctl *it = nst_engine_items(q, s);
+    int32_t *st = nst_engine_status(q, s);
     sc->seq = seq;
     sc->epoch = epoch;
     sc->position = pos;
@@ -91,14 +91,14 @@ static void init_slot(nst_bq *q, uint32_t s, uint64_t seq, uint64_t epoch, uint6
 /* RESERVE, every batch of the producer's epoch finished: 1 if it needs
  * another reserve batch, 0 if not, E_DATASET if no item of the shard is
  * good (the planned ones, and reserve ones past one whole wrap). */
-static int reserve_need(const nst_bq *q)
+static int reserve_need(const nst_engine *q)
 {
     if (q->res_closed) return 0; /* the member needs no more (single-member ring) */
     uint64_t want = q->res_lost;
     /* KEEP: an empty batch takes one item; it may eat the batches it walks
      * over (empty ones) and the one giving it (if that held one), each of
      * them owed one item or more */
-    if (q->flags & NST_BQ_KEEP) want = q->res_empty ? 2 * q->res_empty + 1 : 0;
+    if (q->flags & NST_ENGINE_KEEP) want = q->res_empty ? 2 * q->res_empty + 1 : 0;
     if (q->res_good >= want) return 0;
     if (q->res_pgood == 0 && q->res_good == 0 && q->res_tried >= q->slot_items)
         return NOSTALL_E_DATASET;
@@ -108,19 +108,19 @@ static int reserve_need(const nst_bq *q)
 /* RESERVE: will the producer open no more reserve batches of `epoch`? 1:
  * settled; 0: not yet; E_DATASET: the shard has no good item. The members
  * ask, so they need no wake-up from the producer. */
-static int reserve_settled(const nst_bq *q, const nst_bq_plan *p, uint64_t epoch)
+static int reserve_settled(const nst_engine *q, const nst_engine_plan *p, uint64_t epoch)
 {
     if (q->prod_epoch > epoch) return 1;
     if (q->prod_epoch < epoch) return 0;
     if (q->res_error) return q->res_error;
-    if (q->prod_slot != NST_BQ_NONE || p->batch_len(p->ctx, epoch, q->prod_pos) > 0 ||
-        nst_bq_any_filling(q))
+    if (q->prod_slot != NST_ENGINE_NONE || p->batch_len(p->ctx, epoch, q->prod_pos) > 0 ||
+        nst_engine_any_filling(q))
         return 0;
     int need = reserve_need(q);
     return need < 0 ? need : !need;
 }
 
-static int all_bad(const nst_bq *q, uint64_t epoch)
+static int all_bad(const nst_engine *q, uint64_t epoch)
 {
     return nst_error(NOSTALL_E_DATASET,
                      "epoch %llu: not one item of this rank's share is good (%llu planned and "
@@ -141,16 +141,16 @@ static int empty_epoch(uint64_t epoch, uint64_t lost)
 /* Open the batch at the producer cursor in a free slot (journaled). 1 if a
  * batch is open, 0 if not (none left, halted, no free slot, or RESERVE:
  * waiting for the epoch's batches to finish). */
-static int open_batch(nst_bq *q, const nst_bq_plan *p)
+static int open_batch(nst_engine *q, const nst_engine_plan *p)
 {
-    if (q->prod_slot != NST_BQ_NONE) return 1;
+    if (q->prod_slot != NST_ENGINE_NONE) return 1;
     if (q->halted) return 0;
     uint32_t len, reserve = 0;
     for (;;) {
         if (p->epochs && q->prod_epoch >= p->epochs) return 0;
         if ((len = p->batch_len(p->ctx, q->prod_epoch, q->prod_pos)) > 0) break;
-        if (q->flags & NST_BQ_RESERVE) { /* past the plan: what did the epoch lose? */
-            if (nst_bq_any_filling(q)) return 0;
+        if (q->flags & NST_ENGINE_RESERVE) { /* past the plan: what did the epoch lose? */
+            if (nst_engine_any_filling(q)) return 0;
             int need = reserve_need(q);
             if (need < 0) {
                 q->res_error = need;
@@ -169,42 +169,42 @@ static int open_batch(nst_bq *q, const nst_bq_plan *p)
         q->res_empty = 0;
         q->res_closed = 0;
     }
-    if (q->max_lead && q->prod_seq >= nst_bq_freed_below(q) + q->max_lead) return 0;
+    if (q->max_lead && q->prod_seq >= nst_engine_freed_below(q) + q->max_lead) return 0;
     uint32_t s = 0;
-    while (s < q->nslots && q->slots[s].state != NST_BQ_FREE) s++;
+    while (s < q->nslots && q->slots[s].state != NST_ENGINE_FREE) s++;
     if (s == q->nslots) return 0;
     q->journal_arg = s;
     q->journal = J_OPEN;
-    q->slots[s].state = NST_BQ_OPENING;
+    q->slots[s].state = NST_ENGINE_OPENING;
     init_slot(q, s, q->prod_seq, q->prod_epoch, q->prod_pos, len);
     q->slots[s].reserve = reserve;
     if (reserve)
         q->res_tried += len;
     else
         q->res_planned += len;
-    q->slots[s].state = NST_BQ_FILLING;
+    q->slots[s].state = NST_ENGINE_FILLING;
     q->prod_slot = s;
     q->journal = J_NONE;
     return 1;
 }
 
 /* The open batch got its last ticket: the cursor moves on. */
-static void close_open(nst_bq *q)
+static void close_open(nst_engine *q)
 {
-    nst_bq_slot *sc = &q->slots[q->prod_slot];
-    q->prod_slot = NST_BQ_NONE;
+    nst_engine_slot *sc = &q->slots[q->prod_slot];
+    q->prod_slot = NST_ENGINE_NONE;
     q->prod_pos = sc->position + sc->count;
     q->prod_seq = sc->seq + 1;
 }
 
 /* The oldest free item of a filling batch (requeued ones first). */
-static int find_item(nst_bq *q, uint32_t *s_out, uint32_t *j_out)
+static int find_item(nst_engine *q, uint32_t *s_out, uint32_t *j_out)
 {
     uint64_t best = UINT64_MAX;
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->state != NST_BQ_FILLING || sc->seq >= best) continue;
-        item_ctl *it = nst_bq_items(q, s);
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->state != NST_ENGINE_FILLING || sc->seq >= best) continue;
+        item_ctl *it = nst_engine_items(q, s);
         while (sc->hint < sc->count && it[sc->hint].state != I_FREE) sc->hint++;
         if (sc->hint < sc->count) {
             best = sc->seq;
@@ -215,25 +215,27 @@ static int find_item(nst_bq *q, uint32_t *s_out, uint32_t *j_out)
     return best != UINT64_MAX;
 }
 
-int nst_bq_any_filling(const nst_bq *q)
+int nst_engine_any_filling(const nst_engine *q)
 {
     for (uint32_t s = 0; s < q->nslots; s++)
-        if (q->slots[s].state == NST_BQ_FILLING || q->slots[s].state == NST_BQ_OPENING) return 1;
+        if (q->slots[s].state == NST_ENGINE_FILLING || q->slots[s].state == NST_ENGINE_OPENING)
+            return 1;
     return 0;
 }
 
-int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t, int commit)
+int nst_engine_take(nst_engine *q, const nst_engine_plan *p, uint32_t member, nst_engine_ticket *t,
+                    int commit)
 {
     uint32_t s, j;
     if (!find_item(q, &s, &j)) {
         if (!open_batch(q, p)) { /* open_batch moved the cursor past ended epochs */
             int over = q->halted || (p->epochs && q->prod_epoch >= p->epochs);
-            return over && !nst_bq_any_filling(q) ? NOSTALL_DONE : NST_BQ_WAIT;
+            return over && !nst_engine_any_filling(q) ? NOSTALL_DONE : NST_ENGINE_WAIT;
         }
-        if (!find_item(q, &s, &j)) return NST_BQ_WAIT;
+        if (!find_item(q, &s, &j)) return NST_ENGINE_WAIT;
     }
-    nst_bq_slot *sc = &q->slots[s];
-    item_ctl *it = &nst_bq_items(q, s)[j];
+    nst_engine_slot *sc = &q->slots[s];
+    item_ctl *it = &nst_engine_items(q, s)[j];
     t->seq = sc->seq;
     t->epoch = sc->epoch;
     t->position = sc->position + j;
@@ -252,21 +254,21 @@ int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket 
 
 /* Compact away bad items (skip policy) and publish the slot (journaled).
  * Item status and messages stay by original index. */
-static void finalize(nst_bq *q, uint32_t s)
+static void finalize(nst_engine *q, uint32_t s)
 {
-    nst_bq_slot *sc = &q->slots[s];
+    nst_engine_slot *sc = &q->slots[s];
     q->journal_arg = s;
     q->journal = J_FINAL;
-    sc->state = NST_BQ_FINALIZING;
-    if (sc->failed && !(q->flags & NST_BQ_FAIL)) {
-        const int32_t *st = nst_bq_status(q, s);
-        uint64_t *idx = nst_bq_indices(q, s);
+    sc->state = NST_ENGINE_FINALIZING;
+    if (sc->failed && !(q->flags & NST_ENGINE_FAIL)) {
+        const int32_t *st = nst_engine_status(q, s);
+        uint64_t *idx = nst_engine_indices(q, s);
         uint32_t out = 0;
         for (uint32_t j = 0; j < sc->count; j++) {
             if (st[j] < 0) continue;
             if (out != j) {
                 for (uint32_t f = 0; f < q->nfields; f++) {
-                    uint8_t *d = nst_bq_field(q, s, f);
+                    uint8_t *d = nst_engine_field(q, s, f);
                     size_t ib = q->field_bytes[f];
                     memmove(d + (size_t)out * ib, d + (size_t)j * ib, ib);
                 }
@@ -278,8 +280,8 @@ static void finalize(nst_bq *q, uint32_t s)
     } else {
         sc->delivered = sc->count;
     }
-    sc->state = NST_BQ_READY;
-    if ((q->flags & NST_BQ_RESERVE) && !sc->counted && sc->epoch == q->prod_epoch) {
+    sc->state = NST_ENGINE_READY;
+    if ((q->flags & NST_ENGINE_RESERVE) && !sc->counted && sc->epoch == q->prod_epoch) {
         if (sc->reserve) {
             q->res_good += sc->delivered;
         } else {
@@ -293,31 +295,31 @@ static void finalize(nst_bq *q, uint32_t s)
     maybe_free(q, sc); /* every member that needed it is gone */
 }
 
-int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, const char *msg,
-                const uint64_t *io)
+int nst_engine_done(nst_engine *q, const nst_engine_ticket *t, uint32_t member, int status,
+                    const char *msg, const uint64_t *io)
 {
     if (t->slot >= q->nslots || t->j >= q->slot_items) return 0;
-    nst_bq_slot *sc = &q->slots[t->slot];
-    item_ctl *it = &nst_bq_items(q, t->slot)[t->j];
-    if (sc->state != NST_BQ_FILLING || sc->seq != t->seq || it->state != I_TAKEN ||
+    nst_engine_slot *sc = &q->slots[t->slot];
+    item_ctl *it = &nst_engine_items(q, t->slot)[t->j];
+    if (sc->state != NST_ENGINE_FILLING || sc->seq != t->seq || it->state != I_TAKEN ||
         it->owner != member || it->tag != t->tag)
         return 0; /* reassigned meanwhile: someone else's result counts */
-    nst_bq_status(q, t->slot)[t->j] = status < 0 ? status : 0;
+    nst_engine_status(q, t->slot)[t->j] = status < 0 ? status : 0;
     if (io)
         for (int k = 0; k < NST_IO_COUNT_; k++) sc->io[k] += io[k];
     if (status < 0) {
-        char *m = nst_bq_msg(q, t->slot, t->j); /* the item's index, then why */
-        memcpy(m, &nst_bq_indices(q, t->slot)[t->j], sizeof(uint64_t));
-        snprintf(m + sizeof(uint64_t), NST_BQ_MSG - sizeof(uint64_t), "%s",
+        char *m = nst_engine_msg(q, t->slot, t->j); /* the item's index, then why */
+        memcpy(m, &nst_engine_indices(q, t->slot)[t->j], sizeof(uint64_t));
+        snprintf(m + sizeof(uint64_t), NST_ENGINE_MSG - sizeof(uint64_t), "%s",
                  msg && *msg ? msg : nostall_strerror(status));
         sc->failed++;
-        if (q->flags & NST_BQ_FAIL) {
+        if (q->flags & NST_ENGINE_FAIL) {
             q->halted = 1;
             if (!sc->error || t->j < sc->error_item) {
                 sc->error = status;
                 sc->error_item = t->j;
                 snprintf(sc->errmsg, sizeof sc->errmsg, "item %llu (epoch %llu, position %llu): %s",
-                         (unsigned long long)nst_bq_indices(q, t->slot)[t->j],
+                         (unsigned long long)nst_engine_indices(q, t->slot)[t->j],
                          (unsigned long long)sc->epoch, (unsigned long long)(sc->position + t->j),
                          msg && *msg ? msg : nostall_strerror(status));
             }
@@ -333,15 +335,15 @@ int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, 
  * Members.
  * ------------------------------------------------------------------------ */
 
-static int last_of_epoch(const nst_bq_plan *p, const nst_bq_slot *sc)
+static int last_of_epoch(const nst_engine_plan *p, const nst_engine_slot *sc)
 {
     return p->batch_len(p->ctx, sc->epoch, sc->position + sc->count) == 0;
 }
 
 /* This member is done with a slot without having it lent (passed). */
-static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, void *ctx)
+static void pass(nst_engine *q, uint32_t s, uint32_t member, nst_engine_seen_fn seen, void *ctx)
 {
-    nst_bq_slot *sc = &q->slots[s];
+    nst_engine_slot *sc = &q->slots[s];
     if (seen) seen(ctx, q, s);
     sc->users &= ~((uint64_t)1 << member);
     maybe_free(q, sc);
@@ -349,28 +351,31 @@ static void pass(nst_bq *q, uint32_t s, uint32_t member, nst_bq_seen_fn seen, vo
 
 /* The bad items a member meets in a planned batch (reserve ones repeat
  * items or come from the remainder: not counted). */
-static uint64_t loss(const nst_bq_slot *sc) { return sc->reserve ? 0 : sc->count - sc->delivered; }
+static uint64_t loss(const nst_engine_slot *sc)
+{
+    return sc->reserve ? 0 : sc->count - sc->delivered;
+}
 
 /* The first bad item's message in slot a, else in slot b (NULL: none). The
  * budget fails before these batches reach the consumer, so their skips are
  * not yet the loader's: the error names one itself. */
-static const char *first_bad(nst_bq *q, uint32_t a, uint32_t b)
+static const char *first_bad(nst_engine *q, uint32_t a, uint32_t b)
 {
     const uint32_t slots[2] = {a, b};
     for (int k = 0; k < 2; k++) {
-        const nst_bq_slot *sc = &q->slots[slots[k]];
-        if (sc->state != NST_BQ_READY || !sc->failed) continue;
-        const int32_t *st = nst_bq_status(q, slots[k]);
+        const nst_engine_slot *sc = &q->slots[slots[k]];
+        if (sc->state != NST_ENGINE_READY || !sc->failed) continue;
+        const int32_t *st = nst_engine_status(q, slots[k]);
         for (uint32_t j = 0; j < sc->count; j++)
-            if (st[j] < 0) return nst_bq_msg(q, slots[k], j) + sizeof(uint64_t);
+            if (st[j] < 0) return nst_engine_msg(q, slots[k], j) + sizeof(uint64_t);
     }
     return NULL;
 }
 
 /* The plan's budget of bad items: E_DATASET once `lost` passes it, naming
  * a bad item of slot a or b. */
-static int over_budget(nst_bq *q, const nst_bq_plan *p, uint64_t epoch, uint64_t lost, uint32_t a,
-                       uint32_t b)
+static int over_budget(nst_engine *q, const nst_engine_plan *p, uint64_t epoch, uint64_t lost,
+                       uint32_t a, uint32_t b)
 {
     if (!p->max_bad) return 0;
     uint64_t items = 0, most = p->max_bad(p->ctx, epoch, &items);
@@ -384,37 +389,38 @@ static int over_budget(nst_bq *q, const nst_bq_plan *p, uint64_t epoch, uint64_t
 }
 
 /* A short batch: top the batch in slot s up from the batches after it
- * (engine.h), once for every member. 0: recorded in the slot; NST_BQ_WAIT;
+ * (engine.h), once for every member. 0: recorded in the slot; NST_ENGINE_WAIT;
  * E_STATE (local ring: no slot left for a donor); E_DATASET (RESERVE: no
  * good item; the budget). */
-static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, uint32_t taken)
+static int top_up(nst_engine *q, const nst_engine_plan *p, uint32_t member, uint32_t s,
+                  uint32_t taken)
 {
-    nst_bq_slot *sc = &q->slots[s];
-    const int res = (q->flags & NST_BQ_RESERVE) != 0;
+    nst_engine_slot *sc = &q->slots[s];
+    const int res = (q->flags & NST_ENGINE_RESERVE) != 0;
     /* KEEP (drop_last=0): an empty batch gets one item, else it is filled */
     uint32_t own = sc->delivered - taken, k = 0, di = s,
-             left = (q->flags & NST_BQ_KEEP) ? (own ? 0 : 1) : sc->count - own;
+             left = (q->flags & NST_ENGINE_KEEP) ? (own ? 0 : 1) : sc->count - own;
     const uint32_t target = own + left;
     uint64_t lost = q->members[member].lost + loss(sc);
-    nst_bq_slot *d = sc;
+    nst_engine_slot *d = sc;
     while (left > 0) {
         int past = d->reserve || last_of_epoch(p, d); /* next donors: the reserve */
         if (past && !res) break;
-        nst_bq_slot *n = find_seq(q, sc->seq + k + 1, &di);
+        nst_engine_slot *n = find_seq(q, sc->seq + k + 1, &di);
         if (past && (!n || !n->reserve || n->epoch != sc->epoch)) {
             int st = reserve_settled(q, p, sc->epoch);
             if (st < 0) return all_bad(q, sc->epoch);
             if (st) break; /* no more reserve batches */
-            if (n) return NST_BQ_WAIT;
+            if (n) return NST_ENGINE_WAIT;
         }
         if (!n) { /* not opened yet: is there room for it, or will there be? */
             const uint64_t me = (uint64_t)1 << member;
             uint32_t lent = 0;
             for (uint32_t i = 0; i < q->nslots; i++) {
-                const nst_bq_slot *o = &q->slots[i];
-                if (o->state == NST_BQ_FREE) return NST_BQ_WAIT;
-                if (o->seq >= sc->seq && o->seq <= sc->seq + k) continue; /* s, donors */
-                if (o->lent != me || o->users != me) return NST_BQ_WAIT;  /* others free it */
+                const nst_engine_slot *o = &q->slots[i];
+                if (o->state == NST_ENGINE_FREE) return NST_ENGINE_WAIT;
+                if (o->seq >= sc->seq && o->seq <= sc->seq + k) continue;    /* s, donors */
+                if (o->lent != me || o->users != me) return NST_ENGINE_WAIT; /* others free it */
                 lent++;
             }
             if (!lent)
@@ -434,14 +440,14 @@ static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, 
         }
         d = n;
         k++;
-        if (d->state != NST_BQ_READY) return NST_BQ_WAIT;
+        if (d->state != NST_ENGINE_READY) return NST_ENGINE_WAIT;
         lost += loss(d);
         int rc = over_budget(q, p, sc->epoch, lost, di, s);
         if (rc < 0) return rc;
         left -= d->delivered < left ? d->delivered : left;
     }
     uint32_t need = target - own - left; /* what the donors give */
-    if (left > 0 && (!(q->flags & NST_BQ_KEEP) || own + need == 0)) {
+    if (left > 0 && (!(q->flags & NST_ENGINE_KEEP) || own + need == 0)) {
         /* the epoch's partial last batch: dropped */
         sc->skip_after = k;
         sc->topped = TOP_DROPPED;
@@ -454,10 +460,11 @@ static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, 
         uint32_t t = d->delivered < need ? d->delivered : need, from = d->delivered - t;
         for (uint32_t f = 0; f < q->nfields; f++) {
             size_t ib = q->field_bytes[f];
-            memcpy(nst_bq_field(q, s, f) + (size_t)own * ib,
-                   nst_bq_field(q, di, f) + (size_t)from * ib, (size_t)t * ib);
+            memcpy(nst_engine_field(q, s, f) + (size_t)own * ib,
+                   nst_engine_field(q, di, f) + (size_t)from * ib, (size_t)t * ib);
         }
-        memcpy(nst_bq_indices(q, s) + own, nst_bq_indices(q, di) + from, t * sizeof(uint64_t));
+        memcpy(nst_engine_indices(q, s) + own, nst_engine_indices(q, di) + from,
+               t * sizeof(uint64_t));
         own += t;
         need -= t;
         if (t == d->delivered) {
@@ -472,11 +479,30 @@ static int top_up(nst_bq *q, const nst_bq_plan *p, uint32_t member, uint32_t s, 
     return 0;
 }
 
-int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l,
-                nst_bq_seen_fn seen, void *ctx)
+/* Where the items a member took from the end of its next batch lie (the
+ * batch is READY: the top-up read it): from the first of them to the
+ * last, by original index, so bad items before or after them stay the
+ * batch's. */
+static void taken_span(nst_engine *q, nst_engine_member *m)
 {
-    nst_bq_member *m = &q->members[member];
-    const int res = (q->flags & NST_BQ_RESERVE) != 0;
+    uint32_t s;
+    m->taken_first = m->taken_end = 0;
+    const nst_engine_slot *d = m->taken ? find_seq(q, m->next_seq, &s) : NULL;
+    if (!d || d->state != NST_ENGINE_READY || m->taken > d->delivered) return;
+    const int32_t *st = nst_engine_status(q, s);
+    uint32_t skip = d->delivered - m->taken, good = 0; /* good items left to the batch */
+    for (uint32_t j = 0; j < d->count; j++) {
+        if (st[j] < 0) continue;
+        if (good == skip) m->taken_first = j;
+        if (++good == d->delivered) m->taken_end = j + 1;
+    }
+}
+
+int nst_engine_lend(nst_engine *q, const nst_engine_plan *p, uint32_t member, nst_engine_lent *l,
+                    nst_engine_seen_fn seen, void *ctx)
+{
+    nst_engine_member *m = &q->members[member];
+    const int res = (q->flags & NST_ENGINE_RESERVE) != 0;
     for (;;) {
         if (p->epochs && m->epoch >= p->epochs) return NOSTALL_DONE;
         int past = p->batch_len(p->ctx, m->epoch, m->position) == 0;
@@ -485,11 +511,11 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
                 if (q->prod_epoch == m->epoch) q->res_closed = 1; /* owes nothing */
                 int st = reserve_settled(q, p, m->epoch);
                 if (st < 0) return all_bad(q, m->epoch);
-                if (!st) return NST_BQ_WAIT;
+                if (!st) return NST_ENGINE_WAIT;
                 uint32_t rs;
-                nst_bq_slot *r;
+                nst_engine_slot *r;
                 while ((r = find_seq(q, m->next_seq, &rs)) && r->reserve && r->epoch == m->epoch) {
-                    if (r->state != NST_BQ_READY) return NST_BQ_WAIT;
+                    if (r->state != NST_ENGINE_READY) return NST_ENGINE_WAIT;
                     pass(q, rs, member, seen, ctx);
                     m->next_seq++;
                 }
@@ -499,14 +525,14 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
             if (!m->lent_now && m->lost) return empty_epoch(m->epoch, m->lost);
             m->epoch++;
             m->position = 0;
-            m->taken = 0;
+            m->taken = m->taken_first = m->taken_end = 0;
             m->owed = 0;
             m->lost = 0;
             m->lent_now = 0;
             return NOSTALL_EPOCH_END;
         }
         uint32_t s;
-        nst_bq_slot *sc = find_seq(q, m->next_seq, &s);
+        nst_engine_slot *sc = find_seq(q, m->next_seq, &s);
         if (past && (!sc || !sc->reserve)) { /* owed batches come from the reserve */
             int st = reserve_settled(q, p, m->epoch);
             if (st < 0) return all_bad(q, m->epoch);
@@ -514,14 +540,14 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
                 return nst_error(NOSTALL_E_STATE,
                                  "epoch %llu: %u batch(es) owed but the reserve is spent",
                                  (unsigned long long)m->epoch, m->owed);
-            return NST_BQ_WAIT;
+            return NST_ENGINE_WAIT;
         }
-        if (!sc || sc->state != NST_BQ_READY) return NST_BQ_WAIT;
+        if (!sc || sc->state != NST_ENGINE_READY) return NST_ENGINE_WAIT;
         if (sc->error) return sc->error;
         uint32_t count = sc->delivered - m->taken;
         /* KEEP (drop_last=0): a short batch is lent short, an empty one filled */
-        if ((q->flags & NST_BQ_FILL) && count < sc->count && !sc->topped &&
-            (!(q->flags & NST_BQ_KEEP) || count == 0)) {
+        if ((q->flags & NST_ENGINE_FILL) && count < sc->count && !sc->topped &&
+            (!(q->flags & NST_ENGINE_KEEP) || count == 0)) {
             int rc = top_up(q, p, member, s, m->taken);
             if (rc != 0) return rc;
         }
@@ -535,7 +561,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
         uint32_t eaten = 0;
         for (uint32_t i = 1; i <= skip; i++) { /* donors left empty */
             uint32_t di;
-            const nst_bq_slot *d = find_seq(q, seq + i, &di);
+            const nst_engine_slot *d = find_seq(q, seq + i, &di);
             if (!d) continue;
             lost += loss(d);
             eaten += !d->reserve;
@@ -547,6 +573,7 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
         m->next_seq = seq + 1 + skip;
         m->position = end;
         m->taken = next_taken;
+        taken_span(q, m);
         if (res) m->owed += eaten;
         for (uint32_t i = 1; i <= skip; i++) {
             uint32_t di;
@@ -570,12 +597,12 @@ int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l
     }
 }
 
-int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq)
+int nst_engine_release(nst_engine *q, uint32_t member, uint64_t seq)
 {
     const uint64_t bit = (uint64_t)1 << member;
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->seq != seq || sc->state != NST_BQ_READY || !(sc->lent & bit)) continue;
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->seq != seq || sc->state != NST_ENGINE_READY || !(sc->lent & bit)) continue;
         sc->lent &= ~bit;
         sc->users &= ~bit;
         return maybe_free(q, sc);
@@ -586,9 +613,9 @@ int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq)
                      (unsigned long long)seq);
 }
 
-void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t epoch)
+void nst_engine_member_join(nst_engine *q, uint32_t member, uint64_t first_seq, uint64_t epoch)
 {
-    nst_bq_member *m = &q->members[member];
+    nst_engine_member *m = &q->members[member];
     memset(m, 0, sizeof *m);
     m->active = 1;
     m->first_seq = m->next_seq = first_seq;
@@ -596,17 +623,17 @@ void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t
     m->lent_now = first_seq > 0; /* joined mid-run: its first epoch is not judged */
     /* batches already open from first_seq on are this member's too */
     for (uint32_t s = 0; s < q->nslots; s++)
-        if (q->slots[s].state != NST_BQ_FREE && q->slots[s].seq >= first_seq)
+        if (q->slots[s].state != NST_ENGINE_FREE && q->slots[s].seq >= first_seq)
             q->slots[s].users |= (uint64_t)1 << member;
 }
 
-static void drop(nst_bq *q, uint32_t member)
+static void drop(nst_engine *q, uint32_t member)
 {
     const uint64_t bit = (uint64_t)1 << member;
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->state == NST_BQ_FILLING) {
-            item_ctl *it = nst_bq_items(q, s);
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->state == NST_ENGINE_FILLING) {
+            item_ctl *it = nst_engine_items(q, s);
             for (uint32_t j = 0; j < sc->count; j++)
                 if (it[j].state == I_TAKEN && it[j].owner == member) {
                     it[j].state = I_FREE;
@@ -621,7 +648,7 @@ static void drop(nst_bq *q, uint32_t member)
     q->members[member].active = 0;
 }
 
-void nst_bq_member_drop(nst_bq *q, uint32_t member)
+void nst_engine_member_drop(nst_engine *q, uint32_t member)
 {
     q->journal_arg = member;
     q->journal = J_DROP;
@@ -629,15 +656,15 @@ void nst_bq_member_drop(nst_bq *q, uint32_t member)
     q->journal = J_NONE;
 }
 
-uint64_t nst_bq_freed_below(const nst_bq *q)
+uint64_t nst_engine_freed_below(const nst_engine *q)
 {
-    uint64_t lo = q->prod_slot != NST_BQ_NONE ? q->slots[q->prod_slot].seq : q->prod_seq;
+    uint64_t lo = q->prod_slot != NST_ENGINE_NONE ? q->slots[q->prod_slot].seq : q->prod_seq;
     for (uint32_t s = 0; s < q->nslots; s++)
-        if (q->slots[s].state != NST_BQ_FREE && q->slots[s].seq < lo) lo = q->slots[s].seq;
+        if (q->slots[s].state != NST_ENGINE_FREE && q->slots[s].seq < lo) lo = q->slots[s].seq;
     return lo;
 }
 
-uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch)
+uint64_t nst_engine_join_seq(const nst_engine *q, const nst_engine_plan *p, uint64_t *epoch)
 {
     /* Walk the plan from the start to the first epoch boundary at or after
      * everything freed so far (free_hi), so no batch of the joiner's first
@@ -661,20 +688,34 @@ uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch)
     return seq;
 }
 
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed)
+void nst_engine_cursor_get(const nst_engine *q, uint32_t member, nst_engine_cursor *c)
 {
+    const nst_engine_member *m = &q->members[member];
+    c->epoch = m->epoch;
+    c->position = m->position;
+    c->lost = m->lost;
+    c->taken = m->taken;
+    c->owed = m->owed;
+    c->taken_first = m->taken_first;
+    c->taken_end = m->taken_end;
+}
+
+void nst_engine_reset(nst_engine *q, const nst_engine_cursor *c)
+{
+    const uint64_t epoch = c->epoch, position = c->position;
+    const uint32_t taken = c->taken, owed = c->owed;
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->state == NST_BQ_FREE) continue;
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->state == NST_ENGINE_FREE) continue;
         if (sc->lent) { /* stays valid until released: nobody else needs it */
-            sc->state = NST_BQ_READY;
+            sc->state = NST_ENGINE_READY;
             sc->users = sc->lent;
             continue;
         }
         slot_free(q, sc);
     }
-    if (q->prod_slot != NST_BQ_NONE) q->prod_seq = q->slots[q->prod_slot].seq + 1;
-    q->prod_slot = NST_BQ_NONE;
+    if (q->prod_slot != NST_ENGINE_NONE) q->prod_seq = q->slots[q->prod_slot].seq + 1;
+    q->prod_slot = NST_ENGINE_NONE;
     q->prod_epoch = epoch;
     q->prod_pos = position;
     q->halted = 0;
@@ -684,35 +725,37 @@ void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, 
     q->res_empty = owed;
     q->res_error = 0;
     q->res_closed = 0;
-    for (uint32_t i = 0; i < NST_BQ_MEMBERS; i++) {
-        nst_bq_member *m = &q->members[i];
+    for (uint32_t i = 0; i < NST_ENGINE_MEMBERS; i++) {
+        nst_engine_member *m = &q->members[i];
         if (!m->active) continue;
         m->first_seq = m->next_seq = q->prod_seq;
         m->epoch = epoch;
         m->position = position;
         m->taken = taken;
         m->owed = owed;
-        m->lost = 0;
+        m->lost = c->lost; /* the budget counts on */
+        m->taken_first = c->taken_first;
+        m->taken_end = c->taken_end;
         m->lent_now = position > 0; /* a resumed epoch is not judged empty */
     }
 }
 
-void nst_bq_repair(nst_bq *q)
+void nst_engine_repair(nst_engine *q)
 {
     uint32_t arg = q->journal_arg;
     switch (q->journal) {
     case J_OPEN:
-        if (arg < q->nslots && q->slots[arg].state == NST_BQ_OPENING) {
-            q->slots[arg].state = NST_BQ_FREE; /* never published: open again */
-            q->prod_slot = NST_BQ_NONE;
+        if (arg < q->nslots && q->slots[arg].state == NST_ENGINE_OPENING) {
+            q->slots[arg].state = NST_ENGINE_FREE; /* never published: open again */
+            q->prod_slot = NST_ENGINE_NONE;
         }
         break;
     case J_FINAL:
-        if (arg < q->nslots && q->slots[arg].state == NST_BQ_FINALIZING) {
+        if (arg < q->nslots && q->slots[arg].state == NST_ENGINE_FINALIZING) {
             /* compaction may have moved bytes: prepare the batch again */
-            nst_bq_slot *sc = &q->slots[arg];
-            item_ctl *it = nst_bq_items(q, arg);
-            int32_t *st = nst_bq_status(q, arg);
+            nst_engine_slot *sc = &q->slots[arg];
+            item_ctl *it = nst_engine_items(q, arg);
+            int32_t *st = nst_engine_status(q, arg);
             for (uint32_t j = 0; j < sc->count; j++) {
                 it[j].state = I_FREE;
                 st[j] = NST_ITEM_PENDING;
@@ -721,21 +764,21 @@ void nst_bq_repair(nst_bq *q)
             sc->error = 0;
             sc->errmsg[0] = '\0';
             sc->hint = 0;
-            sc->state = NST_BQ_FILLING;
+            sc->state = NST_ENGINE_FILLING;
         }
         break;
     case J_DROP:
-        if (arg < NST_BQ_MEMBERS) drop(q, arg);
+        if (arg < NST_ENGINE_MEMBERS) drop(q, arg);
         break;
     default: break;
     }
     q->journal = J_NONE;
     /* Counters are derived from item states. */
     for (uint32_t s = 0; s < q->nslots; s++) {
-        nst_bq_slot *sc = &q->slots[s];
-        if (sc->state != NST_BQ_FILLING) continue;
-        item_ctl *it = nst_bq_items(q, s);
-        const int32_t *st = nst_bq_status(q, s);
+        nst_engine_slot *sc = &q->slots[s];
+        if (sc->state != NST_ENGINE_FILLING) continue;
+        item_ctl *it = nst_engine_items(q, s);
+        const int32_t *st = nst_engine_status(q, s);
         uint32_t done = 0, failed = 0, hint = sc->count;
         for (uint32_t j = 0; j < sc->count; j++) {
             if (it[j].state == I_DONE) {
@@ -752,16 +795,9 @@ void nst_bq_repair(nst_bq *q)
     }
 }
 
-uint32_t nst_bq_lent_count(const nst_bq *q, uint32_t member)
+uint32_t nst_engine_lent_count(const nst_engine *q, uint32_t member)
 {
     uint32_t n = 0;
     for (uint32_t s = 0; s < q->nslots; s++) n += (q->slots[s].lent >> member) & 1;
-    return n;
-}
-
-uint32_t nst_bq_free_count(const nst_bq *q)
-{
-    uint32_t n = 0;
-    for (uint32_t s = 0; s < q->nslots; s++) n += q->slots[s].state == NST_BQ_FREE;
     return n;
 }

@@ -11,38 +11,40 @@
  *   lent to each member that consumes it, in sequence order -> released by
  *   each, in any order -> FREE once no member needs it (`users`).
  *   Members are the consumers: the local ring has one, a coordinated group
- *   up to NST_BQ_MEMBERS processes; every member gets every batch from its
+ *   up to NST_ENGINE_MEMBERS processes; every member gets every batch from its
  *   first_seq on, so a slot bounds how far the fastest is ahead.
  *
  * PLACEMENT  One block: this header, the slot controls, then per slot its
  *   data (each field's items, dataset indices, item status, item control,
  *   item messages), 64-byte aligned. Offsets only, no pointers: a process
- *   maps it anywhere. nst_bq_size() plans it, nst_bq_init() lays it out.
+ *   maps it anywhere. nst_engine_size() plans it, nst_engine_init() lays it out.
  *
  * LOCKING  The engine takes no lock and never waits: the caller holds its
  *   lock (a mutex, or the group's robust process-shared mutex) around every
- *   call, and waits where a call says "not now" (NST_BQ_WAIT). Item bytes
+ *   call, and waits where a call says "not now" (NST_ENGINE_WAIT). Item bytes
  *   are written without the lock by the ticket's holder and read by members
  *   only after the slot is READY. Multi-step updates write a journal first,
  *   so that if a holder dies mid-update the next one repairs it
- *   (nst_bq_repair; the group's EOWNERDEAD path).
+ *   (nst_engine_repair; the group's EOWNERDEAD path).
  *
  * DETERMINISM  The producer cursor walks (epoch, position) through the plan
- *   (nst_bq_plan: each batch's planned length), item by item in delivery
+ *   (nst_engine_plan: each batch's planned length), item by item in delivery
  *   order; what an item holds is a function of (epoch, position) only.
  *   Compaction keeps order; the drop_last top-up (below) is a function of
  *   which items are bad. So every member sees the same bytes for any number
  *   of threads and processes.
  *
- * TOP-UP (NST_BQ_FILL)  A batch short of skipped items is filled, by the
+ * TOP-UP (NST_ENGINE_FILL)  A batch short of skipped items is filled, by the
  *   first member to reach it, with the last items of the batches after it
  *   in its epoch (only as many as were lost so far in the epoch), and the
  *   result is recorded in its control (`topped`, the commit point: a holder
  *   that dies before it leaves nothing to undo, the copy is redone by the
  *   next). Donors left empty are passed. How many items of the next batch
- *   were taken is the member's cursor (`taken`), kept in its state.
+ *   were taken is the member's cursor (`taken`), kept in its state, with
+ *   the span of positions they lie in (`taken_first`, `taken_end`: an
+ *   elastic resume marks them delivered).
  *
- * RESERVE (NST_BQ_RESERVE, with FILL; the local ring)  Every rank delivers
+ * RESERVE (NST_ENGINE_RESERVE, with FILL; the local ring)  Every rank delivers
  *   exactly the plan's number of batches per epoch, whatever is bad. Each
  *   donor passed (left empty) is a batch the member owes (`owed`); once the
  *   producer has opened the epoch's last planned batch it waits until every
@@ -51,7 +53,7 @@
  *   positions after the plan's end (the caller maps them to the rank's
  *   dropped remainder, then its own items from the start, wrapped), one
  *   at a time, until their good items (`res_good`) cover the loss (with
- *   NST_BQ_KEEP, drop_last=0: 2 x its empty batches + 1, below). Reserve
+ *   NST_ENGINE_KEEP, drop_last=0: 2 x its empty batches + 1, below). Reserve
  *   batches are donors
  *   like any other, and a member lends them, topped up the same way, while
  *   it owes batches; the rest are passed at its epoch's end, where a
@@ -77,11 +79,11 @@
 #include "common/error.h"
 #include "recipe/recipe.h"
 
-#define NST_BQ_MEMBERS 64
-#define NST_BQ_IO 24      /* per-batch accounting counters (nst_slot_io)   */
-#define NST_BQ_MSG 512    /* each bad item's message (truncated)           */
-#define NST_BQ_ERRMSG 512 /* fail policy: the failing item's message       */
-#define NST_BQ_MAX_SLOTS 1024
+#define NST_ENGINE_MEMBERS 64
+#define NST_ENGINE_IO 24      /* per-batch accounting counters (nst_slot_io)   */
+#define NST_ENGINE_MSG 512    /* each bad item's message (truncated)           */
+#define NST_ENGINE_ERRMSG 512 /* fail policy: the failing item's message       */
+#define NST_ENGINE_MAX_SLOTS 1024
 
 /* item status while not finished */
 #define NST_ITEM_PENDING 1
@@ -115,48 +117,59 @@ enum {
 #undef NST_SLOT_IO_ID_
         NST_IO_COUNT_
 };
-_Static_assert(NST_IO_COUNT_ <= NST_BQ_IO, "batch accounting must fit a slot's io[]");
+_Static_assert(NST_IO_COUNT_ <= NST_ENGINE_IO, "batch accounting must fit a slot's io[]");
 
-enum { NST_BQ_FREE = 0, NST_BQ_OPENING, NST_BQ_FILLING, NST_BQ_FINALIZING, NST_BQ_READY };
+enum {
+    NST_ENGINE_FREE = 0,
+    NST_ENGINE_OPENING,
+    NST_ENGINE_FILLING,
+    NST_ENGINE_FINALIZING,
+    NST_ENGINE_READY
+};
 
 /* Flags of the plan. */
 enum {
-    NST_BQ_FAIL = 1,    /* on_bad_item=fail: no batch opened after a failing one */
-    NST_BQ_FILL = 2,    /* skip: top short batches up                         */
-    NST_BQ_RESERVE = 4, /* with FILL: reserve batches at each epoch's end     */
-    NST_BQ_KEEP = 8     /* drop_last=0: a short final batch is lent short     */
+    NST_ENGINE_FAIL = 1,    /* on_bad_item=fail: no batch opened after a failing one */
+    NST_ENGINE_FILL = 2,    /* skip: top short batches up                         */
+    NST_ENGINE_RESERVE = 4, /* with FILL: reserve batches at each epoch's end     */
+    NST_ENGINE_KEEP = 8     /* drop_last=0: a short final batch is lent short     */
 };
 
-typedef struct nst_bq_slot {
+typedef struct nst_engine_slot {
     uint32_t state, count; /* count: items planned                       */
     uint64_t seq, epoch, position;
     uint32_t hint; /* every item below is taken or done          */
     uint32_t done, failed, delivered;
     uint64_t users;                             /* members still to consume and release it    */
     uint64_t lent;                              /* members holding it lent now                */
-    uint32_t topped;                            /* NST_BQ_FILL: 0, TOP_FULL or TOP_DROPPED    */
+    uint32_t topped;                            /* NST_ENGINE_FILL: 0, TOP_FULL or TOP_DROPPED    */
     uint32_t top_count, skip_after, next_taken; /* what the top-up recorded  */
     int32_t error;                              /* fail policy: first failing item's status   */
     uint32_t error_item;
     uint32_t reserve, counted; /* a reserve batch; its finish counted (RESERVE) */
-    uint64_t io[NST_BQ_IO];
-    char errmsg[NST_BQ_ERRMSG];
-} nst_bq_slot;
+    uint64_t io[NST_ENGINE_IO];
+    char errmsg[NST_ENGINE_ERRMSG];
+} nst_engine_slot;
 
-typedef struct nst_bq_member {
+typedef struct nst_engine_member {
     uint32_t active;
     uint32_t taken; /* items of the batch at (epoch, position)
                                    already delivered (top-up)               */
     uint64_t first_seq, next_seq;
-    uint64_t epoch, position; /* the member's cursor: next batch to lend   */
-    uint64_t consumed;        /* batches lent                              */
-    uint32_t owed;            /* RESERVE: donors passed, to lend from the reserve */
-    uint32_t lent_now;        /* batches lent this epoch (1 when the member came
+    uint64_t epoch, position;        /* the member's cursor: next batch to lend   */
+    uint64_t consumed;               /* batches lent                              */
+    uint32_t owed;                   /* RESERVE: donors passed, to lend from the reserve */
+    uint32_t lent_now;               /* batches lent this epoch (1 when the member came
                                  in mid-epoch: an empty epoch is judged only whole) */
-    uint64_t lost;            /* bad items of planned batches reached this epoch */
-} nst_bq_member;
+    uint64_t lost;                   /* bad items of planned batches reached this epoch */
+    uint32_t taken_first, taken_end; /* the positions `taken` spans: from the
+                                 first good item taken to the last, as
+                                 offsets into the batch at `position`
+                                 (0, 0: none; an elastic resume marks them
+                                 delivered) */
+} nst_engine_member;
 
-typedef struct nst_bq {
+typedef struct nst_engine {
     /* the plan, fixed at init */
     uint64_t total_bytes, data_off, slot_bytes;
     uint32_t nslots, slot_items, nfields, flags;
@@ -167,7 +180,7 @@ typedef struct nst_bq {
     uint32_t pad_;
     /* mutable (the caller's lock) */
     uint64_t prod_seq, prod_epoch, prod_pos;
-    uint32_t prod_slot; /* the open batch's slot, or NST_BQ_NONE     */
+    uint32_t prod_slot; /* the open batch's slot, or NST_ENGINE_NONE     */
     uint32_t halted;    /* fail policy: open no more batches         */
     uint64_t free_hi;   /* 1 + the highest sequence number freed     */
     uint32_t journal, journal_arg;
@@ -178,69 +191,70 @@ typedef struct nst_bq {
     int32_t res_error;
     uint32_t res_closed; /* the member's epoch ended: no more reserve */
     uint64_t res_empty;  /* KEEP: planned batches with no good item */
-    nst_bq_member members[NST_BQ_MEMBERS];
-    nst_bq_slot slots[];
-} nst_bq;
+    nst_engine_member members[NST_ENGINE_MEMBERS];
+    nst_engine_slot slots[];
+} nst_engine;
 
-#define NST_BQ_NONE UINT32_MAX
+#define NST_ENGINE_NONE UINT32_MAX
 
 /* The epoch plan, the caller's: planned items of the batch starting at
  * `pos` of `epoch` (0: the epoch has no more batches), and the epochs to
  * deliver (0: unlimited). Identical for every member. */
-typedef struct nst_bq_plan {
+typedef struct nst_engine_plan {
     uint32_t (*batch_len)(void *ctx, uint64_t epoch, uint64_t pos);
     void *ctx;
     uint64_t epochs;
     /* Optional (NULL: none): the bad items a member may meet among the
      * planned items of `epoch` before lend fails (E_DATASET). */
     uint64_t (*max_bad)(void *ctx, uint64_t epoch, uint64_t *items);
-} nst_bq_plan;
+} nst_engine_plan;
 
 /* An item to prepare, as taken by a worker. */
-typedef struct nst_bq_ticket {
+typedef struct nst_engine_ticket {
     uint64_t seq, epoch, position; /* position: of the item in its epoch   */
     uint32_t slot, j, tag;
     uint32_t reserve; /* a reserve item (RESERVE): position is past the plan */
-} nst_bq_ticket;
+} nst_engine_ticket;
 
 /* Statuses of the calls below besides 0 and E_* (also NOSTALL_EPOCH_END,
  * NOSTALL_DONE). */
-#define NST_BQ_WAIT 100 /* not now: wait for a change, then call again */
+#define NST_ENGINE_WAIT 100 /* not now: wait for a change, then call again */
 
 /* Bytes of an engine block for this plan (0 on overflow). */
-size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                   uint32_t nfields);
-/* Lay out and initialize `mem` (nst_bq_size bytes, 64-byte aligned, zeroed). */
-nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                    uint32_t nfields, uint32_t flags);
+size_t nst_engine_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                       uint32_t nfields);
+/* Lay out and initialize `mem` (nst_engine_size bytes, 64-byte aligned, zeroed). */
+nst_engine *nst_engine_init(void *mem, uint32_t nslots, uint32_t slot_items,
+                            const nst_field_decl *fields, uint32_t nfields, uint32_t flags);
 
 /* Data of slot s: field f, dataset indices, item status, item messages
  * (a bad item j's record: its dataset index, 8 bytes, then why, text). */
-uint8_t *nst_bq_field(nst_bq *q, uint32_t s, uint32_t f);
-uint64_t *nst_bq_indices(nst_bq *q, uint32_t s);
-int32_t *nst_bq_status(nst_bq *q, uint32_t s);
-char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j);
+uint8_t *nst_engine_field(nst_engine *q, uint32_t s, uint32_t f);
+uint64_t *nst_engine_indices(nst_engine *q, uint32_t s);
+int32_t *nst_engine_status(nst_engine *q, uint32_t s);
+char *nst_engine_msg(nst_engine *q, uint32_t s, uint32_t j);
 
 /* Producers. Take the next item to prepare, opening the cursor's next batch
- * in a free slot when needed: 0 with *t; NST_BQ_WAIT (no free slot, nothing
+ * in a free slot when needed: 0 with *t; NST_ENGINE_WAIT (no free slot, nothing
  * left to take for now); NOSTALL_DONE (every batch of `epochs` opened and
  * none filling, or halted). With `commit` 0, *t says what would be taken
  * and nothing is marked (the caller may still decline). */
-int nst_bq_take(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_ticket *t, int commit);
+int nst_engine_take(nst_engine *q, const nst_engine_plan *p, uint32_t member, nst_engine_ticket *t,
+                    int commit);
 /* The item of t is written (status 0) or bad (status < 0, msg says why),
  * with io[] added to its batch. Returns 1 if that made the batch READY, 0
  * otherwise (also when the ticket was reassigned meanwhile: ignored). */
-int nst_bq_done(nst_bq *q, const nst_bq_ticket *t, uint32_t member, int status, const char *msg,
-                const uint64_t *io);
+int nst_engine_done(nst_engine *q, const nst_engine_ticket *t, uint32_t member, int status,
+                    const char *msg, const uint64_t *io);
 
 /* A lent batch. */
-typedef struct nst_bq_lend {
+typedef struct nst_engine_lend {
     uint32_t slot, count; /* count: items to deliver                   */
     uint64_t seq, epoch, position;
-} nst_bq_lent;
+} nst_engine_lent;
 
 /* Members. Lend `member` its next batch: 0 with *l; NOSTALL_EPOCH_END (once
- * after each epoch's last batch); NOSTALL_DONE; NST_BQ_WAIT; E_STATE (the
+ * after each epoch's last batch); NOSTALL_DONE; NST_ENGINE_WAIT; E_STATE (the
  * top-up needs a slot and every other slot is lent by this member alone);
  * or a failing item's status under the fail policy (message in the slot's
  * errmsg; the caller makes it sticky). Batches with nothing to deliver
@@ -248,39 +262,50 @@ typedef struct nst_bq_lend {
  * `seen` (may be NULL) is called once for every batch this member reaches,
  * lent or passed, before anything of it may be freed: for its accounting
  * (io) and its bad items (status, messages). */
-typedef void (*nst_bq_seen_fn)(void *ctx, nst_bq *q, uint32_t slot);
-int nst_bq_lend(nst_bq *q, const nst_bq_plan *p, uint32_t member, nst_bq_lent *l,
-                nst_bq_seen_fn seen, void *ctx);
+typedef void (*nst_engine_seen_fn)(void *ctx, nst_engine *q, uint32_t slot);
+int nst_engine_lend(nst_engine *q, const nst_engine_plan *p, uint32_t member, nst_engine_lent *l,
+                    nst_engine_seen_fn seen, void *ctx);
 /* `member` is done with batch seq (any order). 1 if a slot became free; 0;
  * E_INVALID if it does not hold seq lent. */
-int nst_bq_release(nst_bq *q, uint32_t member, uint64_t seq);
+int nst_engine_release(nst_engine *q, uint32_t member, uint64_t seq);
 
 /* Membership. */
-void nst_bq_member_join(nst_bq *q, uint32_t member, uint64_t first_seq, uint64_t epoch);
+void nst_engine_member_join(nst_engine *q, uint32_t member, uint64_t first_seq, uint64_t epoch);
 /* Remove a member (dead or leaving): its taken items go back to the pool,
  * what it holds or still needs counts as released. Journaled. */
-void nst_bq_member_drop(nst_bq *q, uint32_t member);
+void nst_engine_member_drop(nst_engine *q, uint32_t member);
 /* Where a member joining now starts: the first batch of the first epoch of
  * which nothing was freed yet. */
-uint64_t nst_bq_join_seq(const nst_bq *q, const nst_bq_plan *p, uint64_t *epoch);
+uint64_t nst_engine_join_seq(const nst_engine *q, const nst_engine_plan *p, uint64_t *epoch);
+
+/* A member's cursor, as a state saves it: the next batch at (epoch,
+ * position); `taken` good items at its end already delivered (spanning
+ * positions [taken_first, taken_end) of it); batches `owed` from the
+ * reserve; bad items `lost` so far in the epoch. */
+typedef struct nst_engine_cursor {
+    uint64_t epoch, position, lost;
+    uint32_t taken, owed, taken_first, taken_end;
+} nst_engine_cursor;
+
+/* Member `member`'s cursor. */
+void nst_engine_cursor_get(const nst_engine *q, uint32_t member, nst_engine_cursor *c);
 
 /* The local ring's set_state: every slot not lent is freed, the cursor and
- * member 0 restart at (epoch, position) with `taken` and `owed` (sequence
- * numbers keep growing). Call with no item in flight. */
-void nst_bq_reset(nst_bq *q, uint64_t epoch, uint64_t position, uint32_t taken, uint32_t owed);
+ * member 0 restart at c (sequence numbers keep growing). Call with no item
+ * in flight. */
+void nst_engine_reset(nst_engine *q, const nst_engine_cursor *c);
 
 /* After a holder died mid-update (EOWNERDEAD): finish or undo it. */
-void nst_bq_repair(nst_bq *q);
+void nst_engine_repair(nst_engine *q);
 
-/* Slots lent by `member`, slots free. */
-uint32_t nst_bq_lent_count(const nst_bq *q, uint32_t member);
-uint32_t nst_bq_free_count(const nst_bq *q);
+/* Slots lent by `member`. */
+uint32_t nst_engine_lent_count(const nst_engine *q, uint32_t member);
 /* Every batch below this sequence number is freed. */
-uint64_t nst_bq_freed_below(const nst_bq *q);
+uint64_t nst_engine_freed_below(const nst_engine *q);
 /* A slot is filling (there is work for workers or soon will be). */
-int nst_bq_any_filling(const nst_bq *q);
+int nst_engine_any_filling(const nst_engine *q);
 
 /* The journal's kinds (q->journal): an update in progress. */
-enum { NST_BQ_J_NONE = 0, NST_BQ_J_OPEN, NST_BQ_J_FINAL, NST_BQ_J_DROP };
+enum { NST_ENGINE_J_NONE = 0, NST_ENGINE_J_OPEN, NST_ENGINE_J_FINAL, NST_ENGINE_J_DROP };
 
 #endif

@@ -17,13 +17,13 @@ typedef struct item_ctl {
     uint32_t tag;
 } item_ctl;
 
-static inline uint8_t *nst_bq_slot_data(nst_bq *q, uint32_t s)
+static inline uint8_t *nst_engine_slot_data(nst_engine *q, uint32_t s)
 {
     return (uint8_t *)q + q->data_off + (size_t)s * q->slot_bytes;
 }
-static inline item_ctl *nst_bq_items(nst_bq *q, uint32_t s)
+static inline item_ctl *nst_engine_items(nst_engine *q, uint32_t s)
 {
-    return (item_ctl *)(nst_bq_slot_data(q, s) + q->off_items);
+    return (item_ctl *)(nst_engine_slot_data(q, s) + q->off_items);
 }
 
 #endif

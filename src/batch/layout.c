@@ -21,7 +21,8 @@ static int plan_layout(uint32_t nslots, uint32_t items, const nst_field_decl *f,
                        layout *l)
 {
     size_t off = 0, n;
-    if (nslots == 0 || nslots > NST_BQ_MAX_SLOTS || items == 0 || nf > NST_FIELDS_MAX) return -1;
+    if (nslots == 0 || nslots > NST_ENGINE_MAX_SLOTS || items == 0 || nf > NST_FIELDS_MAX)
+        return -1;
     for (uint32_t i = 0; i < nf; i++) {
         l->field_off[i] = off;
         if (nst_mul_overflow(f[i].item_bytes, items, &n) || n > (SIZE_MAX >> 8)) return -1;
@@ -34,44 +35,45 @@ static int plan_layout(uint32_t nslots, uint32_t items, const nst_field_decl *f,
     l->off_items = off;
     off += align64((size_t)items * sizeof(item_ctl));
     l->off_msgs = off;
-    off += align64((size_t)items * NST_BQ_MSG);
+    off += align64((size_t)items * NST_ENGINE_MSG);
     l->slot_bytes = off;
-    l->data_off = (sizeof(nst_bq) + (size_t)nslots * sizeof(nst_bq_slot) + 4095) & ~(size_t)4095;
+    l->data_off =
+        (sizeof(nst_engine) + (size_t)nslots * sizeof(nst_engine_slot) + 4095) & ~(size_t)4095;
     if (nst_mul_overflow(l->slot_bytes, nslots, &n) || n > SIZE_MAX / 2 - l->data_off) return -1;
     l->total = l->data_off + n;
     return 0;
 }
 
-size_t nst_bq_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                   uint32_t nfields)
+size_t nst_engine_size(uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
+                       uint32_t nfields)
 {
     layout l;
     return plan_layout(nslots, slot_items, fields, nfields, &l) < 0 ? 0 : l.total;
 }
 
-uint8_t *nst_bq_field(nst_bq *q, uint32_t s, uint32_t f)
+uint8_t *nst_engine_field(nst_engine *q, uint32_t s, uint32_t f)
 {
-    return nst_bq_slot_data(q, s) + q->field_off[f];
+    return nst_engine_slot_data(q, s) + q->field_off[f];
 }
-uint64_t *nst_bq_indices(nst_bq *q, uint32_t s)
+uint64_t *nst_engine_indices(nst_engine *q, uint32_t s)
 {
-    return (uint64_t *)(nst_bq_slot_data(q, s) + q->off_indices);
+    return (uint64_t *)(nst_engine_slot_data(q, s) + q->off_indices);
 }
-int32_t *nst_bq_status(nst_bq *q, uint32_t s)
+int32_t *nst_engine_status(nst_engine *q, uint32_t s)
 {
-    return (int32_t *)(nst_bq_slot_data(q, s) + q->off_status);
+    return (int32_t *)(nst_engine_slot_data(q, s) + q->off_status);
 }
-char *nst_bq_msg(nst_bq *q, uint32_t s, uint32_t j)
+char *nst_engine_msg(nst_engine *q, uint32_t s, uint32_t j)
 {
-    return (char *)nst_bq_slot_data(q, s) + q->off_msgs + (size_t)j * NST_BQ_MSG;
+    return (char *)nst_engine_slot_data(q, s) + q->off_msgs + (size_t)j * NST_ENGINE_MSG;
 }
 
-nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_field_decl *fields,
-                    uint32_t nfields, uint32_t flags)
+nst_engine *nst_engine_init(void *mem, uint32_t nslots, uint32_t slot_items,
+                            const nst_field_decl *fields, uint32_t nfields, uint32_t flags)
 {
     layout l;
     if (plan_layout(nslots, slot_items, fields, nfields, &l) < 0) return NULL;
-    nst_bq *q = mem;
+    nst_engine *q = mem;
     memset(q, 0, l.data_off);
     q->total_bytes = l.total;
     q->data_off = l.data_off;
@@ -88,7 +90,7 @@ nst_bq *nst_bq_init(void *mem, uint32_t nslots, uint32_t slot_items, const nst_f
     q->off_status = l.off_status;
     q->off_items = l.off_items;
     q->off_msgs = l.off_msgs;
-    q->prod_slot = NST_BQ_NONE;
+    q->prod_slot = NST_ENGINE_NONE;
     for (uint32_t s = 0; s < nslots; s++) q->slots[s].seq = UINT64_MAX;
     return q;
 }

@@ -5,7 +5,7 @@
  * free slots as they go); with fixed item echoing each ticket is also a
  * draw of the echo schedule, which says which item and which use of it.
  * The consumer is lent the engine's batches in order; with batch echoing
- * they pass through the shuffle buffer first (echo/batches.c), and with
+ * they pass through the shuffle buffer first (echo/batch_echo.c), and with
  * adaptive echoing an assembled echo batch is lent when no fresh one is
  * ready. set_state (reset) discards what is prepared: a generation number
  * tells workers their tickets are stale, and the reset waits until none is
@@ -20,7 +20,7 @@
 #include "batch/ring.h"
 #include "common/clock.h"
 #include "echo/adaptive.h"
-#include "echo/batches.h"
+#include "echo/batch_echo.h"
 #include "echo/store.h"
 
 typedef struct ring {
@@ -30,7 +30,7 @@ typedef struct ring {
     pthread_cond_t work, ready, idle;
     void *mem;
     size_t mem_bytes;
-    nst_bq *q;
+    nst_engine *q;
     nostall_field *fields; /* nslots x nfields: what lent batches point at */
     /* mu: */
     int stopped, resetting;
@@ -39,8 +39,8 @@ typedef struct ring {
     int failed;        /* sticky failure for the consumer               */
     char failmsg[NST_ERROR_MAX];
     /* echoing */
-    nst_estore *estore;     /* NST_ECHO_ITEMS                                */
-    nst_echo_batches eb;    /* NST_ECHO_BATCHES                              */
+    nst_echo_store *estore; /* NST_ECHO_ITEMS                                */
+    nst_batch_echo eb;      /* NST_ECHO_BATCHES                              */
     uint32_t *blends;       /* ... user lends outstanding per slot           */
     uint8_t *bpool;         /* ... the slot is in the shuffle buffer          */
     uint64_t restore_upto;  /* ... after a reset: fresh batches below this
@@ -62,14 +62,14 @@ static void add_uses(uint64_t *io, uint32_t uses, uint64_t n)
 
 /* The engine's `seen` hook: a batch the consumer reached, lent or passed:
  * its accounting and its bad items go to the loader (mu held). */
-static void seen(void *ctx, nst_bq *q, uint32_t slot)
+static void seen(void *ctx, nst_engine *q, uint32_t slot)
 {
     ring *r = ctx;
-    const nst_bq_slot *sc = &q->slots[slot];
-    uint64_t io[NST_BQ_IO];
+    const nst_engine_slot *sc = &q->slots[slot];
+    uint64_t io[NST_ENGINE_IO];
     memcpy(io, sc->io, sizeof io);
     if (r->p.echo == NST_ECHO_BATCHES)
-        add_uses(io, nst_echo_batch_uses(&r->eb, sc->epoch, sc->position), sc->delivered);
+        add_uses(io, nst_batch_echo_uses(&r->eb, sc->epoch, sc->position), sc->delivered);
     if (r->p.sink.count) r->p.sink.count(r->p.sink.ctx, io);
     nst_batches_report_skips(q, slot, &r->p.sink);
 }
@@ -84,7 +84,7 @@ static int echo_draw(ring *r, nst_ticket *t)
 {
     nst_echo_sched *es = r->p.sched;
     if (t->bt.epoch != es->epoch) { /* the first ticket of a new epoch */
-        nst_estore_close_all(r->estore);
+        nst_echo_store_close_all(r->estore);
         nst_echo_sched_start(es, t->bt.epoch, 0);
     }
     nst_echo_use u;
@@ -98,7 +98,7 @@ static int echo_draw(ring *r, nst_ticket *t)
     t->dup = u.dup;
     t->uses = u.uses;
     t->distance = u.distance;
-    nst_estore_use(r->estore, u.store, u.produce, u.last);
+    nst_echo_store_use(r->estore, u.store, u.produce, u.last);
     return 1;
 }
 
@@ -134,12 +134,12 @@ static int r_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
             break;
         }
         if (!r->resetting) {
-            rc = nst_bq_take(r->q, &r->p.plan, 0, &t->bt, 0);
+            rc = nst_engine_take(r->q, &r->p.plan, 0, &t->bt, 0);
             if (rc == 0) {
                 t->echo = 0;
                 t->apool = UINT32_MAX;
                 if (r->p.echo != NST_ECHO_ITEMS || t->bt.reserve || echo_draw(r, t)) {
-                    nst_bq_take(r->q, &r->p.plan, 0, &t->bt, 1);
+                    nst_engine_take(r->q, &r->p.plan, 0, &t->bt, 1);
                     nst_ticket_place(t, r->q, r->p.recipe->nfields);
                     ticket_io(r, t);
                     if (r->adaptive) t->apool = nst_adaptive_reserve(r->adaptive);
@@ -184,10 +184,10 @@ static void r_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
         pthread_mutex_unlock(&r->mu);
         return;
     }
-    if (t->echo) nst_estore_finish(r->estore, t->store);
+    if (t->echo) nst_echo_store_finish(r->estore, t->store);
     if (status < 0) /* not delivered: neither fresh nor echoed nor used */
         for (int k = NST_IO_fresh; k <= NST_IO_distance; k++) t->io[k] = 0;
-    if (nst_bq_done(r->q, &t->bt, 0, status, msg, t->io)) pthread_cond_broadcast(&r->ready);
+    if (nst_engine_done(r->q, &t->bt, 0, status, msg, t->io)) pthread_cond_broadcast(&r->ready);
     pthread_cond_broadcast(&r->work); /* an echo store entry may be free */
     pthread_mutex_unlock(&r->mu);
 }
@@ -200,15 +200,15 @@ static void describe(ring *r, nostall_batch *out, uint32_t slot, uint32_t count,
                      uint64_t position, uint64_t seq)
 {
     uint8_t *data[NST_FIELDS_MAX];
-    for (uint32_t f = 0; f < r->p.recipe->nfields; f++) data[f] = nst_bq_field(r->q, slot, f);
+    for (uint32_t f = 0; f < r->p.recipe->nfields; f++) data[f] = nst_engine_field(r->q, slot, f);
     nst_recipe_describe(out, r->p.recipe, r->fields + (size_t)slot * r->p.recipe->nfields, data,
-                        nst_bq_indices(r->q, slot), count, epoch, position, seq);
+                        nst_engine_indices(r->q, slot), count, epoch, position, seq);
 }
 
 /* Batch echoing: the next delivery from the shuffle buffer, refilled with
- * fresh batches first (mu held). 0 with *out; NST_BQ_WAIT; EPOCH_END/DONE;
+ * fresh batches first (mu held). 0 with *out; NST_ENGINE_WAIT; EPOCH_END/DONE;
  * E_*. */
-static int unrestored(const nst_echo_batches *eb)
+static int unrestored(const nst_batch_echo *eb)
 {
     for (uint32_t i = 0; i < eb->n; i++)
         if (eb->pool[i].slot == UINT32_MAX) return 1;
@@ -217,11 +217,12 @@ static int unrestored(const nst_echo_batches *eb)
 
 static int batch_echo_next(ring *r, nostall_batch *out)
 {
-    nst_echo_batches *eb = &r->eb;
-    while (nst_echo_batches_want(eb) || unrestored(eb)) {
-        nst_bq_lent l;
-        int rc = r->bpending_end ? r->bpending_end : nst_bq_lend(r->q, &r->p.plan, 0, &l, seen, r);
-        if (rc == NST_BQ_WAIT || rc < 0) return rc;
+    nst_batch_echo *eb = &r->eb;
+    while (nst_batch_echo_want(eb) || unrestored(eb)) {
+        nst_engine_lent l;
+        int rc =
+            r->bpending_end ? r->bpending_end : nst_engine_lend(r->q, &r->p.plan, 0, &l, seen, r);
+        if (rc == NST_ENGINE_WAIT || rc < 0) return rc;
         if (rc == NOSTALL_EPOCH_END || rc == NOSTALL_DONE) {
             r->bpending_end = rc;
             eb->fresh_done = 1;
@@ -237,24 +238,24 @@ static int batch_echo_next(ring *r, nostall_batch *out)
                     r->bpool[l.slot] = 1;
                     keep = 1;
                 }
-            if (!keep) nst_bq_release(r->q, 0, l.seq);
+            if (!keep) nst_engine_release(r->q, 0, l.seq);
             continue;
         }
-        nst_echo_batches_add(eb, l.position, l.count, l.slot, l.seq);
+        nst_batch_echo_add(eb, l.position, l.count, l.slot, l.seq);
         r->bpool[l.slot] = 1;
     }
-    nst_echo_bentry e;
-    if (!nst_echo_batches_draw(eb, &e)) {
+    nst_batch_echo_entry e;
+    if (!nst_batch_echo_draw(eb, &e)) {
         int end = r->bpending_end ? r->bpending_end : NOSTALL_EPOCH_END;
         r->bpending_end = 0;
-        nst_echo_batches_start(eb, end == NOSTALL_EPOCH_END ? eb->epoch + 1 : eb->epoch);
+        nst_batch_echo_start(eb, end == NOSTALL_EPOCH_END ? eb->epoch + 1 : eb->epoch);
         return end;
     }
     if (e.left == 0) r->bpool[e.slot] = 0;
     r->blends[e.slot]++;
     describe(r, out, e.slot, e.count, eb->epoch, e.position, e.seq);
     if (e.left + 1 < e.uses) { /* a repeat */
-        uint64_t io[NST_BQ_IO] = {0};
+        uint64_t io[NST_ENGINE_IO] = {0};
         io[NST_IO_echoed] = e.count;
         io[NST_IO_distance] = (uint64_t)e.count * e.gap;
         if (r->p.sink.count) r->p.sink.count(r->p.sink.ctx, io);
@@ -276,30 +277,31 @@ static int r_next(nst_batches *b, nostall_batch *out, uint64_t deadline, const c
             rc = nst_error(NOSTALL_E_STOPPED, "%s: loader stopped", fn);
             break;
         }
-        if (r->p.echo != NST_ECHO_BATCHES && nst_bq_lent_count(r->q, 0) == r->p.nslots) {
+        if (r->p.echo != NST_ECHO_BATCHES && nst_engine_lent_count(r->q, 0) == r->p.nslots) {
             rc = nst_error(NOSTALL_E_STATE, "%s: all %u batches of the ring are lent; release one",
                            fn, r->p.nslots);
             break;
         }
-        nst_bq_lent l;
+        nst_engine_lent l;
         if (r->p.echo == NST_ECHO_BATCHES) {
             rc = batch_echo_next(r, out);
         } else {
-            rc = nst_bq_lend(r->q, &r->p.plan, 0, &l, seen, r);
+            rc = nst_engine_lend(r->q, &r->p.plan, 0, &l, seen, r);
             if (rc == 0) describe(r, out, l.slot, l.count, l.epoch, l.position, l.seq);
         }
-        if (rc > 0 && rc != NST_BQ_WAIT) break; /* EPOCH_END, DONE */
+        if (rc > 0 && rc != NST_ENGINE_WAIT) break; /* EPOCH_END, DONE */
         if (rc == 0) break;
         if (rc < 0) {
-            if (rc == NOSTALL_E_DATASET && !(r->p.flags & NST_BQ_FAIL)) { /* no good item; budget */
+            if (rc == NOSTALL_E_DATASET &&
+                !(r->p.flags & NST_ENGINE_FAIL)) { /* no good item; budget */
                 r->failed = rc;
                 snprintf(r->failmsg, sizeof r->failmsg, "%s: %s", fn, nostall_last_error());
                 rc = nst_error_set(r->failed, r->failmsg);
             } else if (rc != NOSTALL_E_STATE) { /* a bad item under the fail policy */
-                const nst_bq_slot *sc = NULL;
+                const nst_engine_slot *sc = NULL;
                 for (uint32_t s = 0; s < r->q->nslots; s++)
                     if (r->q->slots[s].seq == r->q->members[0].next_seq &&
-                        r->q->slots[s].state == NST_BQ_READY)
+                        r->q->slots[s].state == NST_ENGINE_READY)
                         sc = &r->q->slots[s];
                 r->failed = rc;
                 snprintf(r->failmsg, sizeof r->failmsg, "%s: %s", fn,
@@ -317,7 +319,7 @@ static int r_next(nst_batches *b, nostall_batch *out, uint64_t deadline, const c
             e = r->q->members[0].epoch;
             pos = r->q->members[0].position;
             if (nst_adaptive_lend(r->adaptive, out, e, pos)) {
-                uint64_t io[NST_BQ_IO] = {0};
+                uint64_t io[NST_ENGINE_IO] = {0};
                 io[NST_IO_echoed] = out->count;
                 if (r->p.sink.count) r->p.sink.count(r->p.sink.ctx, io);
                 rc = 0;
@@ -347,19 +349,19 @@ static int r_release(nst_batches *b, const nostall_batch *batch)
     if (rc) return rc < 0 ? rc : 0;
     pthread_mutex_lock(&r->mu);
     if (r->p.echo == NST_ECHO_BATCHES) {
-        uint32_t s = NST_BQ_NONE;
+        uint32_t s = NST_ENGINE_NONE;
         for (uint32_t i = 0; i < r->q->nslots; i++)
             if (r->q->slots[i].seq == batch->sequence && r->blends[i] &&
-                r->q->slots[i].state == NST_BQ_READY)
+                r->q->slots[i].state == NST_ENGINE_READY)
                 s = i;
-        if (s == NST_BQ_NONE) {
+        if (s == NST_ENGINE_NONE) {
             rc = nst_error(NOSTALL_E_INVALID, "nostall_loader_release: batch %llu is not lent",
                            (unsigned long long)batch->sequence);
         } else if (--r->blends[s] == 0 && !r->bpool[s]) {
-            rc = nst_bq_release(r->q, 0, batch->sequence);
+            rc = nst_engine_release(r->q, 0, batch->sequence);
         }
     } else {
-        rc = nst_bq_release(r->q, 0, batch->sequence);
+        rc = nst_engine_release(r->q, 0, batch->sequence);
     }
     if (rc < 0) {
         char keep[NST_ERROR_MAX];
@@ -386,10 +388,12 @@ static uint32_t replay_plan(void *ctx, uint64_t position)
     return c->r->p.plan.batch_len(c->r->p.plan.ctx, c->epoch, position);
 }
 
-static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                   void (*quiet)(void *ctx), void *ctx, const char *fn)
+static int r_reset(nst_batches *b, const nst_engine_cursor *cur, void (*quiet)(void *ctx),
+                   void *ctx, const char *fn)
 {
     ring *r = R(b);
+    const uint64_t epoch = cur->epoch, position = cur->position;
+    nst_engine_cursor at = *cur;
     int rc = 0;
     pthread_mutex_lock(&r->mu);
     if (r->stopped) {
@@ -398,7 +402,7 @@ static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t t
     }
     r->resetting = 1;
     r->gen++;
-    if (r->estore) nst_estore_reset(r->estore); /* later uses waiting on a producer */
+    if (r->estore) nst_echo_store_reset(r->estore); /* later uses waiting on a producer */
     while (r->inflight && !r->stopped) pthread_cond_wait(&r->idle, &r->mu);
     if (r->stopped) {
         r->resetting = 0;
@@ -413,7 +417,7 @@ static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t t
         for (uint32_t s = 0; s < r->q->nslots; s++)
             if (!r->blends[s]) r->bpool[s] = 0;
         replay_ctx c = {r, epoch};
-        nst_echo_batches_replay(&r->eb, epoch, position, replay_plan, &c);
+        nst_batch_echo_replay(&r->eb, epoch, position, replay_plan, &c);
         start = r->eb.n ? UINT64_MAX : 0;
         uint64_t next_fresh = 0;
         for (uint64_t pos = 0, k = 0; k < r->eb.fresh_in; k++)
@@ -422,12 +426,13 @@ static int r_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t t
             if (r->eb.pool[i].position < start) start = r->eb.pool[i].position;
         if (!r->eb.n) start = next_fresh;
         r->bpending_end = 0;
-        taken = 0;
+        at.taken = at.owed = at.taken_first = at.taken_end = 0;
     }
-    nst_bq_reset(r->q, epoch, start, (uint32_t)taken, (uint32_t)(taken >> 32));
+    at.position = start;
+    nst_engine_reset(r->q, &at);
     if (r->p.echo == NST_ECHO_ITEMS) {
-        nst_estore_reset(r->estore);
-        nst_echo_store_reset(r->p.sched);
+        nst_echo_store_reset(r->estore);
+        nst_echo_sched_reset_ids(r->p.sched);
         nst_echo_sched_start(r->p.sched, epoch, position);
     }
     r->failed = 0;
@@ -438,19 +443,15 @@ out:
     return rc;
 }
 
-static void r_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
+static void r_cursor(nst_batches *b, nst_engine_cursor *c)
 {
     ring *r = R(b);
     pthread_mutex_lock(&r->mu);
-    const nst_bq_member *m = &r->q->members[0];
+    nst_engine_cursor_get(r->q, 0, c);
     if (r->p.echo == NST_ECHO_BATCHES) {
-        *epoch = r->eb.epoch;
-        *position = r->eb.delivered;
-        *taken = 0;
-    } else {
-        *epoch = m->epoch;
-        *position = m->position;
-        *taken = m->taken | (uint64_t)m->owed << 32;
+        memset(c, 0, sizeof *c);
+        c->epoch = r->eb.epoch;
+        c->position = r->eb.delivered;
     }
     pthread_mutex_unlock(&r->mu);
 }
@@ -464,7 +465,7 @@ static void r_stop(nst_batches *b)
     pthread_cond_broadcast(&r->ready);
     pthread_cond_broadcast(&r->idle);
     pthread_mutex_unlock(&r->mu);
-    if (r->estore) nst_estore_stop(r->estore);
+    if (r->estore) nst_echo_store_stop(r->estore);
     nst_adaptive_stop(r->adaptive);
 }
 
@@ -473,8 +474,8 @@ static void r_free(nst_batches *b)
     ring *r = R(b);
     if (!r) return;
     nst_adaptive_free(r->adaptive);
-    nst_estore_free(r->estore);
-    nst_echo_batches_destroy(&r->eb);
+    nst_echo_store_free(r->estore);
+    nst_batch_echo_destroy(&r->eb);
     free(r->blends);
     free(r->bpool);
     free(r->fields);
@@ -530,7 +531,7 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
         pthread_condattr_destroy(&ca);
     }
     pthread_cond_init(&r->idle, NULL);
-    r->mem_bytes = nst_bq_size(p->nslots, p->slot_items, rec->fields, rec->nfields);
+    r->mem_bytes = nst_engine_size(p->nslots, p->slot_items, rec->fields, rec->nfields);
     if (!r->mem_bytes) {
         rc = nst_error(NOSTALL_E_INVALID, "ring: %u batches of %u items of %zu bytes overflow",
                        p->nslots, p->slot_items, rec->item_bytes);
@@ -545,8 +546,8 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
     /* Touch it all now: the first epoch pays no page faults and the memory
      * is really there (fail early, not mid-training). */
     memset(r->mem, 0, r->mem_bytes);
-    r->q = nst_bq_init(r->mem, p->nslots, p->slot_items, rec->fields, rec->nfields, p->flags);
-    nst_bq_member_join(r->q, 0, 0, 0);
+    r->q = nst_engine_init(r->mem, p->nslots, p->slot_items, rec->fields, rec->nfields, p->flags);
+    nst_engine_member_join(r->q, 0, 0, 0);
     r->fields = calloc((size_t)p->nslots * rec->nfields, sizeof *r->fields);
     r->blends = calloc(p->nslots, sizeof *r->blends);
     r->bpool = calloc(p->nslots, 1);
@@ -555,10 +556,10 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
         goto fail;
     }
     if (p->echo == NST_ECHO_ITEMS &&
-        (rc = nst_estore_create(&r->estore, p->echo_store, p->sched)) < 0)
+        (rc = nst_echo_store_create(&r->estore, p->echo_store, p->sched)) < 0)
         goto fail;
     if (p->echo == NST_ECHO_BATCHES &&
-        (rc = nst_echo_batches_init(&r->eb, p->echo_factor, p->seed, p->echo_buffer)) < 0)
+        (rc = nst_batch_echo_init(&r->eb, p->echo_factor, p->seed, p->echo_buffer)) < 0)
         goto fail;
     if (p->echo == NST_ECHO_ADAPTIVE) {
         nst_adaptive_params ap = {.pool = p->echo_buffer,
@@ -577,7 +578,7 @@ fail:
     return rc;
 }
 
-struct nst_estore *nst_ring_estore(nst_batches *b) { return R(b)->estore; }
+struct nst_echo_store *nst_ring_estore(nst_batches *b) { return R(b)->estore; }
 struct nst_adaptive *nst_ring_adaptive(nst_batches *b) { return R(b)->adaptive; }
 
 void nst_ring_memory(nst_batches *b, void **mem, size_t *bytes, uint32_t *nslots,

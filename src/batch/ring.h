@@ -28,9 +28,9 @@ enum { NST_ECHO_OFF = 0, NST_ECHO_ITEMS, NST_ECHO_BATCHES, NST_ECHO_ADAPTIVE };
 
 typedef struct nst_ring_params {
     uint32_t nslots, slot_items, batch_size;
-    uint32_t flags; /* NST_BQ_FAIL, _FILL, _RESERVE, _KEEP         */
+    uint32_t flags; /* NST_ENGINE_FAIL, _FILL, _RESERVE, _KEEP         */
     const nst_recipe *recipe;
-    nst_bq_plan plan; /* the delivery plan (item echoing included)  */
+    nst_engine_plan plan; /* the delivery plan (item echoing included)  */
     nst_batches_sink sink;
     int echo;              /* NST_ECHO_*                                */
     nst_echo_sched *sched; /* NST_ECHO_ITEMS: the order of deliveries    */
@@ -45,7 +45,7 @@ typedef struct nst_ring_params {
 int nst_ring_create(nst_batches **out, const nst_ring_params *p);
 
 /* What data echoing shares with the worker loop (NULL when off). */
-struct nst_estore *nst_ring_estore(nst_batches *b);
+struct nst_echo_store *nst_ring_estore(nst_batches *b);
 struct nst_adaptive *nst_ring_adaptive(nst_batches *b);
 
 /* The ring's memory (for info: e.g. to page-lock it). */

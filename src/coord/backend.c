@@ -33,12 +33,12 @@ static int c_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
     int rc = nst_group_take(C(b)->g, &gt, timeout_ms);
     if (rc != 0) return rc;
     memset(t, 0, sizeof *t);
-    t->bt = (nst_bq_ticket){.seq = gt.seq,
-                            .epoch = gt.epoch,
-                            .position = gt.position,
-                            .slot = gt.slot,
-                            .j = gt.j,
-                            .tag = gt.tag};
+    t->bt = (nst_engine_ticket){.seq = gt.seq,
+                                .epoch = gt.epoch,
+                                .position = gt.position,
+                                .slot = gt.slot,
+                                .j = gt.j,
+                                .tag = gt.tag};
     t->epoch = gt.epoch;
     t->position = gt.position;
     memcpy(t->dst, gt.dst, sizeof t->dst);
@@ -70,7 +70,7 @@ static void c_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
 }
 
 /* The group's hook: a batch the consumer reached (group lock held). */
-static void seen(void *ctx, nst_bq *q, uint32_t slot)
+static void seen(void *ctx, nst_engine *q, uint32_t slot)
 {
     coord *c = ctx;
     if (c->sink.count) c->sink.count(c->sink.ctx, q->slots[slot].io);
@@ -115,21 +115,21 @@ static int c_release(nst_batches *b, const nostall_batch *batch)
     return nst_group_release(C(b)->g, batch->sequence);
 }
 
-static int c_reset(nst_batches *b, uint64_t epoch, uint64_t position, uint64_t taken,
-                   void (*quiet)(void *ctx), void *ctx, const char *fn)
+static int c_reset(nst_batches *b, const nst_engine_cursor *c, void (*quiet)(void *ctx), void *ctx,
+                   const char *fn)
 {
-    (void)epoch, (void)position, (void)taken, (void)quiet, (void)ctx;
+    (void)c, (void)quiet, (void)ctx;
     return nst_error(NOSTALL_E_STATE,
                      "%s: a member of coordinated group '%s' follows the group's position; "
                      "set_state is not available",
                      fn, C(b)->name);
 }
 
-static void c_cursor(nst_batches *b, uint64_t *epoch, uint64_t *position, uint64_t *taken)
+static void c_cursor(nst_batches *b, nst_engine_cursor *c)
 {
-    *epoch = C(b)->epoch;
-    *position = C(b)->position;
-    *taken = 0;
+    memset(c, 0, sizeof *c);
+    c->epoch = C(b)->epoch;
+    c->position = C(b)->position;
 }
 
 static void c_stop(nst_batches *b) { nst_group_stop(C(b)->g); }
@@ -245,8 +245,8 @@ int nst_coord_backend_create(nst_batches **out, const nst_coord_params *p, const
         .fields = p->recipe->fields,
         .nfields = p->recipe->nfields,
         .max_lead = c->nslots,
-        .fail_on_bad = (p->flags & NST_BQ_FAIL) != 0,
-        .fill = (p->flags & NST_BQ_FILL) != 0,
+        .fail_on_bad = (p->flags & NST_ENGINE_FAIL) != 0,
+        .fill = (p->flags & NST_ENGINE_FILL) != 0,
     };
     c->fields = calloc((size_t)c->nslots * p->recipe->nfields, sizeof *c->fields);
     int rc = c->fields ? nst_group_join(&c->g, &gp)

@@ -15,7 +15,7 @@ typedef struct nst_coord_params {
     const char *source; /* for the fingerprint: its real path      */
     uint64_t dataset_items;
     uint64_t items_per_epoch; /* this rank's shard                      */
-    uint32_t flags;           /* NST_BQ_FAIL, NST_BQ_FILL               */
+    uint32_t flags;           /* NST_ENGINE_FAIL, NST_ENGINE_FILL               */
     const nst_recipe *recipe;
     nst_batches_sink sink;
 } nst_coord_params;

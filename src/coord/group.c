@@ -48,14 +48,14 @@ int nst_group_take(nst_group *g, nst_group_ticket *t, uint32_t timeout_ms)
     uint64_t t0 = nst_now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000 + 1;
     if ((rc = grp_lock(g, 0)) < 0) return rc;
     grp_heartbeat(g);
-    nst_bq_ticket bt;
+    nst_engine_ticket bt;
     for (;;) {
         if (atomic_load(&g->stop)) {
             rc = nst_error(NOSTALL_E_STOPPED, "%s: group %s stopped", fn, g->name);
             break;
         }
-        rc = nst_bq_take(g->q, &g->plan, g->me, &bt, 1);
-        if (rc != NST_BQ_WAIT) break; /* 0 or DONE */
+        rc = nst_engine_take(g->q, &g->plan, g->me, &bt, 1);
+        if (rc != NST_ENGINE_WAIT) break; /* 0 or DONE */
         grp_sweep(g, 0);
         if (nst_now_ns() >= deadline) {
             rc = NOSTALL_TIMEOUT;
@@ -64,7 +64,7 @@ int nst_group_take(nst_group *g, nst_group_ticket *t, uint32_t timeout_ms)
         if ((rc = grp_wait(g, &h->ev_work, &h->nwait_work, deadline)) < 0) return rc;
     }
     if (rc == 0) {
-        nst_bq *q = g->q;
+        nst_engine *q = g->q;
         t->seq = bt.seq;
         t->epoch = bt.epoch;
         t->position = bt.position;
@@ -73,10 +73,10 @@ int nst_group_take(nst_group *g, nst_group_ticket *t, uint32_t timeout_ms)
         t->tag = bt.tag;
         memset(t->dst, 0, sizeof t->dst);
         for (uint32_t f = 0; f < q->nfields; f++)
-            t->dst[f] = nst_bq_field(q, bt.slot, f) + (size_t)bt.j * q->field_bytes[f];
+            t->dst[f] = nst_engine_field(q, bt.slot, f) + (size_t)bt.j * q->field_bytes[f];
         t->image = t->dst[0];
         t->label = q->nfields > 1 ? (int64_t *)t->dst[1] : NULL;
-        t->index = nst_bq_indices(q, bt.slot) + bt.j;
+        t->index = nst_engine_indices(q, bt.slot) + bt.j;
         memset(t->io, 0, sizeof t->io);
     }
     h->members[g->me].take_wait_ns += nst_now_ns() - t0;
@@ -90,16 +90,16 @@ void nst_group_done(nst_group *g, const nst_group_ticket *t, int status, const c
     header *h = g->h;
     if (grp_lock(g, 2000) < 0) return; /* the ticket is returned at leave */
     grp_heartbeat(g);
-    nst_bq_ticket bt = {.seq = t->seq,
-                        .epoch = t->epoch,
-                        .position = t->position,
-                        .slot = t->slot,
-                        .j = t->j,
-                        .tag = t->tag};
-    uint64_t io[NST_BQ_IO];
-    for (int k = 0; k < NST_BQ_IO; k++) io[k] = k < NST_GROUP_IO_MAX ? t->io[k] : 0;
+    nst_engine_ticket bt = {.seq = t->seq,
+                            .epoch = t->epoch,
+                            .position = t->position,
+                            .slot = t->slot,
+                            .j = t->j,
+                            .tag = t->tag};
+    uint64_t io[NST_ENGINE_IO];
+    for (int k = 0; k < NST_ENGINE_IO; k++) io[k] = k < NST_GROUP_IO_MAX ? t->io[k] : 0;
     uint32_t done_before = g->q->slots[t->slot].done;
-    int ready = nst_bq_done(g->q, &bt, g->me, status, msg, io);
+    int ready = nst_engine_done(g->q, &bt, g->me, status, msg, io);
     member *m = &h->members[g->me];
     if (ready || g->q->slots[t->slot].done != done_before) m->items_produced++;
     if (ready) {
@@ -121,7 +121,7 @@ int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms)
     if ((rc = forked(g, fn)) < 0) return rc;
     if (g->failed) return nst_error_set(g->failed, g->failmsg);
     header *h = g->h;
-    nst_bq *q = g->q;
+    nst_engine *q = g->q;
     uint64_t t0 = nst_now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000 + 1;
     if ((rc = grp_lock(g, 0)) < 0) return rc;
     grp_heartbeat(g);
@@ -130,16 +130,16 @@ int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms)
             rc = nst_error(NOSTALL_E_STOPPED, "%s: group %s stopped", fn, g->name);
             break;
         }
-        if (nst_bq_lent_count(q, g->me) >= h->max_lead) {
+        if (nst_engine_lent_count(q, g->me) >= h->max_lead) {
             rc = nst_error(NOSTALL_E_STATE,
                            "%s: group %s: all %u batches of max_lead are lent; release one", fn,
                            g->name, h->max_lead);
             break;
         }
-        nst_bq_lent l;
-        rc = nst_bq_lend(q, &g->plan, g->me, &l, g->seen, g->seen_ctx);
+        nst_engine_lent l;
+        rc = nst_engine_lend(q, &g->plan, g->me, &l, g->seen, g->seen_ctx);
         if (rc == 0) {
-            const nst_bq_slot *sc = &q->slots[l.slot];
+            const nst_engine_slot *sc = &q->slots[l.slot];
             memset(b, 0, sizeof *b);
             b->seq = l.seq;
             b->epoch = l.epoch;
@@ -147,22 +147,22 @@ int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms)
             b->slot = l.slot;
             b->count = l.count;
             b->len = sc->count;
-            for (uint32_t f = 0; f < q->nfields; f++) b->data[f] = nst_bq_field(q, l.slot, f);
+            for (uint32_t f = 0; f < q->nfields; f++) b->data[f] = nst_engine_field(q, l.slot, f);
             b->images = b->data[0];
             b->labels = q->nfields > 1 ? (int64_t *)(void *)b->data[1] : NULL;
-            b->indices = nst_bq_indices(q, l.slot);
-            b->item_status = nst_bq_status(q, l.slot);
-            b->item_msgs = nst_bq_msg(q, l.slot, 0) + sizeof(uint64_t);
+            b->indices = nst_engine_indices(q, l.slot);
+            b->item_status = nst_engine_status(q, l.slot);
+            b->item_msgs = nst_engine_msg(q, l.slot, 0) + sizeof(uint64_t);
             b->io = sc->io;
             h->members[g->me].batches_consumed++;
             break;
         }
         if (rc == NOSTALL_EPOCH_END || rc == NOSTALL_DONE) break;
         if (rc < 0) { /* a bad item under the fail policy: sticky */
-            const nst_bq_slot *sc = NULL;
+            const nst_engine_slot *sc = NULL;
             for (uint32_t s = 0; s < q->nslots; s++)
                 if (q->slots[s].seq == q->members[g->me].next_seq &&
-                    q->slots[s].state == NST_BQ_READY)
+                    q->slots[s].state == NST_ENGINE_READY)
                     sc = &q->slots[s];
             g->failed = rc;
             snprintf(g->failmsg, sizeof g->failmsg, "%s: group %s: %s", fn, g->name,
@@ -191,7 +191,7 @@ int nst_group_release(nst_group *g, uint64_t seq)
     header *h = g->h;
     if ((rc = grp_lock(g, 2000)) < 0) return rc;
     grp_heartbeat(g);
-    rc = nst_bq_release(g->q, g->me, seq);
+    rc = nst_engine_release(g->q, g->me, seq);
     if (rc < 0) {
         char keep[NST_ERROR_MAX];
         snprintf(keep, sizeof keep, "%s: group %s: %s", fn, g->name, nostall_last_error());
@@ -208,7 +208,7 @@ int nst_group_release(nst_group *g, uint64_t seq)
  * Stop, stats.
  * ------------------------------------------------------------------------ */
 
-void nst_group_set_seen(nst_group *g, nst_bq_seen_fn fn, void *ctx)
+void nst_group_set_seen(nst_group *g, nst_engine_seen_fn fn, void *ctx)
 {
     g->seen = fn;
     g->seen_ctx = ctx;
@@ -235,7 +235,7 @@ int nst_group_stats_get(nst_group *g, nst_group_stats *s)
     if ((rc = grp_lock(g, 2000)) < 0) return rc;
     memset(s, 0, sizeof *s);
     const member *m = &h->members[g->me];
-    const nst_bq_member *bm = &g->q->members[g->me];
+    const nst_engine_member *bm = &g->q->members[g->me];
     s->members = grp_live_members(h);
     s->member_id = g->me;
     s->generation = h->generation;
@@ -264,7 +264,7 @@ int nst_group_stats_get(nst_group *g, nst_group_stats *s)
     s->items_requeued = g->q->requeued;
     s->mutex_repairs = h->mutex_repairs;
     s->produced_seq = g->q->prod_seq;
-    s->freed_seq = nst_bq_freed_below(g->q);
+    s->freed_seq = nst_engine_freed_below(g->q);
     grp_unlock(g);
     return 0;
 }
@@ -295,7 +295,7 @@ static int join_live(nst_group *g, const nst_group_params *p, const grp_plan *pl
                          NST_GROUP_MAX_MEMBERS);
     /* Consume from the first batch of the first epoch of which nothing was
      * freed yet. */
-    uint64_t epoch, first = nst_bq_join_seq(g->q, &g->plan, &epoch);
+    uint64_t epoch, first = nst_engine_join_seq(g->q, &g->plan, &epoch);
     grp_fill_member(g, i, first, epoch);
     grp_wake_all(h);
     return 0;

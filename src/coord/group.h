@@ -162,8 +162,8 @@ int nst_group_next(nst_group *g, nst_group_batch *b, uint32_t timeout_ms);
 int nst_group_release(nst_group *g, uint64_t seq);
 /* Called by next, under the group's lock, for every batch this member
  * reaches, lent or passed (every item skipped): its accounting and bad
- * items (the engine's nst_bq_seen_fn). */
-void nst_group_set_seen(nst_group *g, nst_bq_seen_fn fn, void *ctx);
+ * items (the engine's nst_engine_seen_fn). */
+void nst_group_set_seen(nst_group *g, nst_engine_seen_fn fn, void *ctx);
 
 /* Wake every waiter of this member; later take/next return E_STOPPED. */
 void nst_group_stop(nst_group *g);

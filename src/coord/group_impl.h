@@ -14,7 +14,7 @@
  *
  * LOCKING  One robust, process-shared mutex guards the header and the
  *   engine; a holder that dies leaves EOWNERDEAD to the next locker, which
- *   repairs the engine (nst_bq_repair) and the member table. Waits: futex
+ *   repairs the engine (nst_engine_repair) and the member table. Waits: futex
  *   on two event words (work, ready) in slices of at most 50 ms, each slice
  *   checking the local stop flag and sweeping for dead members.
  */
@@ -73,12 +73,12 @@ typedef struct header {
 } header;
 
 #define LAYOUT_SIG                                                                                 \
-    ((uint64_t)sizeof(header) | (uint64_t)sizeof(nst_bq_slot) << 20 |                              \
+    ((uint64_t)sizeof(header) | (uint64_t)sizeof(nst_engine_slot) << 20 |                          \
      (uint64_t)sizeof(member) << 36 | (uint64_t)sizeof(pthread_mutex_t) << 48)
 
 struct nst_group {
     header *h;
-    nst_bq *q;
+    nst_engine *q;
     uint8_t *base;
     size_t size;
     uint32_t me;
@@ -86,8 +86,8 @@ struct nst_group {
     dev_t dev;
     ino_t ino;
     atomic_int stop;
-    nst_bq_plan plan;
-    nst_bq_seen_fn seen; /* the consumer's hook (nst_group_set_seen) */
+    nst_engine_plan plan;
+    nst_engine_seen_fn seen; /* the consumer's hook (nst_group_set_seen) */
     void *seen_ctx;
     /* consumer only */
     int failed;

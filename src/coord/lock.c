@@ -2,7 +2,7 @@
  * lock.c — a coordinated group's robust process-shared mutex and its
  * events. A holder that dies leaves EOWNERDEAD to the next locker, which
  * makes the mutex consistent and repairs: the batch engine finishes or
- * undoes the journaled update (nst_bq_repair), dead members are found at
+ * undoes the journaled update (nst_engine_repair), dead members are found at
  * once by the next sweep. Lock attempts are timed (100 ms slices) so a
  * stopped member never blocks on a stuck holder; waits are futex waits on
  * a shared event word, in slices of at most 50 ms, each slice rechecking
@@ -59,7 +59,7 @@ int grp_init_mutex(header *h, const char *name)
 static void repair(nst_group *g)
 {
     header *h = g->h;
-    nst_bq_repair(g->q);
+    nst_engine_repair(g->q);
     h->mutex_repairs++;
     h->last_sweep_ns = 0; /* find the dead holder at once */
     grp_wake_all(h);

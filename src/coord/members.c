@@ -3,7 +3,7 @@
  * are alive (heartbeats, then kill(pid, 0) and the process start time, so a
  * recycled pid is not mistaken for the member), and dropping the dead or
  * leaving: their tickets go back to the pool and what they held or still
- * needed counts as released (nst_bq_member_drop, journaled). With the group
+ * needed counts as released (nst_engine_member_drop, journaled). With the group
  * mutex held.
  */
 #include <errno.h>
@@ -72,7 +72,7 @@ void grp_drop_member(nst_group *g, uint32_t i, int dead)
     header *h = g->h;
     /* The engine first (journaled): a holder dying after it leaves a member
      * that the next sweep drops again, harmlessly. */
-    nst_bq_member_drop(g->q, i);
+    nst_engine_member_drop(g->q, i);
     if (h->members[i].state != M_FREE) {
         fold_stats(h, &h->members[i], g->q->members[i].consumed);
         if (dead) h->members_dropped++;
@@ -116,5 +116,5 @@ void grp_fill_member(nst_group *g, uint32_t i, uint64_t first_seq, uint64_t epoc
     m->state = M_ACTIVE;
     g->me = i;
     g->h->members_joined++;
-    nst_bq_member_join(g->q, i, first_seq, epoch);
+    nst_engine_member_join(g->q, i, first_seq, epoch);
 }

@@ -52,7 +52,7 @@ static uint32_t grp_batch_len(void *ctx, uint64_t epoch, uint64_t pos)
 
 void grp_set_plan(nst_group *g)
 {
-    g->plan = (nst_bq_plan){.batch_len = grp_batch_len, .ctx = g->h, .epochs = g->h->epochs};
+    g->plan = (nst_engine_plan){.batch_len = grp_batch_len, .ctx = g->h, .epochs = g->h->epochs};
 }
 
 int grp_make_plan(const nst_group_params *p, grp_plan *pl, const char *fn)
@@ -90,7 +90,7 @@ int grp_make_plan(const nst_group_params *p, grp_plan *pl, const char *fn)
                                          .dtype = NOSTALL_DTYPE_INT64,
                                          .item_bytes = sizeof(int64_t)};
     }
-    size_t eng = nst_bq_size(p->nslots, p->batch_size, pl->fields, pl->nfields);
+    size_t eng = nst_engine_size(p->nslots, p->batch_size, pl->fields, pl->nfields);
     if (!eng) return nst_error(NOSTALL_E_INVALID, "%s: group %s: ring too large", fn, nm);
     pl->engine_off = (sizeof(header) + 4095) & ~(uint64_t)4095;
     pl->total = pl->engine_off + eng;
@@ -241,8 +241,9 @@ int grp_create(nst_group *g, const nst_group_params *p, const grp_plan *pl, uint
         grp_unmap(g);
         goto fail;
     }
-    g->q = nst_bq_init(g->base + pl->engine_off, p->nslots, p->batch_size, pl->fields, pl->nfields,
-                       (p->fail_on_bad ? NST_BQ_FAIL : 0) | (p->fill ? NST_BQ_FILL : 0));
+    g->q =
+        nst_engine_init(g->base + pl->engine_off, p->nslots, p->batch_size, pl->fields, pl->nfields,
+                        (p->fail_on_bad ? NST_ENGINE_FAIL : 0) | (p->fill ? NST_ENGINE_FILL : 0));
     g->q->max_lead = pl->max_lead;
     grp_set_plan(g);
     grp_fill_member(g, 0, 0, 0);
@@ -314,7 +315,7 @@ int grp_attach(nst_group *g, int *retry, const char *fn)
         grp_unmap(g);
         return rc;
     }
-    g->q = (nst_bq *)(g->base + h->engine_off);
+    g->q = (nst_engine *)(g->base + h->engine_off);
     grp_set_plan(g);
     return 0;
 }

@@ -1,6 +1,8 @@
 /*
- * decode_impl.h — private to src/decode: the decoder object that decode.c
- * owns and jpeg.c / png.c fill in. Nothing outside src/decode includes it.
+ * decode_impl.h — private to src/decode (and the decoder's tests): the
+ * image decoder object that decode.c owns and jpeg.c / png.c fill in, and
+ * the entry points of the JPEG fast paths (jpeg_rst.c: restart markers;
+ * jpeg_huff.c: our Huffman decoder) with their hit counters.
  */
 #ifndef NST_DECODE_DECODE_IMPL_H
 #define NST_DECODE_DECODE_IMPL_H

@@ -219,12 +219,3 @@ int nst_adaptive_release(nst_adaptive *a, const nostall_batch *b)
     pthread_mutex_unlock(&a->mu);
     return rc;
 }
-
-uint32_t nst_adaptive_lent(nst_adaptive *a)
-{
-    uint32_t n = 0;
-    pthread_mutex_lock(&a->mu);
-    for (int i = 0; i < NST_ADAPTIVE_SLOTS; i++) n += a->slot[i].state == EB_LENT;
-    pthread_mutex_unlock(&a->mu);
-    return n;
-}

@@ -56,7 +56,5 @@ int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint6
 /* 1 if `b` was an echo batch (now released), 0 if not one, E_INVALID if an
  * echo batch not lent. */
 int nst_adaptive_release(nst_adaptive *a, const nostall_batch *b);
-/* Echo batches lent now. */
-uint32_t nst_adaptive_lent(nst_adaptive *a);
 
 #endif

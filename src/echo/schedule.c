@@ -27,7 +27,7 @@ int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double fa
         nst_echo_sched_destroy(s);
         return nst_error(NOSTALL_E_NOMEM, "echo: out of memory for a pool of %u items", cap);
     }
-    nst_echo_store_reset(s);
+    nst_echo_sched_reset_ids(s);
     nst_echo_sched_start(s, 0, 0);
     return 0;
 }
@@ -40,7 +40,7 @@ void nst_echo_sched_destroy(nst_echo_sched *s)
     s->free_ids = NULL;
 }
 
-uint32_t nst_echo_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item)
+uint32_t nst_echo_sched_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item)
 {
     double whole = floor(s->factor), frac = s->factor - whole;
     uint32_t uses = (uint32_t)whole;
@@ -51,13 +51,13 @@ uint32_t nst_echo_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item)
     return uses ? uses : 1;
 }
 
-uint64_t nst_echo_epoch_len(const nst_echo_sched *s, uint64_t epoch)
+uint64_t nst_echo_sched_epoch_len(const nst_echo_sched *s, uint64_t epoch)
 {
     uint64_t per = nst_sampler_len(s->sampler, epoch);
     if (s->factor == floor(s->factor)) return per * (uint64_t)s->factor;
     uint64_t total = 0;
     for (uint64_t p = 0; p < per; p++)
-        total += nst_echo_uses(s, epoch, nst_sampler_item(s->sampler, epoch, p));
+        total += nst_echo_sched_uses(s, epoch, nst_sampler_item(s->sampler, epoch, p));
     return total;
 }
 
@@ -67,7 +67,7 @@ static int draw(nst_echo_sched *s, uint64_t batch_seq, int produce_ok, nst_echo_
         nst_echo_entry *e = &s->pool[s->n++];
         e->pos = s->fresh_next++;
         e->index = nst_sampler_item(s->sampler, s->epoch, e->pos);
-        e->uses = nst_echo_uses(s, s->epoch, e->index);
+        e->uses = nst_echo_sched_uses(s, s->epoch, e->index);
         e->next_copy = 0;
         e->store = NST_ECHO_NO_STORE;
         e->last_dpos = 0;
@@ -116,12 +116,12 @@ int nst_echo_sched_next(nst_echo_sched *s, uint64_t batch_seq, nst_echo_use *out
     return draw(s, batch_seq, 1, out);
 }
 
-void nst_echo_store_free(nst_echo_sched *s, uint32_t id)
+void nst_echo_sched_free_id(nst_echo_sched *s, uint32_t id)
 {
     if (id != NST_ECHO_NO_STORE && s->nfree < s->store_cap) s->free_ids[s->nfree++] = id;
 }
 
-void nst_echo_store_reset(nst_echo_sched *s)
+void nst_echo_sched_reset_ids(nst_echo_sched *s)
 {
     s->nfree = s->store_cap;
     for (uint32_t i = 0; i < s->store_cap; i++) s->free_ids[i] = s->store_cap - 1 - i;

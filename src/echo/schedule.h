@@ -61,10 +61,10 @@ int nst_echo_sched_init(nst_echo_sched *s, const nst_sampler *sampler, double fa
 void nst_echo_sched_destroy(nst_echo_sched *s);
 
 /* Uses of `item` in `epoch` (>= 1). */
-uint32_t nst_echo_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item);
+uint32_t nst_echo_sched_uses(const nst_echo_sched *s, uint64_t epoch, uint64_t item);
 /* Deliveries in `epoch`: the sum of uses over the shard (O(shard) unless
  * the factor is an integer). */
-uint64_t nst_echo_epoch_len(const nst_echo_sched *s, uint64_t epoch);
+uint64_t nst_echo_sched_epoch_len(const nst_echo_sched *s, uint64_t epoch);
 
 /* Begin `epoch` at delivery `dpos` (replaying the draws before it without
  * producing anything). Store ids still held by the previous pool are not
@@ -74,8 +74,8 @@ void nst_echo_sched_start(nst_echo_sched *s, uint64_t epoch, uint64_t dpos);
  * exhausted; -1: no store id is free (the caller waits for one). */
 int nst_echo_sched_next(nst_echo_sched *s, uint64_t batch_seq, nst_echo_use *out);
 /* Return a store id. */
-void nst_echo_store_free(nst_echo_sched *s, uint32_t id);
+void nst_echo_sched_free_id(nst_echo_sched *s, uint32_t id);
 /* Forget every store id in use (after every delivery in flight drained). */
-void nst_echo_store_reset(nst_echo_sched *s);
+void nst_echo_sched_reset_ids(nst_echo_sched *s);
 
 #endif

@@ -19,7 +19,7 @@ typedef struct entry {
     char msg[NST_ERROR_MAX - 128];
 } entry;
 
-struct nst_estore {
+struct nst_echo_store {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint32_t cap;
@@ -29,9 +29,9 @@ struct nst_estore {
     entry *e;
 };
 
-int nst_estore_create(nst_estore **out, uint32_t cap, nst_echo_sched *sched)
+int nst_echo_store_create(nst_echo_store **out, uint32_t cap, nst_echo_sched *sched)
 {
-    nst_estore *s = calloc(1, sizeof *s);
+    nst_echo_store *s = calloc(1, sizeof *s);
     *out = NULL;
     if (!s || !(s->e = calloc(cap ? cap : 1, sizeof *s->e))) {
         free(s);
@@ -45,7 +45,7 @@ int nst_estore_create(nst_estore **out, uint32_t cap, nst_echo_sched *sched)
     return 0;
 }
 
-void nst_estore_free(nst_estore *s)
+void nst_echo_store_free(nst_echo_store *s)
 {
     if (!s) return;
     for (uint32_t i = 0; i < s->cap; i++) nst_buf_free(&s->e[i].data.buf);
@@ -56,16 +56,16 @@ void nst_estore_free(nst_estore *s)
 }
 
 /* Free an entry once nothing uses it any more (s->mu held). */
-static void maybe_free(nst_estore *s, uint32_t id)
+static void maybe_free(nst_echo_store *s, uint32_t id)
 {
     entry *e = &s->e[id];
     if (e->pending || !e->closed) return;
     e->state = ES_EMPTY;
     e->closed = 0;
-    nst_echo_store_free(s->sched, id);
+    nst_echo_sched_free_id(s->sched, id);
 }
 
-void nst_estore_use(nst_estore *s, uint32_t id, int produce, int last)
+void nst_echo_store_use(nst_echo_store *s, uint32_t id, int produce, int last)
 {
     pthread_mutex_lock(&s->mu);
     entry *e = &s->e[id];
@@ -78,7 +78,7 @@ void nst_estore_use(nst_estore *s, uint32_t id, int produce, int last)
     pthread_mutex_unlock(&s->mu);
 }
 
-void nst_estore_finish(nst_estore *s, uint32_t id)
+void nst_echo_store_finish(nst_echo_store *s, uint32_t id)
 {
     pthread_mutex_lock(&s->mu);
     s->e[id].pending--;
@@ -86,7 +86,7 @@ void nst_estore_finish(nst_estore *s, uint32_t id)
     pthread_mutex_unlock(&s->mu);
 }
 
-void nst_estore_close_all(nst_estore *s)
+void nst_echo_store_close_all(nst_echo_store *s)
 {
     nst_echo_sched *sc = s->sched;
     pthread_mutex_lock(&s->mu);
@@ -99,7 +99,7 @@ void nst_estore_close_all(nst_estore *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-void nst_estore_reset(nst_estore *s)
+void nst_echo_store_reset(nst_echo_store *s)
 {
     pthread_mutex_lock(&s->mu);
     for (uint32_t i = 0; i < s->cap; i++) {
@@ -112,7 +112,7 @@ void nst_estore_reset(nst_estore *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-void nst_estore_stop(nst_estore *s)
+void nst_echo_store_stop(nst_echo_store *s)
 {
     pthread_mutex_lock(&s->mu);
     s->stopped = 1;
@@ -120,9 +120,9 @@ void nst_estore_stop(nst_estore *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-nst_decoded *nst_estore_data(nst_estore *s, uint32_t id) { return &s->e[id].data; }
+nst_decoded *nst_echo_store_data(nst_echo_store *s, uint32_t id) { return &s->e[id].data; }
 
-void nst_estore_publish(nst_estore *s, uint32_t id, int rc, const char *msg)
+void nst_echo_store_publish(nst_echo_store *s, uint32_t id, int rc, const char *msg)
 {
     pthread_mutex_lock(&s->mu);
     entry *e = &s->e[id];
@@ -133,7 +133,7 @@ void nst_estore_publish(nst_estore *s, uint32_t id, int rc, const char *msg)
     pthread_mutex_unlock(&s->mu);
 }
 
-int nst_estore_wait(nst_estore *s, uint32_t id, char *msg, size_t msgn)
+int nst_echo_store_wait(nst_echo_store *s, uint32_t id, char *msg, size_t msgn)
 {
     pthread_mutex_lock(&s->mu);
     entry *e = &s->e[id];

@@ -28,31 +28,31 @@
 #include "echo/schedule.h"
 #include "recipe/recipe.h"
 
-typedef struct nst_estore nst_estore;
+typedef struct nst_echo_store nst_echo_store;
 
-int nst_estore_create(nst_estore **out, uint32_t cap, nst_echo_sched *sched);
-void nst_estore_free(nst_estore *s);
+int nst_echo_store_create(nst_echo_store **out, uint32_t cap, nst_echo_sched *sched);
+void nst_echo_store_free(nst_echo_store *s);
 
 /* A ticket of entry `id` was issued (produce: it makes the data; last: no
  * later use of the item in this epoch). */
-void nst_estore_use(nst_estore *s, uint32_t id, int produce, int last);
+void nst_echo_store_use(nst_echo_store *s, uint32_t id, int produce, int last);
 /* The ticket of entry `id` finished (frees the entry if nothing needs it). */
-void nst_estore_finish(nst_estore *s, uint32_t id);
+void nst_echo_store_finish(nst_echo_store *s, uint32_t id);
 /* An epoch starts: every entry still held is closed (its remaining uses
  * will never be issued). */
-void nst_estore_close_all(nst_estore *s);
+void nst_echo_store_close_all(nst_echo_store *s);
 /* Forget everything (set_state, with no ticket in flight); wakes waiters. */
-void nst_estore_reset(nst_estore *s);
+void nst_echo_store_reset(nst_echo_store *s);
 /* Wake every waiter for good. */
-void nst_estore_stop(nst_estore *s);
+void nst_echo_store_stop(nst_echo_store *s);
 
 /* The entry's data, written by its producer. */
-nst_decoded *nst_estore_data(nst_estore *s, uint32_t id);
+nst_decoded *nst_echo_store_data(nst_echo_store *s, uint32_t id);
 /* The producer's outcome: rc 0 (data ready) or < 0 with msg. */
-void nst_estore_publish(nst_estore *s, uint32_t id, int rc, const char *msg);
+void nst_echo_store_publish(nst_echo_store *s, uint32_t id, int rc, const char *msg);
 /* A later use: wait for the producer. 0: READY; the producer's status
  * (msg filled) when it failed; E_STOPPED when stopped or reset meanwhile
  * (the ticket is then discarded). */
-int nst_estore_wait(nst_estore *s, uint32_t id, char *msg, size_t msgn);
+int nst_echo_store_wait(nst_echo_store *s, uint32_t id, char *msg, size_t msgn);
 
 #endif

@@ -1,6 +1,10 @@
 /*
- * recipe.c — choosing a recipe from the configuration, and what every
- * recipe shares: element sizes and field sizes (see recipe.h).
+ * recipe.c — choosing a recipe from the configuration (a user op, else the
+ * task's: classify, detect, tokens, bytes, audio), and what every recipe
+ * shares (see recipe.h): locating an item and its path, element and field
+ * sizes, describing a slot as a nostall_batch, building an index with the
+ * loader's options and its fingerprint, and the label field (declared from
+ * the index's kind of labels, written per item).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +17,7 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_tokens_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_bytes_create(nst_recipe **out, const nostall_config *cfg, const char *source);
-int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *source);
+int nst_audio_clip_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_op_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 
 int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *source)
@@ -29,7 +33,7 @@ int nst_recipe_create(nst_recipe **out, const nostall_config *cfg, const char *s
     case NOSTALL_TASK_DETECT: return nst_detect_create(out, cfg, source);
     case NOSTALL_TASK_TOKENS: return nst_tokens_create(out, cfg, source);
     case NOSTALL_TASK_BYTES: return nst_bytes_create(out, cfg, source);
-    case NOSTALL_TASK_AUDIO: return nst_audio_create(out, cfg, source);
+    case NOSTALL_TASK_AUDIO: return nst_audio_clip_create(out, cfg, source);
     }
     return nst_error(NOSTALL_E_OPTION, "task: unknown value %llu",
                      (unsigned long long)v[NOSTALL_OPT_TASK].u);

@@ -23,8 +23,10 @@
  *               use `copy` of the item (each echoed copy differs)
  * make(bytes) must equal transform(decode(bytes)) byte for byte.
  *
- * The first recipe is image classification (classify.c). How detection,
- * token windows and audio fit is in docs/design.md.
+ * The recipes: image classification (classify.c), detection (detect.c),
+ * token windows (tokens.c), raw bytes (bytes.c), audio clips
+ * (audio_clip.c), a user's op (op.c), and a weighted mix of any one of
+ * them over several sources (mixture.c); docs/design.md says how each fits.
  *
  * THREADS  A recipe is immutable after create and shared by the workers;
  *   each worker owns an nst_recipe_worker (decoder, augmenter, scratch:

@@ -630,13 +630,16 @@ static int plan_items(tokens *r, const nostall_config *cfg, const char *path)
     if (c > starts) c = starts;
     if (c < 1) c = 1;
     r->unit = c;
-    r->unit_reads = !r->chunks && ((v[NOSTALL_OPT_CACHE].u == 0 && v[NOSTALL_OPT_CACHE_BYTES].u) ||
-                                   cfg->has_peer);
+    r->unit_reads =
+        !r->chunks &&
+        ((v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && v[NOSTALL_OPT_CACHE_BYTES].u) ||
+         cfg->has_peer);
     r->base.keys = r->chunks ? r->base.items : (starts + c - 1) / c;
     /* Random windows and a MinIO cache too small for every unit: a window
      * of a unit left out reads that unit (64 windows' worth) each time, far
      * more than no cache would. Refused (chunks are cached per window). */
-    uint64_t budget = v[NOSTALL_OPT_CACHE].u == 0 ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    uint64_t budget =
+        v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
     uint64_t need = (r->ntok + (r->base.keys - 1) * r->L) * r->tsize;
     if (!r->chunks && budget && budget < need)
         return nst_error(NOSTALL_E_OPTION,

@@ -82,11 +82,12 @@ int nst_fetcher_create(nst_fetcher **out, const nst_fetch_env *env, uint32_t dep
         return nst_error(NOSTALL_E_NOMEM, "fetch: out of memory");
     }
     for (uint32_t i = 0; i < f->cap; i++) f->reqs[i].fd = -1;
-    if (env->reader == NST_READER_URING || (env->reader == NST_READER_AUTO && f->cap > 1)) {
+    if (env->reader == NOSTALL_READER_IO_URING ||
+        (env->reader == NOSTALL_READER_AUTO && f->cap > 1)) {
         int rc = io_uring_queue_init(f->cap, &f->ring, 0);
         if (rc == 0) {
             f->use_uring = 1;
-        } else if (env->reader == NST_READER_URING) {
+        } else if (env->reader == NOSTALL_READER_IO_URING) {
             free(f->reqs);
             free(f);
             return nst_error(NOSTALL_E_IO,

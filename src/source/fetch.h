@@ -43,8 +43,6 @@
 #include "common/error.h"
 #include "source/throttle.h"
 
-enum { NST_READER_AUTO = 0, NST_READER_PREAD = 1, NST_READER_URING = 2 };
-
 /* What every fetcher of a loader shares (owned by the loader). */
 typedef struct nst_fetch_env {
     nst_cache *cache;               /* NULL: none */
@@ -59,7 +57,7 @@ typedef struct nst_fetch_env {
     uint64_t keys; /* keys are < keys (the cache's item
                                         count); a larger one fails with
                                         E_INVALID. 0: not checked      */
-    int reader;    /* NST_READER_* */
+    int reader;    /* NOSTALL_READER_* (the reader option) */
     uint32_t http_timeout_ms, http_retries;
     int http_verify_tls;
 } nst_fetch_env;

@@ -1039,7 +1039,7 @@ static int ensure_ranges(nst_index *ix, size_t need)
 }
 
 /* The sample's member that is its item (see index.h), or -1. */
-static int primary_member(const nst_tidx_rec *r, unsigned flags)
+static int primary_member(const nst_tar_index_rec *r, unsigned flags)
 {
     static const int order[] = {NST_EXT_IMAGE, NST_EXT_OTHER, NST_EXT_TXT, NST_EXT_JSON};
     const int kinds = (flags & NST_INDEX_ANY_NAME) ? 4 : 1;
@@ -1050,20 +1050,20 @@ static int primary_member(const nst_tidx_rec *r, unsigned flags)
 }
 
 static int add_sample(nst_index *ix, shard_ctx *c, uint32_t shard, const char *sname,
-                      const nst_tidx_rec *r)
+                      const nst_tar_index_rec *r)
 {
     const int pm = primary_member(r, ix->flags);
     if (pm < 0)
         return note_ignored(ix, sname, "%.*s: no %s member", (int)r->key_len, r->key,
                             (ix->flags & NST_INDEX_ANY_NAME) ? "data" : "image (.jpg, .jpeg, .png)");
-    const nst_tidx_member *m = &r->m[pm];
+    const nst_tar_index_member *m = &r->m[pm];
     if (m->size >= ((uint64_t)1 << 32) || m->size == 0)
         return note_ignored(ix, sname, "%.*s.%.*s: %s", (int)r->key_len, r->key, (int)m->ext_len,
                             m->ext, m->size ? "4 GiB or more" : "empty");
     int64_t label = NO_LABEL;
     int has_cls = 0;
     for (uint32_t k = 0; k < r->nmembers; k++) {
-        const nst_tidx_member *x = &r->m[k];
+        const nst_tar_index_member *x = &r->m[k];
         int cls = nst_tar_ext_class(x->ext, x->ext_len);
         if (cls == NST_EXT_CLS && !has_cls) {
             has_cls = 1;
@@ -1086,7 +1086,7 @@ static int add_sample(nst_index *ix, shard_ctx *c, uint32_t shard, const char *s
     if (m->size > ix->range_max) ix->range_max = m->size;
     int done[2] = {0, 0};
     for (uint32_t k = 0; k < r->nmembers; k++) {
-        const nst_tidx_member *x = &r->m[k];
+        const nst_tar_index_member *x = &r->m[k];
         int cls = nst_tar_ext_class(x->ext, x->ext_len);
         int part = cls == NST_EXT_JSON ? NST_PART_JSON : cls == NST_EXT_TXT ? NST_PART_TXT : -1;
         if (part < 0 || done[part] || (int)k == pm || x->size >= ((uint64_t)1 << 32)) continue;
@@ -1106,14 +1106,14 @@ static int add_shard(void *ctx, size_t k, const uint8_t *file, size_t len)
     shard_ctx *c = ctx;
     nst_index *ix = c->ix;
     const char *sname = strtab_get(&ix->shards, k);
-    nst_tidx_reader r;
-    nst_tidx_rec *rec = malloc(sizeof *rec);
+    nst_tar_index_reader r;
+    nst_tar_index_rec *rec = malloc(sizeof *rec);
     char why[128];
     int rc = 0;
     if (!rec) return nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(sname));
-    if (nst_tidx_open_checked(&r, file, len, why, sizeof why) < 0) goto bad;
+    if (nst_tar_index_open_checked(&r, file, len, why, sizeof why) < 0) goto bad;
     for (;;) {
-        int e = nst_tidx_next(&r, rec, why, sizeof why);
+        int e = nst_tar_index_next(&r, rec, why, sizeof why);
         if (e < 0) goto bad;
         if (e == 0) break;
         if (rec->key) {
@@ -1330,7 +1330,7 @@ static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const n
     ix->ignored = 0;
     for (size_t i = 0; i < stray->count && rc == 0; i++) {
         const char *name = sorted[i];
-        const size_t len = strlen(name), sl = sizeof NST_TIDX_SUFFIX - 1;
+        const size_t len = strlen(name), sl = sizeof NST_TAR_INDEX_SUFFIX - 1;
         if (name[0] != '.' && nst_shard_is_tar(name)) {
             if (strtab_add3(&names, root, rootlen, "/", 1, name, len)) rc = -1;
         } else if (name[0] != '.' && compressed_tar_name(name)) {
@@ -1339,7 +1339,7 @@ static int shard_folder(nst_index *ix, const char *root, size_t rootlen, const n
                 compressed_shard(ix, strtab_get(&one, 0)) < 0)
                 rc = -1;
             strtab_free(&one);
-        } else if (!(len > sl && strcmp(name + len - sl, NST_TIDX_SUFFIX) == 0)) {
+        } else if (!(len > sl && strcmp(name + len - sl, NST_TAR_INDEX_SUFFIX) == 0)) {
             ix->ignored++;
             if (ix->ignored_paths.count < NST_INDEX_IGNORED_KEEP &&
                 strtab_add3(&ix->ignored_paths, root, rootlen, "/", 1, name, len))

@@ -180,7 +180,7 @@ int nst_s3_reason(const nst_s3 *s, long http_code, const nst_s3_errinfo *ei,
 void nst_s3_xml_text(const char *body, size_t n, const char *tag, char *out, size_t cap);
 void nst_s3_xml_unescape(char *s);
 
-/* ---- listing and HEAD (synchronous) ------------------------------------- */
+/* ---- listing and the probe (synchronous) -------------------------------- */
 
 /* One object of a listing: its s3:// URL, its key and its size. Return 0
  * to go on, a negative NOSTALL_E_* to stop the listing with that status
@@ -243,11 +243,6 @@ int nst_s3_list_tars(const char *prefix_url, int (*add)(void *ctx, const char *u
  * key. 0 otherwise: the object itself missing is that item's own failure,
  * and transient failures (after the retries) are left to the reads. */
 int nst_s3_probe(const char *url, uint32_t timeout_ms, uint32_t retries, int verify_tls);
-
-/* HEAD an object: its size into *size. E_NOT_FOUND / E_PERMISSION /
- * E_IO with a message naming the bucket and the key, as for a GET. The
- * options as for nst_s3_list (max_keys unused). */
-int nst_s3_stat(const char *url, const nst_s3_list_opts *o, uint64_t *size);
 
 /* ---- the reference signer (tests, diagnosis) ------------------------------ */
 

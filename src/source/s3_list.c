@@ -1,6 +1,7 @@
 /*
  * s3_list.c — synchronous S3 requests made at create time: listing a
- * prefix with ListObjectsV2 and HEAD of one object (see s3.h).
+ * prefix with ListObjectsV2 and the probe, a 1-byte GET of one object
+ * (see s3.h).
  *
  * Design. One easy handle per call (connections are reused across the
  * pages of a listing), signed by nst_s3_setup_easy. Each request is
@@ -35,7 +36,6 @@ typedef struct resp {
     size_t len, cap, limit;
     int over;
     long code;
-    int64_t clen;
     char region[NST_S3_REGION_MAX + 1];
     const atomic_int *stop;
 } resp;
@@ -89,22 +89,8 @@ static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
         for (int d = 0; d < 3 && i < n && b[i] >= '0' && b[i] <= '9'; d++, i++)
             code = code * 10 + (b[i] - '0');
         r->code = code;
-        r->clen = -1;
         r->region[0] = '\0';
         r->len = 0;
-    } else if (starts_ci(b, n, "content-length:")) {
-        int64_t v = 0;
-        int any = 0;
-        for (size_t i = 15; i < n; i++) {
-            if (b[i] >= '0' && b[i] <= '9') {
-                if (v > (INT64_MAX - 9) / 10) break;
-                v = v * 10 + (b[i] - '0');
-                any = 1;
-            } else if (any) {
-                break;
-            }
-        }
-        if (any) r->clen = v;
     } else if (starts_ci(b, n, "x-amz-bucket-region:")) {
         size_t o = 0;
         for (size_t i = 20; i < n && o < NST_S3_REGION_MAX; i++)
@@ -168,9 +154,9 @@ typedef struct req_ctx {
     const char *range;        /* "0-0" (the probe) or NULL */
 } req_ctx;
 
-/* One request (GET, or HEAD when head) with retries; r filled. 0 on a 200,
+/* One GET with retries; r filled. 0 on a 200,
  * else a status with the message set. */
-static int request(req_ctx *c, const char *url, int head, resp *r)
+static int request(req_ctx *c, const char *url, resp *r)
 {
     char errbuf[CURL_ERROR_SIZE];
     uint32_t attempts = 0;
@@ -178,12 +164,10 @@ static int request(req_ctx *c, const char *url, int head, resp *r)
         attempts++;
         r->len = 0;
         r->code = 0;
-        r->clen = -1;
         r->over = 0;
         r->region[0] = '\0';
         errbuf[0] = '\0';
         curl_easy_setopt(c->e, CURLOPT_URL, url);
-        curl_easy_setopt(c->e, CURLOPT_NOBODY, head ? 1L : 0L);
         curl_easy_setopt(c->e, CURLOPT_RANGE, c->range);
         curl_easy_setopt(c->e, CURLOPT_ERRORBUFFER, errbuf);
         CURLcode cc = curl_easy_perform(c->e);
@@ -476,7 +460,7 @@ int nst_s3_list(const char *prefix_url, nst_s3_list_fn fn, void *ctx, const nst_
             (pl && (rc = nst_s3_query_add(q, qcap, "prefix", prefix)) < 0))
             goto out;
         if ((rc = nst_s3_http_url(c.s3, bucket, "", q, &url, &ucap)) < 0) goto out;
-        if ((rc = request(&c, url, 0, &r)) < 0) goto out;
+        if ((rc = request(&c, url, &r)) < 0) goto out;
         st->pages++;
         int truncated = 0;
         memcpy(prev, token, tcap);
@@ -573,38 +557,6 @@ int nst_s3_list_tars(const char *prefix_url, int (*add)(void *ctx, const char *u
     return rc;
 }
 
-int nst_s3_stat(const char *url, const nst_s3_list_opts *o, uint64_t *size)
-{
-    nst_s3_list_opts dflt = {0};
-    if (!o) o = &dflt;
-    char bucket[NST_S3_BUCKET_MAX + 1];
-    const char *key;
-    int rc = nst_s3_parse(url, bucket, sizeof bucket, &key);
-    if (rc < 0) return rc;
-    if (!*key) return nst_error(NOSTALL_E_INVALID, "s3: %.300s names a bucket, not an object", url);
-    char what[NST_S3_KEY_MAX + 400];
-    snprintf(what, sizeof what, "%.300s", url);
-    resp r = {.limit = ERR_BODY_MAX};
-    req_ctx c = {.s3 = o->s3, .o = o, .what = what, .bucket = bucket, .key = key};
-    nst_s3 *own = NULL;
-    char *hurl = NULL;
-    size_t hcap = 0;
-    if ((rc = setup(&c, &r, &own)) < 0) goto out;
-    if ((rc = nst_s3_http_url(c.s3, bucket, key, NULL, &hurl, &hcap)) < 0) goto out;
-    if ((rc = request(&c, hurl, 1, &r)) < 0) goto out;
-    if (r.clen < 0) {
-        rc = nst_error(NOSTALL_E_IO, "s3: %s: HEAD without a Content-Length", what);
-        goto out;
-    }
-    if (size) *size = (uint64_t)r.clen;
-out:
-    if (c.e) curl_easy_cleanup(c.e);
-    nst_s3_free(own);
-    free(r.data);
-    free(hurl);
-    return rc;
-}
-
 int nst_s3_probe(const char *url, uint32_t timeout_ms, uint32_t retries, int verify_tls)
 {
     char bucket[NST_S3_BUCKET_MAX + 1];
@@ -626,7 +578,7 @@ int nst_s3_probe(const char *url, uint32_t timeout_ms, uint32_t retries, int ver
     size_t hcap = 0;
     if ((rc = setup(&c, &r, &own)) < 0) goto out;
     if ((rc = nst_s3_http_url(s3, bucket, key, NULL, &hurl, &hcap)) < 0) goto out;
-    if ((rc = request(&c, hurl, 0, &r)) < 0) {
+    if ((rc = request(&c, hurl, &r)) < 0) {
         nst_s3_errinfo ei;
         nst_s3_parse_error(s3, r.data, r.len, &ei);
         int fatal = r.code == 401 || r.code == 403 || r.code == 301 || r.code == 307 ||

@@ -93,6 +93,8 @@ int nst_sampler_init(nst_sampler *s, uint64_t n, uint64_t seed, uint32_t rank, u
     s->per_rank = n / world + ((!drop_last && n % world) ? 1 : 0);
     s->res_on = 0;
     s->res_epoch = s->res_offset = s->res_len = 0;
+    s->res_band = NULL;
+    s->res_band_n = 0;
     s->mix = NULL;
     return NOSTALL_OK;
 }
@@ -108,17 +110,37 @@ uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world)
     return per * world;
 }
 
-void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset)
+void nst_sampler_resume_band(nst_sampler *s, uint64_t epoch, const uint64_t *band, uint64_t band_n,
+                             uint64_t offset)
 {
-    if (offset == 0) {
+    if (offset > s->n) offset = s->n;
+    s->res_band = band_n ? band : NULL;
+    s->res_band_n = band_n;
+    if (offset == 0 && band_n == 0) {
         s->res_on = 0;
         return;
     }
-    uint64_t rest = offset < s->n ? s->n - offset : 0;
+    uint64_t rest = band_n + (s->n - offset);
     s->res_on = 1;
     s->res_epoch = epoch;
-    s->res_offset = offset < s->n ? offset : s->n;
+    s->res_offset = offset;
     s->res_len = s->drop_last ? rest / s->world : (rest + s->world - 1) / s->world;
+}
+
+void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset)
+{
+    nst_sampler_resume_band(s, epoch, NULL, 0, offset);
+}
+
+uint64_t nst_sampler_global(const nst_sampler *s, uint64_t epoch, uint64_t pos)
+{
+    uint64_t j = (uint64_t)s->rank + pos * (uint64_t)s->world;
+    if (s->res_on && epoch == s->res_epoch) { /* the rest of a resumed epoch */
+        uint64_t rest = s->res_band_n + (s->n - s->res_offset);
+        if (j >= rest) return UINT64_MAX;
+        return j < s->res_band_n ? s->res_band[j] : s->res_offset + (j - s->res_band_n);
+    }
+    return j < s->n ? j : UINT64_MAX;
 }
 
 uint64_t nst_sampler_item(const nst_sampler *s, uint64_t epoch, uint64_t pos)
@@ -133,9 +155,10 @@ uint64_t nst_sampler_item_epoch(const nst_sampler *s, uint64_t epoch, uint64_t p
      * j < T <= n + world - 1: no overflow unless n is near 2^64. Padding
      * positions j >= n read p[j mod n]. */
     uint64_t j = (uint64_t)s->rank + pos * (uint64_t)s->world;
-    if (s->res_on && epoch == s->res_epoch) { /* the rest of a resumed epoch */
-        uint64_t rest = s->n - s->res_offset; /* > 0 whenever pos < res_len */
-        j = s->res_offset + j % (rest ? rest : 1);
+    if (s->res_on && epoch == s->res_epoch) {                   /* the rest of a resumed epoch */
+        uint64_t rest = s->res_band_n + (s->n - s->res_offset); /* > 0 whenever pos < res_len */
+        j %= rest ? rest : 1;
+        j = j < s->res_band_n ? s->res_band[j] : s->res_offset + (j - s->res_band_n);
     }
     j %= s->n;
     uint64_t q = s->shuffle ? nst_permute(s->n, s->seed, epoch, j) : j;

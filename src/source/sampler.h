@@ -25,7 +25,10 @@
  * the first `offset` items having been consumed by the old job's ranks. The
  * rest, p[offset..n), is sharded as above (R = n - offset items; cut to a
  * multiple of W, or wrapped within the rest), so no item of the epoch is
- * repeated or lost whatever the old and new world sizes.
+ * repeated or lost whatever the old and new world sizes. With a band
+ * (nst_sampler_resume_band: the old ranks were not in step, bad items
+ * having moved some further), the rest is the band's positions (sorted,
+ * those below `offset` not yet consumed) followed by p[offset..n).
  */
 #ifndef NST_SOURCE_SAMPLER_H
 #define NST_SOURCE_SAMPLER_H
@@ -41,6 +44,8 @@ typedef struct nst_sampler {
     /* a resumed epoch (see above); res_on = 0: none */
     int res_on;
     uint64_t res_epoch, res_offset, res_len;
+    const uint64_t *res_band; /* not owned; res_band_n positions < res_offset */
+    uint64_t res_band_n;
     /* weighted mixing: slots of a mixed epoch to items (NULL: none; not
      * owned, set after init) */
     const struct nst_mix *mix;
@@ -66,6 +71,17 @@ uint64_t nst_sampler_len(const nst_sampler *s, uint64_t epoch);
 /* Epoch `epoch` begins at global position `offset` (<= the epoch's sequence
  * length; offset 0 clears). Replaces an earlier resumed epoch. */
 void nst_sampler_resume(nst_sampler *s, uint64_t epoch, uint64_t offset);
+
+/* The same with a band: the rest is band[0..band_n) (sorted, each <
+ * offset <= n; not copied: it must outlive the resumed epoch), then
+ * positions offset..n-1. */
+void nst_sampler_resume_band(nst_sampler *s, uint64_t epoch, const uint64_t *band, uint64_t band_n,
+                             uint64_t offset);
+
+/* Position in [0, n) of the epoch's global sequence (before the
+ * permutation) of the pos-th item of this rank, or UINT64_MAX for a
+ * padding position (drop_last=0: a repeat of an item of the sequence). */
+uint64_t nst_sampler_global(const nst_sampler *s, uint64_t epoch, uint64_t pos);
 
 /* Global sequence length of an epoch for `world` ranks (T above). */
 uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world);

@@ -201,7 +201,7 @@ int nst_shard_sidecar_name(const char *shard, char *buf, size_t n)
     size_t len = strlen(shard);
     const char *q = nst_shard_is_url(shard) ? strchr(shard, '?') : NULL;
     size_t head = q ? (size_t)(q - shard) : len;
-    int k = snprintf(buf, n, "%.*s%s%s", (int)head, shard, NST_TIDX_SUFFIX, q ? q : "");
+    int k = snprintf(buf, n, "%.*s%s%s", (int)head, shard, NST_TAR_INDEX_SUFFIX, q ? q : "");
     return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
@@ -216,7 +216,7 @@ typedef struct rd {
     uint8_t *buf;  /* the window: bytes [boff, boff + len) */
     size_t cap, len;
     uint64_t boff;
-    nst_tidx_ident id; /* the shard's identity, as read */
+    nst_tar_index_ident id; /* the shard's identity, as read */
     nst_shard_stats st;
 } rd;
 
@@ -536,31 +536,31 @@ static int rd_window(rd *r, uint64_t off, const uint8_t **p, size_t *n)
  * many members) keeps gathering its key's members, unrecorded, and is
  * written as one damaged region naming the member that made it bad. */
 typedef struct gather {
-    nst_tidx_rec rec;
-    char key[NST_TIDX_MAX_KEY];
-    char ext[NST_TIDX_MAX_MEMBERS][NST_TIDX_MAX_EXT + 1];
+    nst_tar_index_rec rec;
+    char key[NST_TAR_INDEX_MAX_KEY];
+    char ext[NST_TAR_INDEX_MAX_MEMBERS][NST_TAR_INDEX_MAX_EXT + 1];
     int cls; /* member index whose text is being collected, or -1 */
     uint8_t text[64];
     size_t text_len;
     int bad;          /* NST_TAR_DMG_DUPLICATE / _MEMBERS, or 0 */
     uint64_t bad_end; /* the end of the bad sample's last member */
     size_t bad_len;
-    char bad_name[NST_TIDX_MAX_KEY + NST_TIDX_MAX_EXT + 2];
+    char bad_name[NST_TAR_INDEX_MAX_KEY + NST_TAR_INDEX_MAX_EXT + 2];
 } gather;
 
-static int flush(nst_tidx_writer *w, gather *g)
+static int flush(nst_tar_index_writer *w, gather *g)
 {
     int rc = 0;
     if (g->rec.nmembers && g->bad) {
-        nst_tidx_rec d = {.key = NULL,
-                          .offset = g->rec.m[0].offset,
-                          .size = g->bad_end - g->rec.m[0].offset,
-                          .code = g->bad,
-                          .dname = g->bad_name,
-                          .dname_len = (uint32_t)g->bad_len};
-        rc = nst_tidx_add(w, &d);
+        nst_tar_index_rec d = {.key = NULL,
+                               .offset = g->rec.m[0].offset,
+                               .size = g->bad_end - g->rec.m[0].offset,
+                               .code = g->bad,
+                               .dname = g->bad_name,
+                               .dname_len = (uint32_t)g->bad_len};
+        rc = nst_tar_index_add(w, &d);
     } else if (g->rec.nmembers) {
-        rc = nst_tidx_add(w, &g->rec);
+        rc = nst_tar_index_add(w, &g->rec);
     }
     g->rec.nmembers = 0;
     g->cls = -1;
@@ -580,7 +580,8 @@ static int same_ext(const char *a, size_t an, const char *b, size_t bn)
     return 1;
 }
 
-static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, const nst_tar_ev *ev)
+static int on_member(rd *r, nst_tar_scan *s, nst_tar_index_writer *w, gather *g,
+                     const nst_tar_ev *ev)
 {
     size_t klen, elen;
     const char *ext;
@@ -593,17 +594,18 @@ static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, cons
         nst_tar_skip(s); /* in no sample (webdataset skips it too) */
         return 0;
     }
-    if (klen > NST_TIDX_MAX_KEY || elen > NST_TIDX_MAX_EXT) { /* a counted skip, named */
+    if (klen > NST_TAR_INDEX_MAX_KEY || elen > NST_TAR_INDEX_MAX_EXT) { /* a counted skip, named */
         nst_tar_skip(s);
         if (flush(w, g) < 0) return -1;
-        nst_tidx_rec d = {.key = NULL,
-                          .offset = ev->offset,
-                          .size = ev->size,
-                          .code = NST_TAR_DMG_LONGNAME,
-                          .dname = ev->name,
-                          .dname_len =
-                              (uint32_t)(nlen < NST_TIDX_MAX_DNAME ? nlen : NST_TIDX_MAX_DNAME)};
-        return nst_tidx_add(w, &d);
+        nst_tar_index_rec d = {.key = NULL,
+                               .offset = ev->offset,
+                               .size = ev->size,
+                               .code = NST_TAR_DMG_LONGNAME,
+                               .dname = ev->name,
+                               .dname_len = (uint32_t)(nlen < NST_TAR_INDEX_MAX_DNAME
+                                                           ? nlen
+                                                           : NST_TAR_INDEX_MAX_DNAME)};
+        return nst_tar_index_add(w, &d);
     }
     if (g->rec.nmembers && (g->rec.key_len != klen || memcmp(g->key, ev->name, klen) != 0))
         if (flush(w, g) < 0) return -1;
@@ -615,7 +617,7 @@ static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, cons
         for (uint32_t i = 0; i < g->rec.nmembers && !g->bad; i++)
             if (same_ext(g->rec.m[i].ext, g->rec.m[i].ext_len, ext, elen))
                 g->bad = NST_TAR_DMG_DUPLICATE;
-        if (!g->bad && g->rec.nmembers == NST_TIDX_MAX_MEMBERS) g->bad = NST_TAR_DMG_MEMBERS;
+        if (!g->bad && g->rec.nmembers == NST_TAR_INDEX_MAX_MEMBERS) g->bad = NST_TAR_DMG_MEMBERS;
         if (g->bad) {
             g->bad_len = nlen < sizeof g->bad_name ? nlen : sizeof g->bad_name - 1;
             memcpy(g->bad_name, ev->name, g->bad_len);
@@ -628,10 +630,10 @@ static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, cons
     }
     const uint32_t k = g->rec.nmembers++;
     memcpy(g->ext[k], ext, elen);
-    g->rec.m[k] = (nst_tidx_member){.ext = g->ext[k],
-                                    .ext_len = (uint32_t)elen,
-                                    .offset = ev->offset,
-                                    .size = ev->size};
+    g->rec.m[k] = (nst_tar_index_member){.ext = g->ext[k],
+                                         .ext_len = (uint32_t)elen,
+                                         .offset = ev->offset,
+                                         .size = ev->size};
     if (nst_tar_ext_class(ext, elen) == NST_EXT_CLS && ev->size <= sizeof g->text) {
         g->cls = (int)k; /* its text follows as DATA */
         g->text_len = 0;
@@ -642,25 +644,25 @@ static int on_member(rd *r, nst_tar_scan *s, nst_tidx_writer *w, gather *g, cons
     return 0;
 }
 
-static int on_damage(rd *r, nst_tidx_writer *w, gather *g, const nst_tar_ev *ev)
+static int on_damage(rd *r, nst_tar_index_writer *w, gather *g, const nst_tar_ev *ev)
 {
     if (g->cls >= 0 && g->rec.nmembers && g->rec.m[g->rec.nmembers - 1].offset == ev->offset)
         g->rec.nmembers--; /* the .cls being read was cut off */
     if (flush(w, g) < 0) return -1;
     uint64_t off = ev->offset < r->size ? ev->offset : r->size;
     uint64_t len = ev->size < r->size - off ? ev->size : r->size - off;
-    const size_t nlen = ev->name ? strnlen(ev->name, NST_TIDX_MAX_DNAME) : 0;
-    nst_tidx_rec d = {.key = NULL,
-                      .offset = off,
-                      .size = len,
-                      .code = ev->code,
-                      .dname = ev->name,
-                      .dname_len = (uint32_t)nlen};
-    return nst_tidx_add(w, &d);
+    const size_t nlen = ev->name ? strnlen(ev->name, NST_TAR_INDEX_MAX_DNAME) : 0;
+    nst_tar_index_rec d = {.key = NULL,
+                           .offset = off,
+                           .size = len,
+                           .code = ev->code,
+                           .dname = ev->name,
+                           .dname_len = (uint32_t)nlen};
+    return nst_tar_index_add(w, &d);
 }
 
 /* Scan the shard's headers into w. */
-static int header_pass(rd *r, nst_tidx_writer *w)
+static int header_pass(rd *r, nst_tar_index_writer *w)
 {
     nst_tar_scan *s = malloc(sizeof *s);
     gather *g = malloc(sizeof *g);
@@ -705,7 +707,7 @@ static int header_pass(rd *r, nst_tidx_writer *w)
                     ev.len < sizeof g->text - g->text_len ? ev.len : sizeof g->text - g->text_len;
                 memcpy(g->text + g->text_len, ev.data, take);
                 g->text_len += take;
-                nst_tidx_member *m = &g->rec.m[g->cls];
+                nst_tar_index_member *m = &g->rec.m[g->cls];
                 if (g->text_len == m->size) {
                     m->has_label = nst_tar_parse_label(g->text, g->text_len, &m->label);
                     g->cls = -1;
@@ -811,7 +813,8 @@ static int cache_file(char *buf, size_t n, const char *id, size_t idlen)
     if (!cache_dir(dir, sizeof dir)) return 0;
     uint64_t h = 0;
     nostall_checksum_update(&h, id, idlen);
-    return snprintf(buf, n, "%s/%016llx%s", dir, (unsigned long long)h, NST_TIDX_SUFFIX) < (int)n;
+    return snprintf(buf, n, "%s/%016llx%s", dir, (unsigned long long)h, NST_TAR_INDEX_SUFFIX) <
+           (int)n;
 }
 
 /* 1 if an index file's identity is that of the shard as read: the size
@@ -819,7 +822,7 @@ static int cache_file(char *buf, size_t n, const char *id, size_t idlen)
  * one (a header pass's does; pack's sidecars do not, so that their bytes
  * do not depend on when they were written and a copy stays valid); a
  * URL's validator when both the file and the server have one. */
-static int same_shard(const nst_tidx_reader *tr, const rd *r)
+static int same_shard(const nst_tar_index_reader *tr, const rd *r)
 {
     if (tr->tar_bytes != r->size || tr->ident.fingerprint != r->id.fingerprint) return 0;
     if (!nst_shard_is_url(r->name)) return !tr->ident.mtime || tr->ident.mtime == r->id.mtime;
@@ -831,9 +834,9 @@ static int usable(const char *path, const rd *r, uint8_t **out, size_t *len)
 {
     uint8_t *b;
     size_t n;
-    nst_tidx_reader tr;
+    nst_tar_index_reader tr;
     if (!slurp(path, SIDECAR_MAX, &b, &n)) return 0;
-    if (nst_tidx_open(&tr, b, n, NULL, 0) < 0 || !same_shard(&tr, r)) {
+    if (nst_tar_index_open(&tr, b, n, NULL, 0) < 0 || !same_shard(&tr, r)) {
         free(b);
         return 0;
     }
@@ -856,11 +859,11 @@ static int pread_all(int fd, uint8_t *b, size_t n, uint64_t off)
 }
 
 /* A local shard's identity: the fingerprint of its ends, its mtime. */
-static int ident_fd(int fd, uint64_t size, const struct stat *st, nst_tidx_ident *id,
+static int ident_fd(int fd, uint64_t size, const struct stat *st, nst_tar_index_ident *id,
                     const char *name)
 {
-    const size_t fp = size < NST_TIDX_FP_BYTES ? (size_t)size : NST_TIDX_FP_BYTES;
-    uint8_t *b = malloc(2 * (size_t)NST_TIDX_FP_BYTES);
+    const size_t fp = size < NST_TAR_INDEX_FP_BYTES ? (size_t)size : NST_TAR_INDEX_FP_BYTES;
+    uint8_t *b = malloc(2 * (size_t)NST_TAR_INDEX_FP_BYTES);
     if (!b) return nst_error(NOSTALL_E_NOMEM, "index: out of memory");
     errno = 0;
     if (pread_all(fd, b, fp, 0) < 0 || pread_all(fd, b + fp, fp, size - fp) < 0) {
@@ -868,14 +871,14 @@ static int ident_fd(int fd, uint64_t size, const struct stat *st, nst_tidx_ident
         return nst_error(NOSTALL_E_IO, "index: %s: cannot read its first and last %zu bytes: %s",
                          NST_MSG_PATH(name), fp, errno ? strerror(errno) : "the file shrank");
     }
-    id->fingerprint = nst_tidx_fingerprint(size, b, fp, b + fp, fp);
+    id->fingerprint = nst_tar_index_fingerprint(size, b, fp, b + fp, fp);
     id->mtime = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
     id->validator = 0;
     free(b);
     return 0;
 }
 
-int nst_shard_ident_file(const char *path, nst_tidx_ident *id)
+int nst_shard_ident_file(const char *path, nst_tar_index_ident *id)
 {
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -903,14 +906,14 @@ typedef struct job {
 
 static int pass_and_cache(rd *r, const char *sidecar, const char *cache, job *j)
 {
-    nst_tidx_writer w;
-    nst_tidx_writer_init(&w, 1);
+    nst_tar_index_writer w;
+    nst_tar_index_writer_init(&w, 1);
     w.ident = r->id;
     int rc = header_pass(r, &w);
-    if (rc == 0 && nst_tidx_finish(&w, r->size, &j->len) < 0)
+    if (rc == 0 && nst_tar_index_finish(&w, r->size, &j->len) < 0)
         rc = nst_error(NOSTALL_E_NOMEM, "index: %s: out of memory", NST_MSG_PATH(r->name));
     if (rc < 0) {
-        nst_tidx_writer_free(&w);
+        nst_tar_index_writer_free(&w);
         return rc;
     }
     j->file = w.buf; /* the writer's buffer, handed over */
@@ -974,7 +977,7 @@ static int index_url(rd *r, job *j)
     /* the first window tells the shard's size, validator and head */
     hbody h = {.data = r->buf, .cap = r->cap};
     long code;
-    rc = http_get(r, r->name, 0, NST_TIDX_FP_BYTES, NST_TIDX_FP_BYTES, &h, &code);
+    rc = http_get(r, r->name, 0, NST_TAR_INDEX_FP_BYTES, NST_TAR_INDEX_FP_BYTES, &h, &code);
     r->buf = h.data, r->cap = h.cap;
     if (rc == NOSTALL_E_TRUNCATED) { /* 416: an empty file */
         nst_error_clear();
@@ -996,25 +999,25 @@ static int index_url(rd *r, job *j)
     /* the identity: the fingerprint of both ends (one more request when
        the shard is larger than the window) */
     if (r->size > r->len) {
-        const uint64_t fp = NST_TIDX_FP_BYTES, off = r->size - fp;
+        const uint64_t fp = NST_TAR_INDEX_FP_BYTES, off = r->size - fp;
         hbody t = {0};
         rc = http_get(r, r->name, off, fp, fp, &t, &code);
         if (rc == 0 && (code != 206 || !t.has_range || t.a != off || t.len != fp))
             rc = nst_error(NOSTALL_E_IO, "index: %s: a range answer not for bytes %llu-%llu",
                            NST_MSG_PATH(r->name), (unsigned long long)off,
                            (unsigned long long)(r->size - 1));
-        if (rc == 0) r->id.fingerprint = nst_tidx_fingerprint(r->size, r->buf, fp, t.data, fp);
+        if (rc == 0) r->id.fingerprint = nst_tar_index_fingerprint(r->size, r->buf, fp, t.data, fp);
         free(t.data);
         if (rc < 0) return rc;
     } else {
-        r->id.fingerprint = nst_tidx_fingerprint(r->size, r->buf, r->len, r->buf, r->len);
+        r->id.fingerprint = nst_tar_index_fingerprint(r->size, r->buf, r->len, r->buf, r->len);
     }
     r->id.mtime = 0;
     if (nst_shard_sidecar_name(r->name, side, sizeof side) == 0) {
         hbody sh = {0};
-        nst_tidx_reader tr;
+        nst_tar_index_reader tr;
         rc = http_get(r, side, 0, 0, SIDECAR_MAX, &sh, &code);
-        if (rc == 0 && code == 200 && nst_tidx_open(&tr, sh.data, sh.len, NULL, 0) == 0 &&
+        if (rc == 0 && code == 200 && nst_tar_index_open(&tr, sh.data, sh.len, NULL, 0) == 0 &&
             same_shard(&tr, r)) {
             j->file = sh.data;
             j->len = sh.len;

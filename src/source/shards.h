@@ -123,10 +123,10 @@ const char *nst_shard_compression(const uint8_t *p, size_t n);
  * --index`): its index file into *out (malloc'd, *len bytes). */
 int nst_shard_scan_file(const char *path, uint8_t **out, size_t *len);
 /* A local shard's identity (tar.h: the fingerprint of its first and last
- * NST_TIDX_FP_BYTES bytes, its mtime), for an index file written apart
+ * NST_TAR_INDEX_FP_BYTES bytes, its mtime), for an index file written apart
  * from a header pass (`nostall pack`). */
-struct nst_tidx_ident;
-int nst_shard_ident_file(const char *path, struct nst_tidx_ident *id);
+struct nst_tar_index_ident;
+int nst_shard_ident_file(const char *path, struct nst_tar_index_ident *id);
 /* A libcurl easy handle (as void *: CURL *) set up for shards: http(s)
  * only, redirects, User-Agent, TLS verification, timeout_ms per request
  * (streaming: a transfer fails only when it stalls that long). Where a

@@ -162,8 +162,6 @@ void nst_tar_scan_init(nst_tar_scan *s)
     s->name[0] = '\0';
 }
 
-int nst_tar_at_header(const nst_tar_scan *s) { return s->state == ST_HEADER && s->have == 0; }
-
 static void set_poison(nst_tar_scan *s)
 {
     if (!s->poison) s->poison_at = s->entry;
@@ -586,21 +584,22 @@ static void say(char *why, size_t n, const char *what)
     }
 }
 
-static int tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n,
+static int tidx_open(nst_tar_index_reader *r, const uint8_t *data, size_t len, char *why, size_t n,
                      int verify)
 {
     memset(r, 0, sizeof *r);
-    if (len < NST_TIDX_HEADER + 8) return say(why, n, "shorter than its header"), -1;
+    if (len < NST_TAR_INDEX_HEADER + 8) return say(why, n, "shorter than its header"), -1;
     if (memcmp(data, g_magic, 8) != 0)
         return say(why, n, "not a nostall shard index (bad magic)"), -1;
     r->version = get32(data + 8);
     r->flags = get32(data + 12);
-    if (r->version != NST_TIDX_VERSION) return say(why, n, "unsupported version"), -1;
+    if (r->version != NST_TAR_INDEX_VERSION) return say(why, n, "unsupported version"), -1;
     r->tar_bytes = get64(data + 16);
     r->samples = get64(data + 24);
     r->members = get64(data + 32);
     const uint64_t body = get64(data + 40);
-    if (body != len - NST_TIDX_HEADER - 8) return say(why, n, "size does not match its header"), -1;
+    if (body != len - NST_TAR_INDEX_HEADER - 8)
+        return say(why, n, "size does not match its header"), -1;
     if (r->samples > body / 4 || r->members > body / 3 || r->members < r->samples ||
         r->tar_bytes >= (1ULL << 62))
         return say(why, n, "counts do not fit its size"), -1;
@@ -610,19 +609,20 @@ static int tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *
     uint64_t h = 0;
     if (verify) nostall_checksum_update(&h, data, len - 8);
     if (verify && h != get64(data + len - 8)) return say(why, n, "checksum mismatch"), -1;
-    r->p = data + NST_TIDX_HEADER;
+    r->p = data + NST_TAR_INDEX_HEADER;
     r->end = data + len - 8;
     r->left = r->samples;
     r->members_left = r->members;
     return 0;
 }
 
-int nst_tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n)
+int nst_tar_index_open(nst_tar_index_reader *r, const uint8_t *data, size_t len, char *why, size_t n)
 {
     return tidx_open(r, data, len, why, n, 1);
 }
 
-int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n)
+int nst_tar_index_open_checked(nst_tar_index_reader *r, const uint8_t *data, size_t len, char *why,
+                               size_t n)
 {
     return tidx_open(r, data, len, why, n, 0);
 }
@@ -651,7 +651,7 @@ static int varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 }
 
 /* A range [cursor + gap, + size) within the shard; moves the cursor. */
-static int take_range(nst_tidx_reader *r, uint64_t gap, uint64_t size, uint64_t *off)
+static int take_range(nst_tar_index_reader *r, uint64_t gap, uint64_t size, uint64_t *off)
 {
     if (gap > r->tar_bytes || r->cursor > r->tar_bytes - gap) return -1;
     const uint64_t o = r->cursor + gap;
@@ -661,7 +661,7 @@ static int take_range(nst_tidx_reader *r, uint64_t gap, uint64_t size, uint64_t 
     return 0;
 }
 
-int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
+int nst_tar_index_next(nst_tar_index_reader *r, nst_tar_index_rec *rec, char *why, size_t n)
 {
     const uint8_t *p = r->p, *end = r->end;
     uint64_t klen, v, gap, size;
@@ -670,13 +670,13 @@ int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
             return say(why, n, "fewer records than its header counts"), -1;
         return 0;
     }
-    if (varint(&p, end, &klen) < 0 || klen > NST_TIDX_MAX_KEY || klen > (uint64_t)(end - p))
+    if (varint(&p, end, &klen) < 0 || klen > NST_TAR_INDEX_MAX_KEY || klen > (uint64_t)(end - p))
         return say(why, n, "bad record"), -1;
     if (klen == 0) { /* a damaged region */
         uint64_t code, dlen;
         if (varint(&p, end, &gap) < 0 || varint(&p, end, &size) < 0 || varint(&p, end, &code) < 0 ||
             code < 1 || code > NST_TAR_DMG_MAX || varint(&p, end, &dlen) < 0 ||
-            dlen > NST_TIDX_MAX_DNAME || dlen > (uint64_t)(end - p) ||
+            dlen > NST_TAR_INDEX_MAX_DNAME || dlen > (uint64_t)(end - p) ||
             memchr(p, '\0', (size_t)dlen) || take_range(r, gap, size, &rec->offset) < 0)
             return say(why, n, "bad damage record"), -1;
         rec->dname = (const char *)p;
@@ -694,13 +694,13 @@ int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
     rec->key_len = (uint32_t)klen;
     if (memchr(p, '\0', (size_t)klen)) return say(why, n, "a key holds a NUL byte"), -1;
     p += klen;
-    if (varint(&p, end, &v) < 0 || v < 1 || v > NST_TIDX_MAX_MEMBERS || v > r->members_left)
+    if (varint(&p, end, &v) < 0 || v < 1 || v > NST_TAR_INDEX_MAX_MEMBERS || v > r->members_left)
         return say(why, n, "bad member count"), -1;
     rec->nmembers = (uint32_t)v;
     for (uint32_t i = 0; i < rec->nmembers; i++) {
-        nst_tidx_member *m = &rec->m[i];
+        nst_tar_index_member *m = &rec->m[i];
         uint64_t elen;
-        if (varint(&p, end, &elen) < 0 || elen > NST_TIDX_MAX_EXT || elen > (uint64_t)(end - p))
+        if (varint(&p, end, &elen) < 0 || elen > NST_TAR_INDEX_MAX_EXT || elen > (uint64_t)(end - p))
             return say(why, n, "bad extension"), -1;
         m->ext = (const char *)p;
         m->ext_len = (uint32_t)elen;
@@ -734,8 +734,8 @@ int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n)
     return 1;
 }
 
-uint64_t nst_tidx_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
-                              const uint8_t *tail, size_t tail_len)
+uint64_t nst_tar_index_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
+                                   const uint8_t *tail, size_t tail_len)
 {
     uint8_t sz[8];
     put64(sz, size);
@@ -746,22 +746,22 @@ uint64_t nst_tidx_fingerprint(uint64_t size, const uint8_t *head, size_t head_le
     return h ? h : 1;
 }
 
-void nst_tidx_writer_init(nst_tidx_writer *w, uint32_t flags)
+void nst_tar_index_writer_init(nst_tar_index_writer *w, uint32_t flags)
 {
     memset(w, 0, sizeof *w);
     w->flags = flags;
 }
 
-void nst_tidx_writer_free(nst_tidx_writer *w)
+void nst_tar_index_writer_free(nst_tar_index_writer *w)
 {
     free(w->buf);
     memset(w, 0, sizeof *w);
 }
 
-static int wgrow(nst_tidx_writer *w, size_t more)
+static int wgrow(nst_tar_index_writer *w, size_t more)
 {
     if (w->failed) return -1;
-    if (w->len == 0) more += NST_TIDX_HEADER;
+    if (w->len == 0) more += NST_TAR_INDEX_HEADER;
     if (w->cap - w->len >= more) goto ok;
     size_t cap = w->cap ? w->cap : 4096;
     while (cap - w->len < more) {
@@ -774,13 +774,13 @@ static int wgrow(nst_tidx_writer *w, size_t more)
     w->cap = cap;
 ok:
     if (w->len == 0) {
-        memset(w->buf, 0, NST_TIDX_HEADER);
-        w->len = NST_TIDX_HEADER;
+        memset(w->buf, 0, NST_TAR_INDEX_HEADER);
+        w->len = NST_TAR_INDEX_HEADER;
     }
     return 0;
 }
 
-static void put_varint(nst_tidx_writer *w, uint64_t v)
+static void put_varint(nst_tar_index_writer *w, uint64_t v)
 {
     while (v >= 0x80) {
         w->buf[w->len++] = (uint8_t)(v | 0x80);
@@ -789,12 +789,12 @@ static void put_varint(nst_tidx_writer *w, uint64_t v)
     w->buf[w->len++] = (uint8_t)v;
 }
 
-int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec)
+int nst_tar_index_add(nst_tar_index_writer *w, const nst_tar_index_rec *rec)
 {
     if (w->failed) return -1;
     if (!rec->key) {
         size_t dlen = rec->dname ? rec->dname_len : 0;
-        if (dlen > NST_TIDX_MAX_DNAME) dlen = NST_TIDX_MAX_DNAME;
+        if (dlen > NST_TAR_INDEX_MAX_DNAME) dlen = NST_TAR_INDEX_MAX_DNAME;
         if (dlen && memchr(rec->dname, '\0', dlen)) dlen = strnlen(rec->dname, dlen);
         if (rec->offset < w->cursor || rec->code < 1 || rec->code > NST_TAR_DMG_MAX ||
             wgrow(w, 50 + dlen) < 0)
@@ -809,8 +809,8 @@ int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec)
         w->cursor = rec->offset + rec->size;
         return 0;
     }
-    if (rec->key_len == 0 || rec->key_len > NST_TIDX_MAX_KEY || rec->nmembers == 0 ||
-        rec->nmembers > NST_TIDX_MAX_MEMBERS || memchr(rec->key, '\0', rec->key_len))
+    if (rec->key_len == 0 || rec->key_len > NST_TAR_INDEX_MAX_KEY || rec->nmembers == 0 ||
+        rec->nmembers > NST_TAR_INDEX_MAX_MEMBERS || memchr(rec->key, '\0', rec->key_len))
         return w->failed = 1, -1;
     size_t need = 20 + rec->key_len;
     for (uint32_t i = 0; i < rec->nmembers; i++) need += 40 + rec->m[i].ext_len;
@@ -822,8 +822,8 @@ int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec)
     w->len += rec->key_len;
     put_varint(w, rec->nmembers);
     for (uint32_t i = 0; i < rec->nmembers; i++) {
-        const nst_tidx_member *m = &rec->m[i];
-        if (m->ext_len > NST_TIDX_MAX_EXT || m->offset < w->cursor + NST_TAR_BLOCK ||
+        const nst_tar_index_member *m = &rec->m[i];
+        if (m->ext_len > NST_TAR_INDEX_MAX_EXT || m->offset < w->cursor + NST_TAR_BLOCK ||
             memchr(m->ext, '\0', m->ext_len) || memchr(m->ext, '/', m->ext_len) ||
             m->offset >= (1ULL << 62) || m->size >= (1ULL << 62)) {
             w->len = start, w->cursor = cursor;
@@ -847,17 +847,17 @@ int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec)
     return 0;
 }
 
-int nst_tidx_finish(nst_tidx_writer *w, uint64_t tar_bytes, size_t *len)
+int nst_tar_index_finish(nst_tar_index_writer *w, uint64_t tar_bytes, size_t *len)
 {
     if (w->failed || w->cursor > tar_bytes || wgrow(w, 8) < 0) return -1;
     uint8_t *h = w->buf;
     memcpy(h, g_magic, 8);
-    put32(h + 8, NST_TIDX_VERSION);
+    put32(h + 8, NST_TAR_INDEX_VERSION);
     put32(h + 12, w->flags);
     put64(h + 16, tar_bytes);
     put64(h + 24, w->samples);
     put64(h + 32, w->members);
-    put64(h + 40, w->len - NST_TIDX_HEADER);
+    put64(h + 40, w->len - NST_TAR_INDEX_HEADER);
     put64(h + 48, w->ident.fingerprint);
     put64(h + 56, w->ident.mtime);
     put64(h + 64, w->ident.validator);

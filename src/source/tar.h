@@ -52,8 +52,8 @@
  *     24   8  samples: sample records in the body
  *     32   8  members: member entries of those samples, in all
  *     40   8  body_bytes
- *     48   8  fingerprint: nst_tidx_fingerprint() of the shard described
- *             (its size and its first and last NST_TIDX_FP_BYTES bytes)
+ *     48   8  fingerprint: nst_tar_index_fingerprint() of the shard described
+ *             (its size and its first and last NST_TAR_INDEX_FP_BYTES bytes)
  *     56   8  mtime: a local shard's modification time in ns (0: none)
  *     64   8  validator: a hash of a URL's ETag (else Last-Modified) as the
  *             server sent it with the shard (0: none)
@@ -73,7 +73,7 @@
  *       data is bytes [cursor + gap, cursor + gap + size) of the shard; gap
  *       is at least 512 (its header); then cursor = the data's end.
  *     k = 0, a damaged region: a varint gap, a varint length, a varint
- *       code (NST_TAR_DMG_*), a varint n (0..NST_TIDX_MAX_DNAME) and n
+ *       code (NST_TAR_DMG_*), a varint n (0..NST_TAR_INDEX_MAX_DNAME) and n
  *       bytes (no NUL) naming the member involved (its first bytes when
  *       longer; n = 0: none): bytes [cursor + gap, cursor + gap + length);
  *       then cursor = the region's end (a header pass records what it
@@ -95,16 +95,16 @@
 /* Longest GNU long name or pax header taken (bytes). */
 #define NST_TAR_EXT_MAX 16384
 /* Members of one sample that an index keeps. */
-#define NST_TIDX_MAX_MEMBERS 64
-#define NST_TIDX_MAX_KEY 4096
-#define NST_TIDX_MAX_EXT 255
-#define NST_TIDX_HEADER 72
-#define NST_TIDX_VERSION 2
+#define NST_TAR_INDEX_MAX_MEMBERS 64
+#define NST_TAR_INDEX_MAX_KEY 4096
+#define NST_TAR_INDEX_MAX_EXT 255
+#define NST_TAR_INDEX_HEADER 72
+#define NST_TAR_INDEX_VERSION 2
 /* Bytes of a damaged region's member name an index keeps. */
-#define NST_TIDX_MAX_DNAME 1024
+#define NST_TAR_INDEX_MAX_DNAME 1024
 /* Bytes at each end of a shard that its fingerprint hashes. */
-#define NST_TIDX_FP_BYTES 65536
-#define NST_TIDX_SUFFIX ".nstidx"
+#define NST_TAR_INDEX_FP_BYTES 65536
+#define NST_TAR_INDEX_SUFFIX ".nstidx"
 
 /* Damage codes. */
 enum {
@@ -114,11 +114,11 @@ enum {
                                   NST_TAR_EXT_MAX: the member it names lost */
     NST_TAR_DMG_DUPLICATE = 4, /* a sample holds two members of one key and
                                   extension (webdataset raises): all lost    */
-    NST_TAR_DMG_MEMBERS = 5,   /* a sample of more than NST_TIDX_MAX_MEMBERS
+    NST_TAR_DMG_MEMBERS = 5,   /* a sample of more than NST_TAR_INDEX_MAX_MEMBERS
                                   members: all lost                         */
     NST_TAR_DMG_SPARSE = 6,    /* a GNU sparse member (not expanded)       */
-    NST_TAR_DMG_LONGNAME = 7,  /* a key over NST_TIDX_MAX_KEY bytes or an
-                                  extension over NST_TIDX_MAX_EXT           */
+    NST_TAR_DMG_LONGNAME = 7,  /* a key over NST_TAR_INDEX_MAX_KEY bytes or an
+                                  extension over NST_TAR_INDEX_MAX_EXT           */
     NST_TAR_DMG_MAX = 7
 };
 const char *nst_tar_damage_name(int code);
@@ -193,8 +193,6 @@ void nst_tar_skip(nst_tar_scan *s);
  * transfer stopped). Returns 1 with a DAMAGE event if that is inside an
  * entry or a damaged region (the entry named), else 0. Call once. */
 int nst_tar_finish(nst_tar_scan *s, uint64_t end, nst_tar_ev *ev);
-/* 1 when the scanner is between entries (a header is expected next). */
-int nst_tar_at_header(const nst_tar_scan *s);
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -212,72 +210,74 @@ int nst_tar_parse_label(const uint8_t *text, size_t len, int64_t *label);
 
 /* ---- the shard index file ---------------------------------------------- */
 
-typedef struct nst_tidx_member {
+typedef struct nst_tar_index_member {
     const char *ext; /* into the file's bytes, not NUL-terminated */
     uint32_t ext_len;
     int has_label; /* a .cls member whose text is a label        */
     int64_t label;
     uint64_t offset, size;
-} nst_tidx_member;
+} nst_tar_index_member;
 
-typedef struct nst_tidx_rec {
+typedef struct nst_tar_index_rec {
     const char *key; /* NULL: a damaged region (offset, size, code) */
     uint32_t key_len, nmembers;
     uint64_t offset, size;
     int code;
     const char *dname;  /* a damaged region: the member involved (dname_len */
     uint32_t dname_len; /* bytes, not NUL-terminated; 0: none)             */
-    nst_tidx_member m[NST_TIDX_MAX_MEMBERS];
-} nst_tidx_rec;
+    nst_tar_index_member m[NST_TAR_INDEX_MAX_MEMBERS];
+} nst_tar_index_rec;
 
 /* What binds an index file to one version of its shard (see the format). */
-typedef struct nst_tidx_ident {
+typedef struct nst_tar_index_ident {
     uint64_t fingerprint, mtime, validator;
-} nst_tidx_ident;
+} nst_tar_index_ident;
 
 /* The fingerprint of a shard of `size` bytes: head holds its first
- * min(size, NST_TIDX_FP_BYTES) bytes, tail its last as many. Never 0. */
-uint64_t nst_tidx_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
-                              const uint8_t *tail, size_t tail_len);
+ * min(size, NST_TAR_INDEX_FP_BYTES) bytes, tail its last as many. Never 0. */
+uint64_t nst_tar_index_fingerprint(uint64_t size, const uint8_t *head, size_t head_len,
+                                   const uint8_t *tail, size_t tail_len);
 
-typedef struct nst_tidx_reader {
+typedef struct nst_tar_index_reader {
     uint64_t tar_bytes, samples, members;
     uint32_t version, flags;
-    nst_tidx_ident ident;
+    nst_tar_index_ident ident;
     /* private */
     const uint8_t *p, *end;
     uint64_t cursor, left, members_left;
-} nst_tidx_reader;
+} nst_tar_index_reader;
 
 /* Check an index file in memory (magic, version, sizes, checksum). 0, or
  * -1 with a reason in why[n] ("bad magic", "checksum mismatch", ...). */
-int nst_tidx_open(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n);
+int nst_tar_index_open(nst_tar_index_reader *r, const uint8_t *data, size_t len, char *why,
+                       size_t n);
 /* The same without the checksum, for a file already checked. */
-int nst_tidx_open_checked(nst_tidx_reader *r, const uint8_t *data, size_t len, char *why, size_t n);
+int nst_tar_index_open_checked(nst_tar_index_reader *r, const uint8_t *data, size_t len, char *why,
+                               size_t n);
 /* The next record: 1 (rec filled; its pointers into the data), 0 at the
  * end (every record read and accounted for), -1 malformed (why set). */
-int nst_tidx_next(nst_tidx_reader *r, nst_tidx_rec *rec, char *why, size_t n);
+int nst_tar_index_next(nst_tar_index_reader *r, nst_tar_index_rec *rec, char *why, size_t n);
 
 /* The writer: records appended in archive order, then finished into one
  * buffer holding the whole file. */
-typedef struct nst_tidx_writer {
+typedef struct nst_tar_index_writer {
     uint8_t *buf;
     size_t len, cap;
     uint64_t samples, members, cursor;
     uint32_t flags;
-    int failed;           /* out of memory or out of order: finish fails */
-    nst_tidx_ident ident; /* set before finish (nst_shard_ident_file)    */
-} nst_tidx_writer;
+    int failed;                /* out of memory or out of order: finish fails */
+    nst_tar_index_ident ident; /* set before finish (nst_shard_ident_file)    */
+} nst_tar_index_writer;
 
-void nst_tidx_writer_init(nst_tidx_writer *w, uint32_t flags);
-void nst_tidx_writer_free(nst_tidx_writer *w);
+void nst_tar_index_writer_init(nst_tar_index_writer *w, uint32_t flags);
+void nst_tar_index_writer_free(nst_tar_index_writer *w);
 /* Append a sample (key, members with their offsets; labels of .cls
  * members in has_label/label) or a damaged region (dname/dname_len: the
- * member involved, cut to NST_TIDX_MAX_DNAME bytes). -1 when the record is
+ * member involved, cut to NST_TAR_INDEX_MAX_DNAME bytes). -1 when the record is
  * invalid (out of order, over the limits) or memory ran out. */
-int nst_tidx_add(nst_tidx_writer *w, const nst_tidx_rec *rec);
+int nst_tar_index_add(nst_tar_index_writer *w, const nst_tar_index_rec *rec);
 /* The whole file in w->buf[0 .. *len): header and checksum written. */
-int nst_tidx_finish(nst_tidx_writer *w, uint64_t tar_bytes, size_t *len);
+int nst_tar_index_finish(nst_tar_index_writer *w, uint64_t tar_bytes, size_t *len);
 
 /* ---- writing shards ------------------------------------------------------ */
 

@@ -40,9 +40,3 @@ uint64_t nst_throttle_wait_until(uint64_t done, const atomic_int *stop)
     }
     return nst_now_ns() - now;
 }
-
-uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop)
-{
-    if (!t->on) return 0;
-    return nst_throttle_wait_until(nst_throttle_schedule(t, bytes), stop);
-}

@@ -29,16 +29,12 @@ typedef struct nst_throttle {
 /* mbps: 10^6 bytes per second (0 = unlimited); latency_ms (0 = none). */
 void nst_throttle_init(nst_throttle *t, double mbps, double latency_ms);
 void nst_throttle_destroy(nst_throttle *t);
-/* Sleep until a read of `bytes` issued now would complete; returns the
- * nanoseconds slept. No-op (0) when the throttle is off. Sleeps in slices of
- * at most 20 ms and returns early once *stop is set, so a loader's stop/free
- * is never held up by an emulated delay. */
-uint64_t nst_throttle_read(nst_throttle *t, uint64_t bytes, const atomic_int *stop);
-
-/* The two halves of nst_throttle_read, for readers with several reads in
- * flight: schedule a read of `bytes` issued now and get the time (nst_now_ns
- * clock) it completes on the emulated device (0 when the throttle is off);
- * later, sleep until that time (returns the ns slept; early on *stop). */
+/* For readers with several reads in flight: schedule a read of `bytes`
+ * issued now and get the time (nst_now_ns clock) it completes on the
+ * emulated device (0 when the throttle is off); later, sleep until that
+ * time (returns the ns slept; at once for 0). Sleeps in slices of at most
+ * 20 ms and returns early once *stop is set, so a loader's stop/free is
+ * never held up by an emulated delay. */
 uint64_t nst_throttle_schedule(nst_throttle *t, uint64_t bytes);
 uint64_t nst_throttle_wait_until(uint64_t done_ns, const atomic_int *stop);
 

@@ -1,7 +1,7 @@
 /*
- * fuzz_audio.c — the audio decode path (src/audio/decode.c over libsndfile:
+ * fuzz_audio.c — the audio decode path (src/decode/audio.c over libsndfile:
  * WAV/RIFX/RF64, FLAC, Ogg, MP3, AIFF, ...; our WAV and Xing checks) and the
- * resampler behind it (src/audio/resample.c), as task=audio runs them.
+ * resampler behind it (src/augment/resample.c), as task=audio runs them.
  *
  * Per input: open (mixed down, and keeping channels when there are few), the
  * FLAC end check, a window read, a whole read, and the window of the
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/decode.h"
-#include "audio/resample.h"
+#include "augment/resample.h"
 #include "common/buf.h"
+#include "decode/audio.h"
 #include "nostall.h"
 
 #define PATH "fuzz-clip"
@@ -115,9 +115,9 @@ static int one(const uint8_t *data, size_t size, uint32_t channels, uint64_t *ha
     for (uint64_t i = 0; i < n * info.planes; i++) *hash = *hash * 31 + (uint64_t)(a[i] != a[i]);
     /* resample to 16 kHz (mixed down): a window from its own frames */
     if (info.planes != 1) return 0;
-    nst_rs_plan p;
-    nst_rs_plan_init(&p, info.rate, 16000);
-    const uint64_t m = nst_rs_out_frames(&p, n);
+    nst_resample_plan p;
+    nst_resample_plan_init(&p, info.rate, 16000);
+    const uint64_t m = nst_resample_out_frames(&p, n);
     if (m > 16000 * (uint64_t)MAX_SECONDS + 16) return 0;
     if (nst_buf_reserve(&whole_out, m * sizeof(float)) < 0) return 0;
     const float *in[1] = {a};
@@ -126,7 +126,7 @@ static int one(const uint8_t *data, size_t size, uint32_t channels, uint64_t *ha
     CHECK(rc == 0, "resampling %u -> 16000 Hz failed", info.rate);
     const uint64_t wa = m / 2, wb = wa + (m - wa < 3000 ? m - wa : 3000);
     uint64_t ia, ib;
-    nst_rs_needs(&p, n, wa, wb, &ia, &ib);
+    nst_resample_needs(&p, n, wa, wb, &ia, &ib);
     if (nst_buf_reserve(&part_out, (wb - wa) * sizeof(float) + 4) < 0) return 0;
     const float *pin[1] = {a + ia};
     float *po[1] = {(float *)part_out.data};

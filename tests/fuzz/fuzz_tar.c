@@ -189,14 +189,14 @@ static void archive(const uint8_t *d, size_t n, size_t piece)
         FAIL("header pass failed: %s", nostall_last_error());
     }
     close(fd);
-    nst_tidx_reader r;
-    static nst_tidx_rec rec;
+    nst_tar_index_reader r;
+    static nst_tar_index_rec rec;
     char why[128];
-    if (nst_tidx_open(&r, file, len, why, sizeof why) < 0)
+    if (nst_tar_index_open(&r, file, len, why, sizeof why) < 0)
         FAIL("the header pass wrote a bad file: %s", why);
     if (r.tar_bytes != n) FAIL("index of %llu bytes for %zu", (unsigned long long)r.tar_bytes, n);
     int k;
-    while ((k = nst_tidx_next(&r, &rec, why, sizeof why)) == 1) {
+    while ((k = nst_tar_index_next(&r, &rec, why, sizeof why)) == 1) {
         for (uint32_t m = 0; m < rec.nmembers; m++)
             if (rec.m[m].offset + rec.m[m].size > n || rec.m[m].offset < NST_TAR_BLOCK)
                 FAIL("member outside");
@@ -215,46 +215,47 @@ static void index_file(const uint8_t *d, size_t n)
     uint8_t *b = malloc(n + 1);
     if (!b) abort();
     memcpy(b, d, n);
-    if (n >= NST_TIDX_HEADER + 8) { /* repair the checksum: reach the body's checks */
+    if (n >= NST_TAR_INDEX_HEADER + 8) { /* repair the checksum: reach the body's checks */
         uint64_t h = 0;
         nostall_checksum_update(&h, b, n - 8);
         put64(b + n - 8, h);
     }
-    nst_tidx_reader r;
+    nst_tar_index_reader r;
     char why[128];
-    if (nst_tidx_open(&r, b, n, why, sizeof why) < 0) {
+    if (nst_tar_index_open(&r, b, n, why, sizeof why) < 0) {
         if (!why[0]) FAIL("refused without a reason");
         free(b);
         return;
     }
-    static nst_tidx_rec recs[64];
-    nst_tidx_writer w;
-    nst_tidx_writer_init(&w, r.flags);
+    static nst_tar_index_rec recs[64];
+    nst_tar_index_writer w;
+    nst_tar_index_writer_init(&w, r.flags);
     w.ident = r.ident;
     int k, count = 0, ok = 1;
-    while ((k = nst_tidx_next(&r, &recs[count % 64], why, sizeof why)) == 1) {
-        const nst_tidx_rec *x = &recs[count % 64];
+    while ((k = nst_tar_index_next(&r, &recs[count % 64], why, sizeof why)) == 1) {
+        const nst_tar_index_rec *x = &recs[count % 64];
         if (x->key) {
             for (uint32_t m = 0; m < x->nmembers; m++)
                 if (x->m[m].offset + x->m[m].size > r.tar_bytes) FAIL("member outside the shard");
         } else if (x->offset + x->size > r.tar_bytes) {
             FAIL("damage outside the shard");
         }
-        if (nst_tidx_add(&w, x) < 0) FAIL("a record read cannot be written again");
+        if (nst_tar_index_add(&w, x) < 0) FAIL("a record read cannot be written again");
         count++;
     }
     if (k < 0) ok = 0, (void)ok;
     if (k == 0 && count <= 64) { /* written again: the same records */
         size_t len;
-        if (nst_tidx_finish(&w, r.tar_bytes, &len) < 0) FAIL("finish");
-        nst_tidx_reader r2;
-        static nst_tidx_rec y;
-        if (nst_tidx_open(&r2, w.buf, len, why, sizeof why) < 0)
+        if (nst_tar_index_finish(&w, r.tar_bytes, &len) < 0) FAIL("finish");
+        nst_tar_index_reader r2;
+        static nst_tar_index_rec y;
+        if (nst_tar_index_open(&r2, w.buf, len, why, sizeof why) < 0)
             FAIL("rewritten file refused: %s", why);
         if (memcmp(&r2.ident, &r.ident, sizeof r.ident) != 0) FAIL("rewritten identity differs");
         for (int i = 0; i < count; i++) {
-            if (nst_tidx_next(&r2, &y, why, sizeof why) != 1) FAIL("rewritten file: record %d", i);
-            const nst_tidx_rec *x = &recs[i];
+            if (nst_tar_index_next(&r2, &y, why, sizeof why) != 1)
+                FAIL("rewritten file: record %d", i);
+            const nst_tar_index_rec *x = &recs[i];
             if ((x->key == NULL) != (y.key == NULL) || x->offset != y.offset ||
                 x->nmembers != y.nmembers)
                 FAIL("rewritten record %d differs", i);
@@ -269,9 +270,10 @@ static void index_file(const uint8_t *d, size_t n)
                     (x->m[m].has_label && x->m[m].label != y.m[m].label))
                     FAIL("member %u of record %d differs", m, i);
         }
-        if (nst_tidx_next(&r2, &y, why, sizeof why) != 0) FAIL("rewritten file has more records");
+        if (nst_tar_index_next(&r2, &y, why, sizeof why) != 0)
+            FAIL("rewritten file has more records");
     }
-    nst_tidx_writer_free(&w);
+    nst_tar_index_writer_free(&w);
     free(b);
 }
 

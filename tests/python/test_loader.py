@@ -56,6 +56,24 @@ def test_shapes_dtypes_labels(data):
         assert int(images.max()) > 100
 
 
+def test_batch_struct_size_checked(data):
+    """nostall_batch's struct_size is the mirror's on a real batch, and a
+    batch of another size (a library from another header) is refused."""
+    with nostall.Loader(data, **SMALL) as ld:
+        b, got = _lib.Batch(), []
+        while not got:
+            rc = _lib.loader_next(ld._core.ld, ctypes.byref(b))
+            assert rc >= 0
+            if rc == _lib.OK:
+                got.append(b.struct_size)
+                _lib.check_batch(b)
+                assert _lib.loader_release(ld._core.ld, ctypes.byref(b)) == _lib.OK
+        assert got == [ctypes.sizeof(_lib.Batch)]
+    b.struct_size += 8
+    with pytest.raises(RuntimeError, match="different builds"):
+        _lib.check_batch(b)
+
+
 def test_exactly_once_per_epoch(data):
     with nostall.Loader(data, **SMALL) as ld:
         truth = collections.Counter(ld.item(i)[1] for i in range(40))

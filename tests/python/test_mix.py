@@ -76,6 +76,29 @@ def test_resume_mid_epoch(two):
     assert e.value.status_name == "E_STATE"
 
 
+def test_elastic_resume(two):
+    """Every rank's state of a 2-rank mix, merged, resumes into 3 ranks: the
+    positions are the mixed epoch's slots, so old + new deliver its exact
+    shares (70 and 30 of 100), none twice."""
+    old = []
+    src = []
+    for r in range(2):
+        ld = loader(two, rank=r, world_size=2)
+        it = iter(ld)
+        for _ in range(2):
+            src.append(arrays(next(it))["source"])
+        old.append(ld.state_dict())
+        ld.close()
+    state = nostall.merge_states(old)
+    for r in range(3):
+        ld = loader(two, rank=r, world_size=3)
+        ld.load_state_dict(state)
+        src += [arrays(b)["source"] for b in ld]
+        ld.close()
+    src = np.concatenate(src)
+    assert len(src) == 100 and (src == 0).sum() == 70 and (src == 1).sum() == 30
+
+
 def test_errors(two):
     a, b = two
     with pytest.raises(nostall.Error) as e:

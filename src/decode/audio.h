@@ -1,5 +1,5 @@
 /*
- * decode.h — encoded audio bytes to float samples, with libsndfile. The only
+ * audio.h — encoded audio bytes to float samples, with libsndfile. The only
  * module that includes sndfile.h.
  *
  * A reader is a per-worker object. It opens a clip held in memory (the bytes
@@ -65,8 +65,8 @@
  * every open; only the text of an open failure's reason can be another
  * thread's then, never a status.)
  */
-#ifndef NST_AUDIO_DECODE_H
-#define NST_AUDIO_DECODE_H
+#ifndef NST_DECODE_AUDIO_H
+#define NST_DECODE_AUDIO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -33,8 +33,8 @@
  * under a process-wide mutex here (FFTW_ESTIMATE: the same plan, so the
  * same bytes, for every worker; executing a plan needs no lock).
  */
-#ifndef NST_AUDIO_MEL_H
-#define NST_AUDIO_MEL_H
+#ifndef NST_AUGMENT_MEL_H
+#define NST_AUGMENT_MEL_H
 
 #include <stdint.h>
 

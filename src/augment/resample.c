@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/resample.h"
+#include "augment/resample.h"
 #include "common/buf.h"
 #include "common/error.h"
 
@@ -35,7 +35,7 @@ static uint64_t gcd(uint64_t a, uint64_t b)
     return a;
 }
 
-void nst_rs_plan_init(nst_rs_plan *p, uint32_t in_rate, uint32_t out_rate)
+void nst_resample_plan_init(nst_resample_plan *p, uint32_t in_rate, uint32_t out_rate)
 {
     memset(p, 0, sizeof *p);
     p->in_rate = in_rate;
@@ -52,7 +52,7 @@ void nst_rs_plan_init(nst_rs_plan *p, uint32_t in_rate, uint32_t out_rate)
     p->margin = (m + p->li - 1) / p->li * p->li;
 }
 
-uint64_t nst_rs_out_frames(const nst_rs_plan *p, uint64_t in_frames)
+uint64_t nst_resample_out_frames(const nst_resample_plan *p, uint64_t in_frames)
 {
     if (p->identity) return in_frames;
     unsigned __int128 x = (unsigned __int128)in_frames * p->out_rate + p->in_rate - 1;
@@ -60,15 +60,16 @@ uint64_t nst_rs_out_frames(const nst_rs_plan *p, uint64_t in_frames)
 }
 
 /* Input frames of segment k: [*sa, *sb). */
-static void segment(const nst_rs_plan *p, uint64_t in_frames, uint64_t k, uint64_t *sa, uint64_t *sb)
+static void segment(const nst_resample_plan *p, uint64_t in_frames, uint64_t k, uint64_t *sa,
+                    uint64_t *sb)
 {
     uint64_t s = k * p->seg_in, e = s + p->seg_in + p->margin;
     *sa = s > p->margin ? s - p->margin : 0;
     *sb = e < in_frames ? e : in_frames;
 }
 
-void nst_rs_needs(const nst_rs_plan *p, uint64_t in_frames, uint64_t a, uint64_t b, uint64_t *ia,
-                  uint64_t *ib)
+void nst_resample_needs(const nst_resample_plan *p, uint64_t in_frames, uint64_t a, uint64_t b,
+                        uint64_t *ia, uint64_t *ib)
 {
     if (p->identity) {
         *ia = a < in_frames ? a : in_frames;
@@ -111,7 +112,7 @@ void nst_resampler_free(nst_resampler *rs)
     free(rs);
 }
 
-static int get_handle(nst_resampler *rs, const nst_rs_plan *p, uint32_t planes, soxr_t *out,
+static int get_handle(nst_resampler *rs, const nst_resample_plan *p, uint32_t planes, soxr_t *out,
                       const char *path)
 {
     handle *h = NULL, *old = &rs->h[0];
@@ -172,7 +173,7 @@ static int64_t run(soxr_t s, uint32_t planes, const float *const *in, uint64_t o
     return (int64_t)made;
 }
 
-int nst_resample(nst_resampler *rs, const nst_rs_plan *p, uint64_t in_frames, uint32_t planes,
+int nst_resample(nst_resampler *rs, const nst_resample_plan *p, uint64_t in_frames, uint32_t planes,
                  const float *const *in, uint64_t ia, uint64_t ib, uint64_t a, uint64_t b,
                  float *const *out, const char *path)
 {
@@ -184,7 +185,7 @@ int nst_resample(nst_resampler *rs, const nst_rs_plan *p, uint64_t in_frames, ui
             memcpy(out[q], in[q] + (a - ia), (b - a) * sizeof(float));
         return 0;
     }
-    const uint64_t n_out = nst_rs_out_frames(p, in_frames);
+    const uint64_t n_out = nst_resample_out_frames(p, in_frames);
     const uint64_t seg_out = p->seg_out ? p->seg_out : n_out;
     const uint64_t seg_in = p->seg_out ? p->seg_in : in_frames;
     soxr_t s = NULL;

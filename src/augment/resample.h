@@ -31,26 +31,26 @@
  * THREADS  A resampler (soxr handles by rates and planes, scratch) belongs to
  * one worker; plans are plain values.
  */
-#ifndef NST_AUDIO_RESAMPLE_H
-#define NST_AUDIO_RESAMPLE_H
+#ifndef NST_AUGMENT_RESAMPLE_H
+#define NST_AUGMENT_RESAMPLE_H
 
 #include <stdint.h>
 
-typedef struct nst_rs_plan {
+typedef struct nst_resample_plan {
     uint32_t in_rate, out_rate;
     int identity;             /* equal rates                              */
     uint64_t li, lo;          /* rates over their gcd                     */
     uint64_t seg_in, seg_out; /* frames of a segment; 0: one segment      */
     uint64_t margin;          /* input frames on each side of a segment   */
-} nst_rs_plan;
+} nst_resample_plan;
 
-void nst_rs_plan_init(nst_rs_plan *p, uint32_t in_rate, uint32_t out_rate);
+void nst_resample_plan_init(nst_resample_plan *p, uint32_t in_rate, uint32_t out_rate);
 /* Output frames of a clip of in_frames: ceil(in_frames * out / in). */
-uint64_t nst_rs_out_frames(const nst_rs_plan *p, uint64_t in_frames);
+uint64_t nst_resample_out_frames(const nst_resample_plan *p, uint64_t in_frames);
 /* The input frames [*ia, *ib) that output frames [a, b) (a < b <= the
  * output length) are computed from. */
-void nst_rs_needs(const nst_rs_plan *p, uint64_t in_frames, uint64_t a, uint64_t b, uint64_t *ia,
-                  uint64_t *ib);
+void nst_resample_needs(const nst_resample_plan *p, uint64_t in_frames, uint64_t a, uint64_t b,
+                        uint64_t *ia, uint64_t *ib);
 
 typedef struct nst_resampler nst_resampler;
 
@@ -59,9 +59,9 @@ void nst_resampler_free(nst_resampler *rs);
 
 /* Output frames [a, b) of a clip of in_frames into out[p][0, b - a), for
  * each of `planes` planes, from input frames [ia, ib) held in
- * in[p][0, ib - ia), which must cover nst_rs_needs(a, b). `path` names the
+ * in[p][0, ib - ia), which must cover nst_resample_needs(a, b). `path` names the
  * clip in messages. */
-int nst_resample(nst_resampler *rs, const nst_rs_plan *p, uint64_t in_frames, uint32_t planes,
+int nst_resample(nst_resampler *rs, const nst_resample_plan *p, uint64_t in_frames, uint32_t planes,
                  const float *const *in, uint64_t ia, uint64_t ib, uint64_t a, uint64_t b,
                  float *const *out, const char *path);
 

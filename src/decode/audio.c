@@ -1,6 +1,6 @@
 /*
- * decode.c — audio clips in memory to float samples with libsndfile (see
- * decode.h for the contract).
+ * audio.c — audio clips in memory to float samples with libsndfile (see
+ * audio.h for the contract).
  *
  * DESIGN  libsndfile reads the bytes through SF_VIRTUAL_IO over the
  * reader's `mem` window, so a clip is decoded from wherever the fetch stage
@@ -35,9 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/decode.h"
 #include "common/error.h"
 #include "common/sanitizer.h"
+#include "decode/audio.h"
 
 /* Interleaved floats read per sf_readf_float call (frames = this / channels). */
 #define CHUNK_FLOATS 16384

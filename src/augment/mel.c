@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/mel.h"
+#include "augment/mel.h"
 #include "common/error.h"
 
 struct nst_mel_bank {

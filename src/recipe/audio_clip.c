@@ -1,5 +1,5 @@
 /*
- * audio.c — the task=audio item recipe: a window of clip_seconds of a clip,
+ * audio_clip.c — the task=audio item recipe: a window of clip_seconds of a clip,
  * resampled to sample_rate, as its waveform or its log-mel spectrogram, with
  * the clip's label.
  *
@@ -20,7 +20,7 @@
  *   channel count of the first local item's header (every clip must have
  *   it: another count is a bad item).
  *
- * WINDOW  The clip resampled (audio/resample.h) is N samples. train: the
+ * WINDOW  The clip resampled (augment/resample.h) is N samples. train: the
  *   window starts at s drawn uniformly in [0, N - W] from the stream
  *   hash(seed, epoch, item, NST_RNG_AUGMENT_COPY(copy)) (each echoed copy
  *   another window); eval: s = (N - W) / 2 (the centre, rounded down). A
@@ -34,7 +34,7 @@
  *   frames, at most the size) and a start uniformly in [0, size - width];
  *   masked values are 0 (torchaudio's mask_value), in every channel.
  *
- * STAGES  make: open the clip (audio/decode.h), plan the window from the
+ * STAGES  make: open the clip (decode/audio.h), plan the window from the
  *   header's length, read only the input frames the window's resampling
  *   segments need (a seek for PCM and FLAC; from the first frame for other
  *   formats; the whole file for MP3 and streams of unknown length),
@@ -52,12 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio/decode.h"
-#include "audio/mel.h"
-#include "audio/resample.h"
+#include "augment/mel.h"
+#include "augment/resample.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "decode/audio.h"
 #include "recipe/recipe.h"
 #include "source/http.h"
 #include "source/reader.h"
@@ -157,27 +157,27 @@ static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data
     nst_msg_path mp;
     const char *path = nst_msg_path_of(&mp, c->path);
     nst_audio_info info;
-    nst_rs_plan rp;
+    nst_resample_plan rp;
     nst_rng rng;
     uint64_t t0 = nst_now_ns(), n_in, n, start = 0, valid = 0, ia = 0, ib = 0;
     float *in[1024], *win[1024], *wbase = window_of(w, c);
     const float *cin[1024];
     int rc = nst_audio_open(w->rd, data, len, path, &r->lim, &info);
     if (rc < 0) goto out;
-    nst_rs_plan_init(&rp, info.rate, r->rate);
+    nst_resample_plan_init(&rp, info.rate, r->rate);
     if (info.access == NST_AUDIO_WHOLE) {
         if ((rc = nst_audio_read_all(w->rd, &w->in, &n_in)) < 0) goto out;
         ib = n_in;
     } else {
         n_in = info.frames;
     }
-    n = nst_rs_out_frames(&rp, n_in);
+    n = nst_resample_out_frames(&rp, n_in);
     plan(r, c, n, &start, &valid, &rng);
     for (uint32_t p = 0; p < r->planes; p++) win[p] = wbase + p * r->win;
     if (valid) {
         if (info.access != NST_AUDIO_WHOLE) {
             size_t bytes;
-            nst_rs_needs(&rp, n_in, start, start + valid, &ia, &ib);
+            nst_resample_needs(&rp, n_in, start, start + valid, &ia, &ib);
             if (nst_mul_overflow((size_t)(ib - ia), (size_t)r->planes * sizeof(float), &bytes)) {
                 rc = nst_error(NOSTALL_E_FILE_TOO_LARGE, "audio: %s: too many samples", path);
                 goto out;
@@ -213,7 +213,7 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
     nst_msg_path mp;
     const char *path = nst_msg_path_of(&mp, c->path);
     nst_audio_info info;
-    nst_rs_plan rp;
+    nst_resample_plan rp;
     uint64_t t0 = nst_now_ns(), n_in = 0, n = 0;
     size_t bytes = 0;
     const float *cin[1024];
@@ -221,8 +221,8 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
     int rc = nst_audio_open(w->rd, data, len, path, &r->lim, &info);
     if (rc == 0) rc = nst_audio_read_all(w->rd, &w->in, &n_in);
     if (rc == 0) {
-        nst_rs_plan_init(&rp, info.rate, r->rate);
-        n = nst_rs_out_frames(&rp, n_in);
+        nst_resample_plan_init(&rp, info.rate, r->rate);
+        n = nst_resample_out_frames(&rp, n_in);
         if (nst_mul_overflow((size_t)n, (size_t)r->planes * sizeof(float), &bytes))
             rc = nst_error(NOSTALL_E_FILE_TOO_LARGE, "audio: %s: too many samples", path);
     }
@@ -383,7 +383,7 @@ static int declare(audio_recipe *r, const nst_optval *v)
     return rc < 0 ? rc : nst_field_finish(len);
 }
 
-int nst_audio_create(nst_recipe **out, const nostall_config *cfg, const char *source)
+int nst_audio_clip_create(nst_recipe **out, const nostall_config *cfg, const char *source)
 {
     const nst_optval *v = cfg->v;
     int rc;
