@@ -376,29 +376,20 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
     return nst_stream_create(&ld->stream, ix, &o);
 }
 
-int nostall_loader_create(nostall_loader **out, const char *source, const nostall_config *cfg)
+/* A loader over `ds` (its reference taken over: released on failure) with
+ * `cfg`, validated. */
+static int create(nostall_loader **out, nostall_dataset *ds, const nostall_config *cfg,
+                  const char *fn)
 {
-    static const char fn[] = "nostall_loader_create";
-    struct nostall_loader *ld = NULL;
-    nostall_config *defaults = NULL;
+    struct nostall_loader *ld = calloc(1, sizeof *ld);
+    const char *source = ds->source;
     int rc;
-
-    nst_error_clear();
-    if (!out || !source)
-        return nst_error(NOSTALL_E_INVALID, "%s: out and source must not be NULL", fn);
-    *out = NULL;
-    if (!cfg) {
-        if ((rc = nostall_config_create(&defaults)) < 0) return rc;
-        cfg = defaults;
+    if (!ld) {
+        nostall_dataset_free(ds);
+        return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     }
-    if ((rc = validate(cfg, fn)) < 0) goto fail_early;
-    if (!(ld = calloc(1, sizeof *ld))) {
-        rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
-        goto fail_early;
-    }
+    ld->ds = ds;
     ld->cfg = *cfg;
-    nostall_config_free(defaults);
-    defaults = NULL;
     ld->pid = getpid();
     pthread_mutex_init(&ld->plan_mu, NULL);
     pthread_mutex_init(&ld->skip_mu, NULL);
@@ -436,9 +427,97 @@ fail : {
     nst_error_set(rc, keep);
 }
     return rc;
-fail_early:
+}
+
+int nostall_loader_create(nostall_loader **out, const char *source, const nostall_config *cfg)
+{
+    static const char fn[] = "nostall_loader_create";
+    nostall_config *defaults = NULL;
+    nostall_dataset *ds = NULL;
+    int rc;
+
+    nst_error_clear();
+    if (!out || !source)
+        return nst_error(NOSTALL_E_INVALID, "%s: out and source must not be NULL", fn);
+    *out = NULL;
+    if (!cfg) {
+        if ((rc = nostall_config_create(&defaults)) < 0) return rc;
+        cfg = defaults;
+    }
+    if ((rc = validate(cfg, fn)) == 0 && (rc = nst_dataset_open(&ds, source, cfg, fn)) == 0)
+        rc = create(out, ds, cfg, fn); /* a private dataset: its only holder */
     nostall_config_free(defaults);
     return rc;
+}
+
+/* Options a loader may set apart from its dataset's: how it delivers and
+ * fetches, not what the items are or become (nostall_dataset.h). */
+static int loader_only(int id)
+{
+    static const int ids[] = {NOSTALL_OPT_BATCH_SIZE,
+                              NOSTALL_OPT_THREADS,
+                              NOSTALL_OPT_BATCHES_AHEAD,
+                              NOSTALL_OPT_EPOCHS,
+                              NOSTALL_OPT_DROP_LAST,
+                              NOSTALL_OPT_RANK,
+                              NOSTALL_OPT_WORLD_SIZE,
+                              NOSTALL_OPT_ON_BAD_ITEM,
+                              NOSTALL_OPT_MAX_BAD_FRACTION,
+                              NOSTALL_OPT_STORAGE_MBPS,
+                              NOSTALL_OPT_STORAGE_LATENCY_MS,
+                              NOSTALL_OPT_IO_DEPTH,
+                              NOSTALL_OPT_READER,
+                              NOSTALL_OPT_HTTP_TIMEOUT_MS,
+                              NOSTALL_OPT_HTTP_RETRIES,
+                              NOSTALL_OPT_HTTP_VERIFY_TLS,
+                              NOSTALL_OPT_ECHO,
+                              NOSTALL_OPT_ECHO_POINT,
+                              NOSTALL_OPT_ECHO_FACTOR,
+                              NOSTALL_OPT_ECHO_BUFFER,
+                              NOSTALL_OPT_ECHO_MAX,
+                              NOSTALL_OPT_COORDINATE,
+                              NOSTALL_OPT_COORDINATE_LEAD,
+                              NOSTALL_OPT_CACHE_TRANSCODE,
+                              NOSTALL_OPT_SHUFFLE_BUFFER,
+                              NOSTALL_OPT_SHARD_MODE};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+/* E_OPTION naming the first option `cfg` sets apart from the dataset's that
+ * only the dataset may set. */
+static int same_items(const nostall_dataset *ds, const nostall_config *cfg, const char *fn)
+{
+    for (int id = 0; id < NOSTALL_OPT_COUNT_; id++) {
+        nostall_option_info oi;
+        char a[NOSTALL_PATH_MAX + 64], b[NOSTALL_PATH_MAX + 64];
+        if (loader_only(id) || nostall_option_info_get(id, &oi) < 0) continue;
+        if (nostall_config_get(&ds->cfg, oi.name, a, sizeof a) < 0 ||
+            nostall_config_get(cfg, oi.name, b, sizeof b) < 0 || strcmp(a, b))
+            return nst_error(NOSTALL_E_OPTION,
+                             "%s: %s: %s is '%s' in the loader's config but '%s' in the "
+                             "dataset's: it defines the items, so only the dataset sets it",
+                             fn, ds->source, oi.name, b, a);
+    }
+    if (cfg->op != ds->cfg.op || cfg->op_ctx != ds->cfg.op_ctx)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %s: the loader's config has another user op than the dataset's", fn,
+                         ds->source);
+    return 0;
+}
+
+int nostall_loader_create_from_dataset(nostall_loader **out, nostall_dataset *ds,
+                                       const nostall_config *cfg)
+{
+    static const char fn[] = "nostall_loader_create_from_dataset";
+    int rc;
+    nst_error_clear();
+    if (!out || !ds) return nst_error(NOSTALL_E_INVALID, "%s: out and ds must not be NULL", fn);
+    *out = NULL;
+    if (!cfg) cfg = &ds->cfg;
+    if ((rc = same_items(ds, cfg, fn)) < 0 || (rc = validate(cfg, fn)) < 0) return rc;
+    return create(out, nostall_dataset_ref(ds), cfg, fn);
 }
 
 int nostall_loader_stop(nostall_loader *ld)
@@ -486,7 +565,7 @@ void nostall_loader_free(nostall_loader *ld)
     free(ld->res_band);
     free(ld->chain);
     nst_echo_sched_destroy(&ld->esched);
-    nst_recipe_free(ld->recipe);
+    nostall_dataset_free(ld->ds); /* after the workers: they used its recipe */
     nst_cache_free(ld->cache);
     free((void *)ld->fenv.reading);
     nst_throttle_destroy(&ld->throttle);

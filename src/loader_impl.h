@@ -27,6 +27,7 @@
 #include "cache/minio.h"
 #include "common/config.h"
 #include "echo/schedule.h"
+#include "dataset/dataset.h"
 #include "recipe/recipe.h"
 #include "source/fetch.h"
 #include "source/index.h"
@@ -80,7 +81,8 @@ struct nostall_loader {
     nostall_config cfg;
     char *source;
     nst_sampler sampler;
-    nst_recipe *recipe;
+    nst_recipe *recipe;  /* the dataset's: borrowed, never freed here    */
+    nostall_dataset *ds; /* the items (one reference held; dataset.h)    */
     pid_t pid;
     nst_cache *cache;      /* NULL: no cache; thread-safe, lock-free reads */
     nst_throttle throttle; /* emulated storage (off unless configured)    */
@@ -149,8 +151,9 @@ uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);
  * the planned ones). */
 uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items);
 
-/* loader_source.c, at create: the recipe (or mix), sampler, echo mode and
- * plan; then the fetch environment (after the backend: the cache's keys). */
+/* loader_source.c, at create: the recipe (or mix) from ld->ds, sampler,
+ * echo mode and plan; then the fetch environment (after the backend: the
+ * cache's keys). */
 int nst_loader_make_source(struct nostall_loader *ld, const char *source, const char *fn);
 int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn);
 

@@ -1,7 +1,8 @@
 /*
  * loader_source.c — the loader's items and how they are fetched, made at
  * create (loader.c calls these once, before any thread starts): the item
- * recipe or a weighted mix of recipes (recipe/mixture.c), the sampler over
+ * recipe or a weighted mix of recipes (recipe/mixture.c), borrowed from
+ * the loader's dataset (dataset/dataset.c), the sampler over
  * its items, the echo mode, the epoch plan; and the fetch environment the
  * workers share (the MinIO cache, the peer cache hook, storage options).
  * Touches only the loader being created.
@@ -12,7 +13,6 @@
 #include "batch/ring.h"
 #include "common/error.h"
 #include "loader_impl.h"
-#include "recipe/mixture.h"
 
 int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
 {
@@ -48,17 +48,8 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: mix cannot be combined with coordinate='%s' (a group shares one "
                          "source)",
                          fn, v[NOSTALL_OPT_COORDINATE].s);
-    if (!nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0] &&
-        (v[NOSTALL_OPT_MIX_EPOCH_ITEMS].u || v[NOSTALL_OPT_MIX_LABELS].u))
-        return nst_error(NOSTALL_E_OPTION,
-                         "%s: mix_epoch_items and mix_labels apply to a mix, but the mix option "
-                         "is empty",
-                         fn);
-    if (nst_config_path(&ld->cfg, NOSTALL_OPT_MIX)[0])
-        rc = nst_mixture_create(&ld->recipe, &mix, &ld->cfg);
-    else
-        rc = nst_recipe_create(&ld->recipe, &ld->cfg, source);
-    if (rc < 0) return rc;
+    ld->recipe = ld->ds->recipe; /* the dataset's (dataset/dataset.c) */
+    mix = ld->ds->mix;
     rc = nst_sampler_init(&ld->sampler, mix ? mix->len : ld->recipe->items, v[NOSTALL_OPT_SEED].u,
                           (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
                           (int)v[NOSTALL_OPT_SHUFFLE].u, ld->drop_last);
