@@ -115,7 +115,8 @@ NOSTALL_API int nostall_shard_writer_open(nostall_shard_writer **out, const char
 NOSTALL_API int nostall_shard_writer_add(nostall_shard_writer *w, const char *key,
                                          const nostall_shard_member *members, uint32_t n);
 /* Shards finished so far (the one being written not included), the
- * samples and bytes written. */
+ * samples written, and the bytes of every shard as it will be once
+ * finished (the one being written included). */
 NOSTALL_API uint64_t nostall_shard_writer_shards(const nostall_shard_writer *w);
 NOSTALL_API uint64_t nostall_shard_writer_samples(const nostall_shard_writer *w);
 NOSTALL_API uint64_t nostall_shard_writer_bytes(const nostall_shard_writer *w);

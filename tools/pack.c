@@ -26,11 +26,11 @@
  * Python's tarfile and the webdataset library read.
  *
  * Sources: an ImageFolder or a list file (indexed as the loader indexes
- * them: src/source/index.h), or, with --coco-webdataset, a COCO annotation
+ * them: nostall_dataset), or, with --coco-webdataset, a COCO annotation
  * file (*.json, images under --image-root, default its folder, in id order
  * as task=detect; refused without the flag, since no nostall loader reads
  * COCO shards: they are for the webdataset library). A COCO file_name that
- * leaves the image root (nst_coco_leaves_root: absolute, "..", a symlink
+ * leaves the image root (nostall_path_leaves_root: absolute, "..", a symlink
  * out) is refused unless --allow-outside-root, so a downloaded annotation
  * file cannot pack ~/.aws/credentials.
  * URLs are not packed. A file that cannot be read is reported, left out
@@ -42,19 +42,16 @@
  * order, so the shards are the same bytes whatever the thread count. The
  * ring's mutex guards the slots' states and the cursors.
  *
- * This tool includes two library headers beyond nostall.h
- * (src/source/index.h, tar.h: self-contained) so that the loader and pack
- * share one indexing of sources and one writer of the index format.
+ * Public headers only: the source is read as a nostall_dataset (the
+ * loader's own indexing) and written by a nostall_shard_writer (the
+ * library's writer of shards and their index format), nostall_dataset.h.
  */
 #include "args.h"
 #include "commands.h"
 #include "rng.h"
 #include "util.h"
 
-#include "../src/source/coco.h"
-#include "../src/source/index.h"
-#include "../src/source/shards.h"
-#include "../src/source/tar.h"
+#include "nostall_dataset.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -295,25 +292,27 @@ static int unique_keys(pk_item *it, uint64_t n)
     return 0;
 }
 
-static int load_index(const pk_opts *o, nst_index **ixp, pk_item **out, uint64_t *n)
+static int load_index(const pk_opts *o, nostall_dataset **dsp, pk_item **out, uint64_t *n)
 {
-    nst_index *ix;
-    if (nst_index_build(&ix, o->src) < 0) {
+    nostall_dataset *ds;
+    if (nostall_dataset_open(&ds, o->src, NULL) < 0) {
         fprintf(stderr, "pack: %s\n", nostall_last_error());
         return -1;
     }
-    *ixp = ix;
-    if (nst_index_shards(ix)) {
+    *dsp = ds;
+    uint64_t off, len;
+    if (nostall_dataset_count(ds) && nostall_dataset_item(ds, 0, NULL, NULL, &off, &len) == 0 &&
+        len) {
         fprintf(stderr, "pack: %s is already tar shards\n", o->src);
         return -1;
     }
-    int kind = nst_index_label_kind(ix);
-    if (kind == NST_LABEL_FLOAT || kind == NST_LABEL_MULTI) {
+    int kind = nostall_dataset_label_kind(ds);
+    if (kind == NOSTALL_LABELS_FLOAT || kind == NOSTALL_LABELS_MULTI) {
         fprintf(stderr, "pack: %s has %s labels; a .cls member holds one integer\n", o->src,
-                kind == NST_LABEL_FLOAT ? "float" : "multi-label");
+                kind == NOSTALL_LABELS_FLOAT ? "float" : "multi-label");
         return -1;
     }
-    *n = nst_index_count(ix);
+    *n = nostall_dataset_count(ds);
     pk_item *it = calloc(*n, sizeof *it);
     if (!it) return -1;
     *out = it;
@@ -329,9 +328,8 @@ static int load_index(const pk_opts *o, nst_index **ixp, pk_item **out, uint64_t
             snprintf(root, sizeof root, ".");
     }
     for (uint64_t i = 0; i < *n; i++) {
-        it[i].path = nst_index_path(ix, i);
-        it[i].has_label = kind == NST_LABEL_INT;
-        it[i].label = nst_index_label(ix, i);
+        nostall_dataset_item(ds, i, &it[i].path, &it[i].label, NULL, NULL);
+        it[i].has_label = kind == NOSTALL_LABELS_INT;
         if (!(it[i].key = make_key(it[i].path, root))) return -1;
     }
     return 0;
@@ -401,7 +399,7 @@ static int load_coco(const pk_opts *o, json_t **docp, pk_item **out, uint64_t *n
     /* every file_name inside the image root, before anything is built */
     for (size_t i = 0; i < ni && !o->allow_outside_root; i++) {
         const char *fn = json_string_value(json_object_get(sorted[i], "file_name"));
-        if (nst_coco_leaves_root(root, fn)) {
+        if (nostall_path_leaves_root(root, fn)) {
             fprintf(stderr,
                     "pack: %s: the file_name \"%s\" of image id %lld leaves the image root %s "
                     "(as written, or through a symlink): refused, so that an annotation file "
@@ -534,100 +532,6 @@ static void *reader_main(void *arg)
 
 /* ---- writing shards ---------------------------------------------------------- */
 
-typedef struct pk_writer {
-    const pk_opts *o;
-    FILE *f;
-    char path[PATH_MAX], tmp[PATH_MAX + 8];
-    uint64_t pos, shards, samples_in;
-    nst_tar_index_writer idx;
-    uint64_t total_bytes;
-    int failed;
-} pk_writer;
-
-static int put(pk_writer *w, const void *d, size_t n)
-{
-    if (n && fwrite(d, 1, n, w->f) != n) return -1;
-    w->pos += n;
-    return 0;
-}
-
-/* A member: its header (a pax header first when the name needs it), data, padding. */
-static int put_member(pk_writer *w, const char *name, const void *d, size_t n, uint64_t *data_off)
-{
-    static const uint8_t zero[NST_TAR_BLOCK];
-    uint8_t hdr[NST_TAR_BLOCK], pax[8192];
-    if (nst_tar_write_header(hdr, name, n, 0) < 0) {
-        size_t k = nst_tar_pax_path(pax, sizeof pax, name, 0);
-        char shortname[100];
-        snprintf(shortname, sizeof shortname, "pax-member");
-        if (!k || put(w, pax, k) < 0 || nst_tar_write_header(hdr, shortname, n, 0) < 0) return -1;
-    }
-    if (put(w, hdr, sizeof hdr) < 0) return -1;
-    *data_off = w->pos;
-    if (put(w, d, n) < 0 || put(w, zero, (NST_TAR_BLOCK - n % NST_TAR_BLOCK) % NST_TAR_BLOCK) < 0)
-        return -1;
-    return 0;
-}
-
-static uint64_t member_bytes(const char *name, size_t n)
-{
-    uint64_t b = NST_TAR_BLOCK + (n + NST_TAR_BLOCK - 1) / NST_TAR_BLOCK * NST_TAR_BLOCK;
-    if (strlen(name) > 100)
-        b += 2 * NST_TAR_BLOCK + (strlen(name) + 40) / NST_TAR_BLOCK * NST_TAR_BLOCK;
-    return b;
-}
-
-static int close_shard(pk_writer *w)
-{
-    if (!w->f) return 0;
-    static const uint8_t zero[2 * NST_TAR_BLOCK];
-    size_t len;
-    int bad = put(w, zero, sizeof zero) < 0;
-    bad |= fclose(w->f) != 0;
-    w->f = NULL;
-    if (!bad && rename(w->tmp, w->path) != 0) bad = 1;
-    /* the index is bound to this version of the shard by its fingerprint
-       (its size and ends); no mtime, so that the bytes are the same for
-       every run and a copy of the pair stays valid */
-    if (!bad && nst_shard_ident_file(w->path, &w->idx.ident) < 0) bad = 1;
-    w->idx.ident.mtime = 0;
-    if (!bad && nst_tar_index_finish(&w->idx, w->pos, &len) < 0) bad = 1;
-    char side[PATH_MAX + 16];
-    snprintf(side, sizeof side, "%s%s", w->path, NST_TAR_INDEX_SUFFIX);
-    if (!bad) {
-        FILE *f = fopen(side, "wb");
-        bad = !f || fwrite(w->idx.buf, 1, len, f) != len;
-        if (f && fclose(f) != 0) bad = 1;
-    }
-    nst_tar_index_writer_free(&w->idx);
-    w->total_bytes += w->pos;
-    if (bad) {
-        fprintf(stderr, "pack: cannot write '%s': %s\n", w->path, strerror(errno ? errno : EIO));
-        unlink(w->tmp);
-        w->failed = 1;
-        return -1;
-    }
-    return 0;
-}
-
-static int open_shard(pk_writer *w)
-{
-    snprintf(w->path, sizeof w->path, "%s/%s-%06llu.tar", w->o->dst, w->o->prefix,
-             (unsigned long long)w->shards);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        fprintf(stderr, "pack: cannot create '%s': %s\n", w->tmp, strerror(errno));
-        w->failed = 1;
-        return -1;
-    }
-    w->shards++;
-    w->pos = 0;
-    w->samples_in = 0;
-    nst_tar_index_writer_init(&w->idx, 0);
-    return 0;
-}
-
 static const char *image_ext(const uint8_t *d, size_t n, const char *path)
 {
     if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return "jpg";
@@ -637,10 +541,10 @@ static const char *image_ext(const uint8_t *d, size_t n, const char *path)
     return dot && dot[1] ? dot + 1 : "bin";
 }
 
-/* Write one sample: image, label, json. */
-static int write_sample(pk_writer *w, const pk_item *it, const pk_slot *sl)
+/* Write one sample: image, label, json. 0, or -1 with the reason printed. */
+static int write_sample(nostall_shard_writer *w, const pk_item *it, const pk_slot *sl)
 {
-    char ext[32], name[PATH_MAX + 64], cls[32];
+    char ext[32], cls[32];
     snprintf(ext, sizeof ext, "%s", image_ext(sl->data, sl->len, it->path));
     for (char *p = ext; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
@@ -648,58 +552,17 @@ static int write_sample(pk_writer *w, const pk_item *it, const pk_slot *sl)
         else if (*p == '/' || *p == '.')
             *p = '_';
     char *js = it->json ? json_dumps(it->json, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    int cl = it->has_label ? snprintf(cls, sizeof cls, "%lld", (long long)it->label) : 0;
-    snprintf(name, sizeof name, "%s.%s", it->key, ext);
-    uint64_t need = member_bytes(name, sl->len) + (cl ? member_bytes(name, (size_t)cl) : 0) +
-                    (js ? member_bytes(name, strlen(js)) : 0);
-    if (w->f && w->samples_in && w->pos + need + 2 * NST_TAR_BLOCK > w->o->shard_bytes &&
-        close_shard(w) < 0)
-        goto bad;
-    if (!w->f && open_shard(w) < 0) goto bad;
-    nst_tar_index_rec r;
-    memset(&r, 0, sizeof r);
-    r.key = it->key;
-    r.key_len = (uint32_t)strlen(it->key);
-    if (put_member(w, name, sl->data, sl->len, &r.m[0].offset) < 0) goto io;
-    r.m[0] = (nst_tar_index_member){.ext = ext,
-                                    .ext_len = (uint32_t)strlen(ext),
-                                    .offset = r.m[0].offset,
-                                    .size = sl->len};
-    r.nmembers = 1;
-    if (cl) {
-        snprintf(name, sizeof name, "%s.cls", it->key);
-        nst_tar_index_member *m = &r.m[r.nmembers++];
-        if (put_member(w, name, cls, (size_t)cl, &m->offset) < 0) goto io;
-        *m = (nst_tar_index_member){.ext = "cls",
-                                    .ext_len = 3,
-                                    .offset = m->offset,
-                                    .size = (uint64_t)cl,
-                                    .has_label = 1,
-                                    .label = it->label};
+    nostall_shard_member m[3] = {{ext, sl->data, sl->len}};
+    uint32_t nm = 1;
+    if (it->has_label) {
+        int cl = snprintf(cls, sizeof cls, "%lld", (long long)it->label);
+        m[nm++] = (nostall_shard_member){"cls", cls, (size_t)cl};
     }
-    if (js) {
-        snprintf(name, sizeof name, "%s.json", it->key);
-        nst_tar_index_member *m = &r.m[r.nmembers++];
-        if (put_member(w, name, js, strlen(js), &m->offset) < 0) goto io;
-        *m = (nst_tar_index_member){.ext = "json",
-                                    .ext_len = 4,
-                                    .offset = m->offset,
-                                    .size = strlen(js)};
-    }
+    if (js) m[nm++] = (nostall_shard_member){"json", js, strlen(js)};
+    int rc = nostall_shard_writer_add(w, it->key, m, nm);
     free(js);
-    if (nst_tar_index_add(&w->idx, &r) < 0) {
-        fprintf(stderr, "pack: %s: the sample cannot be indexed (key too long?)\n", it->path);
-        w->failed = 1;
-        return -1;
-    }
-    w->samples_in++;
-    return 0;
-io:
-    fprintf(stderr, "pack: cannot write '%s': %s\n", w->tmp, strerror(errno ? errno : EIO));
-    w->failed = 1;
-bad:
-    free(js);
-    return -1;
+    if (rc < 0) fprintf(stderr, "pack: %s: %s\n", it->path, nostall_last_error());
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- the command --------------------------------------------------------------- */
@@ -709,31 +572,13 @@ static int index_shards(int n, char **argv)
 {
     int bad = 0;
     for (int i = 1; i <= n; i++) {
-        uint8_t *file;
-        size_t len;
-        if (nst_shard_scan_file(argv[i], &file, &len) < 0) {
+        uint64_t samples = 0, damaged = 0;
+        if (nostall_shard_index_write(argv[i], &samples, &damaged) < 0) {
             fprintf(stderr, "pack: %s\n", nostall_last_error());
             bad = 1;
             continue;
         }
-        nst_tar_index_reader r;
-        nst_tar_index_rec rec;
-        uint64_t samples = 0, damaged = 0;
-        nst_tar_index_open(&r, file, len, NULL, 0);
-        int e;
-        while ((e = nst_tar_index_next(&r, &rec, NULL, 0)) == 1) rec.key ? samples++ : damaged++;
-        char side[PATH_MAX + 16];
-        snprintf(side, sizeof side, "%s%s", argv[i], NST_TAR_INDEX_SUFFIX);
-        FILE *f = fopen(side, "wb");
-        int wbad = !f || fwrite(file, 1, len, f) != len;
-        if (f && fclose(f) != 0) wbad = 1;
-        free(file);
-        if (wbad) {
-            fprintf(stderr, "pack: cannot write '%s': %s\n", side, strerror(errno ? errno : EIO));
-            bad = 1;
-            continue;
-        }
-        tool_line(stdout, "pack: %s: %llu samples%s%s", side, (unsigned long long)samples,
+        tool_line(stdout, "pack: %s.nstidx: %llu samples%s%s", argv[i], (unsigned long long)samples,
                   damaged ? ", damaged regions: " : "", damaged ? "see nostall bench" : "");
     }
     return bad ? 1 : 0;
@@ -777,8 +622,8 @@ static int prepare_dst(const pk_opts *o)
     return 0;
 }
 
-static void progress(const pk_writer *w, uint64_t done, uint64_t n, double t0, double *last,
-                     int final)
+static void progress(const nostall_shard_writer *w, uint64_t done, uint64_t n, double t0,
+                     double *last, int final)
 {
     double t = tool_now_s();
     if (!final && t - *last < 0.1) return;
@@ -788,10 +633,11 @@ static void progress(const pk_writer *w, uint64_t done, uint64_t n, double t0, d
     char bar[64];
     for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
-    double mb = (double)(w->total_bytes + w->pos) / 1e6;
+    double mb = (double)nostall_shard_writer_bytes(w) / 1e6;
+    const uint64_t shards = nostall_shard_writer_shards(w) + (done < n);
     fprintf(stderr, "\rpack: [%s] %llu/%llu samples, %llu shard%s, %.1f MB, %.0f MB/s", bar,
-            (unsigned long long)done, (unsigned long long)n, (unsigned long long)w->shards,
-            w->shards == 1 ? "" : "s", mb, t > t0 ? mb / (t - t0) : 0.0);
+            (unsigned long long)done, (unsigned long long)n, (unsigned long long)shards,
+            shards == 1 ? "" : "s", mb, t > t0 ? mb / (t - t0) : 0.0);
     fflush(stderr);
 }
 
@@ -818,7 +664,7 @@ int cmd_pack(int argc, char **argv)
     int rc = prepare_dst(&o);
     if (rc) return rc;
 
-    nst_index *ix = NULL;
+    nostall_dataset *ix = NULL;
     json_t *doc = NULL;
     char *arena = NULL;
     pk_item *items = NULL;
@@ -858,14 +704,17 @@ int cmd_pack(int argc, char **argv)
     for (; started < o.threads; started++)
         if (pthread_create(&tids[started], NULL, reader_main, &s) != 0) break;
 
-    pk_writer w;
-    memset(&w, 0, sizeof w);
-    w.o = &o;
+    nostall_shard_writer *w = NULL;
+    int failed = 0;
+    if (nostall_shard_writer_open(&w, o.dst, o.prefix, o.shard_bytes) < 0) {
+        fprintf(stderr, "pack: %s\n", nostall_last_error());
+        failed = 1;
+    }
     const int show = !o.quiet && isatty(STDERR_FILENO);
     const double t0 = tool_now_s();
     double last = 0;
     uint64_t packed = 0, skipped = 0, transcoded = 0, damaged = 0;
-    for (uint64_t k = 0; k < n && !w.failed; k++) {
+    for (uint64_t k = 0; k < n && !failed; k++) {
         pk_slot *slot = &s.slots[k % s.nslots];
         if (started == 0) { /* no thread: read here */
             slot->item = k;
@@ -884,7 +733,10 @@ int cmd_pack(int argc, char **argv)
             if (slot->damaged)
                 tool_line(stderr, "pack: %s: damaged JPEG (%s), packed unchanged", it->path,
                           slot->msg);
-            if (write_sample(&w, it, slot) == 0) packed++;
+            if (write_sample(w, it, slot) == 0)
+                packed++;
+            else
+                failed = 1;
             transcoded += (uint64_t)slot->transcoded;
             damaged += (uint64_t)slot->damaged;
         }
@@ -893,20 +745,21 @@ int cmd_pack(int argc, char **argv)
         s.next_write = k + 1;
         pthread_cond_broadcast(&s.cv);
         pthread_mutex_unlock(&s.mu);
-        if (show) progress(&w, k + 1, n, t0, &last, 0);
-    }
-    if (!w.failed)
-        close_shard(&w);
-    else if (w.f) {
-        fclose(w.f);
-        unlink(w.tmp);
+        if (show) progress(w, k + 1, n, t0, &last, 0);
     }
     pthread_mutex_lock(&s.mu);
     s.stop = 1;
     pthread_cond_broadcast(&s.cv);
     pthread_mutex_unlock(&s.mu);
     for (long i = 0; i < started; i++) pthread_join(tids[i], NULL);
-    if (show) progress(&w, n, n, t0, &last, 1), fprintf(stderr, "\r\033[K");
+    if (show) progress(w, n, n, t0, &last, 1), fprintf(stderr, "\r\033[K");
+    const uint64_t nshards = nostall_shard_writer_shards(w) +
+                             (w && nostall_shard_writer_bytes(w) > 0 && !failed),
+                   nbytes = nostall_shard_writer_bytes(w);
+    if (w && nostall_shard_writer_close(w) < 0 && !failed) {
+        fprintf(stderr, "pack: %s\n", nostall_last_error());
+        failed = 1;
+    }
     for (uint32_t i = 0; i < s.nslots; i++) {
         free(s.slots[i].buf);
         free(s.slots[i].out);
@@ -917,14 +770,14 @@ int cmd_pack(int argc, char **argv)
     pthread_mutex_destroy(&s.mu);
     double t = tool_now_s() - t0;
     printf("pack: %llu samples in %llu shard%s (%.1f MB) in %.1f s into %s",
-           (unsigned long long)packed, (unsigned long long)w.shards, w.shards == 1 ? "" : "s",
-           (double)w.total_bytes / 1e6, t, o.dst);
+           (unsigned long long)packed, (unsigned long long)nshards, nshards == 1 ? "" : "s",
+           (double)nbytes / 1e6, t, o.dst);
     if (o.transcode)
         printf("; %llu JPEGs rewritten with restart markers, %llu damaged packed unchanged",
                (unsigned long long)transcoded, (unsigned long long)damaged);
     if (skipped) printf("; %llu files left out (see above)", (unsigned long long)skipped);
     printf("\n");
-    rc = w.failed || skipped ? 1 : 0;
+    rc = failed || skipped ? 1 : 0;
 out:
     for (uint64_t i = 0; items && i < n; i++) {
         free(items[i].key);
@@ -933,6 +786,6 @@ out:
     free(items);
     free(arena);
     json_decref(doc);
-    nst_index_free(ix);
+    nostall_dataset_free(ix);
     return rc;
 }

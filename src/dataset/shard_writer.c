@@ -36,6 +36,7 @@ struct nostall_shard_writer {
     char path[PATH_MAX + 300], tmp[PATH_MAX + 310];
     uint64_t limit, pos, shards, samples, samples_in, total_bytes;
     nst_tar_index_writer idx;
+    int failed; /* an I/O error: the shard being written is dropped at close */
 };
 
 static int put(nostall_shard_writer *w, const void *d, size_t n)
@@ -101,6 +102,7 @@ static int close_shard(nostall_shard_writer *w)
     if (bad) {
         const int e = errno ? errno : EIO;
         unlink(w->tmp);
+        w->failed = 1;
         return nst_error(NOSTALL_E_IO, "%s: cannot write '%s': %s", fn, w->path, strerror(e));
     }
     w->shards++;
@@ -184,6 +186,8 @@ int nostall_shard_writer_add(nostall_shard_writer *w, const char *key,
         need += member_bytes(strlen(key) + 1 + strlen(members[i].ext), members[i].len);
     }
     int rc;
+    if (w->failed)
+        return nst_error(NOSTALL_E_IO, "%s: %s: an earlier write to '%s' failed", fn, key, w->tmp);
     if (w->f && w->samples_in && w->pos + need > w->limit && (rc = close_shard(w)) < 0) return rc;
     if (!w->f && (rc = open_shard(w)) < 0) return rc;
     nst_tar_index_rec r;
@@ -194,12 +198,14 @@ int nostall_shard_writer_add(nostall_shard_writer *w, const char *key,
     for (uint32_t i = 0; i < n; i++) {
         uint64_t off;
         snprintf(name, sizeof name, "%s.%s", key, members[i].ext);
-        if (put_member(w, name, members[i].data, members[i].len, &off) < 0)
+        if (put_member(w, name, members[i].data, members[i].len, &off) < 0) {
+            w->failed = 1;
             return nst_error(NOSTALL_E_IO, "%s: cannot write '%s': %s", fn, w->tmp,
                              strerror(errno ? errno : EIO));
+        }
         index_member(&r.m[r.nmembers++], &members[i], off);
     }
-    if (nst_tar_index_add(&w->idx, &r) < 0)
+    if (nst_tar_index_add(&w->idx, &r) < 0 && (w->failed = 1))
         return nst_error(NOSTALL_E_INVALID, "%s: %s: the sample cannot be indexed (key too long?)",
                          fn, key);
     w->samples_in++;
@@ -211,14 +217,27 @@ uint64_t nostall_shard_writer_shards(const nostall_shard_writer *w) { return w ?
 uint64_t nostall_shard_writer_samples(const nostall_shard_writer *w) { return w ? w->samples : 0; }
 uint64_t nostall_shard_writer_bytes(const nostall_shard_writer *w)
 {
-    return w ? w->total_bytes + (w->f ? w->pos : 0) : 0;
+    return w ? w->total_bytes + (w->f ? w->pos + 2 * NST_TAR_BLOCK : 0) : 0;
 }
 
 int nostall_shard_writer_close(nostall_shard_writer *w)
 {
     nst_error_clear();
     if (!w) return 0;
-    int rc = close_shard(w);
+    int rc = 0;
+    if (w->failed) {
+        if (w->f) {
+            fclose(w->f);
+            unlink(w->tmp);
+            nst_tar_index_writer_free(&w->idx);
+        }
+        rc = nst_error(NOSTALL_E_IO,
+                       "nostall_shard_writer_close: '%s' not finished (a write "
+                       "failed)",
+                       w->path);
+    } else {
+        rc = close_shard(w);
+    }
     free(w);
     return rc;
 }
