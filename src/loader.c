@@ -450,6 +450,45 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
     return rc;
 }
 
+int nst_loader_plan_info(nostall_dataset *ds, const nostall_config *cfg, nostall_dataset_info *out,
+                         const char *fn)
+{
+    int rc = validate(cfg, fn);
+    if (rc < 0) return rc;
+    struct nostall_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    ld->ds = ds; /* borrowed: this loader never runs and is freed here */
+    ld->cfg = *cfg;
+    ld->batch_size = (uint32_t)cfg->v[NOSTALL_OPT_BATCH_SIZE].u;
+    ld->drop_last = (int)cfg->v[NOSTALL_OPT_DROP_LAST].u;
+    if ((rc = nst_loader_make_source(ld, ds->source, fn)) == 0 && ld->echo == NST_ECHO_ITEMS)
+        rc = nst_error(NOSTALL_E_OPTION, "%s: %s: item echoing has no plan without a loader", fn,
+                       ds->source);
+    if (rc == 0) {
+        plan_counts(ld);
+        const nst_recipe *r = ld->recipe;
+        *out =
+            (nostall_dataset_info){.items = r->items,
+                                   .classes = nst_index_classes(r->index),
+                                   .files_ignored = nst_index_ignored(r->index),
+                                   .items_per_epoch = ld->items_per_epoch,
+                                   .batches_per_epoch = ld->batches_per_epoch,
+                                   .batch_bytes =
+                                       r->fields[r->image_field].item_bytes * ld->batch_size,
+                                   .slot_items = ld->batch_size,
+                                   .task = (uint32_t)cfg->v[NOSTALL_OPT_TASK].u,
+                                   .items_truncated = r->items_truncated,
+                                   .parts_dropped = r->parts_dropped,
+                                   .parts_clipped = r->parts_clipped,
+                                   .parts_unmatched = r->parts_unmatched,
+                                   .items_missing = r->items_missing,
+                                   .shards_bad = ld->sampler.mix ? nst_mixture_bad_shards(r)
+                                                                 : nst_index_bad_shards(r->index)};
+    }
+    free(ld);
+    return rc;
+}
+
 /* Options a loader may set apart from its dataset's: how it delivers and
  * fetches, not what the items are or become (nostall_dataset.h). */
 static int loader_only(int id)

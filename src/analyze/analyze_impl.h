@@ -168,8 +168,9 @@ void nst_an_json_member(FILE *f, const char *key, const char *s);
 void nst_an_html_text(FILE *f, const char *s);
 
 /* files.c: a dataset's distinct local files (the public handle's body).
- * nst_an_files_index: list them with a probe loader of `source` and `cfg`
- *   (info: the loader's dataset info, may be NULL); errors name `fn`.
+ * nst_an_files_index: list them from a dataset of `source` and `cfg`
+ *   (info: what a loader would report, nst_loader_plan_info; may be NULL);
+ *   errors name `fn`.
  * nst_an_files_drop: drop each from the page cache; the number that could
  *   not be (works on any list, e.g. a sample of the files).
  * nst_an_read_upto: read a file through buf, at most `max` bytes; bytes

@@ -4,11 +4,13 @@
  * and cold runs) and the same list, warmed and dropped, inside
  * nostall_analyze_measure() (measure.c).
  *
- * The list comes from a probe loader (one thread, no cache, no echo, no
- * group: it only indexes), freed at once. Many items may share one file
- * (the windows of a token corpus, the members of a tar shard, the clips of
- * one audio file): a set of strings keeps each file once, in the order of
- * its first item. http(s):// and s3:// items have no page cache here.
+ * The list is a dataset's distinct files (nostall_dataset: the source
+ * indexed, no thread, no ring), freed at once; the epoch plan beside it is
+ * nst_loader_plan_info's (what a loader would report, without one). Many
+ * items may share one file (the windows of a token corpus, the members of
+ * a tar shard, the clips of one audio file): each is listed once, in the
+ * order of its first item. http(s):// and s3:// items have no page cache
+ * here.
  *
  * Touches: the files' page cache (read, posix_fadvise), nothing else; no
  * global state.
@@ -23,6 +25,7 @@
 
 #include "analyze/analyze_impl.h"
 #include "common/error.h"
+#include "dataset/dataset.h"
 
 nostall_config *nst_an_config_variant(const nostall_config *cfg, const char *const *set)
 {
@@ -54,45 +57,6 @@ nostall_config *nostall_analyze_cached_config(const nostall_config *cfg)
                                              "0",
                                              NULL};
     return nst_an_config_variant(cfg, cached_set);
-}
-
-/* ---- a set of strings (open addressing, FNV-1a; the strings are the caller's) */
-
-typedef struct strset {
-    const char **slot;
-    size_t cap, n; /* cap: a power of two, at most half full */
-} strset;
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-/* 1 if `s` was added, 0 if it was there, -1 out of memory. */
-static int strset_add(strset *t, const char *s)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        const char **slot = calloc(cap, sizeof *slot);
-        if (!slot) return -1;
-        for (size_t i = 0; i < t->cap; i++)
-            if (t->slot[i]) {
-                size_t j = (size_t)str_hash(t->slot[i]) & (cap - 1);
-                while (slot[j]) j = (j + 1) & (cap - 1);
-                slot[j] = t->slot[i];
-            }
-        free(t->slot);
-        t->slot = slot;
-        t->cap = cap;
-    }
-    size_t j = (size_t)str_hash(s) & (t->cap - 1);
-    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
-        if (!strcmp(t->slot[j], s)) return 0;
-    t->slot[j] = s;
-    t->n++;
-    return 1;
 }
 
 /* ---- files and the page cache ------------------------------------------- */
@@ -151,57 +115,34 @@ long long nst_an_read_upto(const char *path, char *buf, size_t buflen, long long
 int nst_an_files_index(nostall_analyze_files *f, const char *source, const nostall_config *cfg,
                        nostall_dataset_info *info, const char *fn)
 {
-    static const char *const probe_set[] = {"threads", "1", "batches_ahead", "1", NULL};
     memset(f, 0, sizeof *f);
     nostall_config *plain = nostall_analyze_cached_config(cfg);
-    nostall_config *probe_cfg = plain ? nst_an_config_variant(plain, probe_set) : NULL;
-    nostall_config_free(plain);
-    nostall_loader *ld;
-    if (!probe_cfg) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
-    int rc = nostall_loader_create(&ld, source, probe_cfg);
-    nostall_config_free(probe_cfg);
-    if (rc < 0) return rc;
+    if (!plain) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+    nostall_dataset *ds = NULL;
     nostall_dataset_info di;
-    nostall_loader_info(ld, &di, sizeof di);
-    nostall_loader_stop(ld);
-    strset seen = {NULL, 0, 0};
-    size_t cap = 0;
-    int oom = 0;
-    for (uint64_t i = 0; !oom && i < di.items; i++) {
-        const char *path;
-        int64_t label;
-        if (nostall_loader_item(ld, i, &path, &label) < 0) continue;
+    int rc = nst_dataset_open(&ds, source, plain, fn);
+    if (rc == 0) rc = nst_loader_plan_info(ds, plain, &di, fn);
+    nostall_config_free(plain);
+    const uint64_t n = rc == 0 ? nostall_dataset_files(ds) : 0;
+    if (rc == 0 && !(f->v = calloc(n ? n : 1, sizeof *f->v)))
+        rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory indexing %s", fn, source);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        const char *path = nostall_dataset_file(ds, i);
         if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) ||
             !strncmp(path, "s3://", 5))
             continue;
-        const int added = strset_add(&seen, path); /* the loader's string: lives as long */
-        if (added <= 0) {
-            oom = added < 0;
-            continue;
-        }
-        if (f->n == cap) {
-            size_t ncap = cap ? 2 * cap : 256;
-            char **v = realloc(f->v, ncap * sizeof *v);
-            if (!v) {
-                oom = 1;
-                break;
-            }
-            f->v = v;
-            cap = ncap;
-        }
         if (!(f->v[f->n] = strdup(path))) {
-            oom = 1;
+            rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory indexing %s", fn, source);
             break;
         }
         f->n++;
         struct stat sb;
         if (stat(path, &sb) == 0) f->bytes += (double)sb.st_size;
     }
-    free(seen.slot);
-    nostall_loader_free(ld);
-    if (oom) {
+    nostall_dataset_free(ds);
+    if (rc < 0) {
         nst_an_files_clear(f);
-        return nst_error(NOSTALL_E_NOMEM, "%s: out of memory indexing %s", fn, source);
+        return rc;
     }
     if (info) *info = di;
     return 0;

@@ -34,4 +34,12 @@ struct nostall_dataset {
 int nst_dataset_open(nostall_dataset **out, const char *source, const nostall_config *cfg,
                      const char *fn);
 
+/* loader.c: what nostall_loader_info would report of a loader made from
+ * `ds` with `cfg` (validated as by create) -- its items and epoch plan --
+ * without making it: no thread, no ring (threads and ring fields 0). For
+ * the analyzer's file list (analyze/files.c). E_OPTION with item echoing
+ * (its plan is the echo schedule's). */
+int nst_loader_plan_info(nostall_dataset *ds, const nostall_config *cfg, nostall_dataset_info *out,
+                         const char *fn);
+
 #endif

@@ -27,6 +27,7 @@
  *   TAG_PUSH  non-owner -> owner: wire_hdr + item bytes it read from storage
  */
 #include "nostall_mpi.h"
+#include "nostall_dataset.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -783,45 +784,43 @@ typedef struct learn_result {
     char msg[400];
 } learn_result;
 
-/* Rank 0: index `source` as the loader does and stat every item. */
+/* Rank 0: index `source` as the loader does (a dataset: no thread, no
+ * ring) and stat every item. */
 static void learn_sizes(const char *source, learn_result *res, uint64_t **sizes)
 {
     nostall_config *c = NULL;
-    nostall_loader *ld = NULL;
+    nostall_dataset *ds = NULL;
     int rc = nostall_config_create(&c);
-    const char *kv[][2] = {{"threads", "1"},  {"batch_size", "1"}, {"batches_ahead", "1"},
-                           {"cache", "none"}, {"mode", "eval"},    {"crop", "8"},
-                           {"resize", "8"},   {"shuffle", "0"},    {"io_depth", "1"}};
+    const char *kv[][2] = {{"cache", "none"},
+                           {"mode", "eval"},
+                           {"crop", "8"},
+                           {"resize", "8"},
+                           {"shuffle", "0"}};
     for (size_t i = 0; rc == 0 && i < sizeof kv / sizeof kv[0]; i++)
         rc = nostall_config_set(c, kv[i][0], kv[i][1]);
-    if (rc == 0) rc = nostall_loader_create(&ld, source, c);
+    if (rc == 0) rc = nostall_dataset_open(&ds, source, c);
+    nostall_config_free(c);
     if (rc < 0) {
         res->status = rc;
         snprintf(res->msg, sizeof res->msg, "%s", nostall_last_error());
-        nostall_config_free(c);
         return;
     }
-    nostall_loader_stop(ld); /* we only want its index */
-    nostall_dataset_info info;
-    nostall_loader_info(ld, &info, sizeof info);
-    res->n = info.items;
-    *sizes = calloc(info.items ? info.items : 1, sizeof **sizes);
+    const uint64_t n = nostall_dataset_count(ds);
+    res->n = n;
+    *sizes = calloc(n ? n : 1, sizeof **sizes);
     if (!*sizes) {
         res->status = NOSTALL_E_NOMEM;
-        snprintf(res->msg, sizeof res->msg, "no memory for %llu item sizes",
-                 (unsigned long long)info.items);
+        snprintf(res->msg, sizeof res->msg, "no memory for %llu item sizes", (unsigned long long)n);
     } else {
-        for (uint64_t i = 0; i < info.items; i++) {
+        for (uint64_t i = 0; i < n; i++) {
             const char *path;
-            int64_t label;
             struct stat sb;
-            if (nostall_loader_item(ld, i, &path, &label) == 0 && stat(path, &sb) == 0 &&
+            if (nostall_dataset_item(ds, i, &path, NULL, NULL, NULL) == 0 && stat(path, &sb) == 0 &&
                 S_ISREG(sb.st_mode))
                 (*sizes)[i] = (uint64_t)sb.st_size;
         }
     }
-    nostall_loader_free(ld);
-    nostall_config_free(c);
+    nostall_dataset_free(ds);
 }
 
 static int bcast_u64(uint64_t *v, uint64_t n, MPI_Comm comm)
