@@ -120,9 +120,13 @@ bench: build
 # libnostall.so and the CLI inside it (setup.py; pip from python3-pip).
 PYSITE ?= $(PREFIX)/lib/python3.$(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])')/dist-packages
 
-install: build
-	cmake --install build --prefix $(PREFIX)
-	NOSTALL_PREBUILT=$(CURDIR)/build $(PYTHON) -m pip install --no-build-isolation --no-deps \
+# The installed library is built apart, without the test hooks
+# (src/common/testhooks.h): `build` keeps them for the tests.
+install: deps
+	@cmake -S . -B build-install -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNOSTALL_TEST_HOOKS=OFF >/dev/null
+	@cmake --build build-install -j$(JOBS)
+	cmake --install build-install --prefix $(PREFIX)
+	NOSTALL_PREBUILT=$(CURDIR)/build-install $(PYTHON) -m pip install --no-build-isolation --no-deps \
 	  --no-index --quiet --upgrade --target $(PYSITE) .
 
 format:
@@ -136,4 +140,4 @@ format-check:
 	@echo "format-check: $(words $(FORMAT_FILES)) files in .clang-format's style"
 
 clean:
-	rm -rf build build-asan build-tsan build-clang build-fuzz .test-skips
+	rm -rf build build-asan build-tsan build-clang build-fuzz build-install .test-skips

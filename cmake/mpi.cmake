@@ -39,6 +39,9 @@ add_library(nostall_mpi_objs OBJECT ${NOSTALL_MPI_SOURCES})
 set_target_properties(nostall_mpi_objs PROPERTIES POSITION_INDEPENDENT_CODE ON
                       C_VISIBILITY_PRESET hidden)
 target_compile_definitions(nostall_mpi_objs PRIVATE _GNU_SOURCE NOSTALL_BUILDING_MPI)
+if(NOSTALL_TEST_HOOKS)
+  target_compile_definitions(nostall_mpi_objs PRIVATE NOSTALL_TEST_HOOKS=1)
+endif()
 target_include_directories(nostall_mpi_objs PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(nostall_mpi_objs PRIVATE MPI::MPI_C Threads::Threads)
 

@@ -56,6 +56,7 @@
 #include "augment/augment_impl.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/testhooks.h"
 
 /* SSE2 is part of x86-64; -DNST_RESIZE_SCALAR builds the portable path. */
 #if defined(__SSE2__) && !defined(NST_RESIZE_SCALAR)
@@ -118,7 +119,7 @@ int nst_augmenter_create(nst_augmenter **out)
     nst_augmenter *a = calloc(1, sizeof *a);
     if (!a) return nst_error(NOSTALL_E_NOMEM, "augment: cannot allocate augmenter");
 #if NST_RESIZE_AVX2
-    const char *no = getenv("NOSTALL_NO_AVX2");
+    const char *no = nst_test_env("NOSTALL_NO_AVX2");
     a->avx2 = __builtin_cpu_supports("avx2") && !(no && *no && strcmp(no, "0") != 0);
     if (a->avx2 && __builtin_cpu_supports("fma")) {
         a->simd = NST_SIMD_FMA;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/testhooks.h"
+
 #include "common/error.h"
 #include "common/memlimit.h"
 
@@ -107,7 +109,7 @@ int nst_memlimit_get(nst_memlimit *m)
     uint64_t total, avail, lim = 0, used = 0;
     char where[80];
     memset(m, 0, sizeof *m);
-    const char *fake = getenv("NOSTALL_MEMLIMIT_BYTES");
+    const char *fake = nst_test_env("NOSTALL_MEMLIMIT_BYTES"); /* testhooks.h */
     if (fake && *fake) {
         m->limit = m->available = strtoull(fake, NULL, 10);
         snprintf(m->source, sizeof m->source, "NOSTALL_MEMLIMIT_BYTES");

@@ -61,6 +61,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/testhooks.h"
+
 #ifdef NST_NO_JPEGINT
 /* Built without jpegint.h (CMakeLists.txt): libjpeg decodes everything. */
 #include "decode/jpeg_impl.h"
@@ -737,8 +739,9 @@ static boolean (*pick_decode_mcu(void))(j_decompress_ptr, JBLOCKROW *)
 #ifdef NST_HUFF_BMI2
     /* libgcc fills in the CPU model before main(); no __builtin_cpu_init(),
      * which would write it again from a worker thread. NOSTALL_NO_BMI2=1
-     * picks the plain build (tests run both). */
-    const char *no = getenv("NOSTALL_NO_BMI2");
+     * picks the plain build (tests run both; a test-hooks build only:
+     * common/testhooks.h). */
+    const char *no = nst_test_env("NOSTALL_NO_BMI2");
     if (!(no && *no && *no != '0') && __builtin_cpu_supports("bmi2")) return decode_mcu_bmi2;
 #endif
     return decode_mcu;

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/testhooks.h"
 #include "mpi/arena.h"
 
 enum { TAG_REQ = 1, TAG_PUSH = 2, TAG_REPLY_BASE = 16 };
@@ -47,7 +48,8 @@ enum { NSERVE = 16 };
  * slow owner must not make a pusher buffer without bound): beyond, the
  * push is skipped (the owner reads the item itself when it needs it). */
 #define MAX_PUSH_BYTES (64ull << 20)
-/* Fault injection for tests (environment, read at attach):
+/* Fault injection for tests (environment, read at attach; only in a
+ * test-hooks build, common/testhooks.h):
  * NOSTALL_MPI_FAULT=corrupt|silent on the rank NOSTALL_MPI_FAULT_RANK:
  * corrupt flips one byte of every item it serves (after the checksum was
  * recorded); silent never answers a request (a hung peer). */
@@ -938,7 +940,7 @@ int nostall_mpi_attach_opts(nostall_mpi **out, nostall_config *cfg, MPI_Comm com
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->world);
-    const char *fe = getenv("NOSTALL_MPI_FAULT"), *fr = getenv("NOSTALL_MPI_FAULT_RANK");
+    const char *fe = nst_test_env("NOSTALL_MPI_FAULT"), *fr = nst_test_env("NOSTALL_MPI_FAULT_RANK");
     if (fe && fr && atoi(fr) == m->rank) {
         m->fault = !strcmp(fe, "corrupt")  ? FAULT_CORRUPT
                    : !strcmp(fe, "silent") ? FAULT_SILENT
