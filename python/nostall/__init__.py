@@ -24,6 +24,7 @@ from . import _lib
 from .loader import (ERRORS, BadItemError, Error, Loader, TransformError, checksum, error_class,
                      merge_states)
 from .analyze import Analysis, analyze, stall_summary
+from .dataset import Dataset
 from .profile import Profile, profile
 from .transcode import transcode
 
@@ -42,4 +43,4 @@ del _cls
 __all__ = ["Loader", "Error", "BadItemError", "TransformError", "checksum", "error_class",
            "merge_states",
            "OPTIONS", "STATUS", "STAT_NAMES", "LIBRARY_PATH", "analyze", "stall_summary",
-           "Analysis", "profile", "Profile", "transcode"] + [c.__name__ for c in ERRORS.values()]
+           "Analysis", "profile", "Profile", "transcode", "Dataset"] + [c.__name__ for c in ERRORS.values()]

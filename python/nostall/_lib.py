@@ -162,6 +162,14 @@ loader_info = _fn("nostall_loader_info", c_int, c_void_p, POINTER(DatasetInfo), 
 loader_item = _fn("nostall_loader_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                   POINTER(c_int64))
 loader_class_name = _fn("nostall_loader_class_name", c_char_p, c_void_p, c_uint64)
+dataset_open = _fn("nostall_dataset_open", c_int, POINTER(c_void_p), c_char_p, c_void_p)
+dataset_free = _fn("nostall_dataset_free", None, c_void_p)
+dataset_count = _fn("nostall_dataset_count", c_uint64, c_void_p)
+dataset_label_kind = _fn("nostall_dataset_label_kind", c_int, c_void_p)
+dataset_item = _fn("nostall_dataset_item", c_int, c_void_p, c_uint64, POINTER(c_char_p),
+                   POINTER(c_int64), POINTER(c_uint64), POINTER(c_uint64))
+dataset_files = _fn("nostall_dataset_files", c_uint64, c_void_p)
+dataset_file = _fn("nostall_dataset_file", c_char_p, c_void_p, c_uint64)
 loader_ignored = _fn("nostall_loader_ignored", c_char_p, c_void_p, c_uint64)
 loader_bad_shard = _fn("nostall_loader_bad_shard", c_int, c_void_p, c_uint64, POINTER(c_char_p),
                        POINTER(c_char_p))
