@@ -82,15 +82,16 @@ NOSTALL_API uint64_t nostall_dataset_files(const nostall_dataset *ds);
 NOSTALL_API const char *nostall_dataset_file(const nostall_dataset *ds, uint64_t i);
 
 /* A loader over a dataset, without indexing it again. The dataset fixes
- * the items and what each becomes: its config's task and every option but
- * the loader's own (batch_size, threads, batches_ahead, epochs, shuffle,
- * drop_last, rank, world_size, seed is NOT one of them: it draws the
- * augmentations; on_bad_item, max_bad_fraction, cache, cache_bytes,
- * storage_mbps, storage_latency_ms, io_depth, reader, http_*, echo*,
- * coordinate*, cache_transcode, shuffle_buffer, shard_mode,
- * mix_epoch_items, max_file_bytes). `cfg` (NULL: the dataset's config)
- * sets those; another option that differs from the dataset's is refused
- * (E_OPTION, naming it), never silently ignored. The loader holds a
+ * the items and what each becomes: its config's task and every option
+ * except the loader's own, which `cfg` (NULL: the dataset's config) sets:
+ * batch_size, threads, batches_ahead, epochs, drop_last, rank, world_size,
+ * on_bad_item, max_bad_fraction, storage_mbps, storage_latency_ms,
+ * io_depth, reader, http_timeout_ms, http_retries, http_verify_tls, echo,
+ * echo_point, echo_factor, echo_buffer, echo_max, coordinate,
+ * coordinate_lead, cache_transcode, shuffle_buffer, shard_mode. Any other
+ * option (seed, shuffle, cache, mode, crop, mix, ...: the recipe reads
+ * them) that differs from the dataset's is refused with E_OPTION naming
+ * it, never silently ignored; so is another user op. The loader holds a
  * reference to the dataset. */
 NOSTALL_API int nostall_loader_create_from_dataset(nostall_loader **out, nostall_dataset *ds,
                                                    const nostall_config *cfg);

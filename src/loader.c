@@ -1,10 +1,13 @@
 /*
  * loader.c — the loader: wires the index, the sampler, the item recipe,
  * the fetch stage, a batch backend and the worker threads together, and
- * is the public API's front: create, free, stop, join, next, release,
- * info and the item lookups (path, label, class name, ignored files, bad
+ * is the public API's front: create (on a private dataset, or on a shared
+ * one: nostall_loader_create_from_dataset, which refuses an option that
+ * would change the items), free, stop, join, next, release, info and the
+ * item lookups (path, label, class name, ignored files, bad
  * shards); and the plan's lengths the backends ask for (each epoch's and
- * each batch's, the bad-item budget). The only file that knows every
+ * each batch's, the bad-item budget); nst_loader_plan_info, that plan
+ * without a running loader (analyze/files.c). The only file that knows every
  * stage. The items (recipe or mix, sampler, echo mode, plan) and the fetch
  * environment are made in loader_source.c, state (set/get) in
  * loader_state.c, statistics and the skip table in loader_stats.c, the
