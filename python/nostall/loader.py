@@ -1329,7 +1329,9 @@ class Loader(_Base):
         it belongs to (seed, dataset size and fingerprint, rank and
         world_size, the options that change the bytes). Save it after the
         training step of a batch; load_state_dict() in a new Loader resumes
-        exactly, also with another world_size."""
+        exactly, also with another world_size. The two make a Loader a
+        torch.distributed.checkpoint Stateful: dcp.save({"loader": loader})
+        and dcp.load into a new Loader resume the same way."""
         if self._pending_state is not None:
             return dict(self._pending_state)
         st = _lib.State()
