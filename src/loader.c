@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "batch/ring.h"
+#include "echo/echo.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/cpubudget.h"
@@ -48,13 +49,13 @@
 
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
 {
-    if (ld->echo != NST_ECHO_ITEMS) return nst_sampler_len(&ld->sampler, epoch);
+    if (ld->echo_mode != NST_ECHO_ITEMS || !ld->echo) return nst_sampler_len(&ld->sampler, epoch);
     pthread_mutex_lock(&ld->plan_mu);
     uint64_t n = 0;
     for (int i = 0; i < 4 && !n; i++)
         if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
     if (!n) { /* O(shard) for a fractional factor: memoized */
-        n = nst_echo_sched_epoch_len(&ld->esched, epoch);
+        n = nst_echo_epoch_len(ld->echo, epoch);
         ld->elen_epoch[ld->elen_next] = epoch;
         ld->elen_val[ld->elen_next] = n;
         ld->elen_next = (ld->elen_next + 1) % 4;
@@ -90,8 +91,9 @@ uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t)
              end = nst_loader_epoch_len(ld, t->epoch);
     if (ld->drop_last) end -= end % ld->batch_size;
     uint64_t r = t->position - end;
-    if (ld->echo == NST_ECHO_ITEMS) return r % shard; /* deliveries: the shard from its start */
-    uint64_t j = end + r;                             /* the remainder, then wrapped */
+    if (ld->echo_mode == NST_ECHO_ITEMS)
+        return r % shard; /* deliveries: the shard from its start */
+    uint64_t j = end + r; /* the remainder, then wrapped */
     return j < shard ? j : (j - shard) % shard;
 }
 
@@ -191,14 +193,14 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
 {
     const nst_optval *v = ld->cfg.v;
     uint64_t per = ld->sampler.per_rank, most = per;
-    if (ld->echo == NST_ECHO_ITEMS) most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
+    if (ld->echo_mode == NST_ECHO_ITEMS) most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
     uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
     uint64_t batches = (most + ld->batch_size - 1) / ld->batch_size;
     uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
     if (nslots > batches + 1) nslots = batches + 1;
     if (nslots < 2) nslots = 2;
     if (nst_loader_uses_reserve(ld)) nslots++;
-    if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
+    if (ld->echo_mode == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
         bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
         if (bbuf < 2) bbuf = 2;
         if (bbuf > batches) bbuf = batches > 0 ? batches : 1;
@@ -216,7 +218,7 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
-    if (ld->echo == NST_ECHO_ADAPTIVE)
+    if (ld->echo_mode == NST_ECHO_ADAPTIVE)
         echo = (uint64_t)ld->recipe->item_bytes *
                (v[NOSTALL_OPT_ECHO_BUFFER].u + NST_ADAPTIVE_SLOTS * (uint64_t)ld->batch_size);
     nst_memlimit m;
@@ -255,7 +257,8 @@ static void plan_counts(struct nostall_loader *ld)
         uint32_t n = nst_loader_batch_len(ld, 0, pos);
         if (!n) break;
         uint32_t u = 1;
-        if (ld->echo == NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
+        if (ld->echo_mode ==
+            NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
             nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
                                  .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
             u = nst_batch_echo_uses(&eb, 0, pos);
@@ -274,6 +277,34 @@ static void sink_count(void *ctx, const uint64_t *io)
 {
     struct nostall_loader *ld = ctx;
     for (int i = 0; i < NST_IO_COUNT_; i++) STAT_ADD(ld->dlv[i], io[i]);
+}
+
+/* Data echoing's front (echo/echo.h), whose hooks the ring calls. Item
+ * echoing's store entries live from an item's first draw to its last
+ * use's finish: at most the pool plus every ticket of the ring's open
+ * batches. */
+static int make_echo(struct nostall_loader *ld, uint32_t nslots, uint32_t items, uint32_t bbuf,
+                     const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    if (ld->echo_mode == NST_ECHO_OFF) return 0;
+    uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)nslots * items;
+    if (ld->echo_mode == NST_ECHO_ITEMS && cap > UINT32_MAX - 1)
+        return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
+    nst_echo_params ep = {.mode = ld->echo_mode,
+                          .point = ld->echo_point,
+                          .recipe = ld->recipe,
+                          .sampler = &ld->sampler,
+                          .factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
+                          .seed = v[NOSTALL_OPT_SEED].u,
+                          .buffer = ld->echo_mode == NST_ECHO_BATCHES
+                                        ? bbuf
+                                        : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                          .store = (uint32_t)cap,
+                          .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u,
+                          .batch_size = ld->batch_size,
+                          .nslots = nslots};
+    return nst_echo_create(&ld->echo, &ep);
 }
 
 static int make_backend(struct nostall_loader *ld, const char *fn)
@@ -298,37 +329,17 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     uint32_t nslots = 0, items = 0, bbuf = 0;
     int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
     if (rc < 0) return rc;
+    if ((rc = make_echo(ld, nslots, items, bbuf, fn)) < 0) return rc;
     nst_ring_params p = {.nslots = nslots,
                          .slot_items = items,
                          .batch_size = ld->batch_size,
                          .flags = flags,
                          .recipe = ld->recipe,
                          .plan = ld->plan,
-                         .sink = sink,
-                         .echo = ld->echo,
-                         .sched = &ld->esched,
-                         .echo_factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         .echo_buffer = ld->echo == NST_ECHO_BATCHES
-                                            ? bbuf
-                                            : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
-                         .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u,
-                         .seed = v[NOSTALL_OPT_SEED].u};
-    if (ld->echo == NST_ECHO_ITEMS) {
-        /* Entries live from an item's first draw to its last use's finish:
-         * at most the pool plus every ticket of the ring's open batches. */
-        uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)nslots * items;
-        if (cap > UINT32_MAX - 1)
-            return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
-        if ((rc = nst_echo_sched_init(&ld->esched, &ld->sampler, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                                      v[NOSTALL_OPT_SEED].u, (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
-                                      (uint32_t)cap)) < 0)
-            return rc;
-        p.echo_store = (uint32_t)cap;
-    }
+                         .sink = sink};
+    if (ld->echo) p.hooks = nst_echo_hooks(ld->echo);
     if ((rc = nst_ring_create(&ld->bq, &p)) < 0) return rc;
-    ld->estore = nst_ring_estore(ld->bq);
-    ld->adaptive = nst_ring_adaptive(ld->bq);
-    return 0;
+    return ld->echo ? nst_echo_attach(ld->echo, ld->bq) : 0;
 }
 
 /* shard_mode=stream: the shards' reader (source/stream.h). Its store holds
@@ -346,11 +357,11 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
                          "%s: shard_mode=stream needs tar shards read one item per member (%s "
                          "with task=%s is not)",
                          fn, ld->source, ld->recipe->ops->name);
-    if (ld->echo || v[NOSTALL_OPT_COORDINATE].s[0] || ld->sampler.mix)
+    if (ld->echo_mode || v[NOSTALL_OPT_COORDINATE].s[0] || ld->sampler.mix)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: shard_mode=stream cannot be combined with %s (use shard_mode=indexed)",
                          fn,
-                         ld->echo          ? "data echoing"
+                         ld->echo_mode     ? "data echoing"
                          : ld->sampler.mix ? "mix"
                                            : "coordinate");
     uint32_t nslots = 0, items = 0, bbuf = 0;
@@ -478,6 +489,7 @@ void nostall_loader_free(nostall_loader *ld)
         }
         free(ld->workers);
     }
+    nst_echo_free(ld->echo);               /* its hooks: before the ring; its assembler wakes it */
     if (ld->bq) ld->bq->ops->free(ld->bq); /* after the workers: none still calls it */
     nst_stream_free(ld->stream);
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
@@ -485,7 +497,6 @@ void nostall_loader_free(nostall_loader *ld)
     free(ld->skip_reason);
     free(ld->res_band);
     free(ld->chain);
-    nst_echo_sched_destroy(&ld->esched);
     nst_recipe_free(ld->recipe);
     nst_cache_free(ld->cache);
     free((void *)ld->fenv.reading);
