@@ -2,8 +2,10 @@
  * loader_source.c — the loader's items and how they are fetched, made at
  * create (loader.c calls these once, before any thread starts): the item
  * recipe or a weighted mix of recipes (recipe/mixture.c), the sampler over
- * its items, the echo mode, the epoch plan; and the fetch environment the
- * workers share (the MinIO cache, the peer cache hook, storage options).
+ * its items, the echo mode (echo/echo.h decides it; refused with a shard
+ * stream or, where it would differ per rank, with world_size > 1), the
+ * epoch plan; and the fetch environment the workers share (the MinIO
+ * cache, the peer cache hook, storage options).
  * Touches only the loader being created.
  */
 #include <math.h>
@@ -69,13 +71,12 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
                          "%llu items per epoch)",
                          fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
-    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE) {
-        ld->echo_mode = NST_ECHO_ADAPTIVE;
-    } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
-        ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
-        ld->echo_mode =
-            ld->echo_point == NOSTALL_ECHO_POINT_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
-    }
+    ld->echo_mode = nst_echo_mode(&ld->cfg, &ld->echo_point);
+    if (ld->echo_mode && v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: shard_mode=stream cannot be combined with data echoing (use "
+                         "shard_mode=indexed)",
+                         fn);
     /* Every rank must deliver the same number of batches (a DDP job's
      * collectives pair up by count): refused where it depends on timing or
      * on which items each rank holds. */

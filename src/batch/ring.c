@@ -306,6 +306,7 @@ static void r_free(nst_batches *b)
 {
     ring *r = R(b);
     if (!r) return;
+    if (r->p.hooks.free) r->p.hooks.free(r->p.hooks.ctx);
     free(r->fields);
     free(r->mem);
     pthread_cond_destroy(&r->work);
@@ -363,7 +364,10 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
     ring *r = calloc(1, sizeof *r);
     int rc = 0;
     *out = NULL;
-    if (!r) return nst_error(NOSTALL_E_NOMEM, "ring: out of memory");
+    if (!r) {
+        if (p->hooks.free) p->hooks.free(p->hooks.ctx);
+        return nst_error(NOSTALL_E_NOMEM, "ring: out of memory");
+    }
     r->base.ops = &ring_ops;
     r->p = *p;
     pthread_mutex_init(&r->mu, NULL);

@@ -80,6 +80,10 @@ typedef struct nst_ring_hooks {
     void (*cursor)(void *ctx, nst_engine_cursor *c);
     /* Stop: wake everything the hook's waits sleep on (mu NOT held). */
     void (*stop)(void *ctx);
+    /* The ring is being freed, its workers joined (mu NOT held; the hook
+     * may still call nst_ring_wake until it returns): free ctx. The ring
+     * owns ctx from nst_ring_create on, even if that fails. */
+    void (*free)(void *ctx);
 } nst_ring_hooks;
 
 typedef struct nst_ring_params {

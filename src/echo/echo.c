@@ -11,6 +11,7 @@
  * May touch: the echo/ parts, the engine through the ring's lender, the
  * recipe's stages; nothing of the ring's but what ring.h hands the hooks.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,9 +294,15 @@ static void h_stop(void *ctx)
     nst_adaptive_stop(e->adaptive);
 }
 
+static void h_free(void *ctx) { nst_echo_free(ctx); }
+
 nst_ring_hooks nst_echo_hooks(nst_echo *e)
 {
-    nst_ring_hooks h = {.ctx = e, .taken = h_taken, .release = h_release, .stop = h_stop};
+    nst_ring_hooks h = {.ctx = e,
+                        .taken = h_taken,
+                        .release = h_release,
+                        .stop = h_stop,
+                        .free = h_free};
     switch (e->p.mode) {
     case NST_ECHO_ITEMS:
         h.take = h_take;
@@ -316,8 +323,113 @@ nst_ring_hooks nst_echo_hooks(nst_echo *e)
 }
 
 /* ------------------------------------------------------------------------
- * Create / free.
+ * The options, the plan, create / free.
  * ------------------------------------------------------------------------ */
+
+int nst_echo_mode(const nostall_config *c, int *point)
+{
+    const nst_optval *v = c->v;
+    *point = 0;
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE) return NST_ECHO_ADAPTIVE;
+    if (!(v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0)) return NST_ECHO_OFF;
+    *point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
+    return *point == NOSTALL_ECHO_POINT_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
+}
+
+int nst_echo_validate(const nostall_config *c, const char *fn)
+{
+    const nst_optval *v = c->v;
+    if (v[NOSTALL_OPT_COORDINATE].s[0] &&
+        (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
+                         "%g, echo %s)",
+                         fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
+                         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ? "adaptive" : "fixed");
+    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE &&
+        v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
+                         "batches are drawn from that pool",
+                         fn, (unsigned long long)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                         (unsigned long long)v[NOSTALL_OPT_BATCH_SIZE].u);
+    return 0;
+}
+
+/* Batch echoing's shuffle buffer: echo_buffer items, >= 2 batches, at most
+ * an epoch's `batches`. */
+static uint32_t buffer_batches(const nostall_config *c, uint32_t batch_size, uint64_t batches)
+{
+    uint64_t n = (c->v[NOSTALL_OPT_ECHO_BUFFER].u + batch_size - 1) / batch_size;
+    if (n < 2) n = 2;
+    if (n > batches) n = batches > 0 ? batches : 1;
+    return (uint32_t)n;
+}
+
+nst_echo_plan nst_echo_plan_for(const nostall_config *c, uint64_t per, size_t item_bytes)
+{
+    const nst_optval *v = c->v;
+    const uint32_t batch_size = (uint32_t)v[NOSTALL_OPT_BATCH_SIZE].u;
+    int point, mode = nst_echo_mode(c, &point);
+    nst_echo_plan out = {.most = per, .slots_what = "", .bytes_what = ""};
+    if (mode == NST_ECHO_ITEMS) out.most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
+    if (mode == NST_ECHO_BATCHES) {
+        out.slots = buffer_batches(c, batch_size, (per + batch_size - 1) / batch_size);
+        out.slots_what = " + echo buffer";
+    }
+    if (mode == NST_ECHO_ADAPTIVE) {
+        out.bytes = (uint64_t)item_bytes *
+                    (v[NOSTALL_OPT_ECHO_BUFFER].u + NST_ADAPTIVE_SLOTS * (uint64_t)batch_size);
+        out.bytes_what = " plus the adaptive echo pool's ";
+    }
+    return out;
+}
+
+uint32_t nst_echo_batch_uses(const nostall_config *c, uint64_t epoch, uint64_t position)
+{
+    int point;
+    if (nst_echo_mode(c, &point) != NST_ECHO_BATCHES) return 1;
+    nst_batch_echo eb = {.factor = c->v[NOSTALL_OPT_ECHO_FACTOR].d,
+                         .seed = c->v[NOSTALL_OPT_SEED].u};
+    return nst_batch_echo_uses(&eb, epoch, position);
+}
+
+/* Item echoing's store entries live from an item's first draw to its last
+ * use's finish: at most the pool plus every ticket of the ring's open
+ * batches. */
+int nst_echo_ring_create(nst_batches **ring, nst_echo **e, nst_ring_params *rp,
+                         const nostall_config *c, const nst_sampler *sampler, const char *fn)
+{
+    const nst_optval *v = c->v;
+    int point, mode = nst_echo_mode(c, &point), rc;
+    *ring = NULL;
+    *e = NULL;
+    if (mode == NST_ECHO_OFF) return nst_ring_create(ring, rp);
+    uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)rp->nslots * rp->slot_items;
+    if (mode == NST_ECHO_ITEMS && cap > UINT32_MAX - 1)
+        return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
+    nst_echo_plan xp = nst_echo_plan_for(c, sampler->per_rank, 0); /* the shuffle buffer */
+    nst_echo_params ep = {.mode = mode,
+                          .point = point,
+                          .recipe = rp->recipe,
+                          .sampler = sampler,
+                          .factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
+                          .seed = v[NOSTALL_OPT_SEED].u,
+                          .buffer = mode == NST_ECHO_BATCHES
+                                        ? xp.slots
+                                        : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
+                          .store = (uint32_t)cap,
+                          .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u,
+                          .batch_size = rp->batch_size,
+                          .nslots = rp->nslots};
+    if ((rc = nst_echo_create(e, &ep)) < 0) return rc;
+    rp->hooks = nst_echo_hooks(*e);
+    if ((rc = nst_ring_create(ring, rp)) < 0) { /* it freed *e (ring.h) */
+        *e = NULL;
+        return rc;
+    }
+    return nst_echo_attach(*e, *ring); /* on failure the ring frees *e with itself */
+}
 
 int nst_echo_create(nst_echo **out, const nst_echo_params *p)
 {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "batch/ring.h"
+#include "common/config.h"
 #include "recipe/recipe.h"
 #include "source/fetch.h"
 #include "source/sampler.h"
@@ -43,17 +44,43 @@ typedef struct nst_echo_params {
     uint32_t nslots;     /* batches: the ring's slots                 */
 } nst_echo_params;
 
+/* The mode the options ask for (NST_ECHO_*; *point: NOSTALL_ECHO_POINT_*
+ * with a fixed factor, else 0). */
+int nst_echo_mode(const nostall_config *c, int *point);
+/* Options that cannot go with echoing: E_OPTION naming them, or 0. */
+int nst_echo_validate(const nostall_config *c, const char *fn);
+
+/* What echoing adds to the ring's plan for an epoch of `per` fresh items:
+ * the most deliveries an epoch has, ring slots of its own (batch echoing's
+ * shuffle buffer), memory of its own (the adaptive pool), and how to name
+ * them in a message ("" when none). */
+typedef struct nst_echo_plan {
+    uint64_t most;
+    uint32_t slots;
+    uint64_t bytes;
+    const char *slots_what, *bytes_what;
+} nst_echo_plan;
+nst_echo_plan nst_echo_plan_for(const nostall_config *c, uint64_t per, size_t item_bytes);
+/* Uses of the batch at `position` of `epoch` (batch echoing; else 1). */
+uint32_t nst_echo_batch_uses(const nostall_config *c, uint64_t epoch, uint64_t position);
+
+/* The local ring (rp: its plan, hooks set here) with echoing as the
+ * options ask layered on it: *e is NULL when off, else owned by the ring
+ * (freed with it). `sampler`: the fresh order, kept. */
+int nst_echo_ring_create(nst_batches **ring, nst_echo **e, nst_ring_params *rp,
+                         const nostall_config *c, const nst_sampler *sampler, const char *fn);
+
 /* Everything but the adaptive pool, which nst_echo_attach starts. */
 int nst_echo_create(nst_echo **out, const nst_echo_params *p);
 /* The ring's hooks for this echo (ctx: e). */
 nst_ring_hooks nst_echo_hooks(nst_echo *e);
 /* Adaptive echoing: start the pool, whose assembler wakes the ring. */
 int nst_echo_attach(nst_echo *e, nst_batches *ring);
-/* After the ring is stopped and the workers joined, before the ring is
- * freed. NULL: no-op. */
+/* After the ring is stopped and the workers joined (the ring's free hook).
+ * NULL: no-op. */
 void nst_echo_free(nst_echo *e);
 
-/* Items: deliveries in `epoch` (the sum of its items' uses). */
+/* Item echoing: deliveries in `epoch` (the sum of its items' uses). */
 uint64_t nst_echo_epoch_len(const nst_echo *e, uint64_t epoch);
 
 /* A worker makes the ticket's item into c->dst (c->copy is set here): from
