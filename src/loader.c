@@ -40,7 +40,7 @@
 #include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -331,7 +331,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     return 0;
 }
 
-/* shard_mode=stream: the shards' reader (source/stream.h). Its store holds
+/* shard_mode=stream: the shards' reader (dataset/stream.h). Its store holds
  * the shuffle buffer plus every item the ring's open batches and the
  * workers' tickets can wait for, so the reader never waits for room that
  * only a later item would free. */

@@ -31,7 +31,7 @@
 #include "echo/adaptive.h"
 #include "echo/store.h"
 #include "loader_impl.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 static void last_error_into(char *msg, size_t n, int rc)
 {

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "recipe/recipe.h"
-#include "source/shards.h"
+#include "dataset/shards.h"
 
 int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);

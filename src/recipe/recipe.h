@@ -41,7 +41,7 @@
 #include "common/buf.h"
 #include "common/config.h"
 #include "nostall.h"
-#include "source/index.h"
+#include "dataset/index.h"
 
 #define NST_FIELDS_MAX 8
 #define NST_FIELD_NAME_MAX 24

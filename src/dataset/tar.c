@@ -18,7 +18,7 @@
  *
  * Threads: none of its own; each object is used by one thread at a time.
  */
-#include "source/tar.h"
+#include "dataset/tar.h"
 
 #include <stdlib.h>
 #include <string.h>

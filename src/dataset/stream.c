@@ -45,9 +45,9 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "source/s3.h"
-#include "source/shards.h"
-#include "source/stream.h"
-#include "source/tar.h"
+#include "dataset/shards.h"
+#include "dataset/stream.h"
+#include "dataset/tar.h"
 
 #define NST_STREAM_EPOCHS 3
 #define NST_STREAM_CHUNK (1u << 20)

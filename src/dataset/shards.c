@@ -20,7 +20,7 @@
  * next, consumed, stop, the jobs' done flags and the summed stats; each
  * worker owns its libcurl handle and its job's buffers until done is set.
  */
-#include "source/shards.h"
+#include "dataset/shards.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include "source/http.h"
 #include "source/reader.h"
 #include "source/s3.h"
-#include "source/tar.h"
+#include "dataset/tar.h"
 
 #define LOCAL_CHUNK (64 * 1024)
 #define HTTP_CHUNK (16 * 1024)

@@ -15,11 +15,11 @@
  * Threads: everything here is pure (no state, no allocation); any thread may
  * call it. nst_sampler_init() sets the thread's error message on failure.
  */
-#include "source/sampler.h"
+#include "order/sampler.h"
 
 #include "common/error.h"
 #include "common/rng.h"
-#include "source/mix.h"
+#include "order/mix.h"
 
 /* Rounds of the Feistel network. Four make a pseudo-random permutation for
  * wide halves; the extra rounds improve the mixing of the tiny domains

@@ -27,8 +27,8 @@
  * THREADS  An nst_mix is immutable after nst_mix_init; any thread may call
  *   the lookups. Pure functions, no allocation.
  */
-#ifndef NST_SOURCE_MIX_H
-#define NST_SOURCE_MIX_H
+#ifndef NST_ORDER_MIX_H
+#define NST_ORDER_MIX_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -16,7 +16,7 @@
  *                  W * ceil(n/W) - n padded positions repeat items.
  * shuffle = 0: p is the identity (dataset order).
  *
- * A mix (source/mix.h; `mix` set after nst_sampler_init, n being the mixed
+ * A mix (order/mix.h; `mix` set after nst_sampler_init, n being the mixed
  * epoch's slots): p[j] is a slot, and the item is the one the mix's slot
  * draws; everything above (sharding, padding, resumed epochs) is unchanged.
  *
@@ -30,8 +30,8 @@
  * having moved some further), the rest is the band's positions (sorted,
  * those below `offset` not yet consumed) followed by p[offset..n).
  */
-#ifndef NST_SOURCE_SAMPLER_H
-#define NST_SOURCE_SAMPLER_H
+#ifndef NST_ORDER_SAMPLER_H
+#define NST_ORDER_SAMPLER_H
 
 #include <stdint.h>
 

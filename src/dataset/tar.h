@@ -85,8 +85,8 @@
  * the writer. Nothing here allocates except the index writer's buffer.
  * Not thread-safe per object; distinct objects on distinct threads.
  */
-#ifndef NST_SOURCE_TAR_H
-#define NST_SOURCE_TAR_H
+#ifndef NST_DATASET_TAR_H
+#define NST_DATASET_TAR_H
 
 #include <stddef.h>
 #include <stdint.h>

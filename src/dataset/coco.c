@@ -33,7 +33,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
-#include "source/coco.h"
+#include "dataset/coco.h"
 #include "source/reader.h"
 
 /* An image as listed, before sorting. */

@@ -66,8 +66,8 @@
  * Threads: nst_shards_index() runs on the calling thread and starts and
  * joins its own; the callback runs on the calling thread.
  */
-#ifndef NST_SOURCE_SHARDS_H
-#define NST_SOURCE_SHARDS_H
+#ifndef NST_DATASET_SHARDS_H
+#define NST_DATASET_SHARDS_H
 
 #include <stddef.h>
 #include <stdint.h>

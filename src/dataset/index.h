@@ -55,7 +55,7 @@
  *     sub-folder, or a list file whose every line is a path or URL ending
  *     in ".tar" with no label column.
  *
- * Tar shards (source/shards.h finds each shard's members, source/tar.h
+ * Tar shards (dataset/shards.h finds each shard's members, dataset/tar.h
  * has the layout). Members are grouped into samples by key (the name up
  * to the first dot of its last component); a sample is an item whose bytes
  * are one member's: its first image member (extension jpg, jpeg or png,
@@ -82,8 +82,8 @@
  * reason after it is never cut off). Storage: one char arena for all paths plus an
  * offsets array and a labels array (no allocation per item).
  */
-#ifndef NST_SOURCE_INDEX_H
-#define NST_SOURCE_INDEX_H
+#ifndef NST_DATASET_INDEX_H
+#define NST_DATASET_INDEX_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -93,7 +93,7 @@
  * line; a shard's .cls is a sample left out), so a class count fits too. */
 #define NST_INDEX_LABEL_LIMIT (1ULL << 31)
 
-/* source/shards.h (this header stays self-contained: tools/pack.c uses it) */
+/* dataset/shards.h (this header stays self-contained: tools/pack.c uses it) */
 typedef struct nst_shard_opts nst_shard_opts;
 typedef struct nst_shard_stats nst_shard_stats;
 

@@ -67,8 +67,8 @@
  * (what nostall gen --task detect writes); a tar archive or a folder of
  * shards is refused with a message saying task=detect does not read them.
  */
-#ifndef NST_SOURCE_COCO_H
-#define NST_SOURCE_COCO_H
+#ifndef NST_DATASET_COCO_H
+#define NST_DATASET_COCO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -58,14 +58,14 @@
  * stop). The reader holds the mutex only to publish an item or take a
  * slot, never while it reads.
  */
-#ifndef NST_SOURCE_STREAM_H
-#define NST_SOURCE_STREAM_H
+#ifndef NST_DATASET_STREAM_H
+#define NST_DATASET_STREAM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source/index.h"
-#include "source/sampler.h"
+#include "dataset/index.h"
+#include "order/sampler.h"
 
 /* Randomness purpose of the shuffle buffer's draws (common/rng.h). */
 #define NST_RNG_STREAM 0x73747265616dULL /* "stream" */

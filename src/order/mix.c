@@ -6,7 +6,7 @@
  * Threads: nst_mix_parse and nst_mix_init set the calling thread's error
  * message; the lookups are pure.
  */
-#include "source/mix.h"
+#include "order/mix.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "common/rng.h"
-#include "source/sampler.h"
+#include "order/sampler.h"
 
 /* Purpose of the per-source seeds ("mix" in ASCII). */
 #define NST_MIX_PURPOSE 0x6d6978ULL
