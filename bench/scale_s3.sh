@@ -94,6 +94,7 @@ EOF
 #include <time.h>
 #include "nostall.h"
 #include "dataset/index.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
 #include "dataset/shards.h"
 static double now(void)

@@ -63,6 +63,7 @@
 #include "common/error.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
 #include "dataset/shards.h"
 #include "dataset/tar.h"

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "nostall.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
 
 #define TOKEN_CAP 256 /* smaller than a real token may be: truncation must be safe */
