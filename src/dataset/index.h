@@ -133,6 +133,10 @@ uint32_t nst_index_labels(const nst_index *ix, uint64_t i, const uint32_t **labe
 uint64_t nst_index_classes(const nst_index *ix);
 /* ImageFolder: class folder name of `label`; list: NULL. */
 const char *nst_index_class_name(const nst_index *ix, uint64_t label);
+
+/* The fingerprint of an index: every path and raw label (never 0;
+ * fingerprint.c). */
+uint64_t nst_index_fingerprint(const nst_index *ix);
 /* Files seen but not indexed (ImageFolder only; 0 for lists): not named
  * like an image, hidden, or outside class folders. */
 uint64_t nst_index_ignored(const nst_index *ix);
