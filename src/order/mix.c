@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "common/rng.h"
-#include "order/sampler.h"
+#include "order/permutation.h"
 
 /* Purpose of the per-source seeds ("mix" in ASCII). */
 #define NST_MIX_PURPOSE 0x6d6978ULL

@@ -35,6 +35,8 @@
 
 #include <stdint.h>
 
+#include "order/permutation.h" /* nst_permute, the epoch's permutation */
+
 typedef struct nst_sampler {
     uint64_t n; /* dataset items                          */
     uint64_t seed;
@@ -85,9 +87,5 @@ uint64_t nst_sampler_global(const nst_sampler *s, uint64_t epoch, uint64_t pos);
 
 /* Global sequence length of an epoch for `world` ranks (T above). */
 uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world);
-
-/* The keyed permutation itself: image of i (< n) under the permutation of
- * (seed, epoch). A bijection on [0, n). */
-uint64_t nst_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t i);
 
 #endif
