@@ -2,6 +2,7 @@
  * coco.h — COCO-format instance annotations (task=detect): the images, their
  * boxes, labels and crowd flags, read once at loader create into compact
  * arrays and immutable afterwards (any thread may read them without locks).
+ * Room: dataset/ (what the items are).
  *
  * Input: a JSON object with
  *   "images":      [{"id": int, "file_name": str, "width": int, "height": int}, ...]

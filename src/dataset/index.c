@@ -1,6 +1,7 @@
 /*
  * index.c — builds the dataset index (item paths and labels) from an
  * ImageFolder directory or a `path<TAB>label` list file; see index.h.
+ * Room: dataset/ (what the items are).
  *
  * Design: strings live in "string tables": one growing char arena holding
  * every NUL-terminated string back to back, plus an array of offsets into it

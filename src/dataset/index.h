@@ -1,6 +1,7 @@
 /*
  * index.h — the dataset index: item paths and labels, built once at loader
  * create and immutable afterwards (so any thread may read it without locks).
+ * Room: dataset/ (what the items are).
  *
  * Sources:
  *   - a directory: ImageFolder. Each sub-directory is a class; classes sorted

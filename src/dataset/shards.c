@@ -1,6 +1,7 @@
 /*
  * shards.c — shard names, brace patterns, and each shard's index file
  * from its sidecar, the cache or a header pass (see shards.h).
+ * Room: dataset/ (what the items are).
  *
  * Design. Each shard is one job: find an index file that describes it, or
  * make one by scanning its tar headers with tar.c's scanner through a

@@ -1,5 +1,6 @@
 /*
  * stream.c — streaming reads of tar shards (the design is in stream.h).
+ * Room: dataset/ (what the items are).
  *
  * The order is computed in O(n) per epoch into arrays sized at create: the
  * reader keeps its epoch's order and its inverse (item -> delivery

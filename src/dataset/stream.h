@@ -3,6 +3,7 @@
  * order, once per epoch, for stores where a request costs more than its
  * bytes (object stores, far HTTP servers). The alternative, indexed reads
  * (one ranged read per item: source/fetch.h), is the default.
+ * Room: dataset/ (what the items are).
  *
  * The order. Epoch e's *stream* is the shards in the keyed order
  * nst_permute(K, seed, e, .) (shard order 0..K-1 without shuffle), each

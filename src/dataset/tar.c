@@ -1,6 +1,7 @@
 /*
  * tar.c — tar headers, the push scanner, member names, the shard index
  * file and the ustar writer (see tar.h for the formats and the rules).
+ * Room: dataset/ (what the items are).
  *
  * Design. The scanner is a state machine over the archive's bytes with no
  * I/O: HEADER collects a 512-byte block (which may arrive in pieces) and

@@ -3,6 +3,7 @@
  * scanner over an archive's bytes, member names split into key and
  * extension, the shard index file ("sidecar") reader and writer, and the
  * ustar header writer that `nostall pack` uses.
+ * Room: dataset/ (what the items are).
  *
  * Archives. POSIX ustar (the 155-byte prefix joined to the name), GNU
  * (type 'L' long names, 'K' long link names skipped, base-256 sizes) and

@@ -2,6 +2,7 @@
  * mix.c — weighted mixing: the specification's parser, the exact counts of
  * a mixed epoch and the O(1) lookups from a slot to a source's item (see
  * mix.h for the design).
+ * Room: order/ (which item comes when).
  *
  * Threads: nst_mix_parse and nst_mix_init set the calling thread's error
  * message; the lookups are pure.

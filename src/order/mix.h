@@ -1,6 +1,7 @@
 /*
  * mix.h — weighted mixing of several sources: which source, and which of
  * its items, fills position q of a mixed epoch.
+ * Room: order/ (which item comes when).
  *
  * DESIGN
  *   The sources' items are concatenated: source s owns the item ids

@@ -1,5 +1,6 @@
 /*
  * sampler.h — which dataset item is the pos-th item of this rank's epoch.
+ * Room: order/ (which item comes when).
  *
  * Pure functions, no allocation, O(1) per lookup: the per-epoch permutation is
  * a keyed bijection on [0, n) (a Feistel network over the next power of two,

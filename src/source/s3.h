@@ -1,6 +1,7 @@
 /*
  * s3.h — s3:// sources: objects and prefixes of S3 (or an S3-compatible
  * server) read over HTTP(S) with AWS Signature Version 4.
+ * Room: source/ (reading bytes).
  *
  * URLs. `s3://BUCKET/KEY` names one object; the key is taken verbatim, as
  * the AWS CLI does (not percent-encoded: "s3://b/a b+c.jpg" is the key
