@@ -39,7 +39,7 @@
 #include "coord/backend.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -280,7 +280,7 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     return nst_echo_ring_create(&ld->bq, &ld->echo, &p, &ld->cfg, &ld->sampler, fn);
 }
 
-/* shard_mode=stream: the shards' reader (source/stream.h). Its store holds
+/* shard_mode=stream: the shards' reader (dataset/stream.h). Its store holds
  * the shuffle buffer plus every item the ring's open batches and the
  * workers' tickets can wait for, so the reader never waits for room that
  * only a later item would free. */

@@ -29,8 +29,8 @@
 #include "echo/echo.h"
 #include "recipe/recipe.h"
 #include "source/fetch.h"
-#include "source/index.h"
-#include "source/sampler.h"
+#include "dataset/index.h"
+#include "order/sampler.h"
 #include "source/throttle.h"
 
 typedef _Atomic uint64_t nst_counter;

@@ -26,7 +26,7 @@
  *
  * A weighted mix (option mix) needs nothing more: its order is a pure
  * function of (seed, epoch, position) too, every source's own epoch counter
- * a product of the mixed epoch (source/mix.h); the fingerprint covers its
+ * a product of the mixed epoch (order/mix.h); the fingerprint covers its
  * sources (each one's items), weights (each one's draws per mixed epoch)
  * and the mix options.
  *
@@ -45,7 +45,7 @@
 #include "echo/batch_echo.h"
 #include "echo/schedule.h"
 #include "loader_impl.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 /* Options that change the bytes delivered for a given (seed, epoch,
  * position), besides the seed itself (checked on its own). world_size and

@@ -30,7 +30,7 @@
 #include "decode/decode.h"
 #include "echo/echo.h"
 #include "loader_impl.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 static void add_times(worker *w, const nst_recipe_times *t)
 {

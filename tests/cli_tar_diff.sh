@@ -8,7 +8,7 @@
 # sparse members (when GNU tar is installed) and archives cut inside a
 # member and inside a header. For each, `nostall pack --index` writes the
 # index file a header pass makes, and the check below reads it (version 2,
-# src/source/tar.h) and compares it with tarfile's members grouped as
+# src/dataset/tar.h) and compares it with tarfile's members grouped as
 # webdataset groups them (key = the path up to the first dot of its last
 # component; consecutive members of one key; regular files only): every
 # sample of tarfile's is nostall's, with the same extensions in the same

@@ -12,7 +12,7 @@ not a test itself; it writes only under the folder it is given).
                       a labeled data set (tests/python/test_webdataset_interop.py).
   CLEAN               the ones webdataset reads without an error
   nstidx(path)        the samples and damage records of PATH.nstidx (version
-                      2, src/source/tar.h), as nostall's header pass wrote it
+                      2, src/dataset/tar.h), as nostall's header pass wrote it
   wds_split(name)     webdataset's rule (its base_plus_ext): (key, extension)
                       split at the first dot of the last path component, or
                       None (no dot there, or a leading one)

@@ -5,7 +5,7 @@
  *
  * What it writes (docs/shards.md): DST/PREFIX-000000.tar, -000001.tar, ...
  * each at most --shard-bytes (a sample larger than that gets a shard of
- * its own), and beside each NAME.tar.nstidx (src/source/tar.h's format),
+ * its own), and beside each NAME.tar.nstidx (src/dataset/tar.h's format),
  * so the loader indexes a shard without reading it. Samples, in the
  * source's order (or a seeded shuffle with --shuffle):
  *   KEY.jpg / KEY.png   the image (by its magic bytes; other files keep
@@ -26,7 +26,7 @@
  * Python's tarfile and the webdataset library read.
  *
  * Sources: an ImageFolder or a list file (indexed as the loader indexes
- * them: src/source/index.h), or, with --coco-webdataset, a COCO annotation
+ * them: src/dataset/index.h), or, with --coco-webdataset, a COCO annotation
  * file (*.json, images under --image-root, default its folder, in id order
  * as task=detect; refused without the flag, since no nostall loader reads
  * COCO shards: they are for the webdataset library). A COCO file_name that
@@ -43,7 +43,7 @@
  * ring's mutex guards the slots' states and the cursors.
  *
  * This tool includes two library headers beyond nostall.h
- * (src/source/index.h, tar.h: self-contained) so that the loader and pack
+ * (src/dataset/index.h, tar.h: self-contained) so that the loader and pack
  * share one indexing of sources and one writer of the index format.
  */
 #include "args.h"
@@ -51,10 +51,10 @@
 #include "rng.h"
 #include "util.h"
 
-#include "../src/source/coco.h"
-#include "../src/source/index.h"
-#include "../src/source/shards.h"
-#include "../src/source/tar.h"
+#include "../src/dataset/coco.h"
+#include "../src/dataset/index.h"
+#include "../src/dataset/shards.h"
+#include "../src/dataset/tar.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -23,7 +23,7 @@
 #include "common/config.h"
 #include "recipe/recipe.h"
 #include "source/fetch.h"
-#include "source/sampler.h"
+#include "order/sampler.h"
 
 enum { NST_ECHO_OFF = 0, NST_ECHO_ITEMS, NST_ECHO_BATCHES, NST_ECHO_ADAPTIVE };
 
