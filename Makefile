@@ -8,6 +8,9 @@
 #   make clang      clang-14 -Werror build (build-clang): unit tests, corpus replays
 #   make fuzz       libFuzzer binaries (build-fuzz), each run FUZZ_SECONDS (60)
 #   make python-test  the Python binding's tests (Debian's /usr/bin/python3)
+#   make test-torch2  the same Python tests on torch 2.x from PyPI (the python
+#                   of bench/peers/venv.sh's venv: torch 2.14.1, torchvision
+#                   0.29.2; several GB, made once); not part of make test
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
 #   make install    install library, header, CLI, pkg-config file and the
@@ -24,7 +27,9 @@ CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 # tests add (the CLI tests parse JSON with python3; the binding's tests use
 # numpy, torch, torchvision, PIL and pytest; python3-venv and python3-pip
 # make the venv, ~/.cache/nostall/moto, that holds the S3 server the s3://
-# tests start: moto's, from PyPI, installed by tests/lib_s3.sh ensure).
+# tests start: moto's, from PyPI, installed by tests/lib_s3.sh ensure; and
+# ~/.cache/nostall/webdataset, webdataset 1.0.2 for the interop tests,
+# tests/lib_pyvenv.sh webdataset).
 BUILD_PACKAGES := gcc make cmake pkg-config libjpeg62-turbo-dev libpng-dev \
                   liburing-dev libcurl4-openssl-dev libjansson-dev \
                   libsndfile1-dev libsoxr-dev libfftw3-dev
@@ -43,7 +48,7 @@ TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-setuptools python3-wheel python3-torchaudio
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
-.PHONY: fuzz-deps clang fuzz format-check test-reset
+.PHONY: fuzz-deps clang fuzz format-check test-reset test-torch2
 
 all: build
 
@@ -53,6 +58,7 @@ deps:
 test-deps:
 	@bash tools/install-deps.sh $(TEST_PACKAGES)
 	@bash tests/lib_s3.sh ensure > /dev/null
+	@bash tests/lib_pyvenv.sh webdataset > /dev/null
 
 fuzz-deps:
 	@bash tools/install-deps.sh $(FUZZ_PACKAGES)
@@ -82,6 +88,17 @@ release-test: test-deps build
 python-test: test-deps build
 	NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
 	  bash tools/run-tests.sh python . pytest -q -p no:cacheprovider tests/python
+
+# The Python tests again on torch 2.x (bench/peers/venv.sh prints its python;
+# it installs the venv from PyPI the first time). Its skips are recorded
+# apart from make test's (.test-skips-torch2) and printed loudly at the end.
+test-torch2: test-deps build
+	@py=$$(bash bench/peers/venv.sh) && rm -rf .test-skips-torch2 && \
+	  NOSTALL_TEST_PYTHON=$$py NOSTALL_SKIP_DIR=$(CURDIR)/.test-skips-torch2 \
+	  NOSTALL_LIBRARY=$(CURDIR)/build/libnostall.so NOSTALL_CLI=$(CURDIR)/build/nostall \
+	  bash tools/run-tests.sh torch2 . pytest -q -p no:cacheprovider tests/python && \
+	  NOSTALL_SKIP_DIR=$(CURDIR)/.test-skips-torch2 NOSTALL_RUN_NAME="make test-torch2" \
+	  bash tools/run-tests.sh --summary
 
 # clang-14, -Werror, release: the unit tests (test_*) and the fuzz corpus
 # replays (fuzz_replay_*), beside gcc's builds.
@@ -140,4 +157,4 @@ format-check:
 	@echo "format-check: $(words $(FORMAT_FILES)) files in .clang-format's style"
 
 clean:
-	rm -rf build build-asan build-tsan build-clang build-fuzz build-install .test-skips
+	rm -rf build build-asan build-tsan build-clang build-fuzz build-install .test-skips .test-skips-torch2

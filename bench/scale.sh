@@ -53,9 +53,9 @@ cat > "$WORK/scale.c" <<'EOF'
 #include <unistd.h>
 
 #include "nostall.h"
-#include "source/index.h"
-#include "source/shards.h"
-#include "source/tar.h"
+#include "dataset/index.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
 
 static double now(void)
 {

@@ -93,9 +93,10 @@ EOF
 #include <stdlib.h>
 #include <time.h>
 #include "nostall.h"
-#include "source/index.h"
+#include "dataset/index.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
-#include "source/shards.h"
+#include "dataset/shards.h"
 static double now(void)
 {
     struct timespec t;

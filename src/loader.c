@@ -8,7 +8,7 @@
  * shards); and the plan's lengths the backends ask for (each epoch's and
  * each batch's, the bad-item budget); nst_loader_plan_info, that plan
  * without a running loader (analyze/files.c). The only file that knows every
- * stage. The items (recipe or mix, sampler, echo mode, plan) and the fetch
+ * stage. The items (recipe or mix, sampler, repeats, plan) and the fetch
  * environment are made in loader_source.c, state (set/get) in
  * loader_state.c, statistics and the skip table in loader_stats.c, the
  * worker loop in worker.c.
@@ -34,16 +34,15 @@
 #include <unistd.h>
 
 #include "batch/ring.h"
+#include "echo/echo.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/cpubudget.h"
 #include "common/memlimit.h"
 #include "coord/backend.h"
-#include "echo/adaptive.h"
-#include "echo/batch_echo.h"
 #include "loader_impl.h"
 #include "recipe/mixture.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -51,13 +50,13 @@
 
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
 {
-    if (ld->echo != NST_ECHO_ITEMS) return nst_sampler_len(&ld->sampler, epoch);
+    if (ld->echo_mode != NST_ECHO_ITEMS || !ld->echo) return nst_sampler_len(&ld->sampler, epoch);
     pthread_mutex_lock(&ld->plan_mu);
     uint64_t n = 0;
     for (int i = 0; i < 4 && !n; i++)
         if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
     if (!n) { /* O(shard) for a fractional factor: memoized */
-        n = nst_echo_sched_epoch_len(&ld->esched, epoch);
+        n = nst_echo_epoch_len(ld->echo, epoch);
         ld->elen_epoch[ld->elen_next] = epoch;
         ld->elen_val[ld->elen_next] = n;
         ld->elen_next = (ld->elen_next + 1) % 4;
@@ -93,8 +92,9 @@ uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t)
              end = nst_loader_epoch_len(ld, t->epoch);
     if (ld->drop_last) end -= end % ld->batch_size;
     uint64_t r = t->position - end;
-    if (ld->echo == NST_ECHO_ITEMS) return r % shard; /* deliveries: the shard from its start */
-    uint64_t j = end + r;                             /* the remainder, then wrapped */
+    if (ld->echo_mode == NST_ECHO_ITEMS)
+        return r % shard; /* deliveries: the shard from its start */
+    uint64_t j = end + r; /* the remainder, then wrapped */
     return j < shard ? j : (j - shard) % shard;
 }
 
@@ -132,25 +132,13 @@ static int validate(const nostall_config *c, const char *fn)
                          "%s: cache_transcode=1 rewrites what the MinIO cache keeps, but there "
                          "is no cache: set cache=minio and cache_bytes > 0",
                          fn);
-    if (v[NOSTALL_OPT_COORDINATE].s[0] &&
-        (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE || v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0))
-        return nst_error(NOSTALL_E_OPTION,
-                         "%s: coordinate='%s' cannot be combined with data echoing (echo_factor "
-                         "%g, echo %s)",
-                         fn, v[NOSTALL_OPT_COORDINATE].s, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ? "adaptive" : "fixed");
+    int rc = nst_echo_validate(c, fn);
+    if (rc < 0) return rc;
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
                          (unsigned long long)v[NOSTALL_OPT_RESIZE].u,
                          (unsigned long long)v[NOSTALL_OPT_CROP].u);
-    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE &&
-        v[NOSTALL_OPT_ECHO_BUFFER].u < v[NOSTALL_OPT_BATCH_SIZE].u)
-        return nst_error(NOSTALL_E_OPTION,
-                         "%s: echo=adaptive needs echo_buffer (%llu) >= batch_size (%llu): echo "
-                         "batches are drawn from that pool",
-                         fn, (unsigned long long)v[NOSTALL_OPT_ECHO_BUFFER].u,
-                         (unsigned long long)v[NOSTALL_OPT_BATCH_SIZE].u);
     return 0;
 }
 
@@ -182,87 +170,71 @@ int nst_loader_uses_reserve(const struct nostall_loader *ld)
 /* The batches' plan, no larger than an epoch can fill: a slot holds at
  * most the items one batch can have (batch_size, or an epoch's deliveries
  * if fewer) and there are at most batches_ahead + 1 slots, or one more than
- * an epoch has batches (batch echoing: plus its shuffle buffer; the reserve:
- * plus one, for the top-up of an epoch's last batch from its reserve
- * batches while the consumer holds one). What the
- * slots, the adaptive echo pool and the MinIO cache would take is checked
+ * an epoch has batches (plus the slots repeating keeps, its plan's; the
+ * reserve: plus one, for the top-up of an epoch's last batch from its
+ * reserve batches while the consumer holds one). What the slots, the
+ * repeats' own memory and the MinIO cache would take is checked
  * against the memory this process may use (the cgroup's limit, not only
  * RAM) before anything is allocated: a plan that cannot fit is refused
  * with the figures, not found out by the OOM killer. */
 static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t *items_out,
-                       uint32_t *bbuf_out, const char *fn)
+                       const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    uint64_t per = ld->sampler.per_rank, most = per;
-    if (ld->echo == NST_ECHO_ITEMS) most = per * (uint64_t)ceil(v[NOSTALL_OPT_ECHO_FACTOR].d);
+    nst_echo_plan xp = nst_echo_plan_for(&ld->cfg, ld->sampler.per_rank, ld->recipe->item_bytes);
+    uint64_t most = xp.most;
     uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
     uint64_t batches = (most + ld->batch_size - 1) / ld->batch_size;
-    uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1, bbuf = 0;
+    uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1;
     if (nslots > batches + 1) nslots = batches + 1;
     if (nslots < 2) nslots = 2;
     if (nst_loader_uses_reserve(ld)) nslots++;
-    if (ld->echo == NST_ECHO_BATCHES) { /* the shuffle buffer: echo_buffer items, >= 2 batches */
-        bbuf = (v[NOSTALL_OPT_ECHO_BUFFER].u + ld->batch_size - 1) / ld->batch_size;
-        if (bbuf < 2) bbuf = 2;
-        if (bbuf > batches) bbuf = batches > 0 ? batches : 1;
-        nslots += bbuf;
-    }
+    nslots += xp.slots;
     if (nslots > NST_ENGINE_MAX_SLOTS)
-        return nst_error(NOSTALL_E_OPTION,
-                         "%s: %llu ring slots (batches_ahead + echo buffer) "
-                         "exceed %d",
-                         fn, (unsigned long long)nslots, NST_ENGINE_MAX_SLOTS);
+        return nst_error(NOSTALL_E_OPTION, "%s: %llu ring slots (batches_ahead%s) exceed %d", fn,
+                         (unsigned long long)nslots, xp.slots_what, NST_ENGINE_MAX_SLOTS);
     size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
-    uint64_t echo = 0, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
-                                   ? v[NOSTALL_OPT_CACHE_BYTES].u
-                                   : 0;
+    uint64_t extra = xp.bytes, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
+                                           ? v[NOSTALL_OPT_CACHE_BYTES].u
+                                           : 0;
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
-    if (ld->echo == NST_ECHO_ADAPTIVE)
-        echo = (uint64_t)ld->recipe->item_bytes *
-               (v[NOSTALL_OPT_ECHO_BUFFER].u + NST_ADAPTIVE_SLOTS * (uint64_t)ld->batch_size);
     nst_memlimit m;
     char a[32], b[32], c[32];
     if (nst_memlimit_get(&m) == 0) {
-        if (ring > m.available || echo > m.available - (ring < m.available ? ring : 0))
+        if (ring > m.available || extra > m.available - (ring < m.available ? ring : 0))
             return nst_error(NOSTALL_E_NOMEM,
                              "%s: the batch ring needs %s (%llu slots x %u items x %zu bytes)%s%s, "
                              "but only %s of memory is available (%s limit %s); lower "
                              "batch_size, batches_ahead or %s",
                              fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
-                             ld->recipe->item_bytes, echo ? " plus the adaptive echo pool's " : "",
-                             echo ? human_bytes(echo, b, sizeof b) : "",
+                             ld->recipe->item_bytes, extra ? xp.bytes_what : "",
+                             extra ? human_bytes(extra, b, sizeof b) : "",
                              human_bytes(m.available, c, sizeof c), m.source,
                              human_bytes(m.limit, b, sizeof b),
                              ld->recipe->size_hint ? ld->recipe->size_hint : "the item's size");
-        if (cache && cache + ring + echo > m.limit)
+        if (cache && cache + ring + extra > m.limit)
             return nst_error(NOSTALL_E_NOMEM,
                              "%s: cache_bytes %s plus the batch ring's %s exceed the memory this "
                              "process may use, %s (%s); lower cache_bytes (e.g. '25%%')",
                              fn, human_bytes(cache, a, sizeof a),
-                             human_bytes(ring + echo, b, sizeof b),
+                             human_bytes(ring + extra, b, sizeof b),
                              human_bytes(m.limit, c, sizeof c), m.source);
     }
     *nslots_out = (uint32_t)nslots;
     *items_out = items;
-    *bbuf_out = (uint32_t)bbuf;
     return 0;
 }
 
-/* Epochs and batches as reported by info (with echoing: epoch 0's). */
+/* Epochs and batches as reported by info (with repeats: epoch 0's). */
 static void plan_counts(struct nostall_loader *ld)
 {
     uint64_t nb = 0, ni = 0;
     for (uint64_t pos = 0;; pos += ld->batch_size) {
         uint32_t n = nst_loader_batch_len(ld, 0, pos);
         if (!n) break;
-        uint32_t u = 1;
-        if (ld->echo == NST_ECHO_BATCHES) { /* uses per batch, as the shuffle buffer draws them */
-            nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
-                                 .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
-            u = nst_batch_echo_uses(&eb, 0, pos);
-        }
+        uint32_t u = nst_echo_batch_uses(&ld->cfg, 0, pos); /* as the shuffle buffer draws */
         nb += u;
         ni += (uint64_t)u * n;
     }
@@ -298,8 +270,8 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
                                .sink = sink};
         return nst_coord_backend_create(&ld->bq, &cp, fn);
     }
-    uint32_t nslots = 0, items = 0, bbuf = 0;
-    int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
+    uint32_t nslots = 0, items = 0;
+    int rc = plan_memory(ld, &nslots, &items, fn);
     if (rc < 0) return rc;
     nst_ring_params p = {.nslots = nslots,
                          .slot_items = items,
@@ -307,34 +279,11 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
                          .flags = flags,
                          .recipe = ld->recipe,
                          .plan = ld->plan,
-                         .sink = sink,
-                         .echo = ld->echo,
-                         .sched = &ld->esched,
-                         .echo_factor = v[NOSTALL_OPT_ECHO_FACTOR].d,
-                         .echo_buffer = ld->echo == NST_ECHO_BATCHES
-                                            ? bbuf
-                                            : (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
-                         .echo_max = (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u,
-                         .seed = v[NOSTALL_OPT_SEED].u};
-    if (ld->echo == NST_ECHO_ITEMS) {
-        /* Entries live from an item's first draw to its last use's finish:
-         * at most the pool plus every ticket of the ring's open batches. */
-        uint64_t cap = v[NOSTALL_OPT_ECHO_BUFFER].u + (uint64_t)nslots * items;
-        if (cap > UINT32_MAX - 1)
-            return nst_error(NOSTALL_E_OPTION, "%s: echo_buffer too large", fn);
-        if ((rc = nst_echo_sched_init(&ld->esched, &ld->sampler, v[NOSTALL_OPT_ECHO_FACTOR].d,
-                                      v[NOSTALL_OPT_SEED].u, (uint32_t)v[NOSTALL_OPT_ECHO_BUFFER].u,
-                                      (uint32_t)cap)) < 0)
-            return rc;
-        p.echo_store = (uint32_t)cap;
-    }
-    if ((rc = nst_ring_create(&ld->bq, &p)) < 0) return rc;
-    ld->estore = nst_ring_estore(ld->bq);
-    ld->adaptive = nst_ring_adaptive(ld->bq);
-    return 0;
+                         .sink = sink};
+    return nst_echo_ring_create(&ld->bq, &ld->echo, &p, &ld->cfg, &ld->sampler, fn);
 }
 
-/* shard_mode=stream: the shards' reader (source/stream.h). Its store holds
+/* shard_mode=stream: the shards' reader (dataset/stream.h). Its store holds
  * the shuffle buffer plus every item the ring's open batches and the
  * workers' tickets can wait for, so the reader never waits for room that
  * only a later item would free. */
@@ -349,15 +298,12 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
                          "%s: shard_mode=stream needs tar shards read one item per member (%s "
                          "with task=%s is not)",
                          fn, ld->source, ld->recipe->ops->name);
-    if (ld->echo || v[NOSTALL_OPT_COORDINATE].s[0] || ld->sampler.mix)
+    if (v[NOSTALL_OPT_COORDINATE].s[0] || ld->sampler.mix)
         return nst_error(NOSTALL_E_OPTION,
                          "%s: shard_mode=stream cannot be combined with %s (use shard_mode=indexed)",
-                         fn,
-                         ld->echo          ? "data echoing"
-                         : ld->sampler.mix ? "mix"
-                                           : "coordinate");
-    uint32_t nslots = 0, items = 0, bbuf = 0;
-    int rc = plan_memory(ld, &nslots, &items, &bbuf, fn);
+                         fn, ld->sampler.mix ? "mix" : "coordinate");
+    uint32_t nslots = 0, items = 0;
+    int rc = plan_memory(ld, &nslots, &items, fn);
     if (rc < 0) return rc;
     uint64_t tickets =
         (uint64_t)ld->nthreads *
@@ -606,7 +552,6 @@ void nostall_loader_free(nostall_loader *ld)
     free(ld->skip_reason);
     free(ld->res_band);
     free(ld->chain);
-    nst_echo_sched_destroy(&ld->esched);
     nostall_dataset_free(ld->ds); /* after the workers: they used its recipe */
     nst_cache_free(ld->cache);
     free((void *)ld->fenv.reading);

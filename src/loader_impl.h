@@ -4,8 +4,8 @@
  * introspection; the plan's lengths), loader_source.c (the items and the
  * fetch environment, made at create), loader_state.c (get/set state),
  * loader_stats.c (statistics and the skip table) and worker.c (the one
- * worker loop: tickets, fetches in flight, the item recipe and data
- * echoing). Nothing else includes it.
+ * worker loop: tickets, fetches in flight, each item made through data
+ * echoing's entry, echo/echo.h). Nothing else includes it.
  *
  * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
  *   epoch lengths, asked by the batch backend under its own lock and by
@@ -26,12 +26,12 @@
 #include "batch/batches.h"
 #include "cache/minio.h"
 #include "common/config.h"
-#include "echo/schedule.h"
-#include "dataset/dataset.h"
+#include "echo/echo.h"
+#include "dataset.h"
 #include "recipe/recipe.h"
 #include "source/fetch.h"
-#include "source/index.h"
-#include "source/sampler.h"
+#include "dataset/index.h"
+#include "order/sampler.h"
 #include "source/throttle.h"
 
 typedef _Atomic uint64_t nst_counter;
@@ -91,11 +91,9 @@ struct nostall_loader {
     nst_batches *bq;      /* the batch backend: local ring or a group    */
     nst_engine_plan plan; /* the delivery plan the backend walks          */
 
-    /* data echoing (the ring's; NULL/off in a group) */
-    int echo, echo_point;  /* NST_ECHO_* (batch/ring.h), NOSTALL_ECHO_POINT_* */
-    nst_echo_sched esched; /* fixed item echoing's order (ring's mutex)    */
-    struct nst_echo_store *estore;
-    struct nst_adaptive *adaptive;
+    /* data echoing (echo/echo.h; the ring's hooks; NULL/off in a group) */
+    int echo_mode, echo_point; /* NST_ECHO_*, NOSTALL_ECHO_POINT_*        */
+    struct nst_echo *echo;
 
     /* the plan's memo of epoch lengths (plan_mu) */
     pthread_mutex_t plan_mu;

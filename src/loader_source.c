@@ -2,15 +2,17 @@
  * loader_source.c — the loader's items and how they are fetched, made at
  * create (loader.c calls these once, before any thread starts): the item
  * recipe or a weighted mix of recipes (recipe/mixture.c), borrowed from
- * the loader's dataset (dataset/dataset.c), the sampler over
- * its items, the echo mode, the epoch plan; and the fetch environment the
- * workers share (the MinIO cache, the peer cache hook, storage options).
+ * the loader's dataset (dataset.c), the sampler over
+ * its items, the echo mode (echo/echo.h decides it; refused with a shard
+ * stream or, where it would differ per rank, with world_size > 1), the
+ * epoch plan; and the fetch environment the workers share (the MinIO
+ * cache, the peer cache hook, storage options).
  * Touches only the loader being created.
  */
 #include <math.h>
 #include <stdlib.h>
 
-#include "batch/ring.h"
+#include "echo/echo.h"
 #include "common/error.h"
 #include "loader_impl.h"
 
@@ -48,7 +50,7 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: mix cannot be combined with coordinate='%s' (a group shares one "
                          "source)",
                          fn, v[NOSTALL_OPT_COORDINATE].s);
-    ld->recipe = ld->ds->recipe; /* the dataset's (dataset/dataset.c) */
+    ld->recipe = ld->ds->recipe; /* the dataset's (dataset.c) */
     mix = ld->ds->mix;
     rc = nst_sampler_init(&ld->sampler, mix ? mix->len : ld->recipe->items, v[NOSTALL_OPT_SEED].u,
                           (uint32_t)v[NOSTALL_OPT_RANK].u, (uint32_t)v[NOSTALL_OPT_WORLD_SIZE].u,
@@ -60,26 +62,27 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                          "%s: %s: drop_last with batch_size %u leaves no batch (this rank has "
                          "%llu items per epoch)",
                          fn, source, ld->batch_size, (unsigned long long)ld->sampler.per_rank);
-    if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE) {
-        ld->echo = NST_ECHO_ADAPTIVE;
-    } else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1.0) {
-        ld->echo_point = (int)v[NOSTALL_OPT_ECHO_POINT].u;
-        ld->echo = ld->echo_point == NOSTALL_ECHO_POINT_BATCH ? NST_ECHO_BATCHES : NST_ECHO_ITEMS;
-    }
+    ld->echo_mode = nst_echo_mode(&ld->cfg, &ld->echo_point);
+    if (ld->echo_mode && v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: shard_mode=stream cannot be combined with data echoing (use "
+                         "shard_mode=indexed)",
+                         fn);
     /* Every rank must deliver the same number of batches (a DDP job's
      * collectives pair up by count): refused where it depends on timing or
      * on which items each rank holds. */
     double ef = v[NOSTALL_OPT_ECHO_FACTOR].d;
-    if (ld->sampler.world > 1 && (ld->echo == NST_ECHO_ADAPTIVE || (ld->echo && ef != floor(ef))))
+    if (ld->sampler.world > 1 &&
+        (ld->echo_mode == NST_ECHO_ADAPTIVE || (ld->echo_mode && ef != floor(ef))))
         return nst_error(NOSTALL_E_OPTION,
                          "%s: %s with world_size %u: %s, so the ranks would deliver different "
                          "numbers of batches and a distributed job's collectives would pair up "
                          "wrongly (a hang); use a whole echo_factor",
                          fn,
-                         ld->echo == NST_ECHO_ADAPTIVE ? "echo=adaptive"
-                                                       : "a fractional echo_factor",
+                         ld->echo_mode == NST_ECHO_ADAPTIVE ? "echo=adaptive"
+                                                            : "a fractional echo_factor",
                          ld->sampler.world,
-                         ld->echo == NST_ECHO_ADAPTIVE
+                         ld->echo_mode == NST_ECHO_ADAPTIVE
                              ? "adaptive echoing repeats data when this rank's pipeline is slow"
                              : "the extra uses are drawn per item (or batch position)");
     ld->plan = (nst_engine_plan){.batch_len = nst_loader_batch_len,

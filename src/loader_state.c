@@ -26,7 +26,7 @@
  *
  * A weighted mix (option mix) needs nothing more: its order is a pure
  * function of (seed, epoch, position) too, every source's own epoch counter
- * a product of the mixed epoch (source/mix.h); the fingerprint covers its
+ * a product of the mixed epoch (order/mix.h); the fingerprint covers its
  * sources (each one's items), weights (each one's draws per mixed epoch)
  * and the mix options.
  *
@@ -40,11 +40,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batch/ring.h"
+#include "echo/echo.h"
 #include "common/error.h"
 #include "echo/batch_echo.h"
+#include "echo/schedule.h"
 #include "loader_impl.h"
-#include "source/stream.h"
+#include "dataset/stream.h"
 
 /* Options that change the bytes delivered for a given (seed, epoch,
  * position), besides the seed itself (checked on its own). world_size and
@@ -84,7 +85,7 @@ static uint64_t fingerprint(struct nostall_loader *ld)
         }
         nostall_config_free(def);
     }
-    if (ld->echo == NST_ECHO_BATCHES) /* each batch's repeats are drawn by position */
+    if (ld->echo_mode == NST_ECHO_BATCHES) /* each batch's repeats are drawn by position */
         nostall_checksum_update(&h, &ld->batch_size, sizeof ld->batch_size);
     ld->fingerprint = h ? h : 1;
     return ld->fingerprint;
@@ -175,7 +176,7 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
                              (unsigned long long)ld->sampler.n);
         *offset = st->epoch_offset;
     } else if (st->version && (st->world_size != ld->sampler.world || st->epoch_offset)) {
-        if (ld->echo != NST_ECHO_OFF)
+        if (ld->echo_mode != NST_ECHO_OFF)
             return nst_error(NOSTALL_E_INVALID,
                              "%s: a state of world size %u cannot be remapped to world size %u "
                              "with echoing (positions count deliveries, repeats included)",
@@ -197,12 +198,12 @@ static int state_place(struct nostall_loader *ld, const nostall_state *st, uint6
     nst_sampler plain = ld->sampler;
     plain.res_on = 0;
     uint64_t len = plain.per_rank;
-    if (ld->echo == NST_ECHO_ITEMS) {
-        nst_echo_sched tmp = {.factor = ld->esched.factor,
-                              .seed = ld->esched.seed,
+    if (ld->echo_mode == NST_ECHO_ITEMS) {
+        nst_echo_sched tmp = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
+                              .seed = ld->cfg.v[NOSTALL_OPT_SEED].u,
                               .sampler = &plain};
         len = nst_echo_sched_epoch_len(&tmp, st->epoch);
-    } else if (ld->echo == NST_ECHO_BATCHES) { /* deliveries: each batch's uses */
+    } else if (ld->echo_mode == NST_ECHO_BATCHES) { /* deliveries: each batch's uses */
         nst_batch_echo eb = {.factor = ld->cfg.v[NOSTALL_OPT_ECHO_FACTOR].d,
                              .seed = ld->cfg.v[NOSTALL_OPT_SEED].u};
         uint64_t n = len;
@@ -559,7 +560,7 @@ int nostall_loader_set_states(nostall_loader *ld, const nostall_state *states, s
         rc = nostall_loader_set_state(ld, last->rank[ld->sampler.rank]);
         goto out;
     }
-    if (ld->echo != NST_ECHO_OFF)
+    if (ld->echo_mode != NST_ECHO_OFF)
         rc = nst_error(NOSTALL_E_INVALID,
                        "%s: an elastic resume with echoing is not supported (positions count "
                        "deliveries, repeats included): resume at world size %u",

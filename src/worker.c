@@ -5,8 +5,8 @@
  * the backend (batches.h) and only from open batches (so the ring bounds
  * them and a worker holding tickets never waits for ring space), with
  * their fetches in flight (source/fetch.c); it completes the oldest, makes
- * the item with the recipe (recipe/) -- or, with fixed item echoing, from
- * or into its echo store entry (echo/store.c) -- straight into its place in
+ * the item through data echoing's one entry (echo/echo.h: with the recipe,
+ * recipe/, or from or into an echo store entry) straight into its place in
  * the slot, hands it back to the backend, and tops the FIFO up again.
  *
  * io_depth=0 (auto): a worker starts with NST_IO_DEPTH_AUTO_START tickets
@@ -17,8 +17,8 @@
  * the depth reached), and slow storage rarely speeds up.
  *
  * Each worker touches its own fetcher, FIFO, recipe scratch and counters;
- * shared state only through the backend, the echo store and the adaptive
- * pool, each with its own lock.
+ * shared state only through the backend and echo/, each with its own
+ * locks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +28,9 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "decode/decode.h"
-#include "echo/adaptive.h"
-#include "echo/store.h"
+#include "echo/echo.h"
 #include "loader_impl.h"
-#include "source/stream.h"
-
-static void last_error_into(char *msg, size_t n, int rc)
-{
-    const char *detail = nostall_last_error();
-    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
-}
+#include "dataset/stream.h"
 
 static void add_times(worker *w, const nst_recipe_times *t)
 {
@@ -47,82 +40,6 @@ static void add_times(worker *w, const nst_recipe_times *t)
     STAT_ADD(w->st.augment_ns, t->augment_ns);
     STAT_ADD(w->st.augment_items, t->augment_items);
     STAT_ADD(w->st.augment_bytes, t->augment_bytes);
-}
-
-/* The item's fields, copied out of (or into) an echo store entry. */
-static void copy_fields(const nst_recipe *r, uint8_t *const *dst, uint8_t *flat, int to_flat)
-{
-    size_t off = 0;
-    for (uint32_t f = 0; f < r->nfields; f++) {
-        size_t n = r->fields[f].item_bytes;
-        if (to_flat)
-            memcpy(flat + off, dst[f], n);
-        else
-            memcpy(dst[f], flat + off, n);
-        off += n;
-    }
-}
-
-/* One ticket of fixed item echoing. The producing use makes the entry's
- * data (point fetch: the bytes; decode: the decoded intermediate; augment:
- * the finished item) and then its own item; the other uses wait for the
- * entry (always produced by an earlier ticket, so the wait ends) and make
- * their item from it. */
-static int echo_item(worker *w, const nst_ticket *t, const nst_item_ctx *c, const nst_fetch_req *r,
-                     nst_recipe_times *tm, char *msg, size_t msgn)
-{
-    struct nostall_loader *ld = w->ld;
-    const nst_recipe_ops *ops = ld->recipe->ops;
-    nst_decoded *d = nst_echo_store_data(ld->estore, t->store);
-    int rc;
-    if (t->produce) {
-        if (r->status < 0) {
-            snprintf(msg, msgn, "%s", r->msg);
-            nst_echo_store_publish(ld->estore, t->store, r->status, msg);
-            return r->status;
-        }
-        STAT_ADD(w->st.fetch_items, 1);
-        STAT_ADD(w->st.fetch_bytes, r->len);
-        switch (ld->echo_point) {
-        case NOSTALL_ECHO_POINT_FETCH:
-            rc = nst_buf_reserve(&d->buf, r->len);
-            if (rc == 0) {
-                memcpy(d->buf.data, r->data, r->len);
-                d->len = r->len;
-            } else {
-                last_error_into(msg, msgn, rc);
-            }
-            nst_echo_store_publish(ld->estore, t->store, rc, msg);
-            if (rc == 0) rc = ops->make(w->rw, c, r->data, r->len, tm);
-            break;
-        case NOSTALL_ECHO_POINT_DECODE:
-            rc = ops->decode(w->rw, c, r->data, r->len, d, tm);
-            if (rc < 0) last_error_into(msg, msgn, rc);
-            nst_echo_store_publish(ld->estore, t->store, rc, msg);
-            if (rc == 0) rc = ops->transform(w->rw, c, d, tm);
-            break;
-        default: { /* NOSTALL_ECHO_POINT_AUGMENT: the first use's item, as it is */
-            nst_item_ctx c0 = *c;
-            c0.copy = 0;
-            rc = ops->make(w->rw, &c0, r->data, r->len, tm);
-            if (rc == 0) rc = nst_buf_reserve(&d->buf, ld->recipe->item_bytes);
-            if (rc == 0) copy_fields(ld->recipe, c->dst, d->buf.data, 1);
-            if (rc < 0) last_error_into(msg, msgn, rc);
-            nst_echo_store_publish(ld->estore, t->store, rc, msg);
-            return rc;
-        }
-        }
-        if (rc < 0) last_error_into(msg, msgn, rc);
-        return rc;
-    }
-    if ((rc = nst_echo_store_wait(ld->estore, t->store, msg, msgn)) < 0) return rc;
-    switch (ld->echo_point) {
-    case NOSTALL_ECHO_POINT_FETCH: rc = ops->make(w->rw, c, d->buf.data, d->len, tm); break;
-    case NOSTALL_ECHO_POINT_DECODE: rc = ops->transform(w->rw, c, d, tm); break;
-    default: copy_fields(ld->recipe, c->dst, d->buf.data, 0); rc = 0;
-    }
-    if (rc < 0) last_error_into(msg, msgn, rc);
-    return rc;
 }
 
 /* Batch accounting: where one item's bytes came from. */
@@ -188,11 +105,11 @@ static void submit(worker *w, uint32_t first)
     for (uint32_t k = first; k < w->tk_count; k++) {
         nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
         uint64_t ie = t->epoch; /* the item's draws' epoch (a mix: its source's own) */
-        if (!t->echo)
+        if (!t->indexed)
             t->index =
                 nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
         *t->index_dst = t->index;
-        if (t->echo && !t->produce)
+        if (t->nofetch)
             nst_fetch_submit_none(w->fetch, t->index);
         else {
             nst_item_loc loc;
@@ -202,30 +119,26 @@ static void submit(worker *w, uint32_t first)
     }
 }
 
-/* Make the oldest ticket's item from its completed fetch. */
-static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, char *msg, size_t msgn)
+/* Make the oldest ticket's item from its completed fetch, through data
+ * echoing's one entry (echo/echo.h; it makes a plain item when echoing is
+ * off). A stale ticket's item is not made. */
+static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, int stale, char *msg,
+                     size_t msgn)
 {
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
     uint64_t ie = t->epoch;
-    if (!t->echo) nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
+    if (!t->indexed)
+        nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
     nst_item_ctx c = {.epoch = ie,
                       .index = t->index,
-                      .copy = t->copy,
                       .path = nst_recipe_path(ld->recipe, t->index),
                       .dst = t->dst};
-    int rc;
-    if (t->echo) {
-        rc = echo_item(w, t, &c, r, &tm, msg, msgn);
-    } else if (r->status < 0) {
-        rc = r->status;
-        snprintf(msg, msgn, "%s", r->msg);
-    } else {
+    if (!stale && !t->nofetch && r->status >= 0) {
         STAT_ADD(w->st.fetch_items, 1);
         STAT_ADD(w->st.fetch_bytes, r->len);
-        rc = ld->recipe->ops->make(w->rw, &c, r->data, r->len, &tm);
-        if (rc < 0) last_error_into(msg, msgn, rc);
     }
+    int rc = nst_echo_item(ld->echo, w->rw, ld->recipe, t, &c, r, stale, &tm, msg, msgn);
     add_times(w, &tm);
     return rc;
 }
@@ -266,7 +179,7 @@ static int stream_make(worker *w, nst_ticket *t, nst_fetch_req *r, int stale, ch
         }
         r->data = data;
         r->len = len;
-        rc = make_item(w, t, r, msg, msgn);
+        rc = make_item(w, t, r, 0, msg, msgn);
         r->data = NULL;
     }
     nst_stream_release(ld->stream, t->epoch, t->position);
@@ -312,10 +225,8 @@ void *nst_worker_main(void *arg)
         msg[0] = '\0';
         if (ld->stream)
             rc = stream_make(w, t, r, bq->ops->stale(bq, t), msg, sizeof msg);
-        else if (!bq->ops->stale(bq, t))
-            rc = make_item(w, t, r, msg, sizeof msg);
-        if (t->apool != UINT32_MAX)
-            nst_adaptive_put(ld->adaptive, t->apool, t->dst, t->index, rc == 0);
+        else
+            rc = make_item(w, t, r, bq->ops->stale(bq, t), msg, sizeof msg);
         io_add_fetch(t->io, &r->io);
         depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The tar reader against Python's tarfile and webdataset's grouping rule, on
-# generated odd archives: ustar names split into prefix and name, GNU long
+# generated odd archives (tests/tar_cases.py, shared with the webdataset
+# interop test): ustar names split into prefix and name, GNU long
 # names ('L'), pax paths (long, non-ASCII), directories, symbolic and hard
 # links, names with no dot or a leading dot, dots in folder names, a
 # duplicate member, a sample of 66 members, names over 4096 bytes, GNU
 # sparse members (when GNU tar is installed) and archives cut inside a
 # member and inside a header. For each, `nostall pack --index` writes the
 # index file a header pass makes, and the check below reads it (version 2,
-# src/source/tar.h) and compares it with tarfile's members grouped as
+# src/dataset/tar.h) and compares it with tarfile's members grouped as
 # webdataset groups them (key = the path up to the first dot of its last
 # component; consecutive members of one key; regular files only): every
 # sample of tarfile's is nostall's, with the same extensions in the same
@@ -20,45 +21,9 @@
 source "$(dirname "$0")/lib_cli.sh"
 
 mkdir "$TMP/t"
-"$PY" - "$TMP/t" <<'EOF'
-import io, os, sys, tarfile
-d = sys.argv[1]
-def reg(name, data):
-    ti = tarfile.TarInfo(name); ti.size = len(data); ti.mode = 0o644
-    return ti, io.BytesIO(data)
-def write(fname, entries, fmt=tarfile.PAX_FORMAT):
-    with tarfile.open(os.path.join(d, fname), "w", format=fmt) as t:
-        for ti, f in entries:
-            t.addfile(ti, f)
-def sample(key, n=2, exts=("jpg", "cls")):
-    return [reg("%s.%s" % (key, e), b"\xff\xd8" + (key + e).encode() * n) for e in exts]
-def link(name, target, kind):
-    ti = tarfile.TarInfo(name); ti.type = kind; ti.linkname = target
-    return ti, None
-def folder(name):
-    ti = tarfile.TarInfo(name); ti.type = tarfile.DIRTYPE
-    return ti, None
-deep = "/".join(["dir%02d" % i for i in range(20)])  # 119 bytes: a ustar prefix
-write("ustar.tar", sample(deep + "/a") + sample("b") + sample("x" * 40 + "/" + "y" * 90), tarfile.USTAR_FORMAT)
-write("gnu.tar", sample("g" * 150) + sample("h") + sample("i/" + "j" * 300), tarfile.GNU_FORMAT)
-write("pax.tar", sample("p" * 700) + sample("caf\u00e9/\u00fcber") + sample("q"))
-write("links.tar", [folder("d/")] + sample("d/a") + [link("d/b.jpg", "d/a.jpg", tarfile.SYMTYPE),
-      link("d/c.jpg", "d/a.jpg", tarfile.LNKTYPE)] + sample("d/e"))
-write("names.tar", [reg("nodot", b"n"), reg(".hidden.jpg", b"h"), reg("dir.v2/.x", b"x")]
-      + sample("dir.v2/k") + sample("a.b/c.d", exts=("tar.gz", "jpg")) + sample("m"))
-write("dup.tar", sample("a") + sample("dup") + sample("dup") + sample("z"))
-write("many.tar", sample("s") + [reg("big.%02d.txt" % i, b"t%d" % i) for i in range(66)] + sample("t"))
-write("long.tar", sample("ok1") + sample("L" * 5000) + sample("ok2"))
-# cut inside a member's data, and inside a header
-b = io.BytesIO()
-with tarfile.open(fileobj=b, mode="w", format=tarfile.USTAR_FORMAT) as t:
-    for ti, f in sample("c0") + sample("c1", n=400) + sample("c2"):
-        t.addfile(ti, f)
-raw = b.getvalue()
-m = tarfile.open(fileobj=io.BytesIO(raw)).getmembers()
-open(os.path.join(d, "cut_data.tar"), "wb").write(raw[:m[2].offset_data + 100])
-open(os.path.join(d, "cut_header.tar"), "wb").write(raw[:m[4].offset + 200])
-EOF
+# the odd archives (tests/tar_cases.py, shared with the webdataset interop test)
+"$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import tar_cases; tar_cases.write_odd(sys.argv[2])' \
+    "$(dirname "$0")" "$TMP/t" || fail "writing the archives"
 
 # GNU sparse members, as GNU tar writes them (old GNU 'S' and pax 0.0, 0.1, 1.0)
 if tar --version 2> /dev/null | grep -q "GNU tar"; then
@@ -82,46 +47,10 @@ fi
 
 "$CLI" pack --index "$TMP/t"/*.tar > "$TMP/pack.out" || fail "pack --index: $(cat "$TMP/pack.out")"
 
-"$PY" - "$TMP/t" <<'EOF' || fail "nostall's samples differ from tarfile + webdataset's"
+"$PY" - "$TMP/t" "$(dirname "$0")" <<'EOF' || fail "nostall's samples differ from tarfile + webdataset's"
 import glob, io, os, struct, sys, tarfile
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        x = b[i]; i += 1
-        v |= (x & 0x7F) << s; s += 7
-        if x < 0x80: return v, i
-
-def nostall(path):
-    b = open(path + ".nstidx", "rb").read()
-    assert b[:8] == b"\x89NSTIDX\n", path
-    ver, flags, tar_bytes, ns, nm, body, fp, mtime, val = struct.unpack("<IIQQQQQQQ", b[8:72])
-    assert ver == 2 and tar_bytes == os.path.getsize(path) and fp, path
-    i, end, cur = 72, 72 + body, 0
-    samples, damage = [], []
-    while i < end:
-        k, i = varint(b, i)
-        if k == 0:
-            gap, i = varint(b, i); size, i = varint(b, i); code, i = varint(b, i); n, i = varint(b, i)
-            name = b[i:i + n].decode("utf-8", "replace"); i += n
-            damage.append((cur + gap, size, code, name)); cur += gap + size
-            continue
-        key = b[i:i + k].decode(); i += k
-        m, i = varint(b, i)
-        members = []
-        for _ in range(m):
-            e, i = varint(b, i); ext = b[i:i + e].decode(); i += e
-            gap, i = varint(b, i); size, i = varint(b, i)
-            if ext.lower() == "cls": _, i = varint(b, i)
-            members.append((ext, cur + gap, size)); cur += gap + size
-        samples.append((key, members))
-    return samples, damage
-
-def split(name):  # webdataset: key up to the first dot of the last component
-    base = name.rsplit("/", 1)[-1]
-    if "." not in base or base.startswith("."): return None
-    cut = len(name) - len(base) + base.index(".")
-    return name[:cut], name[cut + 1:]
+sys.path.insert(0, sys.argv[2])
+from tar_cases import nstidx as nostall, wds_split as split
 
 def reference(path):
     """tarfile's regular members grouped as webdataset groups them; a member

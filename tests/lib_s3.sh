@@ -17,8 +17,9 @@
 #    s3_proxy_start DIR UPSTREAM [opts]; s3_proxy_stop DIR)
 #
 # moto[server] $S3_MOTO_VERSION is installed once with pip (versions pinned
-# by tests/s3_server-constraints.txt) into a venv made by Debian's
-# `/usr/bin/python3 -m venv` in $NOSTALL_S3_SERVER_DIR/venv (default
+# by tests/s3_server-constraints.txt; tests/lib_pyvenv.sh's pyvenv_ensure)
+# into a venv made by Debian's `/usr/bin/python3 -m venv` in
+# $NOSTALL_S3_SERVER_DIR/venv (default
 # ~/.cache/nostall/moto: outside the build trees, so every build and every
 # test shares one copy; a flock keeps concurrent tests from installing it
 # twice; `make test-deps` makes it). No python3-venv, or PyPI cannot be
@@ -48,38 +49,13 @@ S3_MOTO_VERSION=5.2.5
 export S3_TEST_ACCESS_KEY=${S3_TEST_ACCESS_KEY:-AKIANOSTALLTEST00001}
 export S3_TEST_SECRET=${S3_TEST_SECRET:-nostall-test/secret+0}
 _S3_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$_S3_HERE/lib_pyvenv.sh"
 
+# (the venv: tests/lib_pyvenv.sh, shared with the other PyPI venvs of the tests)
 s3_server_ensure() {
-    local dir=${NOSTALL_S3_SERVER_DIR:-${HOME:-/tmp}/.cache/nostall/moto}
-    local cons=$_S3_HERE/s3_server-constraints.txt py stamp
-    py=$dir/venv/bin/python
-    stamp="moto[server]==$S3_MOTO_VERSION $(md5sum < "$cons" | cut -c1-32)"
-    if [ -x "$py" ] && [ "$(cat "$dir/venv/.nostall-installed" 2> /dev/null)" = "$stamp" ]; then
-        echo "$py"
-        return 0
-    fi
-    [ -x /usr/bin/python3 ] || { echo "/usr/bin/python3 is not installed (apt-get install python3)" >&2; return 77; }
-    /usr/bin/python3 -c 'import ensurepip, venv' 2> /dev/null ||
-        { echo "python3-venv is not installed (apt-get install python3-venv python3-pip)" >&2; return 77; }
-    mkdir -p "$dir" || return 1
-    (
-        flock -w 1200 9 || exit 1
-        [ -x "$py" ] && [ "$(cat "$dir/venv/.nostall-installed" 2> /dev/null)" = "$stamp" ] && exit 0
-        rm -rf "$dir/venv"
-        {
-            /usr/bin/python3 -m venv "$dir/venv" &&
-                timeout 1200 "$py" -m pip install --disable-pip-version-check --no-input -q \
-                    -c "$cons" "moto[server]==$S3_MOTO_VERSION" &&
-                "$py" -c 'import boto3, moto.server, werkzeug' &&
-                echo "$stamp" > "$dir/venv/.nostall-installed"
-        } > "$dir/install.log" 2>&1
-    ) 9> "$dir/.lock"
-    if [ ! -x "$py" ] || [ "$(cat "$dir/venv/.nostall-installed" 2> /dev/null)" != "$stamp" ]; then
-        echo "cannot install moto[server]==$S3_MOTO_VERSION with pip into $dir/venv (PyPI unreachable?):" >&2
-        tail -5 "$dir/install.log" >&2 2> /dev/null
-        return 77
-    fi
-    echo "$py"
+    pyvenv_ensure "${NOSTALL_S3_SERVER_DIR:-${HOME:-/tmp}/.cache/nostall/moto}" \
+        "moto[server]==$S3_MOTO_VERSION" "$_S3_HERE/s3_server-constraints.txt" \
+        'import boto3, moto.server, werkzeug'
 }
 
 _s3_kill_pidfile() {

@@ -1,5 +1,5 @@
 /*
- * test_coco.c — the COCO instances parser (src/source/coco.c): items sorted
+ * test_coco.c — the COCO instances parser (src/dataset/coco.c): items sorted
  * by image id, boxes in file order as xyxy, categories numbered by id,
  * every repair counted (clipped, dropped, unmatched, truncated, missing
  * files), paths joined as os.path.join does, and every malformed input an
@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "check.h"
-#include "source/coco.h"
+#include "dataset/coco.h"
 
 static nst_coco *load(const char *json, const nst_coco_opts *o)
 {

@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "common/error.h"
-#include "source/index.h"
+#include "dataset/index.h"
 #include "source/reader.h"
 
 static char path_buf[4096];

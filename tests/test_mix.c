@@ -12,8 +12,8 @@
 #include <math.h>
 
 #include "check.h"
-#include "source/mix.h"
-#include "source/sampler.h"
+#include "order/mix.h"
+#include "order/sampler.h"
 #include "test_data.h"
 
 static void test_parse(void)

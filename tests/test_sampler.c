@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "source/sampler.h"
+#include "order/sampler.h"
 
 /* 1 if nst_permute(n, seed, epoch, .) is a bijection on [0, n). */
 static int is_bijection(uint64_t n, uint64_t seed, uint64_t epoch)

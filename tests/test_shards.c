@@ -1,5 +1,5 @@
 /*
- * test_shards.c — tar shards as an index source (src/source/shards.c and
+ * test_shards.c — tar shards as an index source (src/dataset/shards.c and
  * index.c): every way of naming shards (one .tar, a brace pattern, a
  * folder, a list) gives the same items — members' byte ranges that read
  * back as the members' bytes, .cls labels, .json/.txt parts —; the
@@ -32,10 +32,10 @@
 #include "check.h"
 #include "common/clock.h"
 #include "nginx_helper.h"
-#include "source/index.h"
+#include "dataset/index.h"
 #include "source/reader.h"
-#include "source/shards.h"
-#include "source/tar.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
 
 static char g_tmp[2048];
 

@@ -1,5 +1,5 @@
 /*
- * test_stream.c — streaming reads of tar shards (src/source/stream.c): the
+ * test_stream.c — streaming reads of tar shards (src/dataset/stream.c): the
  * delivery order is a pure function of (seed, epoch), a permutation of the
  * items, the stream itself without shuffle, and within the shuffle
  * buffer's bound (an item at stream position s is delivered at or after
@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "source/index.h"
-#include "source/sampler.h"
-#include "source/stream.h"
-#include "source/tar.h"
+#include "dataset/index.h"
+#include "order/sampler.h"
+#include "dataset/stream.h"
+#include "dataset/tar.h"
 
 static char g_tmp[2048];
 

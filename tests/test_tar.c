@@ -1,5 +1,5 @@
 /*
- * test_tar.c — tar shards (src/source/tar.c): the scanner against Python's
+ * test_tar.c — tar shards (src/dataset/tar.c): the scanner against Python's
  * tarfile (ustar, GNU and pax archives: long names, directories, links,
  * empty members) and GNU tar, fed in pieces of every size and with random
  * access (skip); damage (a bad header checksum in the middle: the members
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "source/tar.h"
+#include "dataset/tar.h"
 
 #define MAXM 64
 

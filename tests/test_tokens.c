@@ -26,7 +26,7 @@
 #include "common/rng.h"
 #include "recipe/recipe.h"
 
-#include "recipe/npy.h"
+#include "dataset/npy.h"
 
 #define WINDOW_PURPOSE NST_RNG_WINDOW
 

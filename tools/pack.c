@@ -5,7 +5,7 @@
  *
  * What it writes (docs/shards.md): DST/PREFIX-000000.tar, -000001.tar, ...
  * each at most --shard-bytes (a sample larger than that gets a shard of
- * its own), and beside each NAME.tar.nstidx (src/source/tar.h's format),
+ * its own), and beside each NAME.tar.nstidx (src/dataset/tar.h's format),
  * so the loader indexes a shard without reading it. Samples, in the
  * source's order (or a seeded shuffle with --shuffle):
  *   KEY.jpg / KEY.png   the image (by its magic bytes; other files keep

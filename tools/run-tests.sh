@@ -6,11 +6,13 @@
 #
 #   tools/run-tests.sh SUITE DIR ctest ARGS...      ctest in DIR
 #   tools/run-tests.sh SUITE DIR pytest ARGS...     /usr/bin/python3 -m pytest -rs in DIR
+#                                                   ($NOSTALL_TEST_PYTHON instead: make test-torch2)
 #   tools/run-tests.sh --summary                    every suite's skips, loud
 #   tools/run-tests.sh --reset                      forget earlier records
 #
 # Records live in $NOSTALL_SKIP_DIR (default .test-skips/ at the repository
-# root), one file per suite: "SUITE: test: reason" lines. With
+# root), one file per suite: "SUITE: test: reason" lines. The summary names
+# the run $NOSTALL_RUN_NAME (default "make test"). With
 # NOSTALL_STRICT_SKIPS=1 the summary fails when anything was skipped.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,11 +29,11 @@ if [ "${1:-}" = "--summary" ]; then
     lines=0
     for f in "${files[@]}"; do lines=$((lines + $(wc -l < "$f"))); done
     if [ "$lines" -eq 0 ]; then
-        echo "make test: no test was skipped"
+        echo "${NOSTALL_RUN_NAME:-make test}: no test was skipped"
         exit 0
     fi
     echo "################################################################"
-    echo "## make test: $lines test(s) SKIPPED -- these features were NOT tested:"
+    echo "## ${NOSTALL_RUN_NAME:-make test}: $lines test(s) SKIPPED -- these features were NOT tested:"
     cat "${files[@]}" | sed 's/^/##   /'
     echo "################################################################"
     [ "${NOSTALL_STRICT_SKIPS:-0}" = 1 ] && { echo "NOSTALL_STRICT_SKIPS=1: skips fail the run"; exit 1; }
@@ -61,7 +63,7 @@ ctest)
         done > "$skip_dir/$suite.txt"
     ;;
 pytest)
-    (cd "$dir" && /usr/bin/python3 -m pytest -rs "$@") 2>&1 | tee "$log"
+    (cd "$dir" && "${NOSTALL_TEST_PYTHON:-/usr/bin/python3}" -m pytest -rs "$@") 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     # pytest -rs: "SKIPPED [1] file:line: reason"
     grep -E '^SKIPPED ' "$log" | sed -E "s/^SKIPPED /$suite: /" > "$skip_dir/$suite.txt"

@@ -1409,7 +1409,9 @@ class Loader(_Base):
         gather=True (a collective: every rank calls it, with a
         torch.distributed process group up) returns every rank's state
         merged (nostall.merge_states), which resumes exactly into any world
-        size, bad items or not."""
+        size, bad items or not. state_dict() and load_state_dict() make a Loader a
+        torch.distributed.checkpoint Stateful: dcp.save({"loader": loader})
+        and dcp.load into a new Loader resume the same way."""
         if self._pending_state is not None:
             return dict(self._pending_state)
         n = ctypes.c_size_t(0)

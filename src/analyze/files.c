@@ -25,7 +25,7 @@
 
 #include "analyze/analyze_impl.h"
 #include "common/error.h"
-#include "dataset/dataset.h"
+#include "dataset.h"
 
 nostall_config *nst_an_config_variant(const nostall_config *cfg, const char *const *set)
 {

@@ -70,7 +70,7 @@
 #include <stdint.h>
 
 #include "common/rng.h"
-#include "decode/decode.h"
+#include "common/image.h"
 
 /* --- geometry (crop.c) --- */
 void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min, double scale_max,

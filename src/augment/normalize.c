@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "augment/augment_impl.h"
+#include "common/buf.h"
 #include "common/error.h"
 
 #if defined(__SSE2__) && !defined(NST_RESIZE_SCALAR)

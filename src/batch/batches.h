@@ -1,8 +1,8 @@
 /*
  * batches.h — what the loader asks of a batch backend, and what both
  * backends share. The local ring (batch/ring.c) keeps the engine in process
- * memory, with a mutex and condition variables, and layers data echoing on
- * it; a coordinated group (coord/group.c) keeps it in a shared-memory
+ * memory, with a mutex and condition variables, and hooks through which
+ * data echoing (echo/) layers on it; a coordinated group (coord/group.c) keeps it in a shared-memory
  * segment, with a robust process-shared mutex, futex waits and membership.
  * The loader (loader.c, worker.c) calls only these operations: it never
  * knows which backend it has.
@@ -25,17 +25,17 @@
 typedef struct nst_ticket {
     nst_engine_ticket bt;
     uint64_t epoch, position; /* of the item in its epoch's order            */
-    uint64_t index;           /* dataset item: set at take with echoing, else
+    uint64_t index;           /* dataset item: set at take if `indexed`, else
                                  mapped by the worker from (epoch, position)  */
     uint8_t *dst[NST_FIELDS_MAX];
     uint64_t *index_dst;
     uint64_t io[NST_ENGINE_IO]; /* accounting added to the batch at done       */
     uint64_t gen;               /* backend's reset generation at take          */
-    /* fixed item echoing (local ring) */
-    uint8_t echo, produce, last, dup;
-    uint32_t copy, store, uses;
-    uint64_t distance;
-    uint32_t apool; /* adaptive echoing: pool entry, or UINT32_MAX  */
+    uint8_t indexed;            /* `index` was set at take                     */
+    uint8_t nofetch;            /* the item is made without fetching its bytes */
+    /* A record that only a ring hook's layer reads and writes (data
+     * echoing's, echo/echo.c): opaque here. */
+    uint64_t layer[4];
 } nst_ticket;
 
 /* What a backend tells the loader about delivered batches. */

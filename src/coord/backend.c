@@ -43,7 +43,7 @@ static int c_take(nst_batches *b, nst_ticket *t, uint32_t timeout_ms)
     t->position = gt.position;
     memcpy(t->dst, gt.dst, sizeof t->dst);
     t->index_dst = gt.index;
-    t->apool = UINT32_MAX;
+    t->indexed = t->nofetch = 0;
     t->io[NST_IO_fresh] = 1;
     t->io[NST_IO_uses_1] = 1;
     return 0;

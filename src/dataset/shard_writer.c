@@ -1,7 +1,7 @@
 /*
  * shard_writer.c — nostall_shard_writer (nostall_dataset.h): samples into
  * WebDataset tar shards DIR/PREFIX-NNNNNN.tar of at most a size limit, each
- * with its sidecar index NAME.tar.nstidx (source/tar.h's format) bound to
+ * with its sidecar index NAME.tar.nstidx (dataset/tar.h's format) bound to
  * the shard by its fingerprint; and nostall_shard_index_write, the sidecar
  * of an existing shard. `nostall pack` (tools/pack.c) is built on these.
  *
@@ -22,10 +22,10 @@
 
 #include "common/error.h"
 #include "nostall_dataset.h"
-#include "source/coco.h"
-#include "source/index.h"
-#include "source/shards.h"
-#include "source/tar.h"
+#include "dataset/coco.h"
+#include "dataset/index.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
 
 #define DEFAULT_SHARD_BYTES (512ULL << 20)
 #define MEMBERS_MAX 16

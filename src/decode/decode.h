@@ -67,6 +67,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/image.h" /* nst_image, nst_window */
 
 enum { NST_FORMAT_UNKNOWN = 0, NST_FORMAT_JPEG = 1, NST_FORMAT_PNG = 2 };
 
@@ -83,24 +84,6 @@ typedef struct nst_image_info {
     uint32_t width, height;
     int components; /* in the file: 1, 3, 4    */
 } nst_image_info;
-
-/* A window of the full image in source pixel coordinates (may be fractional). */
-typedef struct nst_window {
-    double x, y, w, h;
-} nst_window;
-
-typedef struct nst_image {
-    const uint8_t *data;    /* RGB8, owned by the decoder, valid until its next call */
-    uint32_t width, height; /* of `data`                                   */
-    size_t stride;          /* bytes per row of `data`                     */
-    /* Where `data` lies: the full image decoded at scale scale_num/scale_den
-     * would be full_width x full_height pixels; data's pixel (0,0) is pixel
-     * (x0, y0) of that scaled full image. Full decode: 0, 0, 1/1. */
-    uint32_t x0, y0;
-    uint32_t scale_num, scale_den;
-    uint32_t full_width, full_height; /* scaled full image                   */
-    uint32_t src_width, src_height;   /* the file's own dimensions           */
-} nst_image;
 
 typedef struct nst_decoder nst_decoder;
 

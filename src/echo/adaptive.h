@@ -13,8 +13,9 @@
  *
  * LOCKS  The pool's own mutex guards entry and slot states; item bytes are
  *   copied without it while an entry is being written (one worker) or read
- *   (the assembler: readers > 0). reserve/cancel are called with the ring's
- *   mutex held (order: ring mutex, then pool mutex). The assembler calls
+ *   (the assembler: readers > 0). reserve, lend and release are called by
+ *   echo.c's ring hooks with the ring's mutex held (order: ring mutex, then
+ *   pool mutex). The assembler calls
  *   the ring's `wake` with no lock of its own held.
  */
 #ifndef NST_ECHO_ADAPTIVE_H

@@ -11,8 +11,8 @@
  * count, and replayable without data (nst_batch_echo_replay) to resume
  * mid-epoch.
  *
- * Pure bookkeeping of metadata: the ring (batch/ring.c) holds the slots and
- * calls these under its mutex.
+ * Pure bookkeeping of metadata: the ring (batch/ring.c) holds the slots;
+ * echo.c's lend, release and reset hooks call these under its mutex.
  */
 #ifndef NST_ECHO_BATCH_ECHO_H
 #define NST_ECHO_BATCH_ECHO_H

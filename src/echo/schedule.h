@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "source/sampler.h"
+#include "order/sampler.h"
 
 #define NST_ECHO_NO_STORE UINT32_MAX
 

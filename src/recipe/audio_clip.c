@@ -4,7 +4,7 @@
  * the clip's label.
  *
  * SOURCE  An AudioFolder (one sub-folder per class, classes sorted by name
- *   get labels 0..K-1: source/index.h's folder walk) or a list of paths or
+ *   get labels 0..K-1: dataset/index.h's folder walk) or a list of paths or
  *   URLs with labels, as for classification. Every file of a class folder is
  *   an item (NST_INDEX_ANY_NAME); which are audio is decided by content
  *   (libsndfile): WAV, FLAC, Ogg Vorbis/Opus, MP3 and the rest libsndfile

@@ -4,7 +4,7 @@
  * still with the cache, echoing, coordinated prep and the analyzer.
  *
  * SOURCE  A folder whose every file is an item (DatasetFolder of any files:
- *   source/index.h with NST_INDEX_ANY_NAME; class sub-folders give the
+ *   dataset/index.h with NST_INDEX_ANY_NAME; class sub-folders give the
  *   labels, hidden files and files at the root are left out and counted),
  *   or a list of paths or URLs with optional labels (int, float, several:
  *   as for classification).

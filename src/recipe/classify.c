@@ -19,7 +19,7 @@
  * NHWC for uint8) and dtype (uint8 as decoded; float32, float16, bfloat16
  * normalized by mean/std): augment.h's output contract.
  *
- * Items: the files of an ImageFolder or a list (source/index.h), one item
+ * Items: the files of an ImageFolder or a list (dataset/index.h), one item
  * per file. Fields: "image", then (full) "image_shape", then "label" by the
  * index's label kind: int64 (ImageFolder, integer lists), float32 (float
  * lists), float32 [classes] multi-hot (multi-label lists: 1 for each label

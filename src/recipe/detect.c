@@ -1,6 +1,6 @@
 /*
  * detect.c — the object detection recipe (task=detect): an image and its
- * boxes from COCO instance annotations (source/coco.h), cropped, flipped and
+ * boxes from COCO instance annotations (dataset/coco.h), cropped, flipped and
  * resized together with torchvision's semantics.
  *
  * Items: the images of the annotation file sorted by id (as torchvision's
@@ -76,7 +76,7 @@
 #include "common/rng.h"
 #include "decode/decode.h"
 #include "recipe/recipe.h"
-#include "source/coco.h"
+#include "dataset/coco.h"
 
 /* RandomIoUCrop's defaults (torchvision v2), and our bound on its loop. */
 #define IOU_MIN_SCALE 0.3

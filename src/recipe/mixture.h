@@ -6,7 +6,7 @@
 #define NST_RECIPE_MIXTURE_H
 
 #include "recipe/recipe.h"
-#include "source/mix.h"
+#include "order/mix.h"
 
 /* The recipes of the mix `cfg` names (its `mix` option), each built as
  * nst_recipe_create would with the source's own seed, and the mix's counts

@@ -3,15 +3,15 @@
  * task's: classify, detect, tokens, bytes, audio), and what every recipe
  * shares (see recipe.h): locating an item and its path, element and field
  * sizes, describing a slot as a nostall_batch, building an index with the
- * loader's options and its fingerprint, and the label field (declared from
- * the index's kind of labels, written per item).
+ * loader's options (its fingerprint: dataset/fingerprint.c), and the label
+ * field (declared from the index's kind of labels, written per item).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "recipe/recipe.h"
-#include "source/shards.h"
+#include "dataset/shards.h"
 
 int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char *source);
 int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *source);
@@ -62,24 +62,6 @@ const char *nst_recipe_path(const nst_recipe *r, uint64_t index)
     const char *p = nst_index_path(r->index, index);
     if (!p) p = nst_index_path(r->index, 0);
     return p ? p : "";
-}
-
-uint64_t nst_index_fingerprint(const nst_index *ix)
-{
-    uint64_t h = 0x6e6f7374616c6cULL, n = nst_index_count(ix);
-    nostall_checksum_update(&h, &n, sizeof n);
-    for (uint64_t i = 0; i < n; i++) {
-        const char *path = nst_index_path(ix, i);
-        int64_t label = nst_index_label(ix, i);
-        nostall_checksum_update(&h, path, strlen(path) + 1);
-        nostall_checksum_update(&h, &label, sizeof label);
-        if (nst_index_label_kind(ix) == NST_LABEL_MULTI) {
-            const uint32_t *m;
-            uint32_t k = nst_index_labels(ix, i, &m);
-            nostall_checksum_update(&h, m, k * sizeof *m);
-        }
-    }
-    return h ? h : 1;
 }
 
 void nst_recipe_items_from_index(nst_recipe *r)

@@ -41,7 +41,7 @@
 #include "common/buf.h"
 #include "common/config.h"
 #include "nostall.h"
-#include "source/index.h"
+#include "dataset/index.h"
 
 #define NST_FIELDS_MAX 8
 #define NST_FIELD_NAME_MAX 24
@@ -141,8 +141,6 @@ void nst_recipe_free(nst_recipe *r);
 void nst_recipe_locate(const nst_recipe *r, uint64_t epoch, uint64_t index, nst_item_loc *out);
 /* The path messages name for item `index`. */
 const char *nst_recipe_path(const nst_recipe *r, uint64_t index);
-/* The fingerprint of an index: every path and raw label (never 0). */
-uint64_t nst_index_fingerprint(const nst_index *ix);
 /* Set items, keys and fingerprint of a recipe whose items are its index's
  * files (one item per file, key = index). */
 void nst_recipe_items_from_index(nst_recipe *r);

@@ -1,5 +1,6 @@
 /*
  * fetch.c — a worker's fetch stage with reads in flight (see fetch.h).
+ * Room: source/ (reading bytes).
  *
  * The pending fetches are a FIFO of `depth` requests, completed oldest
  * first. Local files: opened and checked (nst_open_item, or nst_open_range

@@ -2,6 +2,7 @@
  * fetch.h — the fetch stage of one worker thread: get an item's encoded
  * bytes (a whole file, or a byte range of one) from the MinIO cache, a peer
  * cache, local storage or HTTP, with up to `depth` fetches in flight.
+ * Room: source/ (reading bytes).
  *
  * A worker submits the items it will decode next (in its order) and then
  * completes them oldest first. Meanwhile the others are in flight: io_uring

@@ -1,6 +1,7 @@
 /*
  * http.c — the HTTP(S) source on libcurl's multi interface (see http.h):
  * whole files (200) and byte ranges (Range requests, 206).
+ * Room: source/ (reading bytes).
  *
  * One nst_http owns a multi handle and a fixed pool of max_inflight slots,
  * each with an easy handle configured once at create; a submit sets the URL

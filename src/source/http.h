@@ -1,6 +1,7 @@
 /*
  * http.h — the HTTP(S) source: many transfers (whole items, or byte ranges
  * of them) in flight from one thread, on a libcurl multi handle.
+ * Room: source/ (reading bytes).
  *
  * What it does. A worker submits up to max_inflight URLs, each with its own
  * destination buffer, then calls nst_http_wait() to drive the transfers and

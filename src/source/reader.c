@@ -1,6 +1,7 @@
 /*
  * reader.c — the plain pread() reader, of whole files and of byte ranges
  * (see reader.h).
+ * Room: source/ (reading bytes).
  *
  * Whole files: the size is taken from fstat() and checked against the limit
  * before any buffer is sized; the read loop then continues until EOF in case

@@ -1,6 +1,7 @@
 /*
  * reader.h — fetch: read an item (a whole file, or a byte range of one)
  * from storage into a worker's buffer.
+ * Room: source/ (reading bytes).
  *
  * nst_read_file opens the path, checks its size against the limit before
  * reading, and reads with pread() until EOF, handling short reads and EINTR.

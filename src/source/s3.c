@@ -1,6 +1,7 @@
 /*
  * s3.c — the S3 configuration, s3:// URLs, libcurl's SigV4 set-up with
  * 7.88's gaps filled, and S3 error responses (see s3.h).
+ * Room: source/ (reading bytes).
  *
  * Design. nst_s3_create reads the environment and, when needed, the shared
  * credentials and config files (a small INI reader: sections, `name =

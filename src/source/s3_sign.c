@@ -1,6 +1,7 @@
 /*
  * s3_sign.c — SHA-256, HMAC-SHA256 and a reference AWS Signature V4 signer
  * (see s3.h).
+ * Room: source/ (reading bytes).
  *
  * Requests are signed by libcurl in production; this signer computes the
  * same thing from a request's canonical pieces so that the tests can check

@@ -1,4 +1,5 @@
-/* throttle.c — emulated storage delays (see throttle.h for the model). */
+/* throttle.c — emulated storage delays (see throttle.h for the model).
+ * Room: source/ (reading bytes). */
 #include <errno.h>
 #include <time.h>
 

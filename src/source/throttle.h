@@ -2,6 +2,7 @@
  * throttle.h — emulated storage: make every storage read take as long as it
  * would on a device of a given bandwidth and latency, so HDD-, SSD- and
  * cloud-like storage can be studied on any machine.
+ * Room: source/ (reading bytes).
  *
  * Model: requests overlap their latency; transfers share the bandwidth one
  * after another. A read of n bytes issued at time t completes at

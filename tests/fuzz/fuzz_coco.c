@@ -1,5 +1,5 @@
 /*
- * fuzz_coco.c — the COCO instances parser (src/source/coco.c) on hostile
+ * fuzz_coco.c — the COCO instances parser (src/dataset/coco.c) on hostile
  * JSON: the input is the annotation file (nst_coco_load_buffer, files not
  * checked; max_boxes 1 + (size & 3), so truncation is reached;
  * allow_outside_root (size >> 2) & 1, so file_names leaving the root are
@@ -27,7 +27,7 @@
 #include <strings.h>
 
 #include "nostall.h"
-#include "source/coco.h"
+#include "dataset/coco.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \

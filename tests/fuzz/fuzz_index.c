@@ -1,6 +1,6 @@
 /*
  * fuzz_index.c — the dataset index on hostile input: the file-list parser
- * and the ImageFolder walk (src/source/index.c), and the reader's refusals
+ * and the ImageFolder walk (src/dataset/index.c), and the reader's refusals
  * of what is not a regular file (src/source/reader.c).
  *
  * The first byte picks the mode.
@@ -42,7 +42,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
-#include "source/index.h"
+#include "dataset/index.h"
 #include "source/reader.h"
 
 static char g_root[256]; /* the ImageFolder mode's tree */

@@ -1,6 +1,6 @@
 /*
  * fuzz_npy.c — the .npy header parser of task=tokens (nst_npy_parse in
- * src/recipe/tokens.c) on hostile bytes: the input is the start of a file.
+ * src/dataset/npy.c) on hostile bytes: the input is the start of a file.
  *
  * Properties checked (abort() on violation, so libFuzzer keeps the input):
  *   - the answer is 0 (parsed), 1 (give me *need bytes) or -1 (refused,
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipe/npy.h"
+#include "dataset/npy.h"
 
 #define WHY 96 /* smaller than most reasons: truncation must be safe */
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_s3_list.c — the parsers of S3's XML responses (src/source/s3_list.c,
+ * fuzz_s3_list.c — the parsers of S3's XML responses (src/dataset/s3_list.c,
  * src/source/s3.c) on hostile bytes: the input is a response body, given
  * in a buffer of exactly its size (no NUL after it: ASan sees a read past
  * the end), as a ListObjectsV2 page and as an error document.
@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "nostall.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
 
 #define TOKEN_CAP 256 /* smaller than a real token may be: truncation must be safe */

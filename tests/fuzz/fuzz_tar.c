@@ -1,7 +1,7 @@
 /*
  * fuzz_tar.c — tar shards on hostile input: the header parser and push
- * scanner (src/source/tar.c), the shard index file's reader, and the
- * header pass that writes index files (src/source/shards.c).
+ * scanner (src/dataset/tar.c), the shard index file's reader, and the
+ * header pass that writes index files (src/dataset/shards.c).
  *
  * The first byte picks the mode, the second the size of the pieces fed.
  *
@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "nostall.h"
-#include "source/shards.h"
-#include "source/tar.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \

@@ -24,6 +24,11 @@ if not MISSING:
     os.environ["NOSTALL_LIBRARY"] = LIBRARY
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a test that takes minutes on a busy machine "
+                            "(bounded by its own timeout; deselect with -m 'not slow')")
+
+
 def pytest_collection_modifyitems(config, items):
     if MISSING:
         skip = pytest.mark.skip(reason="nostall not built (missing %s); run: cmake -S . -B build "

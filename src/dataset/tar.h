@@ -3,6 +3,7 @@
  * scanner over an archive's bytes, member names split into key and
  * extension, the shard index file ("sidecar") reader and writer, and the
  * ustar header writer that `nostall pack` uses.
+ * Room: dataset/ (what the items are).
  *
  * Archives. POSIX ustar (the 155-byte prefix joined to the name), GNU
  * (type 'L' long names, 'K' long link names skipped, base-256 sizes) and
@@ -85,8 +86,8 @@
  * the writer. Nothing here allocates except the index writer's buffer.
  * Not thread-safe per object; distinct objects on distinct threads.
  */
-#ifndef NST_SOURCE_TAR_H
-#define NST_SOURCE_TAR_H
+#ifndef NST_DATASET_TAR_H
+#define NST_DATASET_TAR_H
 
 #include <stddef.h>
 #include <stdint.h>

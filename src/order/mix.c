@@ -2,11 +2,12 @@
  * mix.c — weighted mixing: the specification's parser, the exact counts of
  * a mixed epoch and the O(1) lookups from a slot to a source's item (see
  * mix.h for the design).
+ * Room: order/ (which item comes when).
  *
  * Threads: nst_mix_parse and nst_mix_init set the calling thread's error
  * message; the lookups are pure.
  */
-#include "source/mix.h"
+#include "order/mix.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 
 #include "common/error.h"
 #include "common/rng.h"
-#include "source/sampler.h"
+#include "order/permutation.h"
 
 /* Purpose of the per-source seeds ("mix" in ASCII). */
 #define NST_MIX_PURPOSE 0x6d6978ULL

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/dataset.h"
+#include "dataset.h"
 #include "recipe/mixture.h"
 
 int nst_dataset_open(nostall_dataset **out, const char *source, const nostall_config *cfg,

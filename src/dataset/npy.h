@@ -1,9 +1,11 @@
 /*
- * npy.h — the .npy header parser of task=tokens (tokens.c), exposed for its
- * tests and fuzz target (tests/test_tokens.c, tests/fuzz/fuzz_npy.c).
+ * npy.h — the .npy header parser (npy.c): a NumPy array file's element
+ * type, shape and data offset. Room: dataset/ (what the items are); used by
+ * task=tokens (recipe/tokens.c), its tests and fuzz target
+ * (tests/test_tokens.c, tests/fuzz/fuzz_npy.c).
  */
-#ifndef NST_RECIPE_NPY_H
-#define NST_RECIPE_NPY_H
+#ifndef NST_DATASET_NPY_H
+#define NST_DATASET_NPY_H
 
 #include <stddef.h>
 #include <stdint.h>

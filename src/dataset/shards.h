@@ -2,6 +2,7 @@
  * shards.h — tar shards as a dataset source: which names are shards,
  * brace patterns, and each shard's members (its index file) from a
  * sidecar, a cached header pass, or one pass over its tar headers.
+ * Room: dataset/ (what the items are).
  *
  * Names. A shard is a path or an http(s):// URL ending in ".tar" (any
  * case). A brace pattern names many: "train-{000000..000146}.tar" (a
@@ -66,8 +67,8 @@
  * Threads: nst_shards_index() runs on the calling thread and starts and
  * joins its own; the callback runs on the calling thread.
  */
-#ifndef NST_SOURCE_SHARDS_H
-#define NST_SOURCE_SHARDS_H
+#ifndef NST_DATASET_SHARDS_H
+#define NST_DATASET_SHARDS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,6 +2,7 @@
  * coco.h — COCO-format instance annotations (task=detect): the images, their
  * boxes, labels and crowd flags, read once at loader create into compact
  * arrays and immutable afterwards (any thread may read them without locks).
+ * Room: dataset/ (what the items are).
  *
  * Input: a JSON object with
  *   "images":      [{"id": int, "file_name": str, "width": int, "height": int}, ...]
@@ -67,8 +68,8 @@
  * (what nostall gen --task detect writes); a tar archive or a folder of
  * shards is refused with a message saying task=detect does not read them.
  */
-#ifndef NST_SOURCE_COCO_H
-#define NST_SOURCE_COCO_H
+#ifndef NST_DATASET_COCO_H
+#define NST_DATASET_COCO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /*
  * coco.c — reading COCO instance annotations (see coco.h for the format,
  * the errors and the repairs).
+ * Room: dataset/ (what the items are).
  *
  * DESIGN  One pass over each of the three arrays with jansson's tree:
  * images are collected and sorted by id (duplicates refused), categories
@@ -33,7 +34,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
-#include "source/coco.h"
+#include "dataset/coco.h"
 #include "source/reader.h"
 
 /* An image as listed, before sorting. */

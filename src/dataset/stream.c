@@ -1,5 +1,6 @@
 /*
  * stream.c — streaming reads of tar shards (the design is in stream.h).
+ * Room: dataset/ (what the items are).
  *
  * The order is computed in O(n) per epoch into arrays sized at create: the
  * reader keeps its epoch's order and its inverse (item -> delivery
@@ -45,9 +46,9 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "source/s3.h"
-#include "source/shards.h"
-#include "source/stream.h"
-#include "source/tar.h"
+#include "dataset/shards.h"
+#include "dataset/stream.h"
+#include "dataset/tar.h"
 
 #define NST_STREAM_EPOCHS 3
 #define NST_STREAM_CHUNK (1u << 20)

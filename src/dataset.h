@@ -4,8 +4,8 @@
  * shared by reference count between the caller and the loaders made from
  * it (loader.c borrows ->recipe and ->mix, never frees them).
  */
-#ifndef NST_DATASET_DATASET_H
-#define NST_DATASET_DATASET_H
+#ifndef NST_DATASET_H
+#define NST_DATASET_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +13,7 @@
 #include "common/config.h"
 #include "nostall_dataset.h"
 #include "recipe/recipe.h"
-#include "source/mix.h"
+#include "order/mix.h"
 
 struct nostall_dataset {
     atomic_uint refs;

@@ -1,7 +1,8 @@
 /*
  * s3_list.c — synchronous S3 requests made at create time: listing a
  * prefix with ListObjectsV2 and the probe, a 1-byte GET of one object
- * (see s3.h).
+ * (see s3_list.h).
+ * Room: dataset/ (what the items are).
  *
  * Design. One easy handle per call (connections are reused across the
  * pages of a listing), signed by nst_s3_setup_easy. Each request is
@@ -21,6 +22,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
 
 enum {

@@ -1,6 +1,7 @@
 /*
  * shards.c — shard names, brace patterns, and each shard's index file
  * from its sidecar, the cache or a header pass (see shards.h).
+ * Room: dataset/ (what the items are).
  *
  * Design. Each shard is one job: find an index file that describes it, or
  * make one by scanning its tar headers with tar.c's scanner through a
@@ -20,7 +21,7 @@
  * next, consumed, stop, the jobs' done flags and the summed stats; each
  * worker owns its libcurl handle and its job's buffers until done is set.
  */
-#include "source/shards.h"
+#include "dataset/shards.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -40,7 +41,7 @@
 #include "source/http.h"
 #include "source/reader.h"
 #include "source/s3.h"
-#include "source/tar.h"
+#include "dataset/tar.h"
 
 #define LOCAL_CHUNK (64 * 1024)
 #define HTTP_CHUNK (16 * 1024)

@@ -1,6 +1,7 @@
 /*
  * index.h — the dataset index: item paths and labels, built once at loader
  * create and immutable afterwards (so any thread may read it without locks).
+ * Room: dataset/ (what the items are).
  *
  * Sources:
  *   - a directory: ImageFolder. Each sub-directory is a class; classes sorted
@@ -55,7 +56,7 @@
  *     sub-folder, or a list file whose every line is a path or URL ending
  *     in ".tar" with no label column.
  *
- * Tar shards (source/shards.h finds each shard's members, source/tar.h
+ * Tar shards (dataset/shards.h finds each shard's members, dataset/tar.h
  * has the layout). Members are grouped into samples by key (the name up
  * to the first dot of its last component); a sample is an item whose bytes
  * are one member's: its first image member (extension jpg, jpeg or png,
@@ -82,8 +83,8 @@
  * reason after it is never cut off). Storage: one char arena for all paths plus an
  * offsets array and a labels array (no allocation per item).
  */
-#ifndef NST_SOURCE_INDEX_H
-#define NST_SOURCE_INDEX_H
+#ifndef NST_DATASET_INDEX_H
+#define NST_DATASET_INDEX_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -93,7 +94,7 @@
  * line; a shard's .cls is a sample left out), so a class count fits too. */
 #define NST_INDEX_LABEL_LIMIT (1ULL << 31)
 
-/* source/shards.h (this header stays self-contained: tools/pack.c uses it) */
+/* dataset/shards.h (this header stays self-contained: tools/pack.c uses it) */
 typedef struct nst_shard_opts nst_shard_opts;
 typedef struct nst_shard_stats nst_shard_stats;
 
@@ -133,6 +134,10 @@ uint32_t nst_index_labels(const nst_index *ix, uint64_t i, const uint32_t **labe
 uint64_t nst_index_classes(const nst_index *ix);
 /* ImageFolder: class folder name of `label`; list: NULL. */
 const char *nst_index_class_name(const nst_index *ix, uint64_t label);
+
+/* The fingerprint of an index: every path and raw label (never 0;
+ * fingerprint.c). */
+uint64_t nst_index_fingerprint(const nst_index *ix);
 /* Files seen but not indexed (ImageFolder only; 0 for lists): not named
  * like an image, hidden, or outside class folders. */
 uint64_t nst_index_ignored(const nst_index *ix);

@@ -1,6 +1,7 @@
 /*
  * tar.c — tar headers, the push scanner, member names, the shard index
  * file and the ustar writer (see tar.h for the formats and the rules).
+ * Room: dataset/ (what the items are).
  *
  * Design. The scanner is a state machine over the archive's bytes with no
  * I/O: HEADER collects a 512-byte block (which may arrive in pieces) and
@@ -18,7 +19,7 @@
  *
  * Threads: none of its own; each object is used by one thread at a time.
  */
-#include "source/tar.h"
+#include "dataset/tar.h"
 
 #include <stdlib.h>
 #include <string.h>

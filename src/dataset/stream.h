@@ -3,6 +3,7 @@
  * order, once per epoch, for stores where a request costs more than its
  * bytes (object stores, far HTTP servers). The alternative, indexed reads
  * (one ranged read per item: source/fetch.h), is the default.
+ * Room: dataset/ (what the items are).
  *
  * The order. Epoch e's *stream* is the shards in the keyed order
  * nst_permute(K, seed, e, .) (shard order 0..K-1 without shuffle), each
@@ -58,14 +59,14 @@
  * stop). The reader holds the mutex only to publish an item or take a
  * slot, never while it reads.
  */
-#ifndef NST_SOURCE_STREAM_H
-#define NST_SOURCE_STREAM_H
+#ifndef NST_DATASET_STREAM_H
+#define NST_DATASET_STREAM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source/index.h"
-#include "source/sampler.h"
+#include "dataset/index.h"
+#include "order/sampler.h"
 
 /* Randomness purpose of the shuffle buffer's draws (common/rng.h). */
 #define NST_RNG_STREAM 0x73747265616dULL /* "stream" */

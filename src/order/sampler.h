@@ -1,5 +1,6 @@
 /*
  * sampler.h — which dataset item is the pos-th item of this rank's epoch.
+ * Room: order/ (which item comes when).
  *
  * Pure functions, no allocation, O(1) per lookup: the per-epoch permutation is
  * a keyed bijection on [0, n) (a Feistel network over the next power of two,
@@ -16,7 +17,7 @@
  *                  W * ceil(n/W) - n padded positions repeat items.
  * shuffle = 0: p is the identity (dataset order).
  *
- * A mix (source/mix.h; `mix` set after nst_sampler_init, n being the mixed
+ * A mix (order/mix.h; `mix` set after nst_sampler_init, n being the mixed
  * epoch's slots): p[j] is a slot, and the item is the one the mix's slot
  * draws; everything above (sharding, padding, resumed epochs) is unchanged.
  *
@@ -30,10 +31,12 @@
  * having moved some further), the rest is the band's positions (sorted,
  * those below `offset` not yet consumed) followed by p[offset..n).
  */
-#ifndef NST_SOURCE_SAMPLER_H
-#define NST_SOURCE_SAMPLER_H
+#ifndef NST_ORDER_SAMPLER_H
+#define NST_ORDER_SAMPLER_H
 
 #include <stdint.h>
+
+#include "order/permutation.h" /* nst_permute, the epoch's permutation */
 
 typedef struct nst_sampler {
     uint64_t n; /* dataset items                          */
@@ -85,9 +88,5 @@ uint64_t nst_sampler_global(const nst_sampler *s, uint64_t epoch, uint64_t pos);
 
 /* Global sequence length of an epoch for `world` ranks (T above). */
 uint64_t nst_sampler_total(const nst_sampler *s, uint32_t world);
-
-/* The keyed permutation itself: image of i (< n) under the permutation of
- * (seed, epoch). A bijection on [0, n). */
-uint64_t nst_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t i);
 
 #endif

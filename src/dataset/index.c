@@ -1,6 +1,7 @@
 /*
  * index.c — builds the dataset index (item paths and labels) from an
  * ImageFolder directory or a `path<TAB>label` list file; see index.h.
+ * Room: dataset/ (what the items are).
  *
  * Design: strings live in "string tables": one growing char arena holding
  * every NUL-terminated string back to back, plus an array of offsets into it
@@ -23,7 +24,7 @@
  * skipped, so symlinked subtrees that form a DAG cost their size, not the
  * number of paths to them; nesting is limited to NST_INDEX_MAX_DEPTH levels.
  *
- * Tar shards (index.h): source/shards.c hands over each shard's index file
+ * Tar shards (index.h): dataset/shards.c hands over each shard's index file
  * (tar.h's format) in shard order; each sample becomes an item appended as
  * for lists -- its member's name in the string table, its label -- plus a
  * 16-byte range (offset, length, shard number) in a parallel array, so a
@@ -43,7 +44,7 @@
  * Threads: nst_index_build() runs once, on the thread creating the loader;
  * the finished index is immutable and read by any thread without locks.
  */
-#include "source/index.h"
+#include "dataset/index.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -63,9 +64,10 @@
 #include "common/error.h"
 #include "source/http.h"
 #include "source/reader.h"
+#include "dataset/s3_list.h"
 #include "source/s3.h"
-#include "source/shards.h"
-#include "source/tar.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
 
 /* Deepest directory nesting followed inside a class folder. */
 #define NST_INDEX_MAX_DEPTH 64

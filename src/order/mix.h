@@ -1,6 +1,7 @@
 /*
  * mix.h — weighted mixing of several sources: which source, and which of
  * its items, fills position q of a mixed epoch.
+ * Room: order/ (which item comes when).
  *
  * DESIGN
  *   The sources' items are concatenated: source s owns the item ids
@@ -27,8 +28,8 @@
  * THREADS  An nst_mix is immutable after nst_mix_init; any thread may call
  *   the lookups. Pure functions, no allocation.
  */
-#ifndef NST_SOURCE_MIX_H
-#define NST_SOURCE_MIX_H
+#ifndef NST_ORDER_MIX_H
+#define NST_ORDER_MIX_H
 
 #include <stddef.h>
 #include <stdint.h>
