@@ -482,6 +482,25 @@ def build_tables(res):
                                         P.fmt(m["images_per_cpu_second_max"])),
                              P.fmt(m["cpu_cores_used"], 2),
                              "—" if sysk.startswith("nostall") else P.fmt_ratio(r)))
+    # the compact one: per CPU-second, float and uint8 side by side, nostall ÷ it
+    short = []
+    for cores, group in (("1", ONE_CORE), ("2", TWO_CORES)):
+        for sysk in group:
+            cells = [LABELS[sysk], cores]
+            for out in ("float", "uint8"):
+                m = s.get(sysk + "_" + out)
+                ns = s.get("nostall_%sc_%s" % (cores, out))
+                if not m:
+                    cells.append("—")
+                elif sysk.startswith("nostall"):
+                    cells.append(P.fmt(m["images_per_cpu_second"]))
+                else:
+                    cells.append("%s (%s)" % (P.fmt(m["images_per_cpu_second"]), P.fmt_ratio(
+                        P.ratio(ns and ns["images_per_cpu_second"], m["images_per_cpu_second"]))))
+            if cells[2:] != ["—", "—"]:
+                short.append(cells)
+    shead = ("system", "cores", "float32 NCHW, images per CPU-s (nostall ÷ it)",
+             "uint8 NHWC, images per CPU-s (nostall ÷ it)")
     head = ("system", "cores", "output", "images/s (median)", "range", "images per CPU-s (median)",
             "range", "CPU cores busy", "nostall ÷ it, per CPU-s")
     p, mi = meta["params"], meta["machine"]
@@ -493,7 +512,9 @@ def build_tables(res):
              mi.get("nostall_commit", "?"), " ".join("%.2f" % x for x in mi["loadavg_start"]),
              " ".join("%.2f" % x for x in mi.get("loadavg_end", ()))))
     vers = ", ".join("%s %s" % kv for kv in sorted(meta["versions"].items()))
-    md = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    md = ["| " + " | ".join(shead) + " |", "|" + "|".join("---" for _ in shead) + "|"]
+    md += ["| " + " | ".join(r) + " |" for r in short] + [""]
+    md += ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     w = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     txt = ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(head))]
