@@ -9,6 +9,7 @@ and as uint8 NHWC; on one core, and on two. Systems (each in the
 configuration docs/performance.md explains as its best):
 
   nostall   `nostall bench DATA --threads 1|2` (bench/peers.py's NostallRun)
+  nostallpy nostall's Python binding in this venv (torch tensors), threads=1|2
   dali      NVIDIA DALI CPU pipeline (device_id=None): readers.file +
             decoders.image_random_crop (ROI decode) + resize + crop_mirror_
             normalize; num_threads=1|2
@@ -342,11 +343,41 @@ class GrainRun:
         return iter(it)
 
 
+class NostallPyRun:
+    """nostall through its Python binding (python/nostall, ctypes over
+    build/libnostall.so, $NOSTALL_LIBRARY to override) in this venv's
+    torch: batches as zero-copy torch tensors. One Loader per epoch
+    (epochs=1, a new seed each), built inside the timed epoch and closed
+    after it, so that its threads prepare nothing while another system is
+    measured; the index build is inside the figure, as in the CLI's."""
+
+    def __init__(self, data, output, threads, batch_size, epochs, n):
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+        import nostall
+        self.nostall = nostall
+        self.kw = dict(batch_size=batch_size, crop=CROP, threads=threads, mode="train",
+                       output=output, epochs=1)
+        self.data = data
+        self.seed = 0
+        self.loader = self
+        self.epochs = epochs
+        self.sample = None
+
+    def __iter__(self):
+        self.seed += 1
+        with self.nostall.Loader(self.data, seed=self.seed, **self.kw) as ld:
+            for images, labels in ld:
+                yield images, labels
+
+
 def make_run(peer, key, a, n):
     """Build the measurement `key` (peer_variant_output) in this server."""
     _, variant, output = key.split("_")
     bs, ep = a.batch_size, a.epochs
     cores = int(variant[0]) if variant[0].isdigit() else None
+    if peer == "nostallpy":
+        Torch(1)
+        return NostallPyRun(a.data, output, cores, bs, ep, n)
     if peer == "dali":
         return DaliRun(a.data, output, cores, bs, ep, n)
     if peer == "spdl":
@@ -437,6 +468,8 @@ class ServedRun:
 LABELS = {
     "nostall_1c": "nostall, 1 thread",
     "nostall_2c": "nostall, 2 threads",
+    "nostallpy_1c": "nostall, Python binding (torch tensors), threads=1",
+    "nostallpy_2c": "nostall, Python binding (torch tensors), threads=2",
     "dali_1c": "DALI CPU pipeline, num_threads=1",
     "dali_2c": "DALI CPU pipeline, num_threads=2",
     "spdl_1c": "SPDL, 1 thread (FFmpeg decode)",
@@ -452,9 +485,9 @@ LABELS = {
     "ffcv_1c": "FFCV, num_workers=1",
     "ffcv_2c": "FFCV, num_workers=2",
 }
-ONE_CORE = ("nostall_1c", "dali_1c", "spdl_1c", "tv2_nw0", "tv2_nw1", "pil_nw0", "pil_nw1",
+ONE_CORE = ("nostall_1c", "nostallpy_1c", "dali_1c", "spdl_1c", "tv2_nw0", "tv2_nw1", "pil_nw0", "pil_nw1",
             "grain_1c", "ffcv_1c")
-TWO_CORES = ("nostall_2c", "dali_2c", "spdl_2c", "tv2_nw2", "pil_nw2", "grain_2c", "ffcv_2c")
+TWO_CORES = ("nostall_2c", "nostallpy_2c", "dali_2c", "spdl_2c", "tv2_nw2", "pil_nw2", "grain_2c", "ffcv_2c")
 
 
 def build_tables(res):
@@ -481,7 +514,7 @@ def build_tables(res):
                              "%s–%s" % (P.fmt(m["images_per_cpu_second_min"]),
                                         P.fmt(m["images_per_cpu_second_max"])),
                              P.fmt(m["cpu_cores_used"], 2),
-                             "—" if sysk.startswith("nostall") else P.fmt_ratio(r)))
+                             "—" if sysk.startswith("nostall_") else P.fmt_ratio(r)))
     # the compact one: per CPU-second, float and uint8 side by side, nostall ÷ it
     short = []
     for cores, group in (("1", ONE_CORE), ("2", TWO_CORES)):
@@ -492,7 +525,7 @@ def build_tables(res):
                 ns = s.get("nostall_%sc_%s" % (cores, out))
                 if not m:
                     cells.append("—")
-                elif sysk.startswith("nostall"):
+                elif sysk.startswith("nostall_"):
                     cells.append(P.fmt(m["images_per_cpu_second"]))
                 else:
                     cells.append("%s (%s)" % (P.fmt(m["images_per_cpu_second"]), P.fmt_ratio(
@@ -545,8 +578,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--only", default="", help="comma list of systems (nostall,dali,spdl,tv2,"
-                    "pil,grain,ffcv) or measurement keys (e.g. dali_1c_float)")
+    ap.add_argument("--only", default="", help="comma list of systems (nostall,nostallpy,dali,"
+                    "spdl,tv2,pil,grain,ffcv) or measurement keys (e.g. dali_1c_float)")
     ap.add_argument("--skip", default="", help="comma list of systems or keys to leave out")
     ap.add_argument("--grain-mp", action="store_true",
                     help="Grain: worker processes (mp_prefetch) instead of read threads")
