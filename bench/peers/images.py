@@ -48,7 +48,6 @@ import random
 import resource
 import subprocess
 import sys
-import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
