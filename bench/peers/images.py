@@ -38,6 +38,11 @@ and indexing included.
 The procedure is bench/peers.py's (measure(): one untimed warm-up of every
 measurement, then --rounds interleaved rounds, medians of images/s and images
 per CPU-second), and so is the reporting machinery.
+
+What it touches: reads DATA; writes only --out, --markdown and, when FFCV
+runs and the file is missing, FFCV's .beton (--beton; default DATA.q95.beton
+beside DATA — images.sh puts it in the dataset cache). The peers' venv and
+the nostall build are only used.
 """
 import argparse
 import importlib.util
