@@ -13,6 +13,8 @@
 #                   0.29.2; several GB, made once); not part of make test
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
+#   make bench-peers  nostall beside DALI, SPDL, torchvision 0.2x, Grain, FFCV
+#                   from PyPI (bench/peers/images.sh; never part of make test)
 #   make install    install library, header, CLI, pkg-config file and the
 #                   Python package (PREFIX; PYSITE for the package)
 #   make format     clang-format the C sources (.clang-format's style)
@@ -131,6 +133,11 @@ demo: build
 bench: build
 	@bash bench/run.sh
 	@bash bench/run.sh --photo
+
+# The 2026 field, from a pinned PyPI venv (bench/peers/); docs/performance.md.
+.PHONY: bench-peers
+bench-peers: build
+	@bash bench/peers/images.sh
 
 # The Python package goes where Debian's python3 looks for $(PREFIX)'s
 # packages (/usr/local/lib/python3.11/dist-packages for /usr/local), with

@@ -309,7 +309,7 @@ class TorchRun:
 
 
 class FfcvRun:
-    def __init__(self, beton, output, batch_size, epochs, contiguous=False):
+    def __init__(self, beton, output, batch_size, epochs, contiguous=False, workers=1):
         import numpy as np
         from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
         from ffcv.loader import Loader, OrderOption
@@ -323,7 +323,7 @@ class FfcvRun:
                       ToTensor(), ToTorchImage(channels_last=not contiguous)]
         else:
             image += [ToTensor()]
-        self.loader = Loader(beton, batch_size=batch_size, num_workers=1,
+        self.loader = Loader(beton, batch_size=batch_size, num_workers=workers,
                              order=OrderOption.RANDOM, drop_last=False, os_cache=True,
                              pipelines={"image": image,
                                         "label": [IntDecoder(), ToTensor(), Squeeze()]})
@@ -577,6 +577,37 @@ def build_tables(res, meta):
     return text, md
 
 
+def measure(runs, order, rounds, unavailable, tag="peers"):
+    """The measurement procedure every side-by-side script here shares: one
+    untimed warm-up run of each measurement in `order` (page cache, imports,
+    JIT; a measurement that fails in it is left out, the reason recorded in
+    `unavailable`), then `rounds` rounds, each running every measurement once,
+    interleaved (A B C ... A B C ...). Returns (samples: key -> list of
+    results, warm: key -> the warm-up's result)."""
+    warm = {}
+    for k in order:
+        log("%s: warm-up %s" % (tag, k))
+        try:
+            warm[k] = runs[k]()
+        except Exception as e:  # noqa: BLE001
+            unavailable[k] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            log("%s: %s failed in warm-up, left out: %s" % (tag, k, e))
+    order = [k for k in order if k not in unavailable]
+    samples = {k: [] for k in order}
+    for rnd in range(rounds):
+        for k in order:
+            try:
+                r = runs[k]()
+            except Exception as e:  # noqa: BLE001
+                log("%s: %s failed in round %d: %s" % (tag, k, rnd + 1, e))
+                continue
+            samples[k].append(r)
+            log("%s: round %d/%d %-18s %7.1f images/s  %7.1f images/CPU-s" %
+                (tag, rnd + 1, rounds, k, r["images"] / r["seconds"],
+                 r["images"] / r["cpu_seconds"] if r["cpu_seconds"] else 0))
+    return samples, warm
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="ImageFolder of JPEGs")
@@ -692,32 +723,10 @@ def main():
                          "libjpeg_full_2p", "libjpeg_coeffs") if k in runs]
 
     # Warm-up: one untimed run of each (page cache, imports, FFCV's numba JIT).
-    warm = {}
-    for k in order:
-        log("peers: warm-up %s" % k)
-        try:
-            r = runs[k]()
-            warm[k] = r
-        except Exception as e:  # noqa: BLE001
-            unavailable[k] = "%s: %s" % (type(e).__name__, str(e)[:300])
-            log("peers: %s failed in warm-up, left out: %s" % (k, e))
-    order = [k for k in order if k not in unavailable]
+    samples, warm = measure(runs, order, a.rounds, unavailable)
     for k in ("ffcv_float", "ffcv_uint8"):
         if k in warm:
             extra[k + "_first_epoch_seconds_incl_jit"] = warm[k]["seconds"]
-
-    samples = {k: [] for k in order}
-    for rnd in range(a.rounds):
-        for k in order:
-            try:
-                r = runs[k]()
-            except Exception as e:  # noqa: BLE001
-                log("peers: %s failed in round %d: %s" % (k, rnd + 1, e))
-                continue
-            samples[k].append(r)
-            log("peers: round %d/%d %-18s %7.1f images/s  %7.1f images/CPU-s" %
-                (rnd + 1, a.rounds, k, r["images"] / r["seconds"],
-                 r["images"] / r["cpu_seconds"] if r["cpu_seconds"] else 0))
 
     for out in ("float", "uint8"):
         ct = samples.get("nostall_ct_1t_" + out)
