@@ -43,6 +43,7 @@ TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-setuptools python3-wheel python3-torchaudio
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
+.PHONY: bench-peers-shards
 .PHONY: fuzz-deps clang fuzz format-check test-reset
 
 all: build
@@ -114,6 +115,14 @@ demo: build
 bench: build
 	@bash bench/run.sh
 	@bash bench/run.sh --photo
+
+# Shards side by side (issue 34): nostall's stream and indexed modes,
+# webdataset, LitData, Mosaic Streaming, local and from moto on loopback,
+# in the peers' PyPI venv (bench/peers/venv.sh); never part of make test.
+bench-peers-shards: build
+	@mkdir -p build/bench
+	/usr/bin/python3 bench/peers/shards.py --tokens --out build/bench/shards_peers.json \
+	  --markdown build/bench/shards_peers.md
 
 # The Python package goes where Debian's python3 looks for $(PREFIX)'s
 # packages (/usr/local/lib/python3.11/dist-packages for /usr/local), with
