@@ -80,7 +80,9 @@ BUCKET = "bkt"
 SYSTEMS = ("nostall_indexed", "nostall_stream", "wds", "litdata", "mosaic")
 LABELS = {"nostall_indexed": "nostall, shard_mode=indexed",
           "nostall_stream": "nostall, shard_mode=stream",
-          "wds": "webdataset", "litdata": "LitData", "mosaic": "Mosaic Streaming"}
+          "wds": "webdataset", "litdata": "LitData", "mosaic": "Mosaic Streaming",
+          "nostall_tokens": "nostall, task=tokens windows=chunks",
+          "litdata_tokens": "LitData, TokensLoader"}
 SHUFFLE_BUFFER = 1000
 
 
@@ -435,7 +437,7 @@ def main():
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--tokens", action="store_true", help="add the tokens task (LitData)")
     ap.add_argument("--token-count", type=int, default=20_000_000)
-    ap.add_argument("--token-batches", type=int, default=400)
+    ap.add_argument("--token-batches", type=int, default=5000)
     ap.add_argument("--out", help="all results as JSON")
     ap.add_argument("--markdown", help="the tables as Markdown")
     a = ap.parse_args()
@@ -655,7 +657,9 @@ def tables(res):
         peers_ = [sy for sy in systems if not sy.startswith("nostall")]
         if best and peers_:
             out += ["", "| nostall (its faster mode per CPU-s) ÷ | " +
-                    " | ".join("%s, %s: images/s · per CPU-s" % (w, c) for w, c in cols) + " |",
+                    " | ".join("%s, %s: %s/s · per CPU-s" %
+                               (w, c, "batches" if t == "tokens" else "images")
+                               for w, c in cols) + " |",
                     "|" + "---|" * (len(cols) + 1)]
             for sy in peers_:
                 cells = [LABELS.get(sy, sy)]
