@@ -320,7 +320,7 @@ def _tokens_from_bin(item):
     path, k = item
     a = np.memmap(path, dtype=np.uint16, mode="r")
     n = len(a) // 16
-    yield torch.from_numpy(np.array(a[k * n:(k + 1) * n], dtype=np.int32))
+    yield torch.from_numpy(np.array(a[k * n:(k + 1) * n]))  # uint16, as the .bin
 
 
 # --------------------------------------------------------------------------
@@ -366,20 +366,22 @@ def ensure_data(a, cli, py, base):
             sh([py, __file__, "--prepare", kind, img, d, str(parse_bytes(a.shard_bytes))])
             open(d + ".done", "w").close()
     if a.tokens:
-        binf = os.path.join(base, "tokens.bin")
+        binf = os.path.join(base, "tokens-%d.bin" % a.token_count)
         if not os.path.exists(binf + ".done"):
             sh([py, "-c", "import numpy as np, sys; np.random.default_rng(0).integers("
                 "0, 50257, size=int(sys.argv[2]), dtype=np.uint16).tofile(sys.argv[1])",
                 binf, str(a.token_count)])
             open(binf + ".done", "w").close()
-        d = os.path.join(base, "litdata_tokens")
+        d = os.path.join(base, "litdata_tokens-%d" % a.token_count)
         if not os.path.exists(d + ".done"):
             shutil.rmtree(d, ignore_errors=True)
-            sh([py, __file__, "--prepare", "litdata_tokens", binf, d, str((1024 + 1) * 64)])
+            # chunks of 4096 blocks of 1025 tokens (8.4 MB)
+            sh([py, __file__, "--prepare", "litdata_tokens", binf, d, str((1024 + 1) * 4096)])
             open(d + ".done", "w").close()
     return {"img": img, "tar": tar, "litdata": os.path.join(base, "litdata"),
-            "mds": os.path.join(base, "mds"), "bin": os.path.join(base, "tokens.bin"),
-            "litdata_tokens": os.path.join(base, "litdata_tokens")}
+            "mds": os.path.join(base, "mds"),
+            "bin": os.path.join(base, "tokens-%d.bin" % a.token_count),
+            "litdata_tokens": os.path.join(base, "litdata_tokens-%d" % a.token_count)}
 
 
 def du(path):
@@ -436,7 +438,9 @@ def main():
                     help="epochs per measurement of the read task, local (an epoch is short)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--tokens", action="store_true", help="add the tokens task (LitData)")
-    ap.add_argument("--token-count", type=int, default=20_000_000)
+    # 64 M tokens: the 5000 batches of 12 x 1025 tokens are one epoch of
+    # either (a LitData loader with workers starts them again each epoch)
+    ap.add_argument("--token-count", type=int, default=64_000_000)
     ap.add_argument("--token-batches", type=int, default=5000)
     ap.add_argument("--out", help="all results as JSON")
     ap.add_argument("--markdown", help="the tables as Markdown")
