@@ -45,7 +45,9 @@ venv.sh: torch 2.x; nostall through its Python binding, so every system is
 timed by the same loop, bench/peers.py's _time_epochs): setup (imports, the
 dataset object, nostall's Loader) untimed, then --epochs epochs timed: wall
 seconds and the process's CPU seconds (its threads and its DataLoader
-workers, curl included). Every measurement first runs once untimed (warm-up:
+workers, curl included). Over S3 a measurement is one epoch from an empty
+cache (LitData and Mosaic keep fetched chunks on local disk: a second epoch
+would not be read from the server). Every measurement first runs once untimed (warm-up:
 page cache, the server), then --rounds rounds run each once, interleaved,
 the order rotated each round; medians (bench/peers.py's summarize). Over S3
 the server's own CPU seconds (moto: one Python process checking every
