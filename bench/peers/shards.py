@@ -33,8 +33,12 @@ Tasks:
   read   the shard path alone: each sample's bytes + label, no decode (peers:
          the bytes object's length; nostall: task="bytes").
   tokens (--tokens) nostall's task="tokens" windows=chunks on a uint16 .bin
-         against LitData's optimize() token chunks + TokensLoader (blocks of
-         context+1 tokens, one per item), batch 12 x 1024, local only.
+         (x and y as two int64 tensors, the default; and targets=0: one
+         [B, T+1] int64 tensor, x and y sliced from it) against LitData's
+         optimize() of the same uint16 tokens + TokensLoader(block_size=T+1)
+         + StreamingDataLoader, the batch converted to int64 and sliced into
+         x and y; batch 12 x 1024 (GPT-2's), 5000 batches (one epoch of
+         either), local only (nostall's tokens task reads local files).
 
 One core: nostall threads=1 (stream mode adds its reader thread), the peers'
 DataLoader num_workers=0 (in the process; torch.set_num_threads(1)). Two
@@ -83,7 +87,8 @@ SYSTEMS = ("nostall_indexed", "nostall_stream", "wds", "litdata", "mosaic")
 LABELS = {"nostall_indexed": "nostall, shard_mode=indexed",
           "nostall_stream": "nostall, shard_mode=stream",
           "wds": "webdataset", "litdata": "LitData", "mosaic": "Mosaic Streaming",
-          "nostall_tokens": "nostall, task=tokens windows=chunks",
+          "nostall_tokens": "nostall, task=tokens windows=chunks (tokens + targets)",
+          "nostall_tokens1": "nostall, task=tokens windows=chunks targets=0 (one [B, T+1] tensor)",
           "litdata_tokens": "LitData, TokensLoader"}
 SHUFFLE_BUFFER = 1000
 
@@ -237,12 +242,20 @@ def worker_tokens(c):
     """Batches of (x, y) int64 [B, T] for c["batches"] batches."""
     import torch
     B, T, n = c["batch"], c["context"], c["batches"]
-    if c["system"] == "nostall_tokens":
+    if c["system"].startswith("nostall_tokens"):
         sys.path.insert(0, os.path.join(ROOT, "python"))
         import nostall
+        # nostall_tokens: x and y as two int64 tensors (targets=1, the
+        # default); nostall_tokens1: one [B, T + 1] tensor, sliced here as
+        # LitData's blocks are (targets=0)
+        one = c["system"] == "nostall_tokens1"
         ld = nostall.Loader(c["bin"], task="tokens", windows="chunks", context_length=T,
-                            batch_size=B, threads=c["cores"], seed=c["seed"], drop_last=True)
-        fn = lambda b: (b["tokens"], b["targets"])  # noqa: E731
+                            batch_size=B, threads=c["cores"], seed=c["seed"], drop_last=True,
+                            targets=not one)
+        if one:
+            fn = lambda b: (b["tokens"][:, :-1], b["tokens"][:, 1:])  # noqa: E731
+        else:
+            fn = lambda b: (b["tokens"], b["targets"])  # noqa: E731
     else:
         import litdata
         from litdata.streaming.item_loader import TokensLoader
@@ -515,7 +528,7 @@ def main():
                                             server_pid if w == "s3" else None, work)
         if a.tokens:
             for c in (1, 2):
-                for s in ("nostall_tokens", "litdata_tokens"):
+                for s in ("nostall_tokens", "nostall_tokens1", "litdata_tokens"):
                     key = "tokens/local/%dc/%s" % (c, s)
                     cfg = dict(paths, system=s, where="local", cores=c, task="tokens", epochs=1,
                                batch=12, context=1024, batches=a.token_batches, seed=1)
@@ -660,7 +673,7 @@ def tables(res):
         best = {}
         for w, c in cols:
             ns = [s.get("%s/%s/%s/%s" % (t, w, c, n)) for n in
-                  ("nostall_indexed", "nostall_stream", "nostall_tokens")]
+                  ("nostall_indexed", "nostall_stream", "nostall_tokens", "nostall_tokens1")]
             ns = [m for m in ns if m]
             if ns:
                 best[(w, c)] = max(ns, key=lambda m: m["images_per_cpu_second"])
