@@ -43,7 +43,6 @@ TEST_PACKAGES := python3 python3-numpy python3-pytest python3-torch \
                  python3-setuptools python3-wheel python3-torchaudio
 
 .PHONY: all deps test-deps build release-test python-test asan tsan test demo bench install format clean
-.PHONY: bench-peers-shards
 .PHONY: fuzz-deps clang fuzz format-check test-reset
 
 all: build
@@ -119,6 +118,7 @@ bench: build
 # Shards side by side (issue 34): nostall's stream and indexed modes,
 # webdataset, LitData, Mosaic Streaming, local and from moto on loopback,
 # in the peers' PyPI venv (bench/peers/venv.sh); never part of make test.
+.PHONY: bench-peers-shards
 bench-peers-shards: build
 	@mkdir -p build/bench
 	/usr/bin/python3 bench/peers/shards.py --tokens --out build/bench/shards_peers.json \

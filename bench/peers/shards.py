@@ -77,7 +77,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+SELF = os.path.abspath(__file__)
+HERE = os.path.dirname(SELF)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))  # bench/: peers.py's measurement machinery
 import peers  # noqa: E402
@@ -259,7 +260,8 @@ def worker_tokens(c):
     else:
         import litdata
         from litdata.streaming.item_loader import TokensLoader
-        ds = litdata.StreamingDataset(c["litdata_tokens"], item_loader=TokensLoader(block_size=T + 1),
+        ds = litdata.StreamingDataset(c["litdata_tokens"],
+                                      item_loader=TokensLoader(block_size=T + 1),
                                       shuffle=True, seed=c["seed"])
         ld = litdata.StreamingDataLoader(ds, batch_size=B, num_workers=c["workers"], drop_last=True)
 
@@ -378,7 +380,7 @@ def ensure_data(a, cli, py, base):
         if not os.path.exists(d + ".done"):
             shutil.rmtree(d, ignore_errors=True)
             peers.log("shards: converting the tar shards to %s" % kind)
-            sh([py, __file__, "--prepare", kind, img, d, str(parse_bytes(a.shard_bytes))])
+            sh([py, SELF, "--prepare", kind, img, d, str(parse_bytes(a.shard_bytes))])
             open(d + ".done", "w").close()
     if a.tokens:
         binf = os.path.join(base, "tokens-%d.bin" % a.token_count)
@@ -391,7 +393,7 @@ def ensure_data(a, cli, py, base):
         if not os.path.exists(d + ".done"):
             shutil.rmtree(d, ignore_errors=True)
             # chunks of 4096 blocks of 1025 tokens (8.4 MB)
-            sh([py, __file__, "--prepare", "litdata_tokens", binf, d, str((1024 + 1) * 4096)])
+            sh([py, SELF, "--prepare", "litdata_tokens", binf, d, str((1024 + 1) * 4096)])
             open(d + ".done", "w").close()
     return {"img": img, "tar": tar, "litdata": os.path.join(base, "litdata"),
             "mds": os.path.join(base, "mds"),
@@ -421,7 +423,7 @@ class Measure:
             cfg["cache"] = cache
         s0 = proc_cpu(self.server_pid) if self.server_pid else 0.0
         try:
-            j, _cpu = peers.run_json([self.py, __file__, "--worker", json.dumps(cfg)], self.env)
+            j, _cpu = peers.run_json([self.py, SELF, "--worker", json.dumps(cfg)], self.env)
         finally:
             if cache:
                 shutil.rmtree(cache, ignore_errors=True)
@@ -591,7 +593,8 @@ def main():
 VERSIONS = r"""
 import json, importlib.metadata as m
 v = {}
-for p in ("torch", "torchvision", "pillow", "webdataset", "litdata", "mosaicml-streaming", "boto3", "numpy"):
+for p in ("torch", "torchvision", "pillow", "webdataset", "litdata", "mosaicml-streaming",
+          "boto3", "numpy"):
     try:
         v[p] = m.version(p)
     except Exception as e:
