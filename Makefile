@@ -14,6 +14,7 @@
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
 #   make bench-peers  nostall beside DALI, SPDL, torchvision 0.2x, Grain, FFCV
+#   make bench-peers-shards  shards: nostall, webdataset, LitData, Mosaic (local, S3)
 #                   from PyPI (bench/peers/images.sh; never part of make test)
 #   make install    install library, header, CLI, pkg-config file and the
 #                   Python package (PREFIX; PYSITE for the package)
@@ -138,6 +139,15 @@ bench: build
 .PHONY: bench-peers
 bench-peers: build
 	@bash bench/peers/images.sh
+
+# Shards side by side (issue 34): nostall's stream and indexed modes,
+# webdataset, LitData, Mosaic Streaming, local and from moto on loopback,
+# in the peers' PyPI venv (bench/peers/venv.sh); never part of make test.
+.PHONY: bench-peers-shards
+bench-peers-shards: build
+	@mkdir -p build/bench
+	/usr/bin/python3 bench/peers/shards.py --tokens --out build/bench/shards_peers.json \
+	  --markdown build/bench/shards_peers.md
 
 # The Python package goes where Debian's python3 looks for $(PREFIX)'s
 # packages (/usr/local/lib/python3.11/dist-packages for /usr/local), with
