@@ -14,8 +14,8 @@
 #   make demo       generate a small dataset in a temp dir and run the loader
 #   make bench      benchmarks (bench/)
 #   make bench-peers  nostall beside DALI, SPDL, torchvision 0.2x, Grain, FFCV
-#   make bench-peers-shards  shards: nostall, webdataset, LitData, Mosaic (local, S3)
 #                   from PyPI (bench/peers/images.sh; never part of make test)
+#   make bench-peers-shards  shards: nostall, webdataset, LitData, Mosaic (local, S3)
 #   make install    install library, header, CLI, pkg-config file and the
 #                   Python package (PREFIX; PYSITE for the package)
 #   make format     clang-format the C sources (.clang-format's style)

@@ -4,7 +4,9 @@
  * recipe/mixture.h) -- its items' paths, labels and byte ranges, and the
  * distinct files they live in. Every loader is made on one
  * (nostall_loader_create opens a private one; loader.c), so the loader and
- * this handle index a source with the same code.
+ * this handle index a source with the same code; nst_dataset_same_items
+ * says which options a loader made from it may set apart (how it
+ * delivers and fetches, not what the items are).
  *
  * The distinct files are found at the first query (a set of strings keeps
  * each file once, in the order of its first item), under the dataset's
@@ -208,4 +210,61 @@ const char *nostall_dataset_file(const nostall_dataset *ds, uint64_t i)
 {
     if (!ds || files_ready(ds) < 0 || i >= ds->nfiles) return NULL;
     return ds->files[i];
+}
+
+/* Options a loader may set apart from its dataset's: how it delivers and
+ * fetches, not what the items are or become (nostall_dataset.h). */
+static int loader_only(int id)
+{
+    static const int ids[] = {NOSTALL_OPT_BATCH_SIZE,
+                              NOSTALL_OPT_THREADS,
+                              NOSTALL_OPT_BATCHES_AHEAD,
+                              NOSTALL_OPT_EPOCHS,
+                              NOSTALL_OPT_DROP_LAST,
+                              NOSTALL_OPT_RANK,
+                              NOSTALL_OPT_WORLD_SIZE,
+                              NOSTALL_OPT_ON_BAD_ITEM,
+                              NOSTALL_OPT_MAX_BAD_FRACTION,
+                              NOSTALL_OPT_STORAGE_MBPS,
+                              NOSTALL_OPT_STORAGE_LATENCY_MS,
+                              NOSTALL_OPT_IO_DEPTH,
+                              NOSTALL_OPT_READER,
+                              NOSTALL_OPT_HTTP_TIMEOUT_MS,
+                              NOSTALL_OPT_HTTP_RETRIES,
+                              NOSTALL_OPT_HTTP_VERIFY_TLS,
+                              NOSTALL_OPT_ECHO,
+                              NOSTALL_OPT_ECHO_POINT,
+                              NOSTALL_OPT_ECHO_FACTOR,
+                              NOSTALL_OPT_ECHO_BUFFER,
+                              NOSTALL_OPT_ECHO_MAX,
+                              NOSTALL_OPT_COORDINATE,
+                              NOSTALL_OPT_COORDINATE_LEAD,
+                              NOSTALL_OPT_CACHE_TRANSCODE,
+                              NOSTALL_OPT_SHUFFLE_BUFFER,
+                              NOSTALL_OPT_SHARD_MODE};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+/* E_OPTION naming the first option `cfg` sets apart from the dataset's that
+ * only the dataset may set. */
+int nst_dataset_same_items(const nostall_dataset *ds, const nostall_config *cfg, const char *fn)
+{
+    for (int id = 0; id < NOSTALL_OPT_COUNT_; id++) {
+        nostall_option_info oi;
+        char a[NOSTALL_PATH_MAX + 64], b[NOSTALL_PATH_MAX + 64];
+        if (loader_only(id) || nostall_option_info_get(id, &oi) < 0) continue;
+        if (nostall_config_get(&ds->cfg, oi.name, a, sizeof a) < 0 ||
+            nostall_config_get(cfg, oi.name, b, sizeof b) < 0 || strcmp(a, b))
+            return nst_error(NOSTALL_E_OPTION,
+                             "%s: %s: %s is '%s' in the loader's config but '%s' in the "
+                             "dataset's: it defines the items, so only the dataset sets it",
+                             fn, ds->source, oi.name, b, a);
+    }
+    if (cfg->op != ds->cfg.op || cfg->op_ctx != ds->cfg.op_ctx)
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: %s: the loader's config has another user op than the dataset's", fn,
+                         ds->source);
+    return 0;
 }

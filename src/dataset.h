@@ -39,6 +39,11 @@ int nst_dataset_open(nostall_dataset **out, const char *source, const nostall_co
  * without making it: no thread, no ring (threads and ring fields 0). For
  * the analyzer's file list (analyze/files.c). E_OPTION with item echoing
  * (its plan is the echo schedule's). */
+/* E_OPTION naming the first option `cfg` sets apart from the dataset's
+ * that defines the items (only the dataset sets those; a loader made from
+ * it may change how it delivers and fetches), or another user op. */
+int nst_dataset_same_items(const nostall_dataset *ds, const nostall_config *cfg, const char *fn);
+
 int nst_loader_plan_info(nostall_dataset *ds, const nostall_config *cfg, nostall_dataset_info *out,
                          const char *fn);
 

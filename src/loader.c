@@ -25,7 +25,7 @@
  *
  * THREADS  next/release/set_state: the consumer (release: any thread).
  *   stop/stats: any thread. Workers: worker.c. Locks: the backend's, then
- *   the loader's plan_mu and skip_mu (loader_impl.h).
+ *   the loader's skip_mu (loader_impl.h); the plan's epoch lengths take their own.
  */
 #include <math.h>
 #include <stdio.h>
@@ -50,19 +50,8 @@
 
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch)
 {
-    if (ld->echo_mode != NST_ECHO_ITEMS || !ld->echo) return nst_sampler_len(&ld->sampler, epoch);
-    pthread_mutex_lock(&ld->plan_mu);
-    uint64_t n = 0;
-    for (int i = 0; i < 4 && !n; i++)
-        if (ld->elen_val[i] && ld->elen_epoch[i] == epoch) n = ld->elen_val[i];
-    if (!n) { /* O(shard) for a fractional factor: memoized */
-        n = nst_echo_epoch_len(ld->echo, epoch);
-        ld->elen_epoch[ld->elen_next] = epoch;
-        ld->elen_val[ld->elen_next] = n;
-        ld->elen_next = (ld->elen_next + 1) % 4;
-    }
-    pthread_mutex_unlock(&ld->plan_mu);
-    return n;
+    return ld->echo_mode == NST_ECHO_ITEMS && ld->echo ? nst_echo_epoch_len(ld->echo, epoch)
+                                                       : nst_sampler_len(&ld->sampler, epoch);
 }
 
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos)
@@ -340,7 +329,6 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
     ld->ds = ds;
     ld->cfg = *cfg;
     ld->pid = getpid();
-    pthread_mutex_init(&ld->plan_mu, NULL);
     pthread_mutex_init(&ld->skip_mu, NULL);
     const nst_optval *v = ld->cfg.v;
     nst_throttle_init(&ld->throttle, v[NOSTALL_OPT_STORAGE_MBPS].d,
@@ -410,7 +398,7 @@ int nst_loader_plan_info(nostall_dataset *ds, const nostall_config *cfg, nostall
     ld->cfg = *cfg;
     ld->batch_size = (uint32_t)cfg->v[NOSTALL_OPT_BATCH_SIZE].u;
     ld->drop_last = (int)cfg->v[NOSTALL_OPT_DROP_LAST].u;
-    if ((rc = nst_loader_make_source(ld, ds->source, fn)) == 0 && ld->echo == NST_ECHO_ITEMS)
+    if ((rc = nst_loader_make_source(ld, ds->source, fn)) == 0 && ld->echo_mode == NST_ECHO_ITEMS)
         rc = nst_error(NOSTALL_E_OPTION, "%s: %s: item echoing has no plan without a loader", fn,
                        ds->source);
     if (rc == 0) {
@@ -438,63 +426,6 @@ int nst_loader_plan_info(nostall_dataset *ds, const nostall_config *cfg, nostall
     return rc;
 }
 
-/* Options a loader may set apart from its dataset's: how it delivers and
- * fetches, not what the items are or become (nostall_dataset.h). */
-static int loader_only(int id)
-{
-    static const int ids[] = {NOSTALL_OPT_BATCH_SIZE,
-                              NOSTALL_OPT_THREADS,
-                              NOSTALL_OPT_BATCHES_AHEAD,
-                              NOSTALL_OPT_EPOCHS,
-                              NOSTALL_OPT_DROP_LAST,
-                              NOSTALL_OPT_RANK,
-                              NOSTALL_OPT_WORLD_SIZE,
-                              NOSTALL_OPT_ON_BAD_ITEM,
-                              NOSTALL_OPT_MAX_BAD_FRACTION,
-                              NOSTALL_OPT_STORAGE_MBPS,
-                              NOSTALL_OPT_STORAGE_LATENCY_MS,
-                              NOSTALL_OPT_IO_DEPTH,
-                              NOSTALL_OPT_READER,
-                              NOSTALL_OPT_HTTP_TIMEOUT_MS,
-                              NOSTALL_OPT_HTTP_RETRIES,
-                              NOSTALL_OPT_HTTP_VERIFY_TLS,
-                              NOSTALL_OPT_ECHO,
-                              NOSTALL_OPT_ECHO_POINT,
-                              NOSTALL_OPT_ECHO_FACTOR,
-                              NOSTALL_OPT_ECHO_BUFFER,
-                              NOSTALL_OPT_ECHO_MAX,
-                              NOSTALL_OPT_COORDINATE,
-                              NOSTALL_OPT_COORDINATE_LEAD,
-                              NOSTALL_OPT_CACHE_TRANSCODE,
-                              NOSTALL_OPT_SHUFFLE_BUFFER,
-                              NOSTALL_OPT_SHARD_MODE};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        if (ids[i] == id) return 1;
-    return 0;
-}
-
-/* E_OPTION naming the first option `cfg` sets apart from the dataset's that
- * only the dataset may set. */
-static int same_items(const nostall_dataset *ds, const nostall_config *cfg, const char *fn)
-{
-    for (int id = 0; id < NOSTALL_OPT_COUNT_; id++) {
-        nostall_option_info oi;
-        char a[NOSTALL_PATH_MAX + 64], b[NOSTALL_PATH_MAX + 64];
-        if (loader_only(id) || nostall_option_info_get(id, &oi) < 0) continue;
-        if (nostall_config_get(&ds->cfg, oi.name, a, sizeof a) < 0 ||
-            nostall_config_get(cfg, oi.name, b, sizeof b) < 0 || strcmp(a, b))
-            return nst_error(NOSTALL_E_OPTION,
-                             "%s: %s: %s is '%s' in the loader's config but '%s' in the "
-                             "dataset's: it defines the items, so only the dataset sets it",
-                             fn, ds->source, oi.name, b, a);
-    }
-    if (cfg->op != ds->cfg.op || cfg->op_ctx != ds->cfg.op_ctx)
-        return nst_error(NOSTALL_E_OPTION,
-                         "%s: %s: the loader's config has another user op than the dataset's", fn,
-                         ds->source);
-    return 0;
-}
-
 int nostall_loader_create_from_dataset(nostall_loader **out, nostall_dataset *ds,
                                        const nostall_config *cfg)
 {
@@ -504,7 +435,7 @@ int nostall_loader_create_from_dataset(nostall_loader **out, nostall_dataset *ds
     if (!out || !ds) return nst_error(NOSTALL_E_INVALID, "%s: out and ds must not be NULL", fn);
     *out = NULL;
     if (!cfg) cfg = &ds->cfg;
-    if ((rc = same_items(ds, cfg, fn)) < 0 || (rc = validate(cfg, fn)) < 0) return rc;
+    if ((rc = nst_dataset_same_items(ds, cfg, fn)) < 0 || (rc = validate(cfg, fn)) < 0) return rc;
     return create(out, nostall_dataset_ref(ds), cfg, fn);
 }
 
@@ -557,7 +488,6 @@ void nostall_loader_free(nostall_loader *ld)
     free((void *)ld->fenv.reading);
     nst_throttle_destroy(&ld->throttle);
     free(ld->source);
-    pthread_mutex_destroy(&ld->plan_mu);
     pthread_mutex_destroy(&ld->skip_mu);
     free(ld);
 }

@@ -7,11 +7,9 @@
  * worker loop: tickets, fetches in flight, each item made through data
  * echoing's entry, echo/echo.h). Nothing else includes it.
  *
- * LOCKS  The loader itself has two small mutexes: `plan_mu` (the memo of
- *   epoch lengths, asked by the batch backend under its own lock and by
- *   set_state: taken last, holds nothing else) and `skip_mu` (the table of
+ * LOCKS  The loader itself has one small mutex, `skip_mu` (the table of
  *   distinct bad items, filled by the backend's sink under its lock and
- *   read by any thread: taken last too). Everything about batches is the
+ *   read by any thread: taken last). Everything about batches is the
  *   backend's (batch/ring.c or coord/). Statistics are per-worker relaxed
  *   atomics written only by their owner and summed at snapshot, plus the
  *   consumer's, written by the consumer thread (or the backend's sink).
@@ -95,11 +93,6 @@ struct nostall_loader {
     int echo_mode, echo_point; /* NST_ECHO_*, NOSTALL_ECHO_POINT_*        */
     struct nst_echo *echo;
 
-    /* the plan's memo of epoch lengths (plan_mu) */
-    pthread_mutex_t plan_mu;
-    uint64_t elen_epoch[4], elen_val[4];
-    uint32_t elen_next;
-
     /* Immutable after create. */
     uint32_t batch_size, nthreads;
     uint32_t cpu_budget; /* the default of threads (common/cpubudget.h) */
@@ -135,7 +128,8 @@ struct nostall_loader {
 };
 
 /* Deliveries in `epoch` (the shard, or with fixed item echoing the sum of
- * the items' uses); the plan's batch length. plan_mu taken inside. */
+ * the items' uses: memoized by echo/, its mutex taken inside); the plan's
+ * batch length. */
 uint64_t nst_loader_epoch_len(struct nostall_loader *ld, uint64_t epoch);
 uint32_t nst_loader_batch_len(void *ctx, uint64_t epoch, uint64_t pos);
 /* The engine's RESERVE is on (every rank delivers the plan's batches). */

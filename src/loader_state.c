@@ -249,9 +249,7 @@ static void resume_sampler(void *ctx)
     nst_sampler_resume_band(&a->ld->sampler, a->epoch, a->band, a->band_n, a->offset);
     if (a->ld->stream) /* the shards' reader restarts at the new place */
         nst_stream_start(a->ld->stream, a->epoch, a->position, &a->ld->sampler);
-    pthread_mutex_lock(&a->ld->plan_mu);
-    memset(a->ld->elen_val, 0, sizeof a->ld->elen_val);
-    pthread_mutex_unlock(&a->ld->plan_mu);
+    nst_echo_forget_lengths(a->ld->echo);
 }
 
 /* After a reset: the sampler uses `band` (owned now, or NULL) and the

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -33,6 +34,9 @@ struct nst_echo {
     uint8_t *bpool;         /* ... the slot is in the shuffle buffer          */
     int bpending_end;       /* ... the engine said EPOCH_END / DONE           */
     nst_adaptive *adaptive; /* NST_ECHO_ADAPTIVE                             */
+    pthread_mutex_t len_mu; /* the epoch lengths' memo (O(shard) to compute)  */
+    uint64_t len_epoch[4], len_val[4];
+    uint32_t len_next;
 };
 
 /* The record a ticket carries (nst_ticket.layer). */
@@ -437,6 +441,7 @@ int nst_echo_create(nst_echo **out, const nst_echo_params *p)
     int rc = 0;
     *out = NULL;
     if (!e) return nst_error(NOSTALL_E_NOMEM, "echo: out of memory");
+    pthread_mutex_init(&e->len_mu, NULL);
     e->p = *p;
     if (p->mode == NST_ECHO_ITEMS &&
         ((rc = nst_echo_sched_init(&e->sched, p->sampler, p->factor, p->seed, p->buffer, p->store)) <
@@ -476,12 +481,32 @@ void nst_echo_free(nst_echo *e)
     nst_echo_sched_destroy(&e->sched);
     free(e->blends);
     free(e->bpool);
+    pthread_mutex_destroy(&e->len_mu);
     free(e);
 }
 
-uint64_t nst_echo_epoch_len(const nst_echo *e, uint64_t epoch)
+uint64_t nst_echo_epoch_len(nst_echo *e, uint64_t epoch)
 {
-    return nst_echo_sched_epoch_len(&e->sched, epoch);
+    pthread_mutex_lock(&e->len_mu);
+    uint64_t n = 0;
+    for (int i = 0; i < 4 && !n; i++)
+        if (e->len_val[i] && e->len_epoch[i] == epoch) n = e->len_val[i];
+    if (!n) { /* O(shard) for a fractional factor: memoized */
+        n = nst_echo_sched_epoch_len(&e->sched, epoch);
+        e->len_epoch[e->len_next] = epoch;
+        e->len_val[e->len_next] = n;
+        e->len_next = (e->len_next + 1) % 4;
+    }
+    pthread_mutex_unlock(&e->len_mu);
+    return n;
+}
+
+void nst_echo_forget_lengths(nst_echo *e)
+{
+    if (!e) return;
+    pthread_mutex_lock(&e->len_mu);
+    memset(e->len_val, 0, sizeof e->len_val);
+    pthread_mutex_unlock(&e->len_mu);
 }
 
 /* ------------------------------------------------------------------------

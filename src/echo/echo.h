@@ -80,8 +80,12 @@ int nst_echo_attach(nst_echo *e, nst_batches *ring);
  * NULL: no-op. */
 void nst_echo_free(nst_echo *e);
 
-/* Item echoing: deliveries in `epoch` (the sum of its items' uses). */
-uint64_t nst_echo_epoch_len(const nst_echo *e, uint64_t epoch);
+/* Item echoing: deliveries in `epoch` (the sum of its items' uses;
+ * memoized for the last four epochs, under the echo's own mutex). */
+uint64_t nst_echo_epoch_len(nst_echo *e, uint64_t epoch);
+/* The sampler's shard changed (an elastic resume's band): forget the
+ * memoized lengths. NULL: no-op. */
+void nst_echo_forget_lengths(nst_echo *e);
 
 /* A worker makes the ticket's item into c->dst (c->copy is set here): from
  * the fetched bytes r, or from or into its echo store entry; then, with
