@@ -67,7 +67,7 @@ if ! "$PY" -c "import ffcv" 2> /dev/null; then
     bash tools/install-deps.sh pkg-config libopencv-dev libturbojpeg0-dev ||
         echo "bench-peers: FFCV's build packages could not be installed" >&2
     LOG="$(dirname "$(dirname "$PY")")/ffcv-install.log"
-    "$PY" -m pip install --progress-bar off -r bench/peers/requirements-ffcv.txt > "$LOG" 2>&1 ||
+    "$PY" -m pip install --progress-bar off -r bench/peers/requirements-ffcv.txt -c bench/peers/constraints.txt > "$LOG" 2>&1 ||
         echo "bench-peers: FFCV could not be installed (log: $LOG); measured without it" >&2
 fi
 
