@@ -263,6 +263,18 @@ static void fuzz_list(const uint8_t *d, size_t n)
             close(fd);
             return;
         }
+    /* a JPEG or PNG given as the list (a new user's first try): refused as
+     * an image, whatever its bytes would parse to as lines */
+    if ((n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) ||
+        (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)) {
+        nst_index *ix = NULL;
+        int rc = nst_index_build(&ix, list);
+        if (rc != NOSTALL_E_DATASET) FAIL("an image as the list: status %d, want E_DATASET", rc);
+        if (!strstr(nostall_last_error(), "image, not a list file"))
+            FAIL("an image as the list: the message does not say so");
+        close(fd);
+        return;
+    }
     long long ref = ref_list(d, n, "/proc/self/fd/", &want, &nwant);
     /* a list of tar shards: its lines are shards to open, not items, and
      * the reference does not follow them (the tar parser is fuzz_tar's):
