@@ -52,6 +52,7 @@ import math
 import os
 import random
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -340,7 +341,11 @@ class _WorkerClock:
 
 
 def _read_clock(folder):
-    """{worker id: (ready time or None, [batch done times])}; removes the files."""
+    """{worker id: (ready time or None, [batch done times])}; removes the
+    folder. Workers that outlive the pass (persistent_workers keep
+    prefetching) may still add lines or files while it is read: what is
+    there now is the snapshot, and their later writes fail quietly once the
+    folder is gone."""
     out = {}
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
@@ -349,15 +354,20 @@ def _read_clock(folder):
                 ts = [float(x) for x in f.read().split()]
         except (OSError, ValueError):
             ts = []
-        os.unlink(path)
-        wid = int(name[1:])
+        try:
+            wid = int(name[1:])
+        except ValueError:
+            continue
         init, done = out.get(wid, (None, []))
         if name[0] == "i" and ts:
             init = ts[0]
         elif name[0] == "c":
             done = ts
         out[wid] = (init, done)
-    os.rmdir(folder)
+    for _ in range(5):  # a worker may create a file between two sweeps
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder):
+            break
     return out
 
 

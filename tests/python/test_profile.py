@@ -24,7 +24,8 @@ import pytest
 
 try:
     import nostall
-    from nostall.profile import _resident_fraction, _drop
+    from nostall.profile import _resident_fraction, _drop, _read_clock
+    nst_profile = sys.modules["nostall.profile"]  # nostall.profile is the function
 except ImportError as e:  # conftest skips everything with the reason
     pytest.skip(str(e), allow_module_level=True)
 
@@ -152,6 +153,30 @@ def test_prep_bound_names_the_transform_cost(data, memory_path):
     assert reco["cores"]["needed"] and reco["cores"]["text"].startswith("Preprocessing")
     assert r["bound"] == "prep"  # real cold reads may add a little fetch stall, never the most
     assert "nostall" not in r
+
+
+def test_clock_read_while_a_worker_still_writes(tmp_path, monkeypatch):
+    # persistent_workers keep prefetching after the pass: a worker adds a
+    # line and a new file while the parent reads the folder (CI saw
+    # "Directory not empty" here). The snapshot is read, the folder goes.
+    folder = tmp_path / "clock"
+    folder.mkdir()
+    (folder / "i0").write_text("1.0\n")
+    (folder / "c0").write_text("2.0\n3.0\n")
+    real_open = open
+    wrote = []
+
+    def racing_open(path, *a, **k):
+        if not wrote:
+            wrote.append(1)
+            with real_open(os.path.join(str(folder), "c1"), "a") as f:
+                f.write("9.0\n")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(nst_profile, "open", racing_open, raising=False)
+    clock = _read_clock(str(folder))
+    assert clock[0] == (1.0, [2.0, 3.0])
+    assert not folder.exists()
 
 
 def test_compute_bound_step(data):
