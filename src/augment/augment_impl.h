@@ -18,16 +18,9 @@
 #include <stdint.h>
 
 #include "augment/augment.h"
+#include "common/pixel_math.h"
 
-#define NST_AUG_BITS 14
-#define NST_AUG_ONE (1 << NST_AUG_BITS)
-#define NST_AUG_IBITS 7
-/* First pass: int32 accumulator -> int16 intermediate. */
-#define NST_AUG_SHIFT1 (NST_AUG_BITS - NST_AUG_IBITS)
-#define NST_AUG_ROUND1 (1 << (NST_AUG_SHIFT1 - 1))
-/* Second pass: int32 accumulator -> uint8 pixel. */
-#define NST_AUG_SHIFT2 (NST_AUG_BITS + NST_AUG_IBITS)
-#define NST_AUG_ROUND2 (1 << (NST_AUG_SHIFT2 - 1))
+/* NST_AUG_BITS, _ONE, _IBITS, _SHIFT1/2, _ROUND1/2: common/pixel_math.h. */
 
 /* The largest output side (and window extent, in pixels) the resampler
  * takes: keeps every tap index and filter size well inside int32. */
