@@ -122,6 +122,11 @@ typedef struct nst_output {
  * unknown). */
 size_t nst_output_bytes(const nst_output *out);
 
+/* Check `in` and copy it to `o` with its shorthands resolved: width and
+ * height set, layout NCHW or NHWC, the inner rectangle set. 0, or
+ * E_INVALID with a message. */
+int nst_out_resolve(const nst_output *in, nst_output *o);
+
 /* Letterbox: place a src_w x src_h image in out's width x height (or size
  * x size) with its aspect kept and centred: the fitting side fills the
  * item, the other is round(side * scale) (half up, at least 1), pads are

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #if defined(__CUDACC__)
-#define NST_HD __host__ __device__ static inline
+#define NST_HD static inline __host__ __device__
 #else
 #define NST_HD static inline
 #endif
@@ -43,6 +43,10 @@
 /* Second pass: int32 accumulator -> uint8 pixel. */
 #define NST_AUG_SHIFT2 (NST_AUG_BITS + NST_AUG_IBITS)
 #define NST_AUG_ROUND2 (1 << (NST_AUG_SHIFT2 - 1))
+
+/* The largest output side (and window extent, in pixels) the resampler
+ * takes: keeps every tap index and filter size well inside int32. */
+#define NST_AUG_MAX_SIDE (1u << 26)
 
 /* Output dtypes and layouts (augment.h's THE OUTPUT CONTRACT). */
 enum { NST_OUT_U8 = 0, NST_OUT_F32 = 1, NST_OUT_F16 = 2, NST_OUT_BF16 = 3 };
