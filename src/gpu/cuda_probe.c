@@ -4,7 +4,8 @@
  * without it) and the symbols the nvJPEG backend calls resolved; then the
  * CUDA driver and device through the statically linked runtime. Each
  * missing piece is named. libnvjpeg is opened once per process (a
- * pthread_once) and never closed.
+ * pthread_once) and never closed; in a test build NOSTALL_TEST_NVJPEG is
+ * the one name tried (common/testhooks.h).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/error.h"
+#include "common/testhooks.h"
 #include "gpu/gpu.h"
 
 /* Sonames tried in order: CUDA 13's, CUDA 12's (PyPI's nvidia-nvjpeg-cu12
@@ -42,12 +44,16 @@ static char nvjpeg_err[512];
 static void nvjpeg_open(void)
 {
     size_t used = 0;
-    for (size_t i = 0; i < sizeof nvjpeg_names / sizeof *nvjpeg_names && !nvjpeg_lib; i++) {
-        nvjpeg_lib = dlopen(nvjpeg_names[i], RTLD_NOW | RTLD_LOCAL);
+    /* tests: one name (a path) instead of the sonames */
+    const char *only = nst_test_env("NOSTALL_TEST_NVJPEG");
+    const size_t names = only && *only ? 1 : sizeof nvjpeg_names / sizeof *nvjpeg_names;
+    for (size_t i = 0; i < names && !nvjpeg_lib; i++) {
+        const char *name = only && *only ? only : nvjpeg_names[i];
+        nvjpeg_lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
         if (!nvjpeg_lib && used < sizeof nvjpeg_err) {
             const char *e = dlerror();
             int n = snprintf(nvjpeg_err + used, sizeof nvjpeg_err - used, "%s%s", used ? "; " : "",
-                             e ? e : nvjpeg_names[i]);
+                             e ? e : name);
             if (n > 0) used += (size_t)n;
         }
     }
