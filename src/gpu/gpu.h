@@ -6,8 +6,9 @@
  * and the interface of a batch JPEG decoder (a backend: nvJPEG on a GPU, a
  * fake on the host for tests).
  *
- * Status: the planning, the kernels and the checks exist; the loader does
- * not yet route batches through a backend (docs/gpu.md, "GPU decode").
+ * Status: the planning, the kernels, the route over a backend (with a fake
+ * backend for tests) and the checks exist; the nvJPEG backend and the
+ * loader's use of the route do not yet (docs/gpu.md, "GPU decode").
  * Threads: every function is for the thread that owns its arguments; no
  * global state but the libnvjpeg handle cuda_probe.c opens once.
  */
@@ -48,12 +49,19 @@ void nst_gpu_tables_free(nst_gpu_tables *t);
  * or device, gpu_id past the devices. `fn` heads the message. */
 int nst_gpu_check(unsigned gpu_id, const char *fn);
 
-/* A batch JPEG decoder. Each JPEG's region of interest (roi_*, in pixels
- * of the file) is decoded to interleaved RGB8 at dst + dst_off with
- * dst_stride bytes per row: device memory for a GPU backend, host memory
- * for the fake. Per item a status: decoded, to be decoded by the CPU
- * decoder (what the backend cannot decode: CMYK, 12-bit), or bad (reason
- * says why, naming nothing but the failure: the caller adds the item). */
+/* A backend: a batch JPEG decoder and the augment kernels' executor, over
+ * its own memory (device memory for a GPU backend, host memory for the
+ * fake) holding the decoded images, the batch's taps and the intermediate.
+ *   reserve  room for image_bytes of decoded images, the batch's items and
+ *            taps, and tmp_elems of intermediate (grow-only);
+ *   decode   each JPEG's region of interest (roi_*, pixels of the file) to
+ *            interleaved RGB8 at image offset dst_off, dst_stride bytes per
+ *            row; per item a status: decoded, for the CPU decoder (what the
+ *            backend cannot decode: CMYK, 12-bit, ...), or bad (`reason`
+ *            says why; the caller adds the item's path);
+ *   put      a region the CPU decoded (rows of w * 3 bytes) to dst_off;
+ *   augment  both passes over the items into `batch` (the host's slot).
+ * Each returns 0, or < 0 with a message when the whole batch failed. */
 enum { NST_GPU_DECODED = 0, NST_GPU_CPU_FALLBACK = 1, NST_GPU_BAD = 2 };
 #define NST_GPU_REASON 160
 typedef struct nst_gpu_jpeg {
@@ -66,11 +74,52 @@ typedef struct nst_gpu_jpeg {
 typedef struct nst_gpu_backend {
     const char *name;
     void *ctx;
-    /* 0 with a status per item, or < 0 when the whole batch failed. */
-    int (*decode)(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, uint8_t *dst, int *status,
+    int (*reserve)(void *ctx, uint64_t image_bytes, size_t items, size_t starts, size_t coefs,
+                   uint64_t tmp_elems);
+    int (*decode)(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status,
                   char (*reason)[NST_GPU_REASON]);
+    int (*put)(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w, uint32_t h);
+    int (*augment)(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
+                   uint8_t *batch, size_t batch_bytes);
     void (*destroy)(void *ctx);
 } nst_gpu_backend;
+
+/* One item of a batch for the route: its encoded bytes, its path (for
+ * messages), the window and flip the CPU path planned with the same draws,
+ * and its output (out.dst unused: the item goes to dst_off of the batch). */
+typedef struct nst_gpu_job {
+    const uint8_t *data;
+    size_t len;
+    const char *path;
+    nst_window win;
+    int flip;
+    nst_output out;
+    uint64_t dst_off;
+} nst_gpu_job;
+
+/* The route (route.c): probe each item's header on the host, give the
+ * backend the JPEGs it may take with each window's region (the pixels its
+ * filter taps touch, so the output equals a full-scale CPU decode's),
+ * decode the rest (and what the backend hands back) with nostall's CPU
+ * decoder, plan the items and run the augment. Per job a status
+ * (NST_GPU_DECODED: done; NST_GPU_BAD: `reason` names the path and why;
+ * the item's bytes are then not written) and whether the CPU decoded it
+ * (cpu_decoded, may be NULL). Grow-only scratch; one thread. */
+typedef struct nst_gpu_route nst_gpu_route;
+int nst_gpu_route_create(nst_gpu_route **out, uint64_t max_pixels);
+void nst_gpu_route_free(nst_gpu_route *r);
+int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                        size_t n, uint8_t *batch, size_t batch_bytes, int *status,
+                        char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+
+#if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
+/* fake.c, test builds only: a backend on the host that "decodes" with
+ * nostall's CPU decoder (full scale) and runs gpu_item.h's functions one
+ * element at a time; every `fallback_every`-th JPEG it is given (0: none)
+ * it hands back to the CPU decoder, as nvJPEG does with what it cannot
+ * decode. */
+int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fallback_every);
+#endif
 
 #if defined(NOSTALL_HAVE_CUDA)
 /* cuda_probe.c: the CUDA half of nst_gpu_check. */

@@ -69,8 +69,10 @@ static int plan_axis(nst_gpu_tables *t, double in0, double len, uint32_t n, uint
 int nst_gpu_plan(nst_gpu_tables *t, const nst_image *img, const nst_window *win, int flip,
                  const nst_output *out, nst_gpu_item *it)
 {
-    nst_output o;
-    int rc = nst_out_resolve(out, &o);
+    nst_output o, in = *out;
+    static uint8_t nowhere; /* out->dst is not used: the item's offset is the caller's */
+    if (!in.dst) in.dst = &nowhere;
+    int rc = nst_out_resolve(&in, &o);
     if (rc < 0) return rc;
     if (!img->width || !img->height || !img->scale_num || !img->scale_den ||
         img->width > NST_AUG_MAX_SIDE || img->height > NST_AUG_MAX_SIDE ||
