@@ -17,25 +17,15 @@
 #include "common/error.h"
 #include "common/testhooks.h"
 #include "gpu/gpu.h"
+#include "gpu/nvjpeg_api.h"
 
 /* Sonames tried in order: CUDA 13's, CUDA 12's (PyPI's nvidia-nvjpeg-cu12
  * too), then the unversioned development link. */
 static const char *const nvjpeg_names[] = {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"};
-/* What the nvJPEG backend calls (the batched decode with regions). */
-static const char *const nvjpeg_symbols[] = {
-    "nvjpegCreateEx",
-    "nvjpegDestroy",
-    "nvjpegJpegStateCreate",
-    "nvjpegDecoderCreate",
-    "nvjpegDecodeParamsCreate",
-    "nvjpegDecodeParamsSetROI",
-    "nvjpegDecodeParamsSetOutputFormat",
-    "nvjpegJpegStreamCreate",
-    "nvjpegJpegStreamParse",
-    "nvjpegDecodeBatchedSupported",
-    "nvjpegDecodeBatchedEx",
-    "nvjpegGetImageInfo",
-};
+/* What the nvJPEG backend calls (nvjpeg_api.h). */
+#define NVJ_NAME(f) #f,
+static const char *const nvjpeg_symbols[] = {NVJ_FN(NVJ_NAME)};
+#undef NVJ_NAME
 
 static pthread_once_t nvjpeg_once = PTHREAD_ONCE_INIT;
 static void *nvjpeg_lib;
@@ -66,6 +56,12 @@ static void nvjpeg_open(void)
             nvjpeg_lib = NULL;
             return;
         }
+}
+
+void *nst_gpu_nvjpeg_lib(void)
+{
+    pthread_once(&nvjpeg_once, nvjpeg_open);
+    return nvjpeg_lib;
 }
 
 int nst_gpu_cuda_check(unsigned gpu_id, const char *fn)

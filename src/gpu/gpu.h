@@ -122,8 +122,10 @@ int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fal
 #endif
 
 #if defined(NOSTALL_HAVE_CUDA)
-/* cuda_probe.c: the CUDA half of nst_gpu_check. */
+/* cuda_probe.c: the CUDA half of nst_gpu_check; libnvjpeg's dlopen
+ * handle (opened once; NULL when not found). */
 int nst_gpu_cuda_check(unsigned gpu_id, const char *fn);
+void *nst_gpu_nvjpeg_lib(void);
 /* augment.cu: both passes over n items of a batch, on `stream` (a
  * cudaStream_t; NULL: the default stream). Every pointer is device memory:
  * the items, the decoded images, the taps, the intermediate (room for
@@ -132,6 +134,12 @@ int nst_gpu_cuda_check(unsigned gpu_id, const char *fn);
 int nst_gpu_augment_launch(const nst_gpu_item *items, uint32_t n, const uint8_t *src,
                            const int32_t *starts, const int16_t *coefs, int16_t *tmp,
                            uint8_t *batch, void *stream);
+#endif
+
+#if defined(NOSTALL_HAVE_CUDA) && defined(NOSTALL_HAVE_NVJPEG)
+/* cuda_nvjpeg.c: the nvJPEG backend on CUDA device gpu_id (libnvjpeg must
+ * have loaded: nst_gpu_check first). Not yet run on a GPU. */
+int nst_gpu_nvjpeg_backend(nst_gpu_backend *out, unsigned gpu_id);
 #endif
 
 #endif
