@@ -68,9 +68,10 @@ function(nostall_cuda_objs target)
   endif()
   file(GLOB _nst_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/gpu/*.cu)
   target_sources(${target} PRIVATE ${_nst_cu})
-  target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  # SYSTEM: the toolkit's headers are not held to the project's warnings
+  target_include_directories(${target} SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   if(NOSTALL_HAVE_NVJPEG)
-    target_include_directories(${target} PRIVATE ${NOSTALL_NVJPEG_INCLUDE})
+    target_include_directories(${target} SYSTEM PRIVATE ${NOSTALL_NVJPEG_INCLUDE})
   endif()
   # --fmad=false: pixel_math.h's double arithmetic must round as the host's.
   target_compile_options(${target} PRIVATE
