@@ -160,6 +160,7 @@ int main(void)
 
 int main(void)
 {
+    (void)check_failures_;
     if (nst_gpu_check(0, "test_gpu_device") < 0)
         printf("SKIP: %s\n", nostall_last_error());
     else
