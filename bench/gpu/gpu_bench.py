@@ -126,7 +126,7 @@ def markdown(doc):
             lines.append("")
         elif step == "gpudecode" and "psnr_db_min" in v:
             lines.append("decode_device=gpu (nvJPEG + CUDA kernels, one thread, %d JPEGs to %s): "
-                         "kernels %s; PSNR vs the CPU path min %.1f dB, mean %.1f dB; batch "
+                         "kernels %s; PSNR of the uint8 items vs the CPU path min %.1f dB, mean %.1f dB; batch "
                          "%.1f ms (p50), %.1f ms (max): **%.0f images/s**; %d CPU-decoded."
                          % (v["items"], v["output"], "exact" if v["kernels_exact"] else "DIFFER",
                             v["psnr_db_min"], v["psnr_db_mean"], v["batch_ms_p50"],

@@ -195,6 +195,9 @@ print(c[0] if c else "")' 2> /dev/null)
     elif [ $rc = 77 ]; then
         echo "gpudecode: skipped"
         note gpudecode "{\"status\": \"skipped\", \"reason\": $reason}"
+    elif [ -n "$line" ]; then # a check failed: its figures are kept
+        note gpudecode "$("$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); d.update(status="failed (exit %s)" % sys.argv[3], reason="see gpudecode.txt", libnvjpeg=sys.argv[2]); print(json.dumps(d))' "$line" "$lib" "$rc")"
+        FAILED+=("gpudecode (exit $rc)")
     else
         note gpudecode "{\"status\": \"failed (exit $rc)\", \"reason\": \"see gpudecode.txt\"}"
         FAILED+=("gpudecode (exit $rc)")
