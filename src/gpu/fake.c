@@ -2,7 +2,8 @@
  * fake.c — a GPU backend without a GPU, in test builds only
  * (NOSTALL_TEST_HOOKS): "decodes" each JPEG's region with nostall's CPU
  * decoder at full scale into host memory, hands every fallback_every-th
- * JPEG back to the CPU decoder (as nvJPEG does with what it cannot decode),
+ * JPEG back to the CPU decoder (as nvJPEG does with what it cannot decode;
+ * a JPEG it fails on goes back too, and the CPU decoder names the damage),
  * and runs the augment kernels' per-element functions (gpu_item.h) one
  * element at a time on the host. So the route (route.c) — regions,
  * routing, fallbacks, bad items, planning — is tested with make test
@@ -47,8 +48,7 @@ static int fake_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *stat
         }
         nst_image img;
         if (nst_decode(f->dec, j->data, j->size, "the JPEG", NULL, 0, 0, &img) < 0) {
-            status[i] = NST_GPU_BAD;
-            snprintf(reason[i], NST_GPU_REASON, "fake backend: %s", nostall_last_error());
+            status[i] = NST_GPU_CPU_FALLBACK; /* as nvJPEG's backend: the CPU names it */
             continue;
         }
         if (j->roi_x + j->roi_w > img.width || j->roi_y + j->roi_h > img.height) {

@@ -6,9 +6,10 @@
  * and the interface of a batch JPEG decoder (a backend: nvJPEG on a GPU, a
  * fake on the host for tests).
  *
- * Status: the planning, the kernels, the route over a backend (with a fake
- * backend for tests) and the checks exist; the nvJPEG backend and the
- * loader's use of the route do not yet (docs/gpu.md, "GPU decode").
+ * Status: the planning, the kernels, the route over a backend, the checks
+ * and the backends exist; classify's make uses a worker's route, but
+ * workers get only the fake backend (test builds) until the nvJPEG one has
+ * run on a GPU (docs/gpu.md, "GPU decode").
  * Threads: every function is for the thread that owns its arguments; no
  * global state but the libnvjpeg handle cuda_probe.c opens once.
  */
@@ -111,6 +112,14 @@ void nst_gpu_route_free(nst_gpu_route *r);
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
                         char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+/* After a batch: bad job i's NOSTALL_E_* status (the CPU path's for a file
+ * the CPU decoder refused; E_CORRUPT for what a backend reported). */
+int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
+
+/* The backend of one worker's route (gpu.c): for now only the fake, in a
+ * test build with NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to
+ * the CPU); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
+int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels);
 
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
 /* fake.c, test builds only: a backend on the host that "decodes" with

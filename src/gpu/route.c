@@ -31,6 +31,7 @@ struct nst_gpu_route {
     nst_gpu_tables t;
     nst_buf items, jpegs, map, roi, offs; /* per job                        */
     nst_buf bstatus, breason;             /* the backend's, per JPEG given   */
+    nst_buf codes;                        /* a bad job's NOSTALL_E_* status   */
     nst_buf tmp;                          /* one region's rows (CPU decodes) */
     nst_buf tstarts, tcoefs;              /* the tables' arrays              */
 };
@@ -59,6 +60,7 @@ void nst_gpu_route_free(nst_gpu_route *r)
     nst_buf_free(&r->roi);
     nst_buf_free(&r->offs);
     nst_buf_free(&r->bstatus);
+    nst_buf_free(&r->codes);
     nst_buf_free(&r->breason);
     nst_buf_free(&r->tmp);
     nst_buf_free(&r->tstarts);
@@ -77,6 +79,7 @@ static int reserve_jobs(nst_gpu_route *r, size_t n)
         (rc = nst_buf_reserve(&r->roi, n * 4 * sizeof(uint32_t))) < 0 ||
         (rc = nst_buf_reserve(&r->offs, n * sizeof(uint64_t))) < 0 ||
         (rc = nst_buf_reserve(&r->bstatus, n * sizeof(int))) < 0 ||
+        (rc = nst_buf_reserve(&r->codes, n * sizeof(int))) < 0 ||
         (rc = nst_buf_reserve(&r->breason, n * NST_GPU_REASON)) < 0)
         return rc;
     return 0;
@@ -97,12 +100,20 @@ static int reserve_tables(nst_gpu_route *r, size_t starts, size_t coefs)
     return 0;
 }
 
-static void bad(char (*reason)[NST_GPU_REASON], size_t i, const char *path, const char *why)
+/* Job i is bad: its reason (path first unless `why` names it) and status. */
+static void bad(nst_gpu_route *r, char (*reason)[NST_GPU_REASON], size_t i, const char *path,
+                const char *why, int code)
 {
     if (path)
         snprintf(reason[i], NST_GPU_REASON, "%s: %s", path, why);
     else
         snprintf(reason[i], NST_GPU_REASON, "%s", why); /* why names the path */
+    ((int *)(void *)r->codes.data)[i] = code < 0 ? code : NOSTALL_E_CORRUPT;
+}
+
+int nst_gpu_route_code(const nst_gpu_route *r, size_t i)
+{
+    return ((const int *)(const void *)r->codes.data)[i];
 }
 
 /* The taps' capacity for a batch: every output side times the most taps
@@ -132,9 +143,10 @@ static void probe_all(nst_gpu_route *r, const nst_gpu_job *jobs, size_t n, uint3
     for (size_t i = 0; i < n; i++) {
         nst_image_info info;
         status[i] = NST_GPU_DECODED;
-        if (nst_decode_probe(r->dec, jobs[i].data, jobs[i].len, jobs[i].path, &info) < 0) {
+        int rc = nst_decode_probe(r->dec, jobs[i].data, jobs[i].len, jobs[i].path, &info);
+        if (rc < 0) {
             status[i] = NST_GPU_BAD;
-            bad(reason, i, NULL, nostall_last_error());
+            bad(r, reason, i, NULL, nostall_last_error(), rc);
             continue;
         }
         if (info.format != NST_FORMAT_JPEG || info.components == 4)
@@ -158,9 +170,10 @@ static void regions(nst_gpu_route *r, const nst_gpu_job *jobs, size_t n, uint32_
                                .scale_den = 1};
         nst_gpu_item it;
         r->t.starts_len = r->t.coefs_len = 0;
-        if (nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &it) < 0) {
+        int rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &it);
+        if (rc < 0) {
             status[i] = NST_GPU_BAD;
-            bad(reason, i, jobs[i].path, nostall_last_error());
+            bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
             continue;
         }
         roi[4 * i] = (uint32_t)it.xlo;
@@ -223,7 +236,7 @@ static int decode_all(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu
         for (size_t j = 0; j < m; j++) {
             const size_t i = map[j];
             status[i] = st[j];
-            if (st[j] == NST_GPU_BAD) bad(reason, i, jobs[i].path, why[j]);
+            if (st[j] == NST_GPU_BAD) bad(r, reason, i, jobs[i].path, why[j], NOSTALL_E_CORRUPT);
             if (st[j] == NST_GPU_CPU_FALLBACK && cpu_decoded) cpu_decoded[i] = 1;
         }
     }
@@ -232,6 +245,7 @@ static int decode_all(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu
         int rc = cpu_decode(r, be, &jobs[i], roi + 4 * i, off[i], reason[i]);
         if (rc == NOSTALL_E_NOMEM) return rc;
         status[i] = rc < 0 ? NST_GPU_BAD : NST_GPU_DECODED;
+        if (rc < 0) ((int *)(void *)r->codes.data)[i] = rc; /* reason[i] is cpu_decode's */
     }
     return 0;
 }
@@ -270,9 +284,10 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
                                .y0 = roi[4 * i + 1],
                                .scale_num = 1,
                                .scale_den = 1};
-        if (nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]) < 0) {
+        rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]);
+        if (rc < 0) {
             status[i] = NST_GPU_BAD;
-            bad(reason, i, jobs[i].path, nostall_last_error());
+            bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
             continue;
         }
         const uint64_t bytes = nst_output_bytes(&jobs[i].out);
