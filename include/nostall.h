@@ -387,7 +387,12 @@ NOSTALL_API const char *nostall_last_error(void);
       "of this rank's items (at most ceil(fraction x items); each rank "                           \
       "checks its own share): past it the loader fails naming the first bad "                      \
       "items instead of training on what is left; an epoch with no good "                          \
-      "item is always an error")
+      "item is always an error")                                                                   \
+    X(DECODE_DEVICE, 83, "decode_device", ENUM, "cpu", "cpu|gpu", "",                              \
+      "where JPEGs are decoded and augmented: cpu, or gpu (nvJPEG and CUDA "                       \
+      "kernels; needs a libnostall built with CUDA, a CUDA device and "                            \
+      "libnvjpeg at run time, each named when missing; docs/gpu.md)")                              \
+    X(GPU_ID, 84, "gpu_id", UINT, "0", "0", "1023", "decode_device=gpu: the CUDA device's ordinal")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -437,6 +442,7 @@ enum { NOSTALL_WINDOWS_RANDOM = 0, NOSTALL_WINDOWS_CHUNKS = 1 };
 enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 enum { NOSTALL_MIX_LABELS_OWN = 0, NOSTALL_MIX_LABELS_OFFSET = 1 };
 enum { NOSTALL_CACHE_MINIO = 0, NOSTALL_CACHE_NONE = 1 };
+enum { NOSTALL_DECODE_CPU = 0, NOSTALL_DECODE_GPU = 1 };
 enum { NOSTALL_READER_AUTO = 0, NOSTALL_READER_PREAD = 1, NOSTALL_READER_IO_URING = 2 };
 enum { NOSTALL_ECHO_FIXED = 0, NOSTALL_ECHO_ADAPTIVE = 1 };
 enum {

@@ -43,6 +43,7 @@
 #include "loader_impl.h"
 #include "recipe/mixture.h"
 #include "dataset/stream.h"
+#include "gpu/gpu.h"
 
 /* ------------------------------------------------------------------------
  * The plan.
@@ -123,6 +124,19 @@ static int validate(const nostall_config *c, const char *fn)
                          fn);
     int rc = nst_echo_validate(c, fn);
     if (rc < 0) return rc;
+    /* decode_device=gpu: images only; each missing piece named (gpu/gpu.c) */
+    if (v[NOSTALL_OPT_DECODE_DEVICE].u == NOSTALL_DECODE_GPU) {
+        const uint64_t task = v[NOSTALL_OPT_TASK].u;
+        if (task != NOSTALL_TASK_CLASSIFY && task != NOSTALL_TASK_DETECT)
+            return nst_error(NOSTALL_E_OPTION,
+                             "%s: decode_device=gpu decodes images: task=%s has none; use "
+                             "task=classify or detect, or decode_device=cpu",
+                             fn,
+                             task == NOSTALL_TASK_TOKENS  ? "tokens"
+                             : task == NOSTALL_TASK_BYTES ? "bytes"
+                                                          : "audio");
+        if ((rc = nst_gpu_check((unsigned)v[NOSTALL_OPT_GPU_ID].u, fn)) < 0) return rc;
+    }
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,

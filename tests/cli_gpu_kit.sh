@@ -87,7 +87,7 @@ fi
 $PY - "$TMP/out/gpu.json" <<'PYEOF' || fail "gpu.json: see above"
 import json, sys
 j = json.load(open(sys.argv[1]))
-for step in ("run", "info", "gen", "correctness", "accel", "cores", "analyze", "echo"):
+for step in ("run", "info", "gen", "correctness", "gpudecode", "accel", "cores", "analyze", "echo"):
     assert step in j, "no %s in %s" % (step, sorted(j))
 assert j["run"]["profile"] == "rehearse" and j["run"]["budgets"]["cores"] > 0, j["run"]
 assert j["info"]["status"] == "ok" and j["info"]["cpus"] >= 1 and j["info"]["torch"], j["info"]
@@ -109,6 +109,9 @@ assert [r["threads"] for r in an["rows"]] == [2, 8, 16], an["rows"]
 for r in an["rows"]:
     assert r["predicted_bound"] in ("compute", "prep", "fetch", "start"), r
     assert r["predicted_images_per_s"] > 0 and r["measured_images_per_s"] > 0, r
+g = j["gpudecode"]  # decode_device=gpu's device check: skipped without a CUDA device, naming it
+assert g["status"] == ("ok" if torch.cuda.is_available() else "skipped"), g
+assert g["status"] == "ok" or "decode_device=gpu" in g["reason"] or "without the test hooks" in g["reason"], g
 e = j["echo"]
 assert e["status"] == "ok" and [r["echo"] for r in e["rows"]] == ["2", "adaptive"], e
 assert all(r["status"] == "ok" and r["images_per_s"] > 0 and r["factor"] >= 1 for r in e["rows"]), e

@@ -107,7 +107,7 @@ def markdown(doc):
     if run.get("data"):
         lines.append("Data: %s." % run["data"])
     lines.append("")
-    for step in ("correctness", "accel", "cores", "analyze", "echo"):
+    for step in ("correctness", "gpudecode", "accel", "cores", "analyze", "echo"):
         v = doc.get(step)
         if v is None:
             continue
@@ -123,6 +123,14 @@ def markdown(doc):
             if v.get("pytest"):
                 lines.append("| pytest (GPU cases) | %s | %s |" % (v["pytest"]["result"],
                                                                   v["pytest"].get("summary", "")))
+            lines.append("")
+        elif step == "gpudecode" and "psnr_db_min" in v:
+            lines.append("decode_device=gpu (nvJPEG + CUDA kernels, one thread, %d JPEGs to %s): "
+                         "kernels %s; PSNR of the uint8 items vs the CPU path min %.1f dB, mean %.1f dB; batch "
+                         "%.1f ms (p50), %.1f ms (max): **%.0f images/s**; %d CPU-decoded."
+                         % (v["items"], v["output"], "exact" if v["kernels_exact"] else "DIFFER",
+                            v["psnr_db_min"], v["psnr_db_mean"], v["batch_ms_p50"],
+                            v["batch_ms_max"], v["images_per_s"], v["cpu_decoded"]))
             lines.append("")
         elif step == "accel" and "images_per_s" in v:
             lines.append("Accelerator alone (%s, batch %d, %d px, %s): **%.0f images/s** "

@@ -5,6 +5,11 @@
 # registries) into one git-ignored folder, bench/gpu/kit/:
 #
 #   kit/bin/nostall         the CLI
+#   kit/bin/test_gpu_device decode_device=gpu's device check (run.sh step
+#                           gpudecode; with CUDA in the build: nvJPEG and
+#                           the kernels against the CPU path; CUDA 13's
+#                           runtime is linked in, so the GPU's driver must
+#                           be R580 or newer, else it says so and skips)
 #   kit/lib/libnostall.so   the library the Python binding loads
 #   kit/lib/*.so.*          every shared library ldd lists for either that
 #                           is not the C runtime (glibc, ld-linux, libm,
@@ -48,7 +53,9 @@ if [ $DO_BUILD = 1 ]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNOSTALL_WERROR=ON \
         -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON > /dev/null ||
         die "cmake configure of $BUILD failed"
-    cmake --build "$BUILD" -j"${JOBS:-2}" --target nostall nostall_cli > /dev/null ||
+    # test_gpu_device: decode_device=gpu's device check (run.sh step
+    # gpudecode); built with or without CUDA (without, it only says so)
+    cmake --build "$BUILD" -j"${JOBS:-2}" --target nostall nostall_cli test_gpu_device > /dev/null ||
         die "build in $BUILD failed"
 fi
 for f in "$BUILD/nostall" "$BUILD/libnostall.so"; do
@@ -63,6 +70,10 @@ mkdir -p "$KIT/bin" "$KIT/lib"
 cp "$BUILD/nostall" "$KIT/bin/nostall"
 cp "$BUILD/libnostall.so" "$KIT/lib/libnostall.so"
 strip --strip-debug "$KIT/bin/nostall" "$KIT/lib/libnostall.so"
+if [ -f "$BUILD/test_gpu_device" ]; then
+    cp "$BUILD/test_gpu_device" "$KIT/bin/test_gpu_device"
+    strip --strip-debug "$KIT/bin/test_gpu_device"
+fi
 
 # The C runtime the machine there has its own of (and must: it is the ABI).
 is_runtime() {
@@ -75,6 +86,9 @@ is_runtime() {
 {
     ldd "$BUILD/nostall" || die "ldd $BUILD/nostall failed"
     ldd "$BUILD/libnostall.so" || die "ldd $BUILD/libnostall.so failed"
+    if [ -f "$KIT/bin/test_gpu_device" ]; then
+        ldd "$KIT/bin/test_gpu_device" || die "ldd test_gpu_device failed"
+    fi
 } > "$KIT/.ldd"
 grep -q 'not found' "$KIT/.ldd" && die "unresolved libraries here: $(grep 'not found' "$KIT/.ldd")"
 libs=()
@@ -100,6 +114,8 @@ glibc=$(objdump -T "$KIT"/bin/* "$KIT"/lib/* 2> /dev/null | grep -o 'GLIBC_[0-9.
         echo "lib $l $(stat -c %s "$KIT/lib/$l") glibc $(objdump -T "$KIT/lib/$l" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)"
     done
     echo "bin nostall $(stat -c %s "$KIT/bin/nostall")"
+    [ -f "$KIT/bin/test_gpu_device" ] &&
+        echo "bin test_gpu_device $(stat -c %s "$KIT/bin/test_gpu_device")"
 } > "$KIT/MANIFEST"
 
 # Check: the packed CLI resolves every library from the kit alone.

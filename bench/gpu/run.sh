@@ -3,7 +3,7 @@
 # machine) from the repository root, in one command, with the folder
 # bench/gpu/pack.sh made here carried along (docs/gpu.md):
 #
-#   bash bench/gpu/run.sh --quick       # <= 8 minutes wall on 16 cores
+#   bash bench/gpu/run.sh --quick       # <= 9 minutes wall on 16 cores
 #   bash bench/gpu/run.sh --full        # more batches, and step 5 (echoing)
 #   ... --only correctness,echo         # those steps only (the machine, gen always run)
 #   bash bench/gpu/run.sh --rehearse    # here, on the CPU, tiny sizes (ctest cli_gpu_kit)
@@ -26,11 +26,12 @@
 #   0  machine                                20     20     120
 #   -  gen 20 000 JPEGs 500x375 (full 25 600) 50     60     120 (200 at 160x120)
 #   1  correctness (GPU paths, pytest)        60     60     120 (pytest only: no CUDA)
+#   1b gpudecode (decode_device=gpu's check)  60     60      60 (skips: no CUDA device)
 #   2  accelerator rate (ResNet-50)           40     60     120 (ResNet-18, 64 px)
 #   3  cores per GPU: 2,4,8,16 x 2 loaders   210    420     300 (2 cores)
 #   4  analyzer at 4 threads; 2,8,16         90    180     300
 #   5  echoing, R ~ 4, ResNet-18               -    150     300
-#   total                                    470    950
+#   total                                    530   1010
 # --full does not fit one 10-minute command: run it as two, with --only.
 #
 # The kit's libraries are Debian 12's. Only those whose soname this machine
@@ -159,6 +160,51 @@ step() {
     echo "== $name: exit $rc after $((SECONDS - t0)) s"
 }
 
+# decode_device=gpu's device check (tests/test_gpu_device.c, packed by
+# pack.sh): nvJPEG + the CUDA kernels against the CPU path. It skips
+# (exit 77), naming what is missing, without CUDA in the build, a CUDA
+# device or libnvjpeg; libnvjpeg is looked for beside the Python packages
+# (PyPI's nvidia-nvjpeg, torchvision's own copy) and in /usr/local/cuda.
+gpudecode() {
+    local bin=${BUILD:-$KIT/bin}/test_gpu_device lib="" rc
+    if [ -n "$ONLY" ] && [[ $ONLY != *",gpudecode,"* ]]; then
+        note gpudecode '{"status": "skipped", "reason": "not in --only"}'
+        return
+    fi
+    echo "== gpudecode (budget 60 s)"
+    if [ ! -x "$bin" ]; then
+        echo "gpudecode: skipped (no $bin: the kit predates it)"
+        note gpudecode "{\"status\": \"skipped\", \"reason\": \"no test_gpu_device in the kit\"}"
+        return
+    fi
+    lib=$("$PY" -c 'import glob, os, site, sys
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+pats = ["nvidia/nvjpeg/lib/libnvjpeg.so.1*", "torchvision.libs/libnvjpeg*.so*"]
+c = [f for d in dirs for p in pats for f in sorted(glob.glob(os.path.join(d, p)))]
+c += sorted(glob.glob("/usr/local/cuda*/lib64/libnvjpeg.so.1*"))
+print(c[0] if c else "")' 2> /dev/null)
+    echo "gpudecode: libnvjpeg ${lib:-not found (the sonames on the library path are tried)}"
+    NOSTALL_TEST_NVJPEG=$lib timeout --kill-after=10 60 "$bin" > "$OUT/gpudecode.txt" 2>&1
+    rc=$?
+    cat "$OUT/gpudecode.txt"
+    local line reason
+    line=$(grep -m1 '^gpudecode {' "$OUT/gpudecode.txt" | sed 's/^gpudecode //')
+    reason=$(grep -m1 '^SKIP: ' "$OUT/gpudecode.txt" | sed 's/^SKIP: //' | "$PY" -c 'import json, sys; print(json.dumps(sys.stdin.read().strip()))')
+    if [ $rc = 0 ] && [ -n "$line" ]; then
+        note gpudecode "$("$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); d.update(status="ok", libnvjpeg=sys.argv[2]); print(json.dumps(d))' "$line" "$lib")"
+    elif [ $rc = 77 ]; then
+        echo "gpudecode: skipped"
+        note gpudecode "{\"status\": \"skipped\", \"reason\": $reason}"
+    elif [ -n "$line" ]; then # a check failed: its figures are kept
+        note gpudecode "$("$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); d.update(status="failed (exit %s)" % sys.argv[3], reason="see gpudecode.txt", libnvjpeg=sys.argv[2]); print(json.dumps(d))' "$line" "$lib" "$rc")"
+        FAILED+=("gpudecode (exit $rc)")
+    else
+        note gpudecode "{\"status\": \"failed (exit $rc)\", \"reason\": \"see gpudecode.txt\"}"
+        FAILED+=("gpudecode (exit $rc)")
+    fi
+    echo "== gpudecode: exit $rc"
+}
+
 step info "$B_INFO"
 
 # --- the dataset: generated here, never carried ------------------------------------
@@ -182,6 +228,7 @@ step gen "$B_GEN" --data "$DATA" --images "$N_IMAGES" --classes $([ "$PROFILE" =
 note run "{\"data\": \"$N_IMAGES JPEGs ${SIZE:-500x375} in $DATA_ROOT, made by nostall gen\"}"
 
 step correctness "$B_CORR" --small "$SMALL"
+gpudecode
 step accel "$B_ACCEL"
 step cores "$B_CORES" --data "$DATA"
 step analyze "$B_ANALYZE" --data "$DATA"

@@ -168,6 +168,21 @@ def _option_text(name, value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _decode_device_alias(options):
+    """decode_device="cuda" (torch's word) is the library's "gpu";
+    "cuda:N" also sets gpu_id=N."""
+    dd = options.get("decode_device")
+    if not isinstance(dd, str) or not (dd == "cuda" or dd.startswith("cuda:")):
+        return
+    options["decode_device"] = "gpu"
+    if dd.startswith("cuda:"):
+        index = dd[len("cuda:"):]
+        if "gpu_id" in options and str(options["gpu_id"]) != index:
+            raise _error("E_OPTION", "nostall.Loader: decode_device=%r but gpu_id=%s"
+                         % (dd, options["gpu_id"]))
+        options["gpu_id"] = index
+
+
 def _mix_source(source, sources, options):
     """sources=[(path, weight), ...]: the `mix` option (one SOURCE:WEIGHT per
     line, so paths may hold commas); the loader's source is then a name."""
@@ -812,6 +827,8 @@ class Loader(_Base):
                  max_annotation_bytes: "int | str | None" = None,
                  box_labels: "str | None" = None,
                  max_bad_fraction: "float | None" = None,
+                 decode_device: "str | None" = None,
+                 gpu_id: "int | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -873,6 +890,7 @@ class Loader(_Base):
         if self._normalize_on_device and (device is None or options.get("output") != "uint8"):
             raise _error("E_OPTION", "nostall.Loader: normalize_on_device=True needs "
                          "output='uint8' and a device (e.g. device='cuda')")
+        _decode_device_alias(options)
         cfg = ctypes.c_void_p()
         _check(_lib.config_create(ctypes.byref(cfg)))
         tmp_list = None

@@ -71,6 +71,7 @@
 
 #include "common/rng.h"
 #include "common/image.h"
+#include "common/pixel_math.h"
 
 /* --- geometry (crop.c) --- */
 void nst_crop_random_resized(uint32_t width, uint32_t height, double scale_min, double scale_max,
@@ -101,8 +102,7 @@ uint16_t nst_f32_to_f16(float f);
 uint16_t nst_f32_to_bf16(float f);
 
 /* --- output description (see THE OUTPUT CONTRACT above) --- */
-enum { NST_OUT_U8 = 0, NST_OUT_F32 = 1, NST_OUT_F16 = 2, NST_OUT_BF16 = 3 };
-enum { NST_OUT_AUTO = 0, NST_OUT_NCHW = 1, NST_OUT_NHWC = 2 };
+/* NST_OUT_U8, _F32, _F16, _BF16 and NST_OUT_AUTO, _NCHW, _NHWC: common/pixel_math.h. */
 /* The classic outputs' initializers (see Shorthands above): designators. */
 #define NST_OUT_UINT8_NHWC .dtype = NST_OUT_U8
 #define NST_OUT_FLOAT_NCHW .dtype = NST_OUT_F32
@@ -121,6 +121,11 @@ typedef struct nst_output {
 /* Bytes of the item `out` describes (0 if it overflows or the dtype is
  * unknown). */
 size_t nst_output_bytes(const nst_output *out);
+
+/* Check `in` and copy it to `o` with its shorthands resolved: width and
+ * height set, layout NCHW or NHWC, the inner rectangle set. 0, or
+ * E_INVALID with a message. */
+int nst_out_resolve(const nst_output *in, nst_output *o);
 
 /* Letterbox: place a src_w x src_h image in out's width x height (or size
  * x size) with its aspect kept and centred: the fitting side fills the

@@ -18,30 +18,15 @@
 #include <stdint.h>
 
 #include "augment/augment.h"
+#include "common/pixel_math.h"
 
-#define NST_AUG_BITS 14
-#define NST_AUG_ONE (1 << NST_AUG_BITS)
-#define NST_AUG_IBITS 7
-/* First pass: int32 accumulator -> int16 intermediate. */
-#define NST_AUG_SHIFT1 (NST_AUG_BITS - NST_AUG_IBITS)
-#define NST_AUG_ROUND1 (1 << (NST_AUG_SHIFT1 - 1))
-/* Second pass: int32 accumulator -> uint8 pixel. */
-#define NST_AUG_SHIFT2 (NST_AUG_BITS + NST_AUG_IBITS)
-#define NST_AUG_ROUND2 (1 << (NST_AUG_SHIFT2 - 1))
-
-/* The largest output side (and window extent, in pixels) the resampler
- * takes: keeps every tap index and filter size well inside int32. */
-#define NST_AUG_MAX_SIDE (1u << 26)
+/* NST_AUG_BITS, _ONE, _IBITS, _SHIFT1/2, _ROUND1/2, _MAX_SIDE: common/pixel_math.h. */
 
 /* SIMD paths the output writers may use (the augmenter decides once from
  * the CPU): AVX2 + FMA, and F16C on top of them. The bytes are the same. */
 #define NST_SIMD_FMA 1u
 #define NST_SIMD_F16C 2u
 
-/* Check `in` and copy it to `o` with its shorthands resolved: width and
- * height set, layout NCHW or NHWC, the inner rectangle set. 0, or
- * E_INVALID with a message. */
-int nst_out_resolve(const nst_output *in, nst_output *o);
 
 /* Write item row y (0 <= y < o->height) of a resolved output from `row`:
  * o->width interleaved RGB uint8 pixels (the border included). */

@@ -62,46 +62,18 @@
 
 /* ------------------------------------------------------------ tables */
 
-uint16_t nst_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    x &= 0x7fffffffu;
-    if (x > 0x7f800000u) /* NaN: quiet, the payload's top bits kept (as F16C) */
-        return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
-    if (x >= 0x477ff000u) /* >= 65520 (half-way past 65504) and inf: inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (x >= 0x38800000u) {             /* >= 2^-14: a normal half */
-        x += 0xfffu + ((x >> 13) & 1u); /* round the 13 dropped bits, ties even */
-        return (uint16_t)(sign | ((x - 0x38000000u) >> 13)); /* rebias 127 -> 15 */
-    }
-    if (x <= 0x33000000u) /* <= 2^-25: rounds to (signed) zero */
-        return sign;
-    /* Subnormal half: m * 2^-24 with m = value * 2^24, rounded to even
-     * (m = 1024 is the smallest normal, encoded the same way). */
-    const uint32_t e = x >> 23, mant = (x & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e; /* 14 .. 24 */
-    uint32_t m = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (m & 1u))) m++;
-    return (uint16_t)(sign | m);
-}
+/* The conversions and the normalization are common/pixel_math.h's, which
+ * the GPU kernels use too. */
+uint16_t nst_f32_to_f16(float f) { return nst_pm_f32_to_f16(f); }
 
-uint16_t nst_f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+uint16_t nst_f32_to_bf16(float f) { return nst_pm_f32_to_bf16(f); }
 
 void nst_norm_init(nst_norm *n, const double mean[3], const double stdv[3])
 {
     for (int c = 0; c < 3; c++) {
-        const float scale = (float)(1.0 / (255.0 * stdv[c])), bias = (float)(-mean[c] / stdv[c]);
+        const float scale = nst_pm_norm_scale(stdv[c]), bias = nst_pm_norm_bias(mean[c], stdv[c]);
         for (int v = 0; v < 256; v++) {
-            const float f = fmaf((float)v, scale, bias);
+            const float f = nst_pm_normalize((uint8_t)v, scale, bias);
             n->f32[c * 256 + v] = f;
             n->f16[c * 256 + v] = nst_f32_to_f16(f);
             n->bf16[c * 256 + v] = nst_f32_to_bf16(f);

@@ -153,103 +153,53 @@ void nst_augmenter_free(nst_augmenter *a)
     free(a);
 }
 
-static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels. */
+/* Taps of `size` outputs resampling [in0, in0 + len) of an axis of n pixels:
+ * each output's from nst_pm_taps() (common/pixel_math.h, the GPU kernels'
+ * filter too), then placed for the fixed-count passes. */
 static int build_axis(nst_axis *ax, nst_buf *work, double in0, double len, uint32_t n,
                       uint32_t size, int flip, int rel)
 {
-    const double scale = len / (double)size;
-    const double support = scale > 1.0 ? scale : 1.0; /* triangle: 1 * scale */
-    const double inv = 1.0 / support;
+    const nst_pm_axis pa = nst_pm_axis_init(in0, len, n, size, flip);
     /* Candidate taps span at most kd = 2 * ceil(support) + 1 pixels; clamped
      * into the image they also number at most n. */
-    const double kd = ceil(support) * 2.0 + 1.0;
-    const uint32_t kc = kd < (double)n ? (uint32_t)kd : n;
-    size_t nb, nk, nc, nw;
+    const uint32_t kc = nst_pm_axis_cap(&pa);
+    size_t nb, nk, nc;
     if (nst_mul_overflow(size, 2 * sizeof(int32_t), &nb) || nst_mul_overflow(size, kc, &nk) ||
-        nst_mul_overflow(nk, sizeof(int16_t), &nc) || nst_mul_overflow(nk, sizeof(double), &nw))
+        nst_mul_overflow(nk, sizeof(int16_t), &nc))
         return nst_error(NOSTALL_E_NOMEM, "augment: filter too large");
     int rc;
     if ((rc = nst_buf_reserve(&ax->bounds, nb)) < 0) return rc;
     if ((rc = nst_buf_reserve(&ax->coefs, nc)) < 0) return rc;
     if ((rc = nst_buf_reserve(&ax->start, (size_t)size * sizeof(int32_t))) < 0) return rc;
-    if ((rc = nst_buf_reserve(work, nw)) < 0) return rc;
+    if ((rc = nst_buf_reserve(work, nc)) < 0) return rc;
 
     int32_t *bounds = (int32_t *)(void *)ax->bounds.data;
     int16_t *coefs = (int16_t *)(void *)ax->coefs.data;
     int32_t *starts = (int32_t *)(void *)ax->start.data;
-    const int64_t last = (int64_t)n - 1;
 
-    /* Phase 1: normalized double weights of each output, folded onto the
-     * clamped indices and trimmed of zero-weight ends; bounds = first, count. */
+    /* Phase 1: each output's fixed-point weights (kc apart in `work`) and
+     * bounds = first, count. */
     int64_t k = 1;
     for (uint32_t i = 0; i < size; i++) {
-        double *w = (double *)(void *)work->data + (size_t)i * kc;
-        /* Mirrored: output i takes the taps of output size-1-i. */
-        const uint32_t src_i = flip ? size - 1 - i : i;
-        const double center = in0 + ((double)src_i + 0.5) * scale;
-        /* Taps x in [lo, hi): those whose centre x + 0.5 can be within the
-         * support, rounded as PIL does. */
-        int64_t lo = (int64_t)floor(center - support + 0.5);
-        int64_t hi = (int64_t)floor(center + support + 0.5);
-        if (hi <= lo) hi = lo + 1;
-        /* At most kd (floating-point rounding could add an extra candidate
-         * of zero weight at an exact boundary). */
-        if (hi - lo > (int64_t)kd) hi = lo + (int64_t)kd;
-        const int64_t base = clamp64(lo, 0, last);
-        const int64_t span = clamp64(hi - 1, 0, last) - base + 1;
-        for (int64_t j = 0; j < span; j++) w[j] = 0.0;
-        double total = 0.0;
-        int64_t wlo = span, whi = -1; /* range of positive weights */
-        for (int64_t x = lo; x < hi; x++) {
-            double f = 1.0 - fabs(((double)x + 0.5 - center) * inv);
-            if (!(f > 0.0)) continue;
-            int64_t j = clamp64(x, 0, last) - base;
-            w[j] += f;
-            total += f;
-            if (j < wlo) wlo = j;
-            if (j > whi) whi = j;
-        }
-        if (!(total > 0.0)) { /* cannot happen (support >= 1); be safe */
-            w[0] = total = 1.0;
-            wlo = whi = 0;
-        }
-        for (int64_t j = wlo; j <= whi; j++) w[j - wlo] = w[j] / total;
-        bounds[2 * i] = (int32_t)(base + wlo);
-        bounds[2 * i + 1] = (int32_t)(whi - wlo + 1);
-        if (whi - wlo + 1 > k) k = whi - wlo + 1;
+        int32_t cnt;
+        bounds[2 * i] = nst_pm_taps(&pa, i, (int16_t *)(void *)work->data + (size_t)i * kc, &cnt);
+        bounds[2 * i + 1] = cnt;
+        if (cnt > k) k = cnt;
     }
 
     /* Phase 2: every output gets exactly k taps starting inside [0, n - k]
      * (k <= kc <= n), the unused ones zero, so the passes run a fixed-count
-     * inner loop; weights become fixed point summing to exactly one. */
+     * inner loop. */
     ax->k = (uint32_t)k;
     int32_t lo = INT32_MAX, hi = 0;
     int mono = 1;
     for (uint32_t i = 0; i < size; i++) {
-        const double *w = (const double *)(const void *)work->data + (size_t)i * kc;
+        const int16_t *w = (const int16_t *)(const void *)work->data + (size_t)i * kc;
         const int64_t first = bounds[2 * i], cnt = bounds[2 * i + 1];
         const int64_t start = first < (int64_t)n - k ? first : (int64_t)n - k;
         int16_t *c = coefs + (size_t)i * (size_t)k;
         memset(c, 0, sizeof(int16_t) * (size_t)k);
-        c += first - start;
-        /* Round the running sum, not each weight: the coefficients are
-         * non-negative and add up to exactly NST_AUG_ONE, so every
-         * accumulator stays within range (augment_impl.h). */
-        double cum = 0.0;
-        int32_t prev = 0;
-        for (int64_t j = 0; j < cnt; j++) {
-            cum += w[j];
-            int32_t next = j == cnt - 1 ? NST_AUG_ONE : (int32_t)floor(cum * NST_AUG_ONE + 0.5);
-            if (next > NST_AUG_ONE) next = NST_AUG_ONE;
-            if (next < prev) next = prev;
-            c[j] = (int16_t)(next - prev);
-            prev = next;
-        }
+        memcpy(c + (first - start), w, sizeof(int16_t) * (size_t)cnt);
         starts[i] = (int32_t)start;
         if (i > 0 && starts[i] < starts[i - 1]) mono = 0;
         if (starts[i] < lo) lo = starts[i];
@@ -790,13 +740,6 @@ static void vpass_i16(const int16_t *const *rows, const int16_t *c, void *cfs, u
 }
 #undef NST_VDISPATCH
 
-/* Rough cost, in vector operations, of each pass order (per unit: one output
- * pixel of the horizontal pass, one 16-element block of the vertical). */
-static double hcost(double outputs, uint32_t k) { return outputs * (8.0 + 6.0 * ((k + 1) / 2)); }
-static double vcost(double elems, uint32_t k)
-{
-    return elems / 16.0 * (12.0 + 16.0 * ((k + 1) / 2));
-}
 
 /* Letterbox border: writes the item's border rows (those outside
  * [pad_top, pad_top + inner_height)) as pixel value 0 and, when the inner
@@ -904,9 +847,7 @@ int nst_augment(nst_augmenter *a, const nst_image *img, const nst_window *win, i
      * the nx columns the horizontal taps touch) or horizontal first (over
      * the ny input rows the vertical taps touch, kept in a ring of ky rows
      * when the rows are consumed in order). Whichever costs less. */
-    const double vfirst = vcost((double)oh * 3.0 * (double)nx, ky) + hcost((double)oh * ow, kx);
-    const double hfirst = hcost((double)ny * ow, kx) + vcost((double)oh * 3.0 * (double)ow, ky);
-    const int vert_first = vfirst < hfirst;
+    const int vert_first = nst_pm_vert_first(ow, oh, kx, ky, (double)nx, (double)ny);
 
     /* Scratch: the uint8 output row (+ slack for 4-byte stores), the rows
      * of pointers, the int16 intermediate (+ slack for the reads of the

@@ -3,7 +3,8 @@
  * fake memory limit (NOSTALL_MEMLIMIT_BYTES, common/memlimit.c), the
  * scalar resampler and Huffman paths forced on (NOSTALL_NO_AVX2,
  * NOSTALL_NO_BMI2), and the MPI cache's fault injection
- * (NOSTALL_MPI_FAULT, NOSTALL_MPI_FAULT_RANK, mpi/partitioned.c).
+ * (NOSTALL_MPI_FAULT, NOSTALL_MPI_FAULT_RANK, mpi/partitioned.c), and
+ * the one libnvjpeg name tried (NOSTALL_TEST_NVJPEG, gpu/cuda_probe.c).
  *
  * They are read only in a build with the CMake option NOSTALL_TEST_HOOKS
  * (ON by default: every build the tests use); `make install` builds the

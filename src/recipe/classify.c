@@ -29,6 +29,10 @@
  * (scale, log-ratio, then top/left), then the flip; resize and full draw
  * the flip alone.
  *
+ * decode_device=gpu (crop and resize modes): make goes through the
+ * worker's GPU route (gpu/gpu.h; make_gpu), planned with the same draws;
+ * full, and decode/transform (echo_point=decode), stay on the CPU.
+ *
  * make: probe the header, plan the window, decode only what it needs
  * (decode/: crop mode the window's region; crop and resize at the smallest
  * DCT scale that keeps the window at least the output's size), resample it
@@ -53,6 +57,7 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "decode/decode.h"
+#include "gpu/gpu.h"
 #include "recipe/recipe.h"
 
 typedef struct classify {
@@ -61,7 +66,9 @@ typedef struct classify {
     int train, mode, pad;
     uint32_t out_w, out_h, resize; /* crop, resize: the item's size */
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
-    int dtype, layout;    /* NST_OUT_*, the layout resolved */
+    int dtype, layout; /* NST_OUT_*, the layout resolved */
+    int gpu;           /* decode_device=gpu: crop and resize go the GPU route */
+    unsigned gpu_id;
     uint32_t shape_field; /* full: "image_shape"             */
     nst_norm norm;
 } classify;
@@ -70,6 +77,8 @@ struct nst_recipe_worker {
     const classify *r;
     nst_decoder *dec;
     nst_augmenter *aug;
+    nst_gpu_route *route; /* decode_device=gpu */
+    nst_gpu_backend be;
 };
 
 /* The window and flip of use `copy` of an item of width x height. */
@@ -168,9 +177,40 @@ static void decode_hints(const classify *r, const nst_image_info *info, const ns
     *oh = o.inner_height ? o.inner_height : o.height;
 }
 
+/* decode_device=gpu (crop, resize): the item through the worker's GPU
+ * route (gpu/route.c: the decode of the window's region, the kernels),
+ * planned with the same draws as the CPU path. The decode is at full scale,
+ * so the bytes equal the CPU path's where it decodes at full scale too. */
+static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
+                    nst_recipe_times *t)
+{
+    const classify *r = w->r;
+    nst_image_info info;
+    uint64_t t1 = nst_now_ns();
+    int rc = nst_decode_probe(w->dec, data, len, c->path, &info);
+    if (rc < 0) return rc;
+    nst_gpu_job job = {.data = data, .len = len, .path = c->path};
+    plan(r, c, info.width, info.height, &job.win, &job.flip);
+    job.out = output_of(r, info.width, info.height, NULL);
+    const size_t bytes = nst_output_bytes(&job.out);
+    int st, cpu;
+    char why[1][NST_GPU_REASON];
+    rc = nst_gpu_route_batch(w->route, &w->be, &job, 1, c->dst[0], bytes, &st, why, &cpu);
+    t->decode_ns += nst_now_ns() - t1;
+    if (rc < 0) return rc;
+    if (st != NST_GPU_DECODED) return nst_error(nst_gpu_route_code(w->route, 0), "%s", why[0]);
+    t->decode_items++;
+    t->decode_pixels += (uint64_t)info.width * info.height;
+    nst_label_write(&r->base, c);
+    t->augment_items++;
+    t->augment_bytes += bytes;
+    return 0;
+}
+
 static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                 nst_recipe_times *t)
 {
+    if (w->route) return make_gpu(w, c, data, len, t);
     nst_image_info info;
     nst_window win;
     nst_image img;
@@ -247,6 +287,16 @@ static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_deco
     return augment(w, c, &img, &win, flip, t);
 }
 
+static void worker_free(nst_recipe_worker *w)
+{
+    if (!w) return;
+    nst_decoder_free(w->dec);
+    nst_augmenter_free(w->aug);
+    nst_gpu_route_free(w->route);
+    if (w->be.destroy) w->be.destroy(w->be.ctx);
+    free(w);
+}
+
 static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
 {
     const classify *r = (const classify *)base;
@@ -257,21 +307,20 @@ static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
     w->r = r;
     if ((rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0 ||
         (rc = nst_augmenter_create(&w->aug)) < 0) {
-        nst_decoder_free(w->dec);
-        free(w);
+        worker_free(w);
         return rc;
+    }
+    if (r->gpu && r->mode != NOSTALL_IMAGE_FULL) {
+        if ((rc = nst_gpu_route_create(&w->route, r->max_pixels)) < 0 ||
+            (rc = nst_gpu_backend_open(&w->be, r->gpu_id, r->max_pixels)) < 0) {
+            worker_free(w);
+            return rc;
+        }
     }
     *out = w;
     return 0;
 }
 
-static void worker_free(nst_recipe_worker *w)
-{
-    if (!w) return;
-    nst_decoder_free(w->dec);
-    nst_augmenter_free(w->aug);
-    free(w);
-}
 
 static void *decoder(nst_recipe_worker *w) { return w->dec; }
 
@@ -391,6 +440,8 @@ int nst_classify_create(nst_recipe **out, const nostall_config *cfg, const char 
     r->ratio_min = v[NOSTALL_OPT_RATIO_MIN].d;
     r->ratio_max = v[NOSTALL_OPT_RATIO_MAX].d;
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
+    r->gpu = v[NOSTALL_OPT_DECODE_DEVICE].u == NOSTALL_DECODE_GPU;
+    r->gpu_id = (unsigned)v[NOSTALL_OPT_GPU_ID].u;
     nst_norm_init(&r->norm, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
     if ((rc = declare_image(r)) < 0 || (rc = nst_label_declare(&r->base, source)) < 0) goto fail;
     r->base.item_bytes = 0;

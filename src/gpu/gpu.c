@@ -1,0 +1,55 @@
+/*
+ * gpu.c — whether decode_device=gpu can run: the part of the check that
+ * needs no CUDA (a build without it says so); the rest is cuda_probe.c's.
+ * And the backend a worker's route uses. In a test build,
+ * NOSTALL_TEST_GPU_FAKE=1 passes the check and gives every worker the fake
+ * backend (fake.c), so the loader's GPU route runs end to end on any
+ * machine; the nvJPEG backend is not yet given to workers (it awaits its
+ * first GPU run, docs/gpu.md). Called by the loader at create and by each
+ * worker; any thread.
+ */
+#include <string.h>
+
+#include "common/error.h"
+#include "common/testhooks.h"
+#include "gpu/gpu.h"
+
+static int fake_wanted(void)
+{
+    const char *e = nst_test_env("NOSTALL_TEST_GPU_FAKE");
+    return e && strcmp(e, "1") == 0;
+}
+
+int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels)
+{
+#if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
+    if (fake_wanted()) return nst_gpu_fake_backend(out, max_pixels, 3);
+#endif
+    (void)out, (void)max_pixels;
+    return nst_error(NOSTALL_E_UNSUPPORTED,
+                     "decode_device=gpu: no backend for CUDA device %u: the loader does not yet "
+                     "route batches to the GPU (issue 37; docs/gpu.md)",
+                     gpu_id);
+}
+
+int nst_gpu_check(unsigned gpu_id, const char *fn)
+{
+    if (fake_wanted()) return 0; /* tests: the fake backend (NULL in a build without hooks) */
+#if !defined(NOSTALL_HAVE_CUDA)
+    (void)gpu_id;
+    return nst_error(NOSTALL_E_UNSUPPORTED,
+                     "%s: decode_device=gpu: this libnostall was built without CUDA (CMake "
+                     "found no CUDA toolkit, or -DNOSTALL_CUDA=OFF); rebuild with the toolkit "
+                     "(nvcc) installed",
+                     fn);
+#elif !defined(NOSTALL_HAVE_NVJPEG)
+    (void)gpu_id;
+    return nst_error(NOSTALL_E_UNSUPPORTED,
+                     "%s: decode_device=gpu: this libnostall was built without nvjpeg.h "
+                     "(set NOSTALL_NVJPEG_INCLUDE to the folder holding it: the CUDA toolkit's "
+                     "include/ or PyPI's nvidia-nvjpeg wheel's nvidia/nvjpeg/include)",
+                     fn);
+#else
+    return nst_gpu_cuda_check(gpu_id, fn);
+#endif
+}

@@ -1,0 +1,154 @@
+/*
+ * gpu.h — the GPU decode path's host side (decode_device=gpu, issue 37):
+ * planning items for the augment kernels (plan.c), the check that the
+ * pieces exist at create (gpu.c: built with CUDA, libnvjpeg loadable, a
+ * CUDA device), the kernels' launcher (augment.cu, built only with CUDA)
+ * and the interface of a batch JPEG decoder (a backend: nvJPEG on a GPU, a
+ * fake on the host for tests).
+ *
+ * Status: the planning, the kernels, the route over a backend, the checks
+ * and the backends exist; classify's make uses a worker's route, but
+ * workers get only the fake backend (test builds) until the nvJPEG one has
+ * run on a GPU (docs/gpu.md, "GPU decode").
+ * Threads: every function is for the thread that owns its arguments; no
+ * global state but the libnvjpeg handle cuda_probe.c opens once.
+ */
+#ifndef NST_GPU_GPU_H
+#define NST_GPU_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "augment/augment.h"
+#include "common/buf.h"
+#include "common/image.h"
+#include "gpu/gpu_item.h"
+
+/* A batch's filter taps: fixed arrays the caller sizes (on the host, then
+ * copied to the device with the items), filled in order by nst_gpu_plan. */
+typedef struct nst_gpu_tables {
+    int32_t *starts;
+    size_t starts_cap, starts_len;
+    int16_t *coefs;
+    size_t coefs_cap, coefs_len;
+    nst_buf work; /* one axis' taps while planning (grow-only) */
+} nst_gpu_tables;
+
+/* Plan one item: resample window `win` of the decoded image `img` (only
+ * its geometry is read: width, height, stride, x0, y0, scale), mirrored
+ * when `flip`, into `out` (out->dst is not used). Appends its taps to `t`
+ * and fills `it` but for src_off, tmp_off and dst_off, which the caller
+ * assigns. E_INVALID (bad image, window or output) or E_NOMEM (tables
+ * full), the tables unchanged. */
+int nst_gpu_plan(nst_gpu_tables *t, const nst_image *img, const nst_window *win, int flip,
+                 const nst_output *out, nst_gpu_item *it);
+void nst_gpu_tables_free(nst_gpu_tables *t);
+
+/* decode_device=gpu at create: 0 when this build and machine can run it,
+ * else an error naming the missing piece (E_UNSUPPORTED): a library built
+ * without CUDA or without nvjpeg.h, libnvjpeg not loadable, no CUDA driver
+ * or device, gpu_id past the devices. `fn` heads the message. */
+int nst_gpu_check(unsigned gpu_id, const char *fn);
+
+/* A backend: a batch JPEG decoder and the augment kernels' executor, over
+ * its own memory (device memory for a GPU backend, host memory for the
+ * fake) holding the decoded images, the batch's taps and the intermediate.
+ *   reserve  room for image_bytes of decoded images, the batch's items and
+ *            taps, and tmp_elems of intermediate (grow-only);
+ *   decode   each JPEG's region of interest (roi_*, pixels of the file) to
+ *            interleaved RGB8 at image offset dst_off, dst_stride bytes per
+ *            row; per item a status: decoded, for the CPU decoder (what the
+ *            backend cannot decode: CMYK, 12-bit, ...), or bad (`reason`
+ *            says why; the caller adds the item's path);
+ *   put      a region the CPU decoded (rows of w * 3 bytes) to dst_off;
+ *   augment  both passes over the items into `batch` (the host's slot).
+ * Each returns 0, or < 0 with a message when the whole batch failed. */
+enum { NST_GPU_DECODED = 0, NST_GPU_CPU_FALLBACK = 1, NST_GPU_BAD = 2 };
+#define NST_GPU_REASON 160
+typedef struct nst_gpu_jpeg {
+    const uint8_t *data;
+    size_t size;
+    uint32_t roi_x, roi_y, roi_w, roi_h;
+    uint64_t dst_off;
+    uint32_t dst_stride;
+} nst_gpu_jpeg;
+typedef struct nst_gpu_backend {
+    const char *name;
+    void *ctx;
+    int (*reserve)(void *ctx, uint64_t image_bytes, size_t items, size_t starts, size_t coefs,
+                   uint64_t tmp_elems);
+    int (*decode)(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status,
+                  char (*reason)[NST_GPU_REASON]);
+    int (*put)(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w, uint32_t h);
+    int (*augment)(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
+                   uint8_t *batch, size_t batch_bytes);
+    void (*destroy)(void *ctx);
+} nst_gpu_backend;
+
+/* One item of a batch for the route: its encoded bytes, its path (for
+ * messages), the window and flip the CPU path planned with the same draws,
+ * and its output (out.dst unused: the item goes to dst_off of the batch). */
+typedef struct nst_gpu_job {
+    const uint8_t *data;
+    size_t len;
+    const char *path;
+    nst_window win;
+    int flip;
+    nst_output out;
+    uint64_t dst_off;
+} nst_gpu_job;
+
+/* The route (route.c): probe each item's header on the host, give the
+ * backend the JPEGs it may take with each window's region (the pixels its
+ * filter taps touch, so the output equals a full-scale CPU decode's),
+ * decode the rest (and what the backend hands back) with nostall's CPU
+ * decoder, plan the items and run the augment. Per job a status
+ * (NST_GPU_DECODED: done; NST_GPU_BAD: `reason` names the path and why;
+ * the item's bytes are then not written) and whether the CPU decoded it
+ * (cpu_decoded, may be NULL). Grow-only scratch; one thread. */
+typedef struct nst_gpu_route nst_gpu_route;
+int nst_gpu_route_create(nst_gpu_route **out, uint64_t max_pixels);
+void nst_gpu_route_free(nst_gpu_route *r);
+int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                        size_t n, uint8_t *batch, size_t batch_bytes, int *status,
+                        char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+/* After a batch: bad job i's NOSTALL_E_* status (the CPU path's for a file
+ * the CPU decoder refused; E_CORRUPT for what a backend reported). */
+int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
+
+/* The backend of one worker's route (gpu.c): for now only the fake, in a
+ * test build with NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to
+ * the CPU); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
+int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels);
+
+#if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
+/* fake.c, test builds only: a backend on the host that "decodes" with
+ * nostall's CPU decoder (full scale) and runs gpu_item.h's functions one
+ * element at a time; every `fallback_every`-th JPEG it is given (0: none)
+ * it hands back to the CPU decoder, as nvJPEG does with what it cannot
+ * decode. */
+int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fallback_every);
+#endif
+
+#if defined(NOSTALL_HAVE_CUDA)
+/* cuda_probe.c: the CUDA half of nst_gpu_check; libnvjpeg's dlopen
+ * handle (opened once; NULL when not found). */
+int nst_gpu_cuda_check(unsigned gpu_id, const char *fn);
+void *nst_gpu_nvjpeg_lib(void);
+/* augment.cu: both passes over n items of a batch, on `stream` (a
+ * cudaStream_t; NULL: the default stream). Every pointer is device memory:
+ * the items, the decoded images, the taps, the intermediate (room for
+ * nst_gpu_tmp_elems of every item at its tmp_off) and the batch. 0, or the
+ * cudaError_t of the launch. */
+int nst_gpu_augment_launch(const nst_gpu_item *items, uint32_t n, const uint8_t *src,
+                           const int32_t *starts, const int16_t *coefs, int16_t *tmp,
+                           uint8_t *batch, void *stream);
+#endif
+
+#if defined(NOSTALL_HAVE_CUDA) && defined(NOSTALL_HAVE_NVJPEG)
+/* cuda_nvjpeg.c: the nvJPEG backend on CUDA device gpu_id (libnvjpeg must
+ * have loaded: nst_gpu_check first). Not yet run on a GPU. */
+int nst_gpu_nvjpeg_backend(nst_gpu_backend *out, unsigned gpu_id);
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# decode_device=gpu at create, on any machine: each missing piece is named
+# (a build without CUDA says so; with CUDA: libnvjpeg not loadable, then the
+# driver or device), images only, and decode_device=cpu is the default's
+# bytes. Then the loader's GPU route end to end with the fake backend
+# (NOSTALL_TEST_GPU_FAKE=1, test builds): the CPU path's checksums (the
+# images are small enough that the CPU decodes at full scale too) for 1 and
+# 3 threads, train and eval, float, uint8 and bfloat16 NHWC, a letterbox;
+# bad items skipped with the CPU path's statuses and reasons. The kernels on
+# a GPU: the kit (docs/gpu.md).
+source "$(dirname "$0")/lib_cli.sh"
+"$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
+run() { "$CLI" bench "$TMP/d" --quiet --epochs 1 --batch-size 4 --crop 32 "$@" > "$TMP/out" 2>&1; }
+
+run --decode-device gpu && fail "decode_device=gpu created a loader on a machine without a GPU"
+grep -q "decode_device=gpu: " "$TMP/out" || fail "no decode_device message: $(cat "$TMP/out")"
+if grep -q "built without CUDA" "$TMP/out"; then
+    echo "note: this build has no CUDA: the message names it"
+    NOSTALL_TEST_NVJPEG=/nonexistent/libnvjpeg.so.99 run --decode-device gpu &&
+        fail "gpu without CUDA"
+    grep -q "built without CUDA" "$TMP/out" || fail "without CUDA: $(cat "$TMP/out")"
+else
+    NOSTALL_TEST_NVJPEG=/nonexistent/libnvjpeg.so.99 run --decode-device gpu --gpu-id 3 &&
+        fail "gpu without libnvjpeg"
+    grep -q "libnvjpeg not found.*/nonexistent/libnvjpeg.so.99" "$TMP/out" ||
+        fail "libnvjpeg missing: $(cat "$TMP/out")"
+    # a real libnvjpeg (PyPI's wheel, when the peers' venv has it): the next
+    # piece is named, the driver or device (or, on a GPU, the unfinished route)
+    lib=$(ls "$HOME"/.cache/nostall/peers/venv/lib/python3*/site-packages/nvidia/nvjpeg/lib/libnvjpeg.so.* 2> /dev/null | head -1)
+    if [ -n "$lib" ]; then
+        NOSTALL_TEST_NVJPEG=$lib run --decode-device gpu && fail "gpu created with $lib"
+        grep -q "libnvjpeg not found" "$TMP/out" && fail "$lib not loaded: $(cat "$TMP/out")"
+        grep -Eq "no CUDA driver|no usable CUDA driver|CUDA device\(s\)|does not yet route" \
+            "$TMP/out" || fail "driver/device not named: $(cat "$TMP/out")"
+    else
+        echo "note: no nvidia-nvjpeg wheel in the peers' venv: the driver check not reached"
+    fi
+fi
+run --decode-device gpu --task tokens && fail "decode_device=gpu with task=tokens"
+grep -q "decode_device=gpu decodes images: task=tokens" "$TMP/out" || fail "tokens: $(cat "$TMP/out")"
+
+sum() { "$CLI" bench "$TMP/d" --json --quiet --epochs 1 --batch-size 4 --crop 32 --seed 5 "$@" > "$TMP/j" &&
+    json "$TMP/j" 'j["checksum"]'; }
+[ "$(sum)" = "$(sum --decode-device cpu --gpu-id 7)" ] || fail "decode_device=cpu changed the bytes"
+
+# the route end to end with the fake backend
+"$CLI" gen "$TMP/e" --images 30 --classes 3 --width 96 --height 72 --seed 4 --quiet
+cs() { NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$TMP/e" --json --quiet --epochs 2 --batch-size 5 \
+    --crop 64 --seed 3 --max-bad-fraction 1 "$@" > "$TMP/j" && json "$TMP/j" 'j["checksum"]'; }
+for m in "--mode train" "--mode eval" "--output uint8" "--output bfloat16 --layout nhwc" \
+    "--image-mode resize --fit pad --out-height 40 --out-width 64"; do
+    # shellcheck disable=SC2086
+    want=$(cs $m) || fail "cpu $m"
+    for t in 1 3; do
+        # shellcheck disable=SC2086
+        got=$(cs $m --decode-device gpu --threads $t) || fail "fake gpu $m threads $t"
+        [ "$got" = "$want" ] || fail "fake gpu route, $m, $t threads: $got, the CPU path $want"
+    done
+done
+d=$(ls -d "$TMP"/e/*/ | head -1)
+echo junk > "$d/zz_junk.jpg"
+head -c 900 "$(ls "$d"*.jpg | head -1)" > "$d/zz_trunc.jpg"
+cs > /dev/null && cp "$TMP/j" "$TMP/cpu.json" || fail "cpu with bad items"
+cs --decode-device gpu > /dev/null && cp "$TMP/j" "$TMP/gpu.json" || fail "fake gpu with bad items"
+"$PY" - "$TMP/cpu.json" "$TMP/gpu.json" << 'PYEOF' || fail "bad items differ (see above)"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["checksum"] == b["checksum"], (a["checksum"], b["checksum"])
+assert a["skipped"] == b["skipped"] and len(b["skipped"]) == 2, (a["skipped"], b["skipped"])
+print("bad items:", [(s["path"].split("/")[-1], s["status"]) for s in b["skipped"]])
+PYEOF
+echo PASS
