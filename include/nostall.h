@@ -387,7 +387,21 @@ NOSTALL_API const char *nostall_last_error(void);
       "of this rank's items (at most ceil(fraction x items); each rank "                           \
       "checks its own share): past it the loader fails naming the first bad "                      \
       "items instead of training on what is left; an epoch with no good "                          \
-      "item is always an error")
+      "item is always an error")                                                                   \
+    X(PREP_SERVERS, 83, "prep_servers", PATH, "", "", "",                                          \
+      "prepare items on prep servers too (`nostall serve`): HOST:PORT,... "                        \
+      "(docs/serve.md); with it threads=0 means no local workers. The "                            \
+      "batches are the same bytes as a local run's")                                               \
+    X(PREP_SECRET_FILE, 84, "prep_secret_file", PATH, "", "", "",                                  \
+      "prep_servers: the file holding the shared secret the servers were "                         \
+      "started with (mode 0600; never sent: each side proves it by HMAC)")                         \
+    X(PREP_TIMEOUT_MS, 85, "prep_timeout_ms", UINT, "10000", "50", "3600000",                      \
+      "prep_servers: a server with items outstanding that sends nothing for "                      \
+      "this long is dropped, its items prepared elsewhere; it is tried "                           \
+      "again with backoff")                                                                        \
+    X(PREP_INFLIGHT, 86, "prep_inflight", UINT, "16", "1", "256",                                  \
+      "prep_servers: items in flight per server at most (the server may "                          \
+      "grant fewer)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -1026,6 +1040,30 @@ NOSTALL_API int nostall_transcode_jpeg(void *dst, size_t dst_cap, size_t *dst_le
                                        size_t src_len, const nostall_transcode_options *opts,
                                        size_t opts_size, nostall_transcode_result *res,
                                        size_t res_size);
+
+/* ------------------------------------------------------------------------
+ * Prep servers (`nostall serve`, docs/serve.md): this process prepares the
+ * items that loaders with prep_servers ask for, with its own workers
+ * (threads), cache and recipe, bit-identical to the loaders' own.
+ * ------------------------------------------------------------------------ */
+typedef struct nostall_server nostall_server;
+/* Index `source` with `cfg` (the byte-affecting options must be the
+ * clients': a client whose differ is refused, naming the option), read the
+ * shared secret from `secret_file` (mode 0600; one trailing newline
+ * dropped) and listen on `listen_at` ("HOST:PORT"; NULL: 127.0.0.1 and a
+ * free port). Nothing is served before nostall_server_run. */
+NOSTALL_API int nostall_server_create(nostall_server **out, const char *source,
+                                      const nostall_config *cfg, const char *listen_at,
+                                      const char *secret_file);
+/* The port listened on. */
+NOSTALL_API int nostall_server_port(const nostall_server *srv);
+/* Items sent to clients so far (any thread). */
+NOSTALL_API uint64_t nostall_server_served(const nostall_server *srv);
+/* Accept and serve clients until nostall_server_stop. */
+NOSTALL_API int nostall_server_run(nostall_server *srv);
+/* End run soon: any thread, and async-signal-safe (a signal handler). */
+NOSTALL_API int nostall_server_stop(nostall_server *srv);
+NOSTALL_API void nostall_server_free(nostall_server *srv);
 
 #ifdef __cplusplus
 }
