@@ -133,4 +133,7 @@ dcommon=(--batch-size 4 --epochs 1 --json --quiet "${dopts[@]}")
 start d "$TMP/d" "${dopts[@]}"
 "$CLI" bench "$TMP/d" "${dcommon[@]}" --threads 0 --prep-servers "127.0.0.1:$PORT" "${remote[@]}" > "$TMP/dr.json"
 [ "$(checksum "$TMP/dr.json")" = "$(checksum "$TMP/dl.json")" ] || fail "detect: remote checksum differs"
+for f in "$TMP"/[a-d].err; do # sanitizer builds: a report is a failure
+    [ ! -s "$f" ] || fail "$(basename "$f" .err) wrote to stderr: $(head -c 2000 "$f")"
+done
 echo "cli_serve: OK (checksum $REF)"

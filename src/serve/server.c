@@ -88,8 +88,8 @@ struct nostall_server {
     uint8_t secret[NST_PROTO_SECRET_MAX];
     size_t secret_len;
     nst_ident ident;
-    uint32_t credits; /* granted per connection, at most */
-    uint64_t item_bytes;
+    uint32_t credits;                /* granted per connection, at most */
+    uint64_t item_bytes, slot_bytes; /* on the wire; in a connection's buffer */
     atomic_int stop;
     atomic_uint_fast64_t served, refused;
     pthread_mutex_t mu;
@@ -221,12 +221,14 @@ static int make_queue(void *ctx, const nst_recipe *r, nst_batches **out, const c
     }
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
-    uint64_t off = 0;
+    uint64_t off = 0, wire = 0; /* each field 64-byte aligned, as in a ring slot */
     for (uint32_t f = 0; f < r->nfields; f++) {
         q->field_off[f] = off;
-        off += r->fields[f].item_bytes;
+        off += (r->fields[f].item_bytes + 63) & ~(uint64_t)63;
+        wire += r->fields[f].item_bytes;
     }
-    srv->item_bytes = off;
+    srv->item_bytes = wire;
+    srv->slot_bytes = off ? off : 64;
     srv->q = q;
     *out = &q->base;
     return nst_proto_identity(srv->cfg, r, &srv->ident) == 0
@@ -280,9 +282,9 @@ static int handshake(conn *c)
     if (rc < 0) return send_refuse(c, why), -1;
     c->credits = a.credits < srv->credits ? a.credits : srv->credits;
     c->slots = calloc(c->credits, sizeof *c->slots);
-    c->arena = malloc(c->credits * srv->item_bytes + 1);
+    c->arena = aligned_alloc(64, c->credits * srv->slot_bytes);
     if (!c->slots || !c->arena) return send_refuse(c, "server: out of memory"), -1;
-    for (uint32_t i = 0; i < c->credits; i++) c->slots[i].data = c->arena + i * srv->item_bytes;
+    for (uint32_t i = 0; i < c->credits; i++) c->slots[i].data = c->arena + i * srv->slot_bytes;
     nst_welcome w = {.credits = c->credits, .item_bytes = srv->item_bytes};
     nst_proto_mac(srv->secret, srv->secret_len, 1, a.nonce, h.nonce, w.mac);
     n = nst_proto_put_welcome(buf, sizeof buf, &w);
@@ -343,10 +345,12 @@ static int send_done(conn *c)
         size_t n =
             nst_proto_put_item_hdr(hdr, sizeof hdr, s->id, s->status, s->msg, srv->item_bytes);
         uint64_t deadline = nst_now_ns() + (uint64_t)NST_SERVE_WRITE_MS * 1000000;
-        if (nst_net_write(c->fd, hdr, n, deadline, &srv->stop, why, sizeof why) < 0 ||
-            (s->status == 0 && nst_net_write(c->fd, s->data, srv->item_bytes, deadline, &srv->stop,
-                                             why, sizeof why) < 0))
-            return -1;
+        if (nst_net_write(c->fd, hdr, n, deadline, &srv->stop, why, sizeof why) < 0) return -1;
+        const nst_recipe *r = srv->q->r;
+        for (uint32_t f = 0; s->status == 0 && f < r->nfields; f++)
+            if (nst_net_write(c->fd, s->data + srv->q->field_off[f], r->fields[f].item_bytes,
+                              deadline, &srv->stop, why, sizeof why) < 0)
+                return -1;
         atomic_fetch_add(&srv->served, 1);
         pthread_mutex_lock(&c->mu);
         s->state = CS_FREE;
@@ -488,7 +492,7 @@ int nostall_server_create(nostall_server **out, const char *source, const nostal
     if ((rc = nst_loader_create_backend(&srv->ld, source, cfg, make_queue, srv)) < 0) goto fail;
     srv->cfg = NULL;
     srv->credits = NST_PROTO_CREDITS_MAX;
-    while (srv->credits > 1 && srv->credits * srv->item_bytes > NST_SERVE_MEMORY) srv->credits /= 2;
+    while (srv->credits > 1 && srv->credits * srv->slot_bytes > NST_SERVE_MEMORY) srv->credits /= 2;
     if (pipe2(srv->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
         (srv->lfd = nst_net_listen(host, port, &srv->port, why, sizeof why)) < 0) {
         rc = nst_error(NOSTALL_E_IO, "%s: cannot listen on %s: %s", fn, listen_at, why);
