@@ -127,10 +127,10 @@ static int validate(const nostall_config *c, const char *fn)
     if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0] &&
         (v[NOSTALL_OPT_COORDINATE].s[0] || v[NOSTALL_OPT_ECHO_FACTOR].d > 1 ||
          v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ||
-         v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED))
+         v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED || c->op))
         return nst_error(NOSTALL_E_OPTION,
-                         "%s: prep_servers cannot be combined with coordinate, echoing or "
-                         "shard_mode=stream",
+                         "%s: prep_servers cannot be combined with coordinate, echoing, "
+                         "shard_mode=stream or an in-process op (a server cannot run it)",
                          fn);
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)

@@ -143,15 +143,15 @@ static void q_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
     (void)b;
     conn *c = (conn *)(uintptr_t)t->layer[0];
     cslot *s = &c->slots[t->layer[1]];
+    uint64_t one = 1;
     pthread_mutex_lock(&c->mu);
     s->status = status < 0 ? status : 0;
     snprintf(s->msg, sizeof s->msg, "%s", status < 0 && msg ? msg : "");
     s->state = CS_DONE;
-    c->refs--;
-    pthread_mutex_unlock(&c->mu);
-    uint64_t one = 1;
     if (write(c->efd, &one, sizeof one) < 0) { /* a full counter still wakes it */
     }
+    c->refs--; /* last: once 0 (and finished), reap may free c */
+    pthread_mutex_unlock(&c->mu);
 }
 
 static void q_stop(nst_batches *b)
