@@ -366,7 +366,6 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
     if (rc < 0 || (rc = nst_loader_make_fetch_env(ld, fn)) < 0) goto fail;
     plan_counts(ld);
     if ((rc = make_stream(ld, fn)) < 0) goto fail;
-    if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
     if (nst_config_path(&ld->cfg, NOSTALL_OPT_PREP_SERVERS)[0]) {
         nst_prep_params pp = {.cfg = &ld->cfg,
                               .recipe = ld->recipe,
@@ -376,6 +375,8 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
                               .stop = &ld->stop_flag};
         if ((rc = nst_prep_create(&ld->prep, &pp, fn)) < 0) goto fail;
     }
+    /* after the prep client: workers read ld->prep (its orphan pool) */
+    if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
     *out = ld;
     return 0;
 
