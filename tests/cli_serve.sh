@@ -125,6 +125,18 @@ wait "$BENCH" || fail "the run with a frozen server failed"
 kill -CONT "${SERVERS[1]}"
 same "$TMP/s.json" "server frozen mid-run"
 
+# a server that is not up yet (then comes back) is connected with backoff:
+# the port of a killed server, no local thread, so the run needs it
+start e "$TMP/data" "${opts[@]}"
+E=$PORT
+kill -9 "$PID"
+wait "$PID" 2> /dev/null || true
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 0 --prep-servers "127.0.0.1:$E" "${remote[@]}" > "$TMP/e.json" &
+BENCH=$!
+start e2 "$TMP/data" "${opts[@]}" --listen "127.0.0.1:$E"
+wait "$BENCH" || fail "the run waiting for its server failed"
+same "$TMP/e.json" "server up after the run started"
+
 # detect: boxes and ragged fields travel too
 "$CLI" gen --task detect "$TMP/d" --images 24 --classes 5 --objects 5 --width 96 --height 72 --seed 4 --quiet
 dopts=(--task detect --crop 64 --seed 3)
@@ -133,7 +145,7 @@ dcommon=(--batch-size 4 --epochs 1 --json --quiet "${dopts[@]}")
 start d "$TMP/d" "${dopts[@]}"
 "$CLI" bench "$TMP/d" "${dcommon[@]}" --threads 0 --prep-servers "127.0.0.1:$PORT" "${remote[@]}" > "$TMP/dr.json"
 [ "$(checksum "$TMP/dr.json")" = "$(checksum "$TMP/dl.json")" ] || fail "detect: remote checksum differs"
-for f in "$TMP"/[a-d].err; do # sanitizer builds: a report is a failure
+for f in "$TMP"/[a-d].err "$TMP"/e2.err; do # sanitizer builds: a report is a failure
     [ ! -s "$f" ] || fail "$(basename "$f" .err) wrote to stderr: $(head -c 2000 "$f")"
 done
 echo "cli_serve: OK (checksum $REF)"
