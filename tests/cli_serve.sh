@@ -41,6 +41,12 @@ same() { # FILE WHAT: the local checksum and all 96 items
     [ "$(json "$1" 'j["items"]')" = 96 ] || fail "$2: $(json "$1" 'j["items"]') items, not 96"
 }
 
+# threads=0: every item came from a server, once (items received = items)
+all_remote() {
+    [ "$(json "$1" 'j["stats"]["prep_remote_items"]')" = 96 ] \
+        || fail "$2: $(json "$1" 'j["stats"]["prep_remote_items"]') items received, not 96"
+}
+
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 > "$TMP/local.json"
 REF=$(checksum "$TMP/local.json")
 start a "$TMP/data" "${opts[@]}"
@@ -51,8 +57,10 @@ remote=(--prep-secret-file "$TMP/secret")
 
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 0 --prep-servers "127.0.0.1:$A" "${remote[@]}" > "$TMP/r1.json"
 same "$TMP/r1.json" "one server, threads=0"
+all_remote "$TMP/r1.json" "one server, threads=0"
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 0 --prep-servers "127.0.0.1:$A,127.0.0.1:$B" "${remote[@]}" > "$TMP/r2.json"
 same "$TMP/r2.json" "two servers, threads=0"
+all_remote "$TMP/r2.json" "two servers, threads=0"
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 1 --prep-servers "127.0.0.1:$A,127.0.0.1:$B" "${remote[@]}" > "$TMP/r3.json"
 same "$TMP/r3.json" "two servers and a local thread"
 
@@ -101,6 +109,7 @@ PYEOF
 kill -0 "${SERVERS[0]}" || fail "server a died of garbage"
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 0 --prep-servers "127.0.0.1:$A" "${remote[@]}" > "$TMP/r4.json"
 same "$TMP/r4.json" "after garbage"
+all_remote "$TMP/r4.json" "after garbage"
 
 # SIGKILL a server mid-run: its items go to the other one
 slow=(--step-ms 20 --prep-timeout-ms 2000)
@@ -111,6 +120,7 @@ wait_until 120 served_at_least "$TMP/a.out" $((${n0:-0} + 10)) || fail "server a
 kill -9 "${SERVERS[0]}"
 wait "$BENCH" || fail "the run with a killed server failed"
 same "$TMP/k.json" "server killed mid-run"
+all_remote "$TMP/k.json" "server killed mid-run"
 
 # SIGSTOP the other: dropped after prep_timeout_ms, a restarted server
 # and a local thread carry on
@@ -124,6 +134,7 @@ kill -STOP "${SERVERS[1]}"
 wait "$BENCH" || fail "the run with a frozen server failed"
 kill -CONT "${SERVERS[1]}"
 same "$TMP/s.json" "server frozen mid-run"
+echo "requeued: killed $(json "$TMP/k.json" 'j["stats"]["prep_requeued"]'), frozen $(json "$TMP/s.json" 'j["stats"]["prep_requeued"]')"
 
 # a server that is not up yet (then comes back) is connected with backoff:
 # the port of a killed server, no local thread, so the run needs it
@@ -136,6 +147,7 @@ BENCH=$!
 start e2 "$TMP/data" "${opts[@]}" --listen "127.0.0.1:$E"
 wait "$BENCH" || fail "the run waiting for its server failed"
 same "$TMP/e.json" "server up after the run started"
+all_remote "$TMP/e.json" "server up after the run started"
 
 # detect: boxes and ragged fields travel too
 "$CLI" gen --task detect "$TMP/d" --images 24 --classes 5 --objects 5 --width 96 --height 72 --seed 4 --quiet

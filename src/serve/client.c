@@ -233,10 +233,10 @@ static int receive(link_t *l, char *why, size_t whyn)
         if (nst_net_read(l->fd, t->dst[f], r->fields[f].item_bytes, deadline, pc->p.stop, why,
                          whyn) < 0)
             return -1;
+    atomic_fetch_add(&pc->remote_items, 1); /* before done: the batch may be seen at once */
     pc->p.bq->ops->done(pc->p.bq, t, h.status, msg);
     l->out[s].used = 0;
     l->nout--;
-    atomic_fetch_add(&pc->remote_items, 1);
     return 0;
 }
 
