@@ -103,6 +103,7 @@ int nst_proto_get_hello(const nst_frame *f, nst_hello *h, char *why, size_t whyn
     if (f->len != NST_PROTO_HELLO_LEN) return refuse(why, whyn, "HELLO of the wrong length");
     if (memcmp(f->payload, "NSTS", 4) != 0)
         return refuse(why, whyn, "not a nostall prep server (no NSTS magic)");
+    if (get16(f->payload + 6) != 0) return refuse(why, whyn, "HELLO with a reserved field set");
     h->version = get16(f->payload + 4);
     memcpy(h->nonce, f->payload + 8, 32);
     return 0;
@@ -162,6 +163,11 @@ static int get_ident(const uint8_t *p, size_t n, nst_ident *id, char *why, size_
             nst_ident_free(id);
             return refuse(why, whyn, "AUTH identity with a NUL byte");
         }
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(id->e[j].name, id->e[i].name) == 0) {
+                nst_ident_free(id);
+                return refuse(why, whyn, "AUTH identity names an entry twice");
+            }
         id->e[i].value = id->store + so;
         memcpy(id->e[i].value, p + off, vl);
         id->e[i].value[vl] = '\0';
