@@ -859,7 +859,7 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
                     "workers (io_depth, or what io_depth=0 grew to)")                              \
     X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
-                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")                              \
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")                               \
     X(prep_remote_items, "prep_servers: items received from prep servers")                         \
     X(prep_requeued, "prep_servers: items a failed prep server had outstanding, "                  \
                      "prepared again by another server or a local worker")
