@@ -392,7 +392,21 @@ NOSTALL_API const char *nostall_last_error(void);
       "where JPEGs are decoded and augmented: cpu, or gpu (nvJPEG and CUDA "                       \
       "kernels; needs a libnostall built with CUDA, a CUDA device and "                            \
       "libnvjpeg at run time, each named when missing; docs/gpu.md)")                              \
-    X(GPU_ID, 84, "gpu_id", UINT, "0", "0", "1023", "decode_device=gpu: the CUDA device's ordinal")
+    X(GPU_ID, 84, "gpu_id", UINT, "0", "0", "1023", "decode_device=gpu: the CUDA device's ordinal")    \
+    X(PREP_SERVERS, 85, "prep_servers", PATH, "", "", "",                                          \
+      "prepare items on prep servers too (`nostall serve`): HOST:PORT,... "                        \
+      "(docs/serve.md); with it threads=0 means no local workers. The "                            \
+      "batches are the same bytes as a local run's")                                               \
+    X(PREP_SECRET_FILE, 86, "prep_secret_file", PATH, "", "", "",                                  \
+      "prep_servers: the file holding the shared secret the servers were "                         \
+      "started with (mode 0600; never sent: each side proves it by HMAC)")                         \
+    X(PREP_TIMEOUT_MS, 87, "prep_timeout_ms", UINT, "10000", "50", "3600000",                      \
+      "prep_servers: a server with items outstanding that sends nothing for "                      \
+      "this long is dropped, its items prepared elsewhere; it is tried "                           \
+      "again with backoff")                                                                        \
+    X(PREP_INFLIGHT, 88, "prep_inflight", UINT, "16", "1", "256",                                  \
+      "prep_servers: items in flight per server at most (the server may "                          \
+      "grant fewer)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -851,7 +865,10 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
                     "workers (io_depth, or what io_depth=0 grew to)")                              \
     X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
-                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")                               \
+    X(prep_remote_items, "prep_servers: items received from prep servers")                         \
+    X(prep_requeued, "prep_servers: items a failed prep server had outstanding, "                  \
+                     "prepared again by another server or a local worker")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
@@ -1032,6 +1049,30 @@ NOSTALL_API int nostall_transcode_jpeg(void *dst, size_t dst_cap, size_t *dst_le
                                        size_t src_len, const nostall_transcode_options *opts,
                                        size_t opts_size, nostall_transcode_result *res,
                                        size_t res_size);
+
+/* ------------------------------------------------------------------------
+ * Prep servers (`nostall serve`, docs/serve.md): this process prepares the
+ * items that loaders with prep_servers ask for, with its own workers
+ * (threads), cache and recipe, bit-identical to the loaders' own.
+ * ------------------------------------------------------------------------ */
+typedef struct nostall_server nostall_server;
+/* Index `source` with `cfg` (the byte-affecting options must be the
+ * clients': a client whose differ is refused, naming the option), read the
+ * shared secret from `secret_file` (mode 0600; one trailing newline
+ * dropped) and listen on `listen_at` ("HOST:PORT"; NULL: 127.0.0.1 and a
+ * free port). Nothing is served before nostall_server_run. */
+NOSTALL_API int nostall_server_create(nostall_server **out, const char *source,
+                                      const nostall_config *cfg, const char *listen_at,
+                                      const char *secret_file);
+/* The port listened on. */
+NOSTALL_API int nostall_server_port(const nostall_server *srv);
+/* Items sent to clients so far (any thread). */
+NOSTALL_API uint64_t nostall_server_served(const nostall_server *srv);
+/* Accept and serve clients until nostall_server_stop. */
+NOSTALL_API int nostall_server_run(nostall_server *srv);
+/* End run soon: any thread, and async-signal-safe (a signal handler). */
+NOSTALL_API int nostall_server_stop(nostall_server *srv);
+NOSTALL_API void nostall_server_free(nostall_server *srv);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "batch/ring.h"
+#include "serve/serve.h"
 #include "echo/echo.h"
 #include "common/clock.h"
 #include "common/error.h"
@@ -137,6 +138,14 @@ static int validate(const nostall_config *c, const char *fn)
                                                           : "audio");
         if ((rc = nst_gpu_check((unsigned)v[NOSTALL_OPT_GPU_ID].u, fn)) < 0) return rc;
     }
+    if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0] &&
+        (v[NOSTALL_OPT_COORDINATE].s[0] || v[NOSTALL_OPT_ECHO_FACTOR].d > 1 ||
+         v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ||
+         v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED || c->op))
+        return nst_error(NOSTALL_E_OPTION,
+                         "%s: prep_servers cannot be combined with coordinate, echoing, "
+                         "shard_mode=stream or an in-process op (a server cannot run it)",
+                         fn);
     if (v[NOSTALL_OPT_MODE].u == NOSTALL_MODE_EVAL && v[NOSTALL_OPT_RESIZE].u &&
         v[NOSTALL_OPT_RESIZE].u < v[NOSTALL_OPT_CROP].u)
         return nst_error(NOSTALL_E_OPTION, "%s: resize (%llu) must be >= crop (%llu) or 0", fn,
@@ -331,7 +340,7 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
 /* A loader over `ds` (its reference taken over: released on failure) with
  * `cfg`, validated. */
 static int create(nostall_loader **out, nostall_dataset *ds, const nostall_config *cfg,
-                  const char *fn)
+                  nst_loader_backend_fn mk, void *mk_ctx, const char *fn)
 {
     struct nostall_loader *ld = calloc(1, sizeof *ld);
     const char *source = ds->source;
@@ -341,6 +350,8 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
         return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     }
     ld->ds = ds;
+    ld->mk_backend = mk;
+    ld->mk_ctx = mk_ctx;
     ld->cfg = *cfg;
     ld->pid = getpid();
     pthread_mutex_init(&ld->skip_mu, NULL);
@@ -357,15 +368,28 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
     nst_cpu_budget_get(&budget);
     ld->cpu_budget = budget.threads;
     ld->nthreads = (uint32_t)v[NOSTALL_OPT_THREADS].u;
-    if (ld->nthreads == 0) ld->nthreads = budget.threads < 1024 ? budget.threads : 1024;
+    /* with prep servers, threads=0 means none: every item prepared remotely */
+    if (ld->nthreads == 0 && !nst_config_path(&ld->cfg, NOSTALL_OPT_PREP_SERVERS)[0])
+        ld->nthreads = budget.threads < 1024 ? budget.threads : 1024;
     if (!(ld->source = strdup(source))) {
         rc = nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
         goto fail;
     }
     if ((rc = nst_loader_make_source(ld, source, fn)) < 0) goto fail;
-    if ((rc = make_backend(ld, fn)) < 0 || (rc = nst_loader_make_fetch_env(ld, fn)) < 0) goto fail;
+    rc = ld->mk_backend ? ld->mk_backend(ld->mk_ctx, ld->recipe, &ld->bq, fn) : make_backend(ld, fn);
+    if (rc < 0 || (rc = nst_loader_make_fetch_env(ld, fn)) < 0) goto fail;
     plan_counts(ld);
     if ((rc = make_stream(ld, fn)) < 0) goto fail;
+    if (nst_config_path(&ld->cfg, NOSTALL_OPT_PREP_SERVERS)[0]) {
+        nst_prep_params pp = {.cfg = &ld->cfg,
+                              .recipe = ld->recipe,
+                              .bq = ld->bq,
+                              .map = nst_worker_map,
+                              .ctx = ld,
+                              .stop = &ld->stop_flag};
+        if ((rc = nst_prep_create(&ld->prep, &pp, fn)) < 0) goto fail;
+    }
+    /* after the prep client: workers read ld->prep (its orphan pool) */
     if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
     *out = ld;
     return 0;
@@ -396,8 +420,20 @@ int nostall_loader_create(nostall_loader **out, const char *source, const nostal
         cfg = defaults;
     }
     if ((rc = validate(cfg, fn)) == 0 && (rc = nst_dataset_open(&ds, source, cfg, fn)) == 0)
-        rc = create(out, ds, cfg, fn); /* a private dataset: its only holder */
+        rc = create(out, ds, cfg, NULL, NULL, fn); /* a private dataset: its only holder */
     nostall_config_free(defaults);
+    return rc;
+}
+
+int nst_loader_create_backend(nostall_loader **out, const char *source, const nostall_config *cfg,
+                              nst_loader_backend_fn mk, void *ctx)
+{
+    static const char fn[] = "nostall_server_create";
+    nostall_dataset *ds = NULL;
+    int rc;
+    *out = NULL;
+    if ((rc = validate(cfg, fn)) == 0 && (rc = nst_dataset_open(&ds, source, cfg, fn)) == 0)
+        rc = create(out, ds, cfg, mk, ctx, fn);
     return rc;
 }
 
@@ -450,7 +486,7 @@ int nostall_loader_create_from_dataset(nostall_loader **out, nostall_dataset *ds
     *out = NULL;
     if (!cfg) cfg = &ds->cfg;
     if ((rc = nst_dataset_same_items(ds, cfg, fn)) < 0 || (rc = validate(cfg, fn)) < 0) return rc;
-    return create(out, nostall_dataset_ref(ds), cfg, fn);
+    return create(out, nostall_dataset_ref(ds), cfg, NULL, NULL, fn);
 }
 
 int nostall_loader_stop(nostall_loader *ld)
@@ -472,6 +508,7 @@ int nostall_loader_join(nostall_loader *ld)
             pthread_join(ld->workers[i].thread, NULL);
             ld->workers[i].started = 0;
         }
+    nst_prep_stop(ld->prep); /* its threads, like workers, call the backend */
     return 0;
 }
 
@@ -490,6 +527,7 @@ void nostall_loader_free(nostall_loader *ld)
         }
         free(ld->workers);
     }
+    nst_prep_free(ld->prep);
     if (ld->bq) ld->bq->ops->free(ld->bq); /* after the workers: none still calls it */
     nst_stream_free(ld->stream);
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);

@@ -114,6 +114,10 @@ struct nostall_loader {
     nst_counter dlv[NST_IO_COUNT_]; /* accounting of delivered batches      */
 
     worker *workers;
+    struct nst_prep *prep; /* prep_servers: the client (serve/serve.h)     */
+    /* nst_loader_create_backend: the backend's maker (NULL: ring/group) */
+    int (*mk_backend)(void *ctx, const nst_recipe *r, nst_batches **out, const char *fn);
+    void *mk_ctx;
     struct nst_stream *stream; /* shard_mode=stream: the shards' reader    */
 
     /* An elastic resume from every old rank's state (loader_state.c; the
@@ -151,6 +155,8 @@ int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn);
 
 /* worker.c: start / the thread body. */
 int nst_workers_create(struct nostall_loader *ld, const char *fn);
+/* A ticket's item: its dataset index and its own epoch (prep servers). */
+uint64_t nst_worker_map(void *ctx, const nst_ticket *t, uint64_t *item_epoch);
 void *nst_worker_main(void *arg);
 enum { NST_IO_DEPTH_AUTO_START = 4, NST_IO_DEPTH_AUTO_WINDOW = 16 };
 

@@ -75,6 +75,8 @@ static uint64_t fingerprint(struct nostall_loader *ld)
     if (nostall_config_create(&def) == 0) {
         char dval[NOSTALL_PATH_MAX];
         for (int id = NOSTALL_OPT_TASK; id < NOSTALL_OPT_COUNT_; id++) {
+            if (id >= NOSTALL_OPT_PREP_SERVERS && id <= NOSTALL_OPT_PREP_INFLIGHT)
+                continue; /* where items are prepared: a state resumes on any servers */
             nostall_option_info info;
             nostall_option_info_get(id, &info);
             nostall_config_get(&ld->cfg, info.name, val, sizeof val);

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "loader_impl.h"
+#include "serve/serve.h"
 
 /* Record a bad item of a delivered batch (the backend's sink): counted each
  * time, listed once. Errors here are only allocation failures of the report
@@ -117,6 +118,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     pthread_mutex_unlock(&ld->skip_mu);
     s.threads = ld->nthreads;
     s.cpu_budget = ld->cpu_budget;
+    nst_prep_counts(ld->prep, &s.prep_remote_items, &s.prep_requeued);
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return 0;
 }

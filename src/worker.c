@@ -31,6 +31,7 @@
 #include "echo/echo.h"
 #include "loader_impl.h"
 #include "dataset/stream.h"
+#include "serve/serve.h"
 
 static void add_times(worker *w, const nst_recipe_times *t)
 {
@@ -86,6 +87,10 @@ static int take_tickets(worker *w)
     struct nostall_loader *ld = w->ld;
     while (w->tk_count < w->depth) {
         nst_ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
+        if (nst_prep_orphan_take(ld->prep, t)) { /* a failed prep server's first */
+            w->tk_count++;
+            continue;
+        }
         uint64_t t0 = nst_now_ns();
         int rc = ld->bq->ops->take(ld->bq, t, w->tk_count ? 0 : 100);
         if (rc == 0) {
@@ -96,6 +101,14 @@ static int take_tickets(worker *w)
         return rc != NOSTALL_TIMEOUT; /* DONE, stopped */
     }
     return 0;
+}
+
+uint64_t nst_worker_map(void *ctx, const nst_ticket *t, uint64_t *item_epoch)
+{
+    struct nostall_loader *ld = ctx;
+    *item_epoch = t->epoch;
+    if (t->indexed) return t->index;
+    return nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), item_epoch);
 }
 
 /* Start the fetches of tickets [first, count) of the FIFO. */
@@ -252,7 +265,7 @@ int nst_workers_create(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
     int rc;
-    ld->workers = calloc(ld->nthreads, sizeof *ld->workers);
+    ld->workers = calloc(ld->nthreads ? ld->nthreads : 1, sizeof *ld->workers);
     if (!ld->workers) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
     for (uint32_t i = 0; i < ld->nthreads; i++) {
         worker *w = &ld->workers[i];

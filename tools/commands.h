@@ -14,5 +14,6 @@ int cmd_transcode(int argc, char **argv); /* transcode.c: lossless JPEG copy wit
 int cmd_analyze(int argc, char **argv);   /* analyze.c: where the data stall comes from, what-if
                                            predictions and recommendations              */
 int cmd_pack(int argc, char **argv);      /* pack.c: WebDataset tar shards with index files  */
+int cmd_serve(int argc, char **argv);     /* serve.c: a prep server for loaders elsewhere    */
 
 #endif

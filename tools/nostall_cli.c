@@ -23,6 +23,7 @@ static void usage(FILE *f)
             "  analyze DATA [options]  measure where the data stall comes from; predict what\n"
             "                          cache, cores, storage or echoing would change\n"
             "  pack SRC DST [options]  write a dataset as WebDataset tar shards with index files\n"
+            "  serve SOURCE [options]  prepare items for loaders on other hosts (prep_servers)\n"
             "\n"
             "`nostall COMMAND --help` describes each command's options.\n",
             nostall_version_string());
@@ -48,6 +49,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "transcode")) return cmd_transcode(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "nostall: unknown command '%s' (try nostall --help)\n", cmd);
     return 2;
 }

@@ -19,7 +19,7 @@ typedef union nst_optval {
 } nst_optval;
 
 /* PATH options keep their text here (a config is copied by value). */
-#define NST_PATH_OPTIONS 4
+#define NST_PATH_OPTIONS 6
 
 struct nostall_op; /* nostall_op.h */
 

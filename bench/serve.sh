@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/serve.sh — prep servers (docs/serve.md, issue 38): scaling of a
+# trainer with no local workers over k = 1, 2, 4, 8 servers, each given a
+# CPU budget by a cgroup v1 CPU quota (cpu.cfs_quota_us, root only; without
+# it the servers run unbudgeted and the report says so), so that a 2-core
+# machine shows scaling; and the trainer's CPU time per item with remote
+# prep vs local prep. Rounds are interleaved (k = 1, 2, 4, 8, local, then
+# again), figures are medians of the rounds; rates are items/s of the last
+# epoch (the first fills the servers' page cache).
+# Not yet: hosts as network namespaces with tc-shaped links (the servers
+# here are on loopback).
+# Usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks "1 2 4 8"]
+# Writes build/bench/serve.json and build/bench/serve.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+IMAGES=200
+ROUNDS=3
+QUOTA=0.2
+KS="1 2 4 8"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --images) IMAGES=$2; shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --quota) QUOTA=$2; shift 2 ;;
+        --ks) KS=$2; shift 2 ;;
+        *) echo "usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks LIST]" >&2; exit 2 ;;
+    esac
+done
+[ -x build/nostall ] || make -s build > /dev/null
+DATA=${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}/serve-n$IMAGES-470x425-q95
+[ -d "$DATA" ] || build/nostall gen "$DATA" --images "$IMAGES" --classes 8 --width 470 --height 425 \
+    --quality 95 --seed 9 --quiet
+mkdir -p build/bench
+/usr/bin/python3 - "$DATA" "$ROUNDS" "$QUOTA" "$KS" <<'PYEOF'
+import json, os, resource, statistics, subprocess, sys, tempfile
+data, rounds, quota, ks = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), [int(k) for k in sys.argv[4].split()]
+CG = "/sys/fs/cgroup/cpu"
+budgeted = os.access(CG, os.W_OK)
+tmp = tempfile.mkdtemp(prefix="nostall-serve-bench.")
+secret = os.path.join(tmp, "secret")
+with open(secret, "w") as f:
+    f.write(os.urandom(16).hex())
+os.chmod(secret, 0o600)
+opts = ["--crop", "224", "--seed", "3"]
+trainer = ["build/nostall", "bench", data, "--batch-size", "32", "--epochs", "2", "--json", "--quiet",
+           "--no-checksum"] + opts
+
+def cgroup(name):
+    """A cgroup v1 CPU group of `quota` CPUs; its tasks file."""
+    d = os.path.join(CG, "nostall-serve-bench-" + name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
+        f.write("100000")
+    with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
+        f.write(str(int(quota * 100000)))
+    return d
+
+def start(i):
+    p = subprocess.Popen(["build/nostall", "serve", data, "--threads", "1", "--secret-file", secret] + opts,
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("listening on "), line
+    if budgeted:
+        with open(os.path.join(cgroup(str(i)), "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+    return p, line.split()[-1]
+
+def run(args):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = json.loads(subprocess.run(trainer + args, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    last = out["per_epoch"][-1]
+    return {"items_per_s": last["items"] / last["seconds"], "cpu_per_item_ms": 1000 * cpu / out["items"]}
+
+servers = [start(i) for i in range(max(ks))]
+res = {str(k): [] for k in ks}
+res["local"] = []
+try:
+    for r in range(rounds):
+        for k in ks:
+            addrs = ",".join(a for _, a in servers[:k])
+            res[str(k)].append(run(["--threads", "0", "--prep-servers", addrs, "--prep-secret-file", secret]))
+        res["local"].append(run(["--threads", "1"]))
+finally:
+    for p, _ in servers:
+        p.terminate()
+        p.wait()
+    if budgeted:
+        for i in range(max(ks)):
+            try:
+                os.rmdir(os.path.join(CG, "nostall-serve-bench-%d" % i))
+            except OSError:
+                pass
+med = {k: {m: statistics.median(x[m] for x in v) for m in ("items_per_s", "cpu_per_item_ms")}
+       for k, v in res.items()}
+one = med[str(ks[0])]["items_per_s"] / ks[0]
+report = {"images": len(os.listdir(data)), "rounds": rounds, "quota_cpus": quota if budgeted else None,
+          "medians": med, "rounds_raw": res}
+json.dump(report, open("build/bench/serve.json", "w"), indent=1)
+lines = ["# prep servers: scaling (%s)" % ("%.2f CPU each, cgroup v1 quota" % quota if budgeted else
+                                           "UNBUDGETED: not root, no CPU quota"),
+         "", "| servers | items/s | of linear | trainer CPU ms/item |", "|---|---|---|---|"]
+for k in ks:
+    m = med[str(k)]
+    lines.append("| %d | %.1f | %.2f | %.2f |" % (k, m["items_per_s"], m["items_per_s"] / (one * k),
+                                                   m["cpu_per_item_ms"]))
+m = med["local"]
+lines.append("| local, 1 thread | %.1f | | %.2f |" % (m["items_per_s"], m["cpu_per_item_ms"]))
+open("build/bench/serve.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PYEOF
