@@ -4,10 +4,14 @@
  * replay for resume), and the loader at every echo point: exact use counts
  * per epoch, fresh/echoed counters, identical bytes for any thread count,
  * resume mid-epoch, bad items, stop while waiting; adaptive echoing repeats
- * only when the consumer would wait and never beyond echo_max uses.
+ * only when the consumer would wait and never beyond echo_max uses, and its
+ * assembler thread runs under SCHED_BATCH (Linux: it must not preempt the
+ * consumer that wakes it).
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include "check.h"
@@ -271,6 +275,34 @@ static void test_loader_bad_items(void)
     rmdir(dir);
 }
 
+/* The scheduling policy of this process's thread named `name` (field 41
+ * of /proc/self/task/TID/stat), or -1 if no thread has that name. */
+static int thread_policy(const char *name)
+{
+    int policy = -1;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while (d && policy < 0 && (de = readdir(d)) != NULL) {
+        char path[300], buf[1024] = "";
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int match = fgets(buf, sizeof buf, f) && strncmp(buf, name, strlen(name)) == 0 &&
+                    (buf[strlen(name)] == '\n' || buf[strlen(name)] == 0);
+        fclose(f);
+        if (!match) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        if (!(f = fopen(path, "r"))) continue;
+        const char *p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        for (int field = 0; p && field < 39; field++) p = strchr(p + 1, ' ');
+        if (p) policy = atoi(p + 1);
+    }
+    if (d) closedir(d);
+    return policy;
+}
+
 /* Adaptive: with slow storage and a consumer that does no work, repeats
  * fill the gaps; no item is used more than echo_max times per fresh use;
  * every item is still delivered fresh once per epoch. */
@@ -301,6 +333,10 @@ static void test_adaptive(void)
     CHECK_EQ(st.fresh_items, 2 * NITEMS);
     CHECK(st.echoed_items > 0);
     CHECK_EQ(items, st.fresh_items + st.echoed_items);
+#if defined(__linux__) && defined(SCHED_BATCH)
+    /* An echo batch was assembled, so the assembler set itself up. */
+    CHECK_EQ(thread_policy("nostall-echo"), SCHED_BATCH);
+#endif
     int bounded = 1;
     for (int i = 0; i < NITEMS; i++) bounded &= seen[i] >= 2 && seen[i] <= 2 * 3;
     CHECK(bounded);

@@ -1,8 +1,10 @@
 /*
  * adaptive.c — adaptive echoing's pool and its assembler thread (see
- * adaptive.h for the design and the lock order).
+ * adaptive.h for the design, the lock order and the assembler's
+ * scheduling policy).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,10 +61,26 @@ static int pick(nst_adaptive *a)
     return 1;
 }
 
+/* The assembler's thread: named, and SCHED_BATCH where the system has it
+ * (adaptive.h, SCHEDULING): woken, it waits for a free CPU or the end of
+ * the running thread's slice instead of preempting it. Best effort: a
+ * system that refuses it leaves the thread as it was. */
+static void assembler_thread_setup(void)
+{
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), NST_ADAPTIVE_THREAD);
+#endif
+#ifdef SCHED_BATCH
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
+}
+
 static void *assembler(void *arg)
 {
     nst_adaptive *a = arg;
     const nst_recipe *r = a->p.recipe;
+    assembler_thread_setup();
     pthread_mutex_lock(&a->mu);
     for (;;) {
         eslot *s = NULL;

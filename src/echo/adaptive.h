@@ -17,6 +17,17 @@
  *   echo.c's ring hooks with the ring's mutex held (order: ring mutex, then
  *   pool mutex). The assembler calls
  *   the ring's `wake` with no lock of its own held.
+ *
+ * SCHEDULING  The assembler runs under SCHED_BATCH (Linux; best effort)
+ *   and is named NST_ADAPTIVE_THREAD. Releasing an echo batch wakes it from
+ *   the consumer's thread; as a normal thread it preempted the consumer
+ *   there (the scheduler favours a thread that slept), and the consumer
+ *   waited out its copy of a whole batch inside nostall_loader_release:
+ *   ~0.4 ms of every echo batch at crop 224 float (1.5-2% of R at R = 4,
+ *   more on a loaded machine; docs/echoing.md). SCHED_BATCH keeps its fair
+ *   share of CPU but never preempts on wakeup: it copies while the
+ *   consumer trains (a step is the time it has), on a CPU nobody else
+ *   wants or when the running thread's slice ends.
  */
 #ifndef NST_ECHO_ADAPTIVE_H
 #define NST_ECHO_ADAPTIVE_H
@@ -28,6 +39,7 @@
 
 #define NST_ADAPTIVE_SLOTS 2
 #define NST_ADAPTIVE_SEQ (UINT64_C(1) << 63) /* sequence numbers of echo batches */
+#define NST_ADAPTIVE_THREAD "nostall-echo"   /* the assembler thread's name      */
 
 typedef struct nst_adaptive nst_adaptive;
 
