@@ -5,12 +5,15 @@
  * the time inside next (the data stall), the step's sleep beyond the step
  * (late wake-ups), the time inside release for echo batches (adaptive
  * echoing's, sequence bit 63) and fresh ones; at the end the consumer
- * thread's involuntary context switches (being preempted). A tool for
+ * thread's involuntary context switches (being preempted), and at each
+ * epoch's end the scheduling policy of adaptive echoing's assembler thread
+ * (`nostall-echo`: 3 SCHED_BATCH, 0 normal, -1 none). A tool for
  * bench/echo_adaptive.sh; touches nothing but the loader it creates.
  *   cc -O2 -std=c11 -Iinclude bench/echo_consumer.c -Lbuild -lnostall -o /tmp/echo_consumer
  *   LD_LIBRARY_PATH=build /tmp/echo_consumer DATA STEP_MS [option value]...
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +42,41 @@ typedef struct acc {
     unsigned batches, echo, fresh;
 } acc;
 
+/* The policy of this process's thread named nostall-echo (field 41 of its
+ * /proc stat), or -1. */
+static int assembler_policy(void)
+{
+    int policy = -1;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while (d && policy < 0 && (de = readdir(d)) != NULL) {
+        char path[300], buf[1024] = "";
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int match = fgets(buf, sizeof buf, f) && strcmp(buf, "nostall-echo\n") == 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        if (!match || !(f = fopen(path, "r"))) continue;
+        const char *p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        for (int field = 0; p && field < 39; field++) p = strchr(p + 1, ' ');
+        if (p) policy = atoi(p + 1);
+    }
+    if (d) closedir(d);
+    return policy;
+}
+
 static void report(FILE *f, unsigned epoch, const acc *a, double t)
 {
     fprintf(f,
             "{\"epoch\": %u, \"seconds\": %.6f, \"batches\": %u, \"next_s\": %.6f, "
             "\"sleep_over_s\": %.6f, \"release_echo_s\": %.6f, \"echo_batches\": %u, "
-            "\"release_fresh_s\": %.6f, \"fresh_batches\": %u, \"release_max_s\": %.6f}\n",
+            "\"release_fresh_s\": %.6f, \"fresh_batches\": %u, \"release_max_s\": %.6f, "
+            "\"assembler_policy\": %d}\n",
             epoch, t - a->t0, a->batches, a->next, a->over, a->rel_echo, a->echo, a->rel_fresh,
-            a->fresh, a->rel_max);
+            a->fresh, a->rel_max, assembler_policy());
 }
 
 static long involuntary_switches(void)
