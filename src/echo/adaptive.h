@@ -24,7 +24,7 @@
  *   preempted the consumer there (the scheduler favours a thread that
  *   slept), and the consumer waited out its copy of a whole batch inside
  *   nostall_loader_release: ~0.4 ms of every echo batch at crop 224 float
- *   (1.5-2% of R at R = 4, more on a loaded machine; docs/echoing.md).
+ *   (1.3% of R at R = 4 on a quiet machine, 2.5-3% at load 10; docs/echoing.md).
  *   SCHED_BATCH keeps its fair share of CPU but never preempts on wakeup:
  *   it copies while the consumer trains. When the consumer is short of
  *   echo batches (a lend found none ready: the copy is what it waits for),
