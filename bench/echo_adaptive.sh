@@ -99,9 +99,9 @@ result = {"R": R, "step_ms": step_ms, "cap": cap, "load_start": load0, "load_end
 for name, _, _ in configs:
     xs = runs[name]
     m = med(x["rate"] for x in xs)
-    lines.append("| %s | %.1f | %.2fx | %s | %.2f | %.3f | %s |" % (
+    lines.append("| %s | %.1f | %.2fx | %s | %s | %.3f | %s |" % (
         name, m, m / base_rate, "" if name == "baseline" else "**%.3f**" % (m / cap),
-        med(x["ms_lost"] for x in xs) if name != "baseline" else float("nan"), med(x["factor"] for x in xs),
+        "" if name == "baseline" else "%.2f" % med(x["ms_lost"] for x in xs), med(x["factor"] for x in xs),
         "" if name == "baseline" else " ".join("%.3f" % (x["rate"] / cap) for x in xs)))
     result["configs"][name] = {"items_per_second": m, "of_R": m / cap, "runs": xs}
 lines += ["", "Adaptive, the consumer's time per batch (bench/echo_consumer.c, epochs 2-3 of 3, medians of %d runs):"
