@@ -4,14 +4,20 @@
  * replay for resume), and the loader at every echo point: exact use counts
  * per epoch, fresh/echoed counters, identical bytes for any thread count,
  * resume mid-epoch, bad items, stop while waiting; adaptive echoing repeats
- * only when the consumer would wait and never beyond echo_max uses.
+ * only when the consumer would wait and never beyond echo_max uses; its
+ * assembler's urgency (SCHED_BATCH while it works ahead, the normal policy
+ * for NST_ADAPTIVE_URGENT batches after the consumer found none ready) and
+ * that its named thread runs under one of the two (Linux).
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include "check.h"
 #include "test_data.h"
+#include "echo/adaptive.h"
 #include "echo/schedule.h"
 
 /* ------------------------------------------------------------------ order */
@@ -271,6 +277,57 @@ static void test_loader_bad_items(void)
     rmdir(dir);
 }
 
+/* The scheduling policy of this process's thread named `name` (field 41
+ * of /proc/self/task/TID/stat), or -1 if no thread has that name. */
+static int thread_policy(const char *name)
+{
+    int policy = -1;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while (d && policy < 0 && (de = readdir(d)) != NULL) {
+        char path[300], buf[1024] = "";
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int match = fgets(buf, sizeof buf, f) && strncmp(buf, name, strlen(name)) == 0 &&
+                    (buf[strlen(name)] == '\n' || buf[strlen(name)] == 0);
+        fclose(f);
+        if (!match) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        if (!(f = fopen(path, "r"))) continue;
+        const char *p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        for (int field = 0; p && field < 39; field++) p = strchr(p + 1, ' ');
+        if (p) policy = atoi(p + 1);
+    }
+    if (d) closedir(d);
+    return policy;
+}
+
+/* The assembler's urgency: a miss sets NST_ADAPTIVE_URGENT, each batch
+ * assembled counts down to 0 (SCHED_BATCH again), a miss on the way sets it
+ * back up. */
+static void test_adaptive_urgency(void)
+{
+    uint32_t u = 0;
+    CHECK_EQ(nst_adaptive_urgency(u, NST_ADAPTIVE_ASSEMBLED), 0); /* stays ahead */
+    u = nst_adaptive_urgency(u, NST_ADAPTIVE_MISSED);
+    CHECK_EQ(u, NST_ADAPTIVE_URGENT);
+    CHECK_EQ(nst_adaptive_urgency(u, NST_ADAPTIVE_MISSED), NST_ADAPTIVE_URGENT); /* no build-up */
+    int steps = 0;
+    while (u > 0 && steps < 1000) {
+        u = nst_adaptive_urgency(u, NST_ADAPTIVE_ASSEMBLED);
+        steps++;
+        if (steps == NST_ADAPTIVE_URGENT / 2) {
+            CHECK_EQ(u, NST_ADAPTIVE_URGENT / 2);
+            CHECK_EQ(nst_adaptive_urgency(u, NST_ADAPTIVE_MISSED), NST_ADAPTIVE_URGENT);
+        }
+    }
+    CHECK_EQ(steps, NST_ADAPTIVE_URGENT);
+    CHECK_EQ(nst_adaptive_urgency(0, NST_ADAPTIVE_ASSEMBLED), 0);
+}
+
 /* Adaptive: with slow storage and a consumer that does no work, repeats
  * fill the gaps; no item is used more than echo_max times per fresh use;
  * every item is still delivered fresh once per epoch. */
@@ -301,6 +358,13 @@ static void test_adaptive(void)
     CHECK_EQ(st.fresh_items, 2 * NITEMS);
     CHECK(st.echoed_items > 0);
     CHECK_EQ(items, st.fresh_items + st.echoed_items);
+#if defined(__linux__) && defined(SCHED_BATCH)
+    /* An echo batch was assembled, so the assembler set itself up: named,
+     * under SCHED_BATCH or (after the consumer found no echo batch ready,
+     * as this one that does no work does) the normal policy. */
+    int policy = thread_policy(NST_ADAPTIVE_THREAD);
+    CHECK(policy == SCHED_BATCH || policy == SCHED_OTHER);
+#endif
     int bounded = 1;
     for (int i = 0; i < NITEMS; i++) bounded &= seen[i] >= 2 && seen[i] <= 2 * 3;
     CHECK(bounded);
@@ -326,6 +390,7 @@ int main(void)
     test_loader_points();
     test_loader_resume();
     test_loader_stop();
+    test_adaptive_urgency();
     test_adaptive();
     test_loader_bad_items();
     TEST_EXIT();

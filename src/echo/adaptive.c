@@ -1,8 +1,10 @@
 /*
  * adaptive.c — adaptive echoing's pool and its assembler thread (see
- * adaptive.h for the design and the lock order).
+ * adaptive.h for the design, the lock order and the assembler's
+ * scheduling policy).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,8 @@ struct nst_adaptive {
     uint8_t *pool_data[NST_FIELDS_MAX]; /* pool * item bytes, per field */
     uint32_t next, *pick;
     uint64_t draws;
+    uint32_t urgency; /* nst_adaptive_urgency's state                      */
+    int policy_batch; /* the assembler's: 1 SCHED_BATCH, 0 normal (its own) */
     eslot slot[NST_ADAPTIVE_SLOTS];
 };
 
@@ -59,10 +63,35 @@ static int pick(nst_adaptive *a)
     return 1;
 }
 
+/* The assembler's scheduling (adaptive.h, SCHEDULING): SCHED_BATCH while
+ * it works ahead, the normal policy while the consumer is short of echo
+ * batches. Best effort: a system that refuses leaves the thread as it was.
+ * Only the assembler thread calls it, on itself. */
+static void set_policy(nst_adaptive *a, int batch)
+{
+    if (batch == a->policy_batch) return;
+    a->policy_batch = batch;
+#ifdef SCHED_BATCH
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), batch ? SCHED_BATCH : SCHED_OTHER, &sp);
+#endif
+}
+
+uint32_t nst_adaptive_urgency(uint32_t urgency, int event)
+{
+    if (event == NST_ADAPTIVE_MISSED) return NST_ADAPTIVE_URGENT;
+    return urgency > 0 ? urgency - 1 : 0; /* NST_ADAPTIVE_ASSEMBLED */
+}
+
 static void *assembler(void *arg)
 {
     nst_adaptive *a = arg;
     const nst_recipe *r = a->p.recipe;
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), NST_ADAPTIVE_THREAD);
+#endif
+    a->policy_batch = -1;
+    set_policy(a, 1);
     pthread_mutex_lock(&a->mu);
     for (;;) {
         eslot *s = NULL;
@@ -87,7 +116,10 @@ static void *assembler(void *arg)
         pthread_mutex_lock(&a->mu);
         for (uint32_t k = 0; k < a->p.batch_size; k++) a->e[a->pick[k]].readers--;
         s->state = EB_READY;
+        a->urgency = nst_adaptive_urgency(a->urgency, NST_ADAPTIVE_ASSEMBLED);
+        const int ahead = a->urgency == 0;
         pthread_mutex_unlock(&a->mu);
+        set_policy(a, ahead);
         a->p.wake(a->p.wake_ctx);
         pthread_mutex_lock(&a->mu);
     }
@@ -198,6 +230,7 @@ int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint6
                             position, NST_ADAPTIVE_SEQ | (uint64_t)i);
         got = 1;
     }
+    if (!got) a->urgency = nst_adaptive_urgency(a->urgency, NST_ADAPTIVE_MISSED);
     pthread_cond_signal(&a->cv); /* a slot is taken (or none ready): assemble */
     pthread_mutex_unlock(&a->mu);
     return got;
