@@ -387,7 +387,20 @@ NOSTALL_API const char *nostall_last_error(void);
       "of this rank's items (at most ceil(fraction x items); each rank "                           \
       "checks its own share): past it the loader fails naming the first bad "                      \
       "items instead of training on what is left; an epoch with no good "                          \
-      "item is always an error")
+      "item is always an error")                                                                   \
+    X(AUTOTUNE, 83, "autotune", BOOL, "0", "0", "1",                                               \
+      "tune while running: the active workers, batches_ahead and (io_depth=0) the reads in "       \
+      "flight, chosen from live measurements with the analyzer's model to keep the data stall "    \
+      "under 2% of the step at the least CPU, within cpu_budget and memory_budget; never "         \
+      "changes the bytes (docs/autotune.md)")                                                      \
+    X(CPU_BUDGET, 84, "cpu_budget", DOUBLE, "0", "0", "1024",                                      \
+      "CPUs the loader's workers may use; 0 = the affinity mask, capped by the cgroup CPU "        \
+      "quota, divided by LOCAL_WORLD_SIZE. Started workers: threads (or this budget rounded "      \
+      "up); autotune keeps at most ceil(cpu_budget) of them active")                               \
+    X(MEMORY_BUDGET, 85, "memory_budget", SIZE, "0", "0", "16T",                                   \
+      "bytes the batch ring (with the echo pool and cache_bytes) may take; 0 = the cgroup's "      \
+      "memory limit or RAM, as available now. A plan over it is refused; autotune sizes the "      \
+      "ring to the most batches_ahead (up to 16) that fit")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -845,13 +858,51 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
                     "workers (io_depth, or what io_depth=0 grew to)")                              \
     X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
-                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE (or cpu_budget rounded up)")    \
+    X(autotune, "1 when autotune is on")                                                           \
+    X(active_workers, "workers taking items now (autotune parks the others; else threads)")        \
+    X(tuned_batches_ahead, "batches the ring may hold ahead of the consumer now (autotune "        \
+                           "moves it up to the most that fit memory_budget; else batches_ahead)")  \
+    X(tuned_io_depth, "autotune's limit on reads in flight per worker (0: not tuned)")             \
+    X(tune_windows, "autotune: measurement windows evaluated")                                     \
+    X(tune_decisions, "autotune: windows after which a setting changed")                           \
+    X(tune_reason, "autotune: the last decision's reason, a NOSTALL_TUNE_* code "                  \
+                   "(nostall_tune_reason_name; nostall_loader_tune_reason for the sentence)")      \
+    X(cpu_budget_milli, "the CPU budget in thousandths of a CPU (cpu_budget, or the affinity "     \
+                        "mask and cgroup quota over LOCAL_WORLD_SIZE)")                            \
+    X(cpu_returned_milli, "autotune: CPUs given back by parked workers, thousandths "              \
+                          "(ceil(budget) - active workers, at most the budget)")                   \
+    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
     NOSTALL_STATS_TABLE(NOSTALL_STATS_FIELD_)
 #undef NOSTALL_STATS_FIELD_
 } nostall_stats;
+
+/* Why autotune chose its setting (stats' tune_reason). X(NAME, value,
+ * "name"); values pinned. */
+#define NOSTALL_TUNE_REASON_TABLE(X)                                                               \
+    X(NONE, 0, "none")                                                                             \
+    X(MEASURING, 1, "measuring")                                                                   \
+    X(PREP_BOUND, 2, "prep-bound")                                                                 \
+    X(FETCH_BOUND, 3, "fetch-bound")                                                               \
+    X(STEP_BOUND, 4, "step-bound")                                                                 \
+    X(JITTER, 5, "jitter")                                                                         \
+    X(AT_BUDGET, 6, "at-budget")                                                                   \
+    X(HOLD, 7, "hold")                                                                             \
+    X(TEST_FLIP, 8, "test-flip")
+enum {
+#define NOSTALL_TUNE_ENUM_(id, value, name) NOSTALL_TUNE_##id = (value),
+    NOSTALL_TUNE_REASON_TABLE(NOSTALL_TUNE_ENUM_)
+#undef NOSTALL_TUNE_ENUM_
+};
+/* Static name of a NOSTALL_TUNE_* code ("unknown" for others). */
+NOSTALL_API const char *nostall_tune_reason_name(int code);
+/* autotune's last decision in words (what it chose and why, e.g. how much
+ * CPU it gave back), copied into buf (n bytes, NUL-terminated, cut to fit);
+ * "" without autotune. Any thread. Returns the length it wanted. */
+NOSTALL_API size_t nostall_loader_tune_reason(const nostall_loader *ld, char *buf, size_t n);
 
 /* Snapshot into *out, filling at most `size` bytes (pass sizeof *out). */
 NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *out, size_t size);

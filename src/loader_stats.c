@@ -117,6 +117,14 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     pthread_mutex_unlock(&ld->skip_mu);
     s.threads = ld->nthreads;
     s.cpu_budget = ld->cpu_budget;
+    nst_tune_stats(ld, &s);
+    if (ld->bq->ops->memory) {
+        void *mem;
+        size_t bytes;
+        uint32_t ns, si;
+        ld->bq->ops->memory(ld->bq, &mem, &bytes, &ns, &si);
+        s.ring_bytes_max = bytes;
+    }
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return 0;
 }

@@ -316,6 +316,15 @@ static void r_free(nst_batches *b)
     free(r);
 }
 
+static void r_limit(nst_batches *b, uint32_t slots)
+{
+    ring *r = R(b);
+    pthread_mutex_lock(&r->mu);
+    r->q->slot_limit = slots;
+    pthread_cond_broadcast(&r->work); /* a take declined for room may succeed now */
+    pthread_mutex_unlock(&r->mu);
+}
+
 static const nst_batches_ops ring_ops = {
     .take = r_take,
     .stale = r_stale,
@@ -327,6 +336,7 @@ static const nst_batches_ops ring_ops = {
     .stop = r_stop,
     .free = r_free,
     .memory = nst_ring_memory,
+    .limit = r_limit,
 };
 
 /* The lender's steps (ring.h), for the hooks. */
