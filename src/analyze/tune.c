@@ -110,6 +110,25 @@ static void learn_ceiling(nst_tune_state *st, double rate)
     st->raised_for_fetch = 0;
 }
 
+/* What the setting's last worker (or its reads in flight) is there for:
+ * the bound the model sees with one less; with one worker and one read,
+ * the step itself. */
+static int what_for(const nst_tune_budget *b, const nst_tune_meas *m, const nst_tune_state *st,
+                    const nst_tune_setting *s, double step_s)
+{
+    const char *bound = "compute";
+    step_s = step_s * (100 - HEADROOM_PCT) / 100; /* as cheapest() judged */
+    if (s->workers > 1)
+        predict(b, m, st, s->workers - 1, s->depth ? s->depth : 1, step_s, &bound);
+    else if (s->depth > 1)
+        predict(b, m, st, 1, s->depth / 2, step_s, &bound);
+    else
+        return NOSTALL_TUNE_STEP_BOUND;
+    return strcmp(bound, "fetch") == 0  ? NOSTALL_TUNE_FETCH_BOUND
+           : strcmp(bound, "prep") == 0 ? NOSTALL_TUNE_PREP_BOUND
+                                        : NOSTALL_TUNE_STEP_BOUND;
+}
+
 int nst_tune_decide(nst_tune_state *st, const nst_tune_budget *b, const nst_tune_meas *m,
                     nst_tune_out *o)
 {
@@ -158,23 +177,21 @@ int nst_tune_decide(nst_tune_state *st, const nst_tune_budget *b, const nst_tune
     } else if (!down)
         st->down_votes = 0;
     /* bursts the means do not explain: more batches ahead */
-    if (!up && o->meas_stall > 2 * b->target && cur_pred <= b->target && o->set.ahead < b->max_ahead)
-        o->set.ahead++;
+    if (!up && o->meas_stall > 2 * b->target && cur_pred <= b->target) {
+        if (o->set.ahead < b->max_ahead)
+            o->set.ahead++;
+        else if (o->set.workers < wmax) /* the model is optimistic here: one more */
+            o->set.workers++;
+    }
     o->pred_stall =
         predict(b, m, st, o->set.workers, o->set.depth ? o->set.depth : 1, step_s, &bound);
     o->cpu_returned = fmax(0, fmin(b->cpus, wmax) - o->set.workers);
-    if (o->set.ahead != st->cur.ahead && !up)
+    if ((o->set.ahead != st->cur.ahead || o->set.workers > st->cur.workers) && !up)
         o->reason = NOSTALL_TUNE_JITTER;
     else if (!meets)
         o->reason = NOSTALL_TUNE_AT_BUDGET;
-    else if (o->set.workers < wmax)
-        o->reason = NOSTALL_TUNE_STEP_BOUND;
-    else {
-        const char *b1 = "prep";
-        if (o->set.workers > 1)
-            predict(b, m, st, o->set.workers - 1, o->set.depth ? o->set.depth : 1, step_s, &b1);
-        o->reason = strcmp(b1, "fetch") == 0 ? NOSTALL_TUNE_FETCH_BOUND : NOSTALL_TUNE_PREP_BOUND;
-    }
+    else
+        o->reason = what_for(b, m, st, &o->set, step_s);
     say(o, b, nostall_tune_reason_name(o->reason), step_s * 1e3, 0);
 out:;
     int changed = memcmp(&o->set, &st->cur, sizeof o->set) != 0;
