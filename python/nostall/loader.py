@@ -812,6 +812,9 @@ class Loader(_Base):
                  max_annotation_bytes: "int | str | None" = None,
                  box_labels: "str | None" = None,
                  max_bad_fraction: "float | None" = None,
+                 autotune: "bool | None" = None,
+                 cpu_budget: "float | None" = None,
+                 memory_budget: "int | str | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -1568,6 +1571,22 @@ class Loader(_Base):
         s = _lib.Stats()
         _check(self._lib.loader_stats(self._handle(), ctypes.byref(s), ctypes.sizeof(s)))
         return {name: getattr(s, name) for name in _lib.STAT_NAMES}
+
+    def autotune(self) -> dict:
+        """What autotune has in force and why: {on, active_workers, threads,
+        batches_ahead, io_depth, windows, decisions, reason, why, cpu_budget,
+        cpu_returned} (cpu_* in CPUs; the rest from stats())."""
+        s = self.stats()
+        buf = ctypes.create_string_buffer(256)
+        self._lib.loader_tune_reason(self._handle(), buf, len(buf))
+        return {"on": bool(s["autotune"]), "active_workers": s["active_workers"],
+                "threads": s["threads"], "batches_ahead": s["tuned_batches_ahead"],
+                "io_depth": s["tuned_io_depth"], "windows": s["tune_windows"],
+                "decisions": s["tune_decisions"],
+                "reason": _lib._s(self._lib.tune_reason_name(int(s["tune_reason"]))),
+                "why": buf.value.decode("utf-8", "replace"),
+                "cpu_budget": s["cpu_budget_milli"] / 1000.0,
+                "cpu_returned": s["cpu_returned_milli"] / 1000.0}
 
     def skipped(self) -> list:
         """Distinct bad items left out so far: [{index, path, status, reason}]."""
