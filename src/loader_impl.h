@@ -3,7 +3,9 @@
  * loader.c (the public API: create, free, stop, join, next, release,
  * introspection; the plan's lengths), loader_source.c (the items and the
  * fetch environment, made at create), loader_state.c (get/set state),
- * loader_stats.c (statistics and the skip table) and worker.c (the one
+ * loader_stats.c (statistics and the skip table), loader_tune.c
+ * (autotune: the active workers, batches ahead, reads in flight) and
+ * worker.c (the one
  * worker loop: tickets, fetches in flight, each item made through data
  * echoing's entry, echo/echo.h). Nothing else includes it.
  *
@@ -31,7 +33,7 @@
 #include "dataset/index.h"
 #include "order/sampler.h"
 #include "source/throttle.h"
-#include "analyze/tune.h"
+#include "tune.h"
 
 typedef _Atomic uint64_t nst_counter;
 

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "analyze/tune.h"
+#include "tune.h"
 #include "check.h"
 
 /* A window of 100 batches of 8 items: step_ms per batch, stall_ms per

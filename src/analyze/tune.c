@@ -1,5 +1,5 @@
 /*
- * tune.c — autotune's decision (see tune.h): the window's measurements
+ * tune.c — autotune's decision (see src/tune.h): the window's measurements
  * turned into the analyzer's measurements table, nst_an_predict (model.c)
  * asked for each candidate (workers, reads in flight), the cheapest that
  * keeps the stall under the target chosen, with hysteresis.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "analyze/analyze_impl.h"
-#include "analyze/tune.h"
+#include "tune.h"
 
 enum { HEADROOM_PCT = 15, DOWN_VOTES = 2 };
 

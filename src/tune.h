@@ -1,5 +1,8 @@
 /*
- * tune.h — autotune's decision (the loader's `autotune` option): from one
+ * tune.h — autotune's decision (the loader's `autotune` option), as the
+ * loader asks for it; implemented beside the analyzer's model
+ * (analyze/tune.c), so the loader's room names no header of analyze/
+ * (which includes the loader's dataset.h). From one
  * window of live measurements (the counters the loader already keeps, as
  * deltas), the budgets and the setting in force, the setting to use next
  * and why. A pure function of its arguments and of the state it is handed
@@ -22,11 +25,13 @@
  * need two windows in a row that agree and a measured stall under the
  * target; more are taken at once.
  */
-#ifndef NST_ANALYZE_TUNE_H
-#define NST_ANALYZE_TUNE_H
+#ifndef NST_TUNE_H
+#define NST_TUNE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "nostall.h" /* NOSTALL_TUNE_* */
 
 /* What the setting may be. */
 typedef struct nst_tune_budget {
