@@ -66,25 +66,30 @@ static double predict(const nst_tune_budget *b, const nst_tune_meas *m, const ns
 }
 
 /* The cheapest (workers, depth) whose predicted stall, with the step
- * shortened by the headroom, is under the target; the most the budget
- * allows when none is. 1 if one meets the target. */
+ * shortened by the headroom, is under the target; when none is, the
+ * cheapest of those with the least predicted stall (more reads or workers
+ * that the model says do not help are not taken). 1 if one meets it. */
 static int cheapest(const nst_tune_budget *b, const nst_tune_meas *m, const nst_tune_state *st,
                     double step_s, nst_tune_setting *best)
 {
     uint32_t wmax = nst_tune_max_active(b), dmax = b->max_depth ? b->max_depth : st->cur.depth;
-    double hs = step_s * (100 - HEADROOM_PCT) / 100;
+    double hs = step_s * (100 - HEADROOM_PCT) / 100, least = 1e300;
     for (uint32_t w = 1; w <= wmax; w++)
         for (uint32_t d = b->max_depth ? 1 : st->cur.depth;; d *= 2) {
             if (d > dmax) d = dmax;
-            if (predict(b, m, st, w, d ? d : 1, hs, NULL) <= b->target) {
+            double x = predict(b, m, st, w, d ? d : 1, hs, NULL);
+            if (x <= b->target) {
                 best->workers = w;
                 best->depth = d;
                 return 1;
             }
+            if (x < least * (1 - 1e-3)) { /* a real gain, not rounding */
+                least = x;
+                best->workers = w;
+                best->depth = d;
+            }
             if (d >= dmax) break;
         }
-    best->workers = wmax;
-    best->depth = dmax;
     return 0;
 }
 
