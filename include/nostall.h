@@ -872,7 +872,9 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
                         "mask and cgroup quota over LOCAL_WORLD_SIZE)")                            \
     X(cpu_returned_milli, "autotune: CPUs given back by parked workers, thousandths "              \
                           "(ceil(budget) - active workers, at most the budget)")                   \
-    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")
+    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")               \
+    X(ring_slots_usable, "ring slots the loader may use now: all of them, or with autotune "       \
+                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

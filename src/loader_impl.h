@@ -124,12 +124,12 @@ struct nostall_loader {
      * (atomics); parked workers wait on tune_cv under tune_mu, which also
      * guards tune_why. The rest is the consumer thread's (the controller
      * runs after a delivered batch), set at create otherwise. */
-    int autotune, tune_flip, tune_depth; /* tune_depth: io_depth=0, tuned */
-    double cpu_budget_f;                 /* CPUs (cpu_budget or derived)    */
-    uint32_t ahead_max;                  /* batches_ahead: the ring's most */
-    _Atomic uint32_t ahead_now;          /* ... and now                    */
-    uint64_t plan_batches;               /* an epoch's most batches (plan_memory) */
-    uint32_t plan_extra;                 /* slots beyond batches_ahead + 1 */
+    int autotune, tune_flip, tune_depth;  /* tune_depth: io_depth=0, tuned */
+    double cpu_budget_f;                  /* CPUs (cpu_budget or derived)    */
+    uint32_t ahead_max, tune_start_ahead; /* batches_ahead: the ring's most, the start */
+    _Atomic uint32_t ahead_now;           /* ... and now                    */
+    uint64_t plan_batches;                /* an epoch's most batches (plan_memory) */
+    uint32_t plan_extra;                  /* slots beyond batches_ahead + 1 */
     _Atomic uint32_t active, depth_lim;
     pthread_mutex_t tune_mu;
     pthread_cond_t tune_cv;

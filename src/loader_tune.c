@@ -76,6 +76,7 @@ int nst_tune_setup(struct nostall_loader *ld, const char *fn)
                            .ahead = ld->ahead_now,
                            .depth = ld->tune_depth ? NST_IO_DEPTH_AUTO_START : 0};
     nst_tune_init(&ld->tune, &st);
+    ld->tune_start_ahead = st.ahead;
     ld->tune.settle = 1; /* the first window fills the pipeline */
     atomic_store(&ld->active, st.workers);
     atomic_store(&ld->depth_lim, st.depth);
@@ -122,14 +123,16 @@ static void apply(struct nostall_loader *ld, const nst_tune_setting *s)
     }
 }
 
-/* The test hook: every setting changes after every batch. */
+/* The test hook: every setting changes after every batch (batches_ahead
+ * between its start and its most: it never goes below its start, which
+ * the Python binding's leases count on). */
 static void flip(struct nostall_loader *ld)
 {
     nst_tune_setting s = ld->tune.cur;
     uint32_t most = nst_tune_max_active(&ld->tune_budget);
     s.workers = s.workers == 1 ? most : 1;
     if (s.depth) s.depth = s.depth == 1 ? ld->tune_budget.max_depth : 1;
-    s.ahead = s.ahead == 1 ? ld->ahead_max : 1;
+    s.ahead = s.ahead == ld->tune_start_ahead ? ld->ahead_max : ld->tune_start_ahead;
     ld->tune.cur = s;
     apply(ld, &s);
     STAT_ADD(ld->tune_windows, 1);

@@ -1260,7 +1260,10 @@ class Loader(_Base):
             reserve = 4
         else:
             reserve = 3 if skip and c["drop_last"] == "1" else 2
-        return self._core.leases + reserve <= self._info["ring_slots"]
+        slots = self._info["ring_slots"]
+        if c["autotune"] == "1":  # the ring is sized for autotune's most; it uses fewer
+            slots = min(slots, self.stats()["ring_slots_usable"])
+        return self._core.leases + reserve <= slots
 
     _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest
 

@@ -42,3 +42,21 @@ def test_autotune_same_bytes(data, monkeypatch):
 def test_memory_budget_refused(data):
     with pytest.raises(nostall.Error, match="memory_budget"):
         nostall.Loader(data, autotune=True, memory_budget="1K", **BASE)
+
+
+def test_keeping_batches_alive(data, monkeypatch):
+    """Tensors kept alive hold their ring slots: with autotune the ring is
+    sized for its most batches ahead but uses fewer, and the binding counts
+    the usable ones (ring_slots_usable), copying instead of running the
+    ring dry -- with the hook that moves the limit after every batch too."""
+    opts = dict(batch_size=4, crop=24, seed=9, epochs=1, threads=2, batches_ahead=1)
+    with nostall.Loader(data, **opts) as ld:
+        want = [(x.clone(), y.clone()) for x, y in ld]
+    monkeypatch.setenv("NOSTALL_TEST_TUNE_FLIP", "1")
+    with nostall.Loader(data, autotune=True, **opts) as ld:
+        kept = list(ld)  # every batch of the epoch alive at once
+        s = ld.stats()
+        assert s["ring_slots_usable"] < ld.info()["ring_slots"]
+    assert len(kept) == len(want)
+    for (x, y), (wx, wy) in zip(kept, want):
+        assert x.equal(wx) and y.equal(wy)
