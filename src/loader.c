@@ -326,7 +326,11 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     uint32_t nslots = 0, items = 0;
     int rc = plan_memory(ld, &nslots, &items, fn);
     if (rc < 0) return rc;
+    /* autotune: the slots of its start touched now, the rest when used */
+    uint64_t start = v[NOSTALL_OPT_BATCHES_AHEAD].u;
+    if (start > ld->ahead_max) start = ld->ahead_max;
     nst_ring_params p = {.nslots = nslots,
+                         .touch_slots = ld->autotune ? nst_loader_slots(ld, start) : 0,
                          .slot_items = items,
                          .batch_size = ld->batch_size,
                          .flags = flags,
