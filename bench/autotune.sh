@@ -50,9 +50,9 @@ mkdir "$CPU/$CG" "$ACCT/$CG"
 
 situation_args() {
     case "$1" in
-    prep) echo "$WORK/big --batch-size 16 --epochs 3 --step-ms 2" ;;
-    fetch) echo "$WORK/small --batch-size 16 --epochs 3 --step-ms 2 --storage-mbps 2 --storage-latency-ms 5" ;;
-    step) echo "$WORK/big --batch-size 16 --epochs 2 --step-ms 60" ;;
+    prep) echo "$WORK/big --batch-size 16 --epochs 6 --step-ms 2" ;;
+    fetch) echo "$WORK/small --batch-size 16 --epochs 6 --step-ms 2 --storage-mbps 2 --storage-latency-ms 5" ;;
+    step) echo "$WORK/big --batch-size 16 --epochs 3 --step-ms 60" ;;
     esac
 }
 settings=("autotune")
