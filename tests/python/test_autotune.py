@@ -60,3 +60,22 @@ def test_keeping_batches_alive(data, monkeypatch):
     assert len(kept) == len(want)
     for (x, y), (wx, wy) in zip(kept, want):
         assert x.equal(wx) and y.equal(wy)
+
+
+def test_state_moves_between(data):
+    """A state saved under autotune resumes in a loader without it (and
+    back): autotune and its budgets are not in the state's fingerprint."""
+    opts = dict(batch_size=4, crop=24, seed=11, epochs=1, threads=2)
+    with nostall.Loader(data, **opts) as ld:
+        want = [x.clone() for x, _ in ld]
+    for first, second in ((dict(autotune=True, cpu_budget=1), {}),
+                          ({}, dict(autotune=True, memory_budget="64M"))):
+        with nostall.Loader(data, **opts, **first) as ld:
+            it = iter(ld)
+            got = [next(it)[0].clone() for _ in range(3)]
+            state = ld.state_dict()
+        with nostall.Loader(data, **opts, **second) as ld:
+            ld.load_state_dict(state)
+            got += [x.clone() for x, _ in ld]
+        assert len(got) == len(want)
+        assert all(a.equal(b) for a, b in zip(got, want))
