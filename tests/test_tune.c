@@ -7,12 +7,17 @@
  * halving (more workers at once), budgets of 0.5, 1 and 2 CPUs, bursts
  * (batches_ahead up to its most), the window skipped after a change, and
  * on a thousand pseudo-random windows that no budget is ever exceeded.
- * No clock: every input is a number given here.
+ * No clock: every input is a number given here. Then the batch engine's
+ * slot_limit, through which the loader applies batches_ahead: batches
+ * open in no more slots than it allows, and more once it grows.
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "tune.h"
+#include "batch/engine.h"
 #include "check.h"
+#include "recipe/recipe.h"
+#include "tune.h"
 
 /* A window of 100 batches of 8 items: step_ms per batch, stall_ms per
  * batch, CPU ms per item (decode), storage wait ms per item. */
@@ -231,8 +236,52 @@ static void never_over(void)
     CHECK_EQ(o.reason, NOSTALL_TUNE_MEASURING);
 }
 
+static uint32_t two(void *ctx, uint64_t epoch, uint64_t pos)
+{
+    (void)ctx;
+    (void)epoch;
+    (void)pos;
+    return 2;
+}
+
+/* Batches opened by taking every item the engine hands out (none done). */
+static int opened(nst_engine *q, const nst_engine_plan *p)
+{
+    nst_engine_ticket t;
+    while (nst_engine_take(q, p, 0, &t, 1) == 0) {
+    }
+    int n = 0;
+    for (uint32_t s = 0; s < q->nslots; s++) n += q->slots[s].state != NST_ENGINE_FREE;
+    return n;
+}
+
+static void slot_limit(void)
+{
+    nst_field_decl f;
+    memset(&f, 0, sizeof f);
+    f.dtype = NOSTALL_DTYPE_UINT8;
+    f.item_bytes = 16;
+    f.shape_field = -1;
+    size_t bytes = nst_engine_size(6, 2, &f, 1);
+    void *mem = NULL;
+    CHECK(bytes > 0 && posix_memalign(&mem, 64, bytes) == 0);
+    if (!mem) return;
+    memset(mem, 0, bytes);
+    nst_engine *q = nst_engine_init(mem, 6, 2, &f, 1, 0);
+    nst_engine_member_join(q, 0, 0, 0);
+    nst_engine_plan p = {.batch_len = two};
+    q->slot_limit = 3;
+    CHECK_EQ(opened(q, &p), 3);
+    q->slot_limit = 5;
+    CHECK_EQ(opened(q, &p), 5);
+    q->slot_limit = 0; /* all */
+    CHECK_EQ(opened(q, &p), 6);
+    free(mem);
+}
+
 int main(void)
 {
+    slot_limit();
     prep_bound();
     fetch_bound();
     step_bound();
