@@ -147,266 +147,279 @@ NOSTALL_API const char *nostall_last_error(void);
 /* io_depth=0 (auto): the reads in flight a worker may grow to. */
 #define NOSTALL_IO_DEPTH_AUTO_MAX 32
 
-#define NOSTALL_OPTION_TABLE(X)                                                                    \
-    X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536", "items per batch")                    \
-    X(THREADS, 1, "threads", UINT, "0", "0", "1024",                                               \
-      "worker threads; 0 = the CPUs this process may use (affinity mask, cgroup CPU quota), "      \
-      "divided by LOCAL_WORLD_SIZE")                                                               \
-    X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                                     \
-      "batches prepared ahead of the consumer (bounds memory)")                                    \
-    X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                                     \
-      "seed of the item order and of every random augmentation")                                   \
-    X(EPOCHS, 4, "epochs", UINT, "0", "0", "1000000000",                                           \
-      "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                                      \
-    X(SHUFFLE, 5, "shuffle", BOOL, "1", "0", "1",                                                  \
-      "new random item order every epoch (0: dataset order)")                                      \
-    X(DROP_LAST, 6, "drop_last", BOOL, "0", "0", "1",                                              \
-      "1: equal disjoint shards cut down to a multiple of world_size and "                         \
-      "no partial final batch; 0: shards padded by wrapping around and the "                       \
-      "final batch may be short")                                                                  \
-    X(RANK, 7, "rank", UINT, "0", "0", "1048575", "this process's shard (0 .. world_size-1)")      \
-    X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                                      \
-      "number of shards the dataset is split into")                                                \
-    X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                                            \
-      "train: random draws (image_mode=crop: RandomResizedCrop + flip; "                           \
-      "resize and full: the flip only); eval: no draws (crop: resize + "                           \
-      "center crop)")                                                                              \
-    X(CROP, 10, "crop", UINT, "224", "1", "8192",                                                  \
-      "output height and width in pixels when out_height/out_width are 0")                         \
-    X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                                               \
-      "eval: shorter side before the center crop; 0 = crop * 8 / 7")                               \
-    X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",                                 \
-      "RandomResizedCrop: smallest fraction of the image area")                                    \
-    X(SCALE_MAX, 13, "scale_max", DOUBLE, "1", "0.000001", "1",                                    \
-      "RandomResizedCrop: largest fraction of the image area")                                     \
-    X(RATIO_MIN, 14, "ratio_min", DOUBLE, "0.75", "0.01", "100",                                   \
-      "RandomResizedCrop: smallest aspect ratio (width / height)")                                 \
-    X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100",                     \
-      "RandomResizedCrop: largest aspect ratio (width / height)")                                  \
-    X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                                         \
-      "train: probability of a horizontal flip (every image mode)")                                \
-    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "",                     \
-      "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "                       \
-      "float16, bfloat16: normalized like float, in half precision (rounded "                      \
-      "to nearest even); layout says NCHW or NHWC")                                                \
-    X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",                             \
-      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")                       \
-    X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",                            \
-      "float output: per-channel standard deviation (RGB)")                                        \
-    X(ON_BAD_ITEM, 20, "on_bad_item", ENUM, "skip", "skip|fail", "",                               \
-      "skip: leave bad items out, count and report them; fail: the next "                          \
-      "call returns the error naming the file")                                                    \
-    X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",                          \
-      "images with more pixels (width * height) are bad items")                                    \
-    X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",                              \
-      "files larger than this are bad items (tokens: bounds one window or "                        \
-      "cache unit read; bytes: also bounds each item's room)")                                     \
-    X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                                         \
-      "minio: with cache_bytes > 0, keep encoded items in a fill-once, "                           \
-      "never-evict cache and read misses without filling the OS page cache; "                      \
-      "none: no cache, read through the OS page cache")                                            \
-    X(CACHE_BYTES, 24, "cache_bytes", SIZE, "0", "0", "16T",                                       \
-      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "                       \
-      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "                       \
-      "cache")                                                                                     \
-    X(STORAGE_MBPS, 25, "storage_mbps", DOUBLE, "0", "0", "1000000",                               \
-      "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "                        \
-      "all reads; 0 = off")                                                                        \
-    X(STORAGE_LATENCY_MS, 26, "storage_latency_ms", DOUBLE, "0", "0", "60000",                     \
-      "emulate this latency per storage read, in milliseconds; 0 = off")                           \
-    X(IO_DEPTH, 27, "io_depth", UINT, "0", "0", "256",                                             \
-      "reads or HTTP transfers in flight per worker thread (items fetched "                        \
-      "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "                        \
-      "waits for storage; 1 = read each item when its turn comes")                                 \
-    X(READER, 28, "reader", ENUM, "auto", "auto|pread|io_uring", "",                               \
-      "how local files are read: io_uring (many reads in flight from one "                         \
-      "thread), pread, or auto: io_uring when io_depth is not 1 and the "                          \
-      "kernel allows it, else pread")                                                              \
-    X(HTTP_TIMEOUT_MS, 29, "http_timeout_ms", UINT, "30000", "1", "3600000",                       \
-      "http(s) items: one attempt at a transfer fails after this long")                            \
-    X(HTTP_RETRIES, 30, "http_retries", UINT, "3", "0", "100",                                     \
-      "http(s) items: retries of transient failures (connection errors, "                          \
-      "timeouts, 5xx, 429, a body cut short), with exponential backoff")                           \
-    X(HTTP_VERIFY_TLS, 31, "http_verify_tls", BOOL, "1", "0", "1",                                 \
-      "https items: verify the server's certificate and host name")                                \
-    X(ECHO, 32, "echo", ENUM, "fixed", "fixed|adaptive", "",                                       \
-      "data echoing: fixed = every item used echo_factor times; adaptive = "                       \
-      "repeat pooled items only when the consumer would otherwise wait "                           \
-      "(at most echo_max uses each)")                                                              \
-    X(ECHO_POINT, 33, "echo_point", ENUM, "decode", "fetch|decode|augment|batch", "",              \
-      "where data is repeated: fetch (encoded bytes, each copy decoded "                           \
-      "and augmented afresh), decode (decoded image, each copy augmented "                         \
-      "afresh), augment (identical examples), batch (whole batches)")                              \
-    X(ECHO_FACTOR, 34, "echo_factor", DOUBLE, "1", "1", "1000",                                    \
-      "fixed echoing: uses of each item per epoch (fractional: the extra use "                     \
-      "is drawn per item); 1 = no echoing")                                                        \
-    X(ECHO_BUFFER, 35, "echo_buffer", UINT, "64", "1", "1048576",                                  \
-      "echo shuffle pool: items held with their remaining uses and drawn at "                      \
-      "random, spreading copies apart (larger: fewer duplicates per batch; "                       \
-      "adaptive: the pool of finished items; echo_point=batch repeats each "                       \
-      "batch in a row and does not use it)")                                                       \
-    X(ECHO_MAX, 36, "echo_max", UINT, "4", "1", "1000", "adaptive echoing: most uses of any item") \
-    X(COORDINATE, 37, "coordinate", STRING, "", "", "",                                            \
-      "coordinated prep: jobs on this machine with the same group name and "                       \
-      "the same data options share fetching and preprocessing (each item "                         \
-      "once for the whole group, every job gets every batch); empty = off")                        \
-    X(COORDINATE_LEAD, 38, "coordinate_lead", UINT, "4", "1", "64",                                \
-      "coordinated prep: batches the fastest job may be ahead of the slowest")                     \
-    X(CACHE_TRANSCODE, 39, "cache_transcode", BOOL, "0", "0", "1",                                 \
-      "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "                        \
-      "per MCU (as `nostall transcode` writes them), so that decoding a "                          \
-      "cached item reads only its crop's part of the file (same pixels; "                          \
-      "less CPU per item in every later epoch, extra CPU once per item when "                      \
-      "it is cached)")                                                                             \
-    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes|audio", "",                \
-      "what an item becomes (the item recipe): classify = an image and its "                       \
-      "label; detect = an image with its boxes (COCO annotations); tokens = "                      \
-      "a window of a token file; bytes = the item's bytes as fetched; audio "                      \
-      "= a clip's waveform or log-mel spectrogram and its label")                                  \
-    X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",                          \
-      "crop: train RandomResizedCrop / eval resize + center crop; resize: the "                    \
-      "whole image to out_height x out_width (fit; train: the flip only); "                        \
-      "full: every image at its own size, each item in a place of "                                \
-      "full_max_pixels (with its shape)")                                                          \
-    X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                                       \
-      "output height in pixels (image_mode crop and resize, detect); 0 = "                         \
-      "crop; not with image_mode=full")                                                            \
-    X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                                         \
-      "output width in pixels (image_mode crop and resize, detect); 0 = "                          \
-      "crop; not with image_mode=full")                                                            \
-    X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                                          \
-      "image_mode=resize and detect's eval resize: stretch to the size, or "                       \
-      "keep the aspect and pad "                                                                   \
-      "(letterbox, centred, zeros before normalization)")                                          \
-    X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                                    \
-      "image field layout; auto = NCHW for float outputs, NHWC for uint8")                         \
-    X(MAX_BOXES, 46, "max_boxes", UINT, "100", "1", "65536",                                       \
-      "detect: boxes per item; items with more are truncated and counted")                         \
-    X(BOX_CROP, 47, "box_crop", ENUM, "iou", "iou|rrc|none", "",                                   \
-      "detect, train: SSD's random IoU crop (torchvision RandomIoUCrop), a "                       \
-      "box-aware RandomResizedCrop, or none (resize only)")                                        \
-    X(IMAGE_ROOT, 48, "image_root", PATH, "", "", "",                                              \
-      "detect: the folder COCO file_names are relative to; empty = the "                           \
-      "annotation file's folder")                                                                  \
-    X(CONTEXT_LENGTH, 49, "context_length", UINT, "1024", "1", "16777216",                         \
-      "tokens: tokens per window (each item holds context_length + 1)")                            \
-    X(TOKEN_DTYPE, 50, "token_dtype", ENUM, "auto", "auto|uint16|uint32", "",                      \
-      "tokens: element type of the token file; auto = from a .npy header, "                        \
-      "else uint16 (nanoGPT's .bin)")                                                              \
-    X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",                                 \
-      "tokens: a window at a random offset drawn from (seed, epoch, item), or "                    \
-      "chunks of context_length + 1 tokens at stride context_length "                              \
-      "(consecutive chunks share one token), in a permuted order")                                 \
-    X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                                                 \
-      "tokens: also a targets field (the window shifted by one)")                                  \
-    X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                                              \
-      "a shared library with a user op (nostall_op.h) run on every item by "                       \
-      "the worker threads; empty = none")                                                          \
-    X(OP_ARGS, 54, "op_args", PATH, "", "", "", "text handed to the user op's create")             \
-    X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000",                  \
-      "image_mode full: the largest image (width x height) an item's place "                       \
-      "holds (each place is that many pixels x 3 elements of the output "                          \
-      "dtype: memory); larger images are bad items")                                               \
-    X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",                             \
-      "audio: every clip is resampled to this rate (Hz)")                                          \
-    X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                                                 \
-      "audio: average the channels into one (0: keep them; the channel count "                     \
-      "is the first local item's, a clip with another count is a bad item; "                       \
-      "refused when every item is a URL)")                                                         \
-    X(CLIP_SECONDS, 58, "clip_seconds", DOUBLE, "1", "0.001", "3600",                              \
-      "audio: the window's length; train: at a random start, eval: centred; "                      \
-      "shorter clips are padded with zeros (the length field gives the "                           \
-      "clip's samples in the window; eval with clip_seconds >= the longest "                       \
-      "clip gives whole clips)")                                                                   \
-    X(AUDIO_FEATURES, 59, "audio_features", ENUM, "logmel", "logmel|waveform", "",                 \
-      "audio: a log-mel spectrogram [n_mels, frames], or the waveform "                            \
-      "[channels, samples]")                                                                       \
-    X(N_FFT, 60, "n_fft", UINT, "400", "16", "65536", "audio, logmel: FFT size (samples)")         \
-    X(HOP, 61, "hop", UINT, "160", "1", "65536", "audio, logmel: samples between frames")          \
-    X(WIN, 62, "win", UINT, "0", "0", "65536",                                                     \
-      "audio, logmel: Hann window length (samples; 0 = n_fft)")                                    \
-    X(N_MELS, 63, "n_mels", UINT, "64", "1", "1024", "audio, logmel: mel bands")                   \
-    X(F_MIN, 64, "f_min", DOUBLE, "0", "0", "192000", "audio, logmel: lowest mel frequency (Hz)")  \
-    X(F_MAX, 65, "f_max", DOUBLE, "0", "0", "192000",                                              \
-      "audio, logmel: highest mel frequency (Hz; 0 = sample_rate / 2)")                            \
-    X(MEL_SCALE, 66, "mel_scale", ENUM, "htk", "htk|slaney", "",                                   \
-      "audio, logmel: the mel scale and filter norm (torchaudio's "                                \
-      "mel_scale; slaney also normalizes each filter's area)")                                     \
-    X(MEL_POWER, 67, "mel_power", DOUBLE, "2", "0.1", "4",                                         \
-      "audio, logmel: exponent of the magnitude (2 = power spectrogram)")                          \
-    X(TOP_DB, 68, "top_db", DOUBLE, "0", "0", "1000",                                              \
-      "audio, logmel: clamp each spectrogram to its peak minus top_db "                            \
-      "decibels (0 = no clamp), as torchaudio's AmplitudeToDB(top_db)")                            \
-    X(TIME_MASKS, 69, "time_masks", UINT, "0", "0", "64",                                          \
-      "audio, logmel, train: SpecAugment time masks per item")                                     \
-    X(TIME_MASK_MAX, 70, "time_mask_max", UINT, "10", "0", "100000",                               \
-      "audio: the widest time mask (frames)")                                                      \
-    X(FREQ_MASKS, 71, "freq_masks", UINT, "0", "0", "64",                                          \
-      "audio, logmel, train: SpecAugment frequency masks per item")                                \
-    X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",                                  \
-      "audio: the widest frequency mask (mel bands)")                                              \
-    X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400",                 \
-      "audio: longer clips are bad items (like max_pixels for images)")                            \
-    X(MIX, 74, "mix", PATH, "", "", "",                                                            \
-      "weighted mixing: several sources read as one dataset, SOURCE:WEIGHT "                       \
-      "entries separated by commas, or by newlines (then a path may hold "                         \
-      "commas), e.g. 'a:0.7,b:0.3'; every source with the same task and "                          \
-      "options; the loader's own source is then only a name; empty = off "                         \
-      "(docs/mixing.md)")                                                                          \
-    X(MIX_EPOCH_ITEMS, 75, "mix_epoch_items", UINT, "0", "0", "281474976710656",                   \
-      "weighted mixing: items of a mixed epoch, shared out by the weights "                        \
-      "exactly (each source walks its own epochs at its own rate); 0 = the "                       \
-      "sum of the sources' items")                                                                 \
-    X(MIX_LABELS, 76, "mix_labels", ENUM, "own", "own|offset", "",                                 \
-      "weighted mixing: own = each source's labels as they are (sources of "                       \
-      "one class list); offset = source s's integer labels shifted by the "                        \
-      "classes of the sources before it (disjoint class lists)")                                   \
-    X(SHARD_MODE, 77, "shard_mode", ENUM, "indexed", "indexed|stream", "",                         \
-      "tar shards: indexed = each item one ranged read (pread, HTTP Range; "                       \
-      "the global permutation, caches); stream = every shard read whole "                          \
-      "and in order, in a permuted shard order, items through a seeded "                           \
-      "shuffle buffer (for stores where a request costs more than its "                            \
-      "bytes; docs/shards.md)")                                                                    \
-    X(SHUFFLE_BUFFER, 78, "shuffle_buffer", UINT, "1000", "1", "16777216",                         \
-      "shard_mode=stream: items of the shuffle buffer (memory: this many "                         \
-      "items' bytes, plus the batches in flight)")                                                 \
-    X(ALLOW_OUTSIDE_ROOT, 79, "allow_outside_root", BOOL, "0", "0", "1",                           \
-      "detect: read COCO file_names that leave the image root (absolute, "                         \
-      "'..', or a symlink out of it); 0 = refuse them at create, so an "                           \
-      "annotation file cannot make the loader read other files")                                   \
-    X(MAX_ANNOTATION_BYTES, 80, "max_annotation_bytes", SIZE, "4G", "1K", "1T",                    \
-      "detect: the most memory reading the COCO file may take: its bytes plus "                    \
-      "the JSON tree of the members nostall uses, estimated by a pre-scan "                        \
-      "before the tree is built (members it does not use cost nothing)")                           \
-    X(BOX_LABELS, 81, "box_labels", ENUM, "index", "index|category_id", "",                        \
-      "detect: box_labels hold the category's number 0..K-1 in id order, or "                      \
-      "its COCO category_id (as torchvision's detection references: 0 "                            \
-      "left for the background)")                                                                  \
-    X(MAX_BAD_FRACTION, 82, "max_bad_fraction", DOUBLE, "0.01", "0", "1",                          \
-      "on_bad_item=skip: the most bad items an epoch may hold, as a fraction "                     \
-      "of this rank's items (at most ceil(fraction x items); each rank "                           \
-      "checks its own share): past it the loader fails naming the first bad "                      \
-      "items instead of training on what is left; an epoch with no good "                          \
-      "item is always an error")                                                                   \
-    X(DECODE_DEVICE, 83, "decode_device", ENUM, "cpu", "cpu|gpu", "",                              \
-      "where JPEGs are decoded and augmented: cpu, or gpu (nvJPEG and CUDA "                       \
-      "kernels; needs a libnostall built with CUDA, a CUDA device and "                            \
-      "libnvjpeg at run time, each named when missing; docs/gpu.md)")                              \
-    X(GPU_ID, 84, "gpu_id", UINT, "0", "0", "1023", "decode_device=gpu: the CUDA device's ordinal")    \
-    X(PREP_SERVERS, 85, "prep_servers", PATH, "", "", "",                                          \
-      "prepare items on prep servers too (`nostall serve`): HOST:PORT,... "                        \
-      "(docs/serve.md); with it threads=0 means no local workers. The "                            \
-      "batches are the same bytes as a local run's")                                               \
-    X(PREP_SECRET_FILE, 86, "prep_secret_file", PATH, "", "", "",                                  \
-      "prep_servers: the file holding the shared secret the servers were "                         \
-      "started with (mode 0600; never sent: each side proves it by HMAC)")                         \
-    X(PREP_TIMEOUT_MS, 87, "prep_timeout_ms", UINT, "10000", "50", "3600000",                      \
-      "prep_servers: a server with items outstanding that sends nothing for "                      \
-      "this long is dropped, its items prepared elsewhere; it is tried "                           \
-      "again with backoff")                                                                        \
-    X(PREP_INFLIGHT, 88, "prep_inflight", UINT, "16", "1", "256",                                  \
-      "prep_servers: items in flight per server at most (the server may "                          \
-      "grant fewer)")
+#define NOSTALL_OPTION_TABLE(X)                                                                     \
+    X(BATCH_SIZE, 0, "batch_size", UINT, "64", "1", "65536", "items per batch")                     \
+    X(THREADS, 1, "threads", UINT, "0", "0", "1024",                                                \
+      "worker threads; 0 = the CPUs this process may use (affinity mask, cgroup CPU quota), "       \
+      "divided by LOCAL_WORLD_SIZE")                                                                \
+    X(BATCHES_AHEAD, 2, "batches_ahead", UINT, "3", "1", "64",                                      \
+      "batches prepared ahead of the consumer (bounds memory)")                                     \
+    X(SEED, 3, "seed", UINT, "0", "0", "18446744073709551615",                                      \
+      "seed of the item order and of every random augmentation")                                    \
+    X(EPOCHS, 4, "epochs", UINT, "0", "0", "1000000000",                                            \
+      "epochs to deliver before NOSTALL_DONE; 0 = unlimited")                                       \
+    X(SHUFFLE, 5, "shuffle", BOOL, "1", "0", "1",                                                   \
+      "new random item order every epoch (0: dataset order)")                                       \
+    X(DROP_LAST, 6, "drop_last", BOOL, "0", "0", "1",                                               \
+      "1: equal disjoint shards cut down to a multiple of world_size and "                          \
+      "no partial final batch; 0: shards padded by wrapping around and the "                        \
+      "final batch may be short")                                                                   \
+    X(RANK, 7, "rank", UINT, "0", "0", "1048575", "this process's shard (0 .. world_size-1)")       \
+    X(WORLD_SIZE, 8, "world_size", UINT, "1", "1", "1048576",                                       \
+      "number of shards the dataset is split into")                                                 \
+    X(MODE, 9, "mode", ENUM, "train", "train|eval", "",                                             \
+      "train: random draws (image_mode=crop: RandomResizedCrop + flip; "                            \
+      "resize and full: the flip only); eval: no draws (crop: resize + "                            \
+      "center crop)")                                                                               \
+    X(CROP, 10, "crop", UINT, "224", "1", "8192",                                                   \
+      "output height and width in pixels when out_height/out_width are 0")                          \
+    X(RESIZE, 11, "resize", UINT, "0", "0", "16384",                                                \
+      "eval: shorter side before the center crop; 0 = crop * 8 / 7")                                \
+    X(SCALE_MIN, 12, "scale_min", DOUBLE, "0.08", "0.000001", "1",                                  \
+      "RandomResizedCrop: smallest fraction of the image area")                                     \
+    X(SCALE_MAX, 13, "scale_max", DOUBLE, "1", "0.000001", "1",                                     \
+      "RandomResizedCrop: largest fraction of the image area")                                      \
+    X(RATIO_MIN, 14, "ratio_min", DOUBLE, "0.75", "0.01", "100",                                    \
+      "RandomResizedCrop: smallest aspect ratio (width / height)")                                  \
+    X(RATIO_MAX, 15, "ratio_max", DOUBLE, "1.3333333333333333", "0.01", "100",                      \
+      "RandomResizedCrop: largest aspect ratio (width / height)")                                   \
+    X(FLIP_PROB, 16, "flip_prob", DOUBLE, "0.5", "0", "1",                                          \
+      "train: probability of a horizontal flip (every image mode)")                                 \
+    X(OUTPUT, 17, "output", ENUM, "float", "float|uint8|float16|bfloat16", "",                      \
+      "float: float32 normalized by mean/std; uint8: uint8 RGB as decoded; "                        \
+      "float16, bfloat16: normalized like float, in half precision (rounded "                       \
+      "to nearest even); layout says NCHW or NHWC")                                                 \
+    X(MEAN, 18, "mean", DOUBLE3, "0.485,0.456,0.406", "-1000", "1000",                              \
+      "float output: per-channel mean (RGB, pixel values scaled to [0, 1])")                        \
+    X(STD, 19, "std", DOUBLE3, "0.229,0.224,0.225", "0.000001", "1000",                             \
+      "float output: per-channel standard deviation (RGB)")                                         \
+    X(ON_BAD_ITEM, 20, "on_bad_item", ENUM, "skip", "skip|fail", "",                                \
+      "skip: leave bad items out, count and report them; fail: the next "                           \
+      "call returns the error naming the file")                                                     \
+    X(MAX_PIXELS, 21, "max_pixels", UINT, "100000000", "1", "1000000000",                           \
+      "images with more pixels (width * height) are bad items")                                     \
+    X(MAX_FILE_BYTES, 22, "max_file_bytes", SIZE, "256M", "1", "16G",                               \
+      "files larger than this are bad items (tokens: bounds one window or "                         \
+      "cache unit read; bytes: also bounds each item's room)")                                      \
+    X(CACHE, 23, "cache", ENUM, "minio", "minio|none", "",                                          \
+      "minio: with cache_bytes > 0, keep encoded items in a fill-once, "                            \
+      "never-evict cache and read misses without filling the OS page cache; "                       \
+      "none: no cache, read through the OS page cache")                                             \
+    X(CACHE_BYTES, 24, "cache_bytes", SIZE, "0", "0", "16T",                                        \
+      "MinIO cache budget: bytes (K/M/G/T suffixes) or a percentage of the "                        \
+      "memory the process may use (RAM or its cgroup limit: '25%'); 0 = no "                        \
+      "cache")                                                                                      \
+    X(STORAGE_MBPS, 25, "storage_mbps", DOUBLE, "0", "0", "1000000",                                \
+      "emulate storage of this bandwidth, in MB/s (10^6 bytes), shared by "                         \
+      "all reads; 0 = off")                                                                         \
+    X(STORAGE_LATENCY_MS, 26, "storage_latency_ms", DOUBLE, "0", "0", "60000",                      \
+      "emulate this latency per storage read, in milliseconds; 0 = off")                            \
+    X(IO_DEPTH, 27, "io_depth", UINT, "0", "0", "256",                                              \
+      "reads or HTTP transfers in flight per worker thread (items fetched "                         \
+      "ahead of decoding); 0 = auto: 4, doubled up to 32 while the worker "                         \
+      "waits for storage; 1 = read each item when its turn comes")                                  \
+    X(READER, 28, "reader", ENUM, "auto", "auto|pread|io_uring", "",                                \
+      "how local files are read: io_uring (many reads in flight from one "                          \
+      "thread), pread, or auto: io_uring when io_depth is not 1 and the "                           \
+      "kernel allows it, else pread")                                                               \
+    X(HTTP_TIMEOUT_MS, 29, "http_timeout_ms", UINT, "30000", "1", "3600000",                        \
+      "http(s) items: one attempt at a transfer fails after this long")                             \
+    X(HTTP_RETRIES, 30, "http_retries", UINT, "3", "0", "100",                                      \
+      "http(s) items: retries of transient failures (connection errors, "                           \
+      "timeouts, 5xx, 429, a body cut short), with exponential backoff")                            \
+    X(HTTP_VERIFY_TLS, 31, "http_verify_tls", BOOL, "1", "0", "1",                                  \
+      "https items: verify the server's certificate and host name")                                 \
+    X(ECHO, 32, "echo", ENUM, "fixed", "fixed|adaptive", "",                                        \
+      "data echoing: fixed = every item used echo_factor times; adaptive = "                        \
+      "repeat pooled items only when the consumer would otherwise wait "                            \
+      "(at most echo_max uses each)")                                                               \
+    X(ECHO_POINT, 33, "echo_point", ENUM, "decode", "fetch|decode|augment|batch", "",               \
+      "where data is repeated: fetch (encoded bytes, each copy decoded "                            \
+      "and augmented afresh), decode (decoded image, each copy augmented "                          \
+      "afresh), augment (identical examples), batch (whole batches)")                               \
+    X(ECHO_FACTOR, 34, "echo_factor", DOUBLE, "1", "1", "1000",                                     \
+      "fixed echoing: uses of each item per epoch (fractional: the extra use "                      \
+      "is drawn per item); 1 = no echoing")                                                         \
+    X(ECHO_BUFFER, 35, "echo_buffer", UINT, "64", "1", "1048576",                                   \
+      "echo shuffle pool: items held with their remaining uses and drawn at "                       \
+      "random, spreading copies apart (larger: fewer duplicates per batch; "                        \
+      "adaptive: the pool of finished items; echo_point=batch repeats each "                        \
+      "batch in a row and does not use it)")                                                        \
+    X(ECHO_MAX, 36, "echo_max", UINT, "4", "1", "1000", "adaptive echoing: most uses of any item")  \
+    X(COORDINATE, 37, "coordinate", STRING, "", "", "",                                             \
+      "coordinated prep: jobs on this machine with the same group name and "                        \
+      "the same data options share fetching and preprocessing (each item "                          \
+      "once for the whole group, every job gets every batch); empty = off")                         \
+    X(COORDINATE_LEAD, 38, "coordinate_lead", UINT, "4", "1", "64",                                 \
+      "coordinated prep: batches the fastest job may be ahead of the slowest")                      \
+    X(CACHE_TRANSCODE, 39, "cache_transcode", BOOL, "0", "0", "1",                                  \
+      "MinIO cache: keep JPEGs rewritten losslessly with a restart marker "                         \
+      "per MCU (as `nostall transcode` writes them), so that decoding a "                           \
+      "cached item reads only its crop's part of the file (same pixels; "                           \
+      "less CPU per item in every later epoch, extra CPU once per item when "                       \
+      "it is cached)")                                                                              \
+    X(TASK, 40, "task", ENUM, "classify", "classify|detect|tokens|bytes|audio", "",                 \
+      "what an item becomes (the item recipe): classify = an image and its "                        \
+      "label; detect = an image with its boxes (COCO annotations); tokens = "                       \
+      "a window of a token file; bytes = the item's bytes as fetched; audio "                       \
+      "= a clip's waveform or log-mel spectrogram and its label")                                   \
+    X(IMAGE_MODE, 41, "image_mode", ENUM, "crop", "crop|resize|full", "",                           \
+      "crop: train RandomResizedCrop / eval resize + center crop; resize: the "                     \
+      "whole image to out_height x out_width (fit; train: the flip only); "                         \
+      "full: every image at its own size, each item in a place of "                                 \
+      "full_max_pixels (with its shape)")                                                           \
+    X(OUT_HEIGHT, 42, "out_height", UINT, "0", "0", "16384",                                        \
+      "output height in pixels (image_mode crop and resize, detect); 0 = "                          \
+      "crop; not with image_mode=full")                                                             \
+    X(OUT_WIDTH, 43, "out_width", UINT, "0", "0", "16384",                                          \
+      "output width in pixels (image_mode crop and resize, detect); 0 = "                           \
+      "crop; not with image_mode=full")                                                             \
+    X(FIT, 44, "fit", ENUM, "stretch", "stretch|pad", "",                                           \
+      "image_mode=resize and detect's eval resize: stretch to the size, or "                        \
+      "keep the aspect and pad "                                                                    \
+      "(letterbox, centred, zeros before normalization)")                                           \
+    X(LAYOUT, 45, "layout", ENUM, "auto", "auto|nchw|nhwc", "",                                     \
+      "image field layout; auto = NCHW for float outputs, NHWC for uint8")                          \
+    X(MAX_BOXES, 46, "max_boxes", UINT, "100", "1", "65536",                                        \
+      "detect: boxes per item; items with more are truncated and counted")                          \
+    X(BOX_CROP, 47, "box_crop", ENUM, "iou", "iou|rrc|none", "",                                    \
+      "detect, train: SSD's random IoU crop (torchvision RandomIoUCrop), a "                        \
+      "box-aware RandomResizedCrop, or none (resize only)")                                         \
+    X(IMAGE_ROOT, 48, "image_root", PATH, "", "", "",                                               \
+      "detect: the folder COCO file_names are relative to; empty = the "                            \
+      "annotation file's folder")                                                                   \
+    X(CONTEXT_LENGTH, 49, "context_length", UINT, "1024", "1", "16777216",                          \
+      "tokens: tokens per window (each item holds context_length + 1)")                             \
+    X(TOKEN_DTYPE, 50, "token_dtype", ENUM, "auto", "auto|uint16|uint32", "",                       \
+      "tokens: element type of the token file; auto = from a .npy header, "                         \
+      "else uint16 (nanoGPT's .bin)")                                                               \
+    X(WINDOWS, 51, "windows", ENUM, "random", "random|chunks", "",                                  \
+      "tokens: a window at a random offset drawn from (seed, epoch, item), or "                     \
+      "chunks of context_length + 1 tokens at stride context_length "                               \
+      "(consecutive chunks share one token), in a permuted order")                                  \
+    X(TARGETS, 52, "targets", BOOL, "1", "0", "1",                                                  \
+      "tokens: also a targets field (the window shifted by one)")                                   \
+    X(OP_LIBRARY, 53, "op_library", PATH, "", "", "",                                               \
+      "a shared library with a user op (nostall_op.h) run on every item by "                        \
+      "the worker threads; empty = none")                                                           \
+    X(OP_ARGS, 54, "op_args", PATH, "", "", "", "text handed to the user op's create")              \
+    X(FULL_MAX_PIXELS, 55, "full_max_pixels", UINT, "4194304", "1", "1000000000",                   \
+      "image_mode full: the largest image (width x height) an item's place "                        \
+      "holds (each place is that many pixels x 3 elements of the output "                           \
+      "dtype: memory); larger images are bad items")                                                \
+    X(SAMPLE_RATE, 56, "sample_rate", UINT, "16000", "1000", "384000",                              \
+      "audio: every clip is resampled to this rate (Hz)")                                           \
+    X(MIXDOWN, 57, "mixdown", BOOL, "1", "0", "1",                                                  \
+      "audio: average the channels into one (0: keep them; the channel count "                      \
+      "is the first local item's, a clip with another count is a bad item; "                        \
+      "refused when every item is a URL)")                                                          \
+    X(CLIP_SECONDS, 58, "clip_seconds", DOUBLE, "1", "0.001", "3600",                               \
+      "audio: the window's length; train: at a random start, eval: centred; "                       \
+      "shorter clips are padded with zeros (the length field gives the "                            \
+      "clip's samples in the window; eval with clip_seconds >= the longest "                        \
+      "clip gives whole clips)")                                                                    \
+    X(AUDIO_FEATURES, 59, "audio_features", ENUM, "logmel", "logmel|waveform", "",                  \
+      "audio: a log-mel spectrogram [n_mels, frames], or the waveform "                             \
+      "[channels, samples]")                                                                        \
+    X(N_FFT, 60, "n_fft", UINT, "400", "16", "65536", "audio, logmel: FFT size (samples)")          \
+    X(HOP, 61, "hop", UINT, "160", "1", "65536", "audio, logmel: samples between frames")           \
+    X(WIN, 62, "win", UINT, "0", "0", "65536",                                                      \
+      "audio, logmel: Hann window length (samples; 0 = n_fft)")                                     \
+    X(N_MELS, 63, "n_mels", UINT, "64", "1", "1024", "audio, logmel: mel bands")                    \
+    X(F_MIN, 64, "f_min", DOUBLE, "0", "0", "192000", "audio, logmel: lowest mel frequency (Hz)")   \
+    X(F_MAX, 65, "f_max", DOUBLE, "0", "0", "192000",                                               \
+      "audio, logmel: highest mel frequency (Hz; 0 = sample_rate / 2)")                             \
+    X(MEL_SCALE, 66, "mel_scale", ENUM, "htk", "htk|slaney", "",                                    \
+      "audio, logmel: the mel scale and filter norm (torchaudio's "                                 \
+      "mel_scale; slaney also normalizes each filter's area)")                                      \
+    X(MEL_POWER, 67, "mel_power", DOUBLE, "2", "0.1", "4",                                          \
+      "audio, logmel: exponent of the magnitude (2 = power spectrogram)")                           \
+    X(TOP_DB, 68, "top_db", DOUBLE, "0", "0", "1000",                                               \
+      "audio, logmel: clamp each spectrogram to its peak minus top_db "                             \
+      "decibels (0 = no clamp), as torchaudio's AmplitudeToDB(top_db)")                             \
+    X(TIME_MASKS, 69, "time_masks", UINT, "0", "0", "64",                                           \
+      "audio, logmel, train: SpecAugment time masks per item")                                      \
+    X(TIME_MASK_MAX, 70, "time_mask_max", UINT, "10", "0", "100000",                                \
+      "audio: the widest time mask (frames)")                                                       \
+    X(FREQ_MASKS, 71, "freq_masks", UINT, "0", "0", "64",                                           \
+      "audio, logmel, train: SpecAugment frequency masks per item")                                 \
+    X(FREQ_MASK_MAX, 72, "freq_mask_max", UINT, "8", "0", "1024",                                   \
+      "audio: the widest frequency mask (mel bands)")                                               \
+    X(MAX_AUDIO_SECONDS, 73, "max_audio_seconds", DOUBLE, "600", "0.001", "86400",                  \
+      "audio: longer clips are bad items (like max_pixels for images)")                             \
+    X(MIX, 74, "mix", PATH, "", "", "",                                                             \
+      "weighted mixing: several sources read as one dataset, SOURCE:WEIGHT "                        \
+      "entries separated by commas, or by newlines (then a path may hold "                          \
+      "commas), e.g. 'a:0.7,b:0.3'; every source with the same task and "                           \
+      "options; the loader's own source is then only a name; empty = off "                          \
+      "(docs/mixing.md)")                                                                           \
+    X(MIX_EPOCH_ITEMS, 75, "mix_epoch_items", UINT, "0", "0", "281474976710656",                    \
+      "weighted mixing: items of a mixed epoch, shared out by the weights "                         \
+      "exactly (each source walks its own epochs at its own rate); 0 = the "                        \
+      "sum of the sources' items")                                                                  \
+    X(MIX_LABELS, 76, "mix_labels", ENUM, "own", "own|offset", "",                                  \
+      "weighted mixing: own = each source's labels as they are (sources of "                        \
+      "one class list); offset = source s's integer labels shifted by the "                         \
+      "classes of the sources before it (disjoint class lists)")                                    \
+    X(SHARD_MODE, 77, "shard_mode", ENUM, "indexed", "indexed|stream", "",                          \
+      "tar shards: indexed = each item one ranged read (pread, HTTP Range; "                        \
+      "the global permutation, caches); stream = every shard read whole "                           \
+      "and in order, in a permuted shard order, items through a seeded "                            \
+      "shuffle buffer (for stores where a request costs more than its "                             \
+      "bytes; docs/shards.md)")                                                                     \
+    X(SHUFFLE_BUFFER, 78, "shuffle_buffer", UINT, "1000", "1", "16777216",                          \
+      "shard_mode=stream: items of the shuffle buffer (memory: this many "                          \
+      "items' bytes, plus the batches in flight)")                                                  \
+    X(ALLOW_OUTSIDE_ROOT, 79, "allow_outside_root", BOOL, "0", "0", "1",                            \
+      "detect: read COCO file_names that leave the image root (absolute, "                          \
+      "'..', or a symlink out of it); 0 = refuse them at create, so an "                            \
+      "annotation file cannot make the loader read other files")                                    \
+    X(MAX_ANNOTATION_BYTES, 80, "max_annotation_bytes", SIZE, "4G", "1K", "1T",                     \
+      "detect: the most memory reading the COCO file may take: its bytes plus "                     \
+      "the JSON tree of the members nostall uses, estimated by a pre-scan "                         \
+      "before the tree is built (members it does not use cost nothing)")                            \
+    X(BOX_LABELS, 81, "box_labels", ENUM, "index", "index|category_id", "",                         \
+      "detect: box_labels hold the category's number 0..K-1 in id order, or "                       \
+      "its COCO category_id (as torchvision's detection references: 0 "                             \
+      "left for the background)")                                                                   \
+    X(MAX_BAD_FRACTION, 82, "max_bad_fraction", DOUBLE, "0.01", "0", "1",                           \
+      "on_bad_item=skip: the most bad items an epoch may hold, as a fraction "                      \
+      "of this rank's items (at most ceil(fraction x items); each rank "                            \
+      "checks its own share): past it the loader fails naming the first bad "                       \
+      "items instead of training on what is left; an epoch with no good "                           \
+      "item is always an error")                                                                    \
+    X(DECODE_DEVICE, 83, "decode_device", ENUM, "cpu", "cpu|gpu", "",                               \
+      "where JPEGs are decoded and augmented: cpu, or gpu (nvJPEG and CUDA "                        \
+      "kernels; needs a libnostall built with CUDA, a CUDA device and "                             \
+      "libnvjpeg at run time, each named when missing; docs/gpu.md)")                               \
+    X(GPU_ID, 84, "gpu_id", UINT, "0", "0", "1023", "decode_device=gpu: the CUDA device's ordinal") \
+    X(PREP_SERVERS, 85, "prep_servers", PATH, "", "", "",                                           \
+      "prepare items on prep servers too (`nostall serve`): HOST:PORT,... "                         \
+      "(docs/serve.md); with it threads=0 means no local workers. The "                             \
+      "batches are the same bytes as a local run's")                                                \
+    X(PREP_SECRET_FILE, 86, "prep_secret_file", PATH, "", "", "",                                   \
+      "prep_servers: the file holding the shared secret the servers were "                          \
+      "started with (mode 0600; never sent: each side proves it by HMAC)")                          \
+    X(PREP_TIMEOUT_MS, 87, "prep_timeout_ms", UINT, "10000", "50", "3600000",                       \
+      "prep_servers: a server with items outstanding that sends nothing for "                       \
+      "this long is dropped, its items prepared elsewhere; it is tried "                            \
+      "again with backoff")                                                                         \
+    X(PREP_INFLIGHT, 88, "prep_inflight", UINT, "16", "1", "256",                                   \
+      "prep_servers: items in flight per server at most (the server may "                           \
+      "grant fewer)")                                                                               \
+    X(AUTOTUNE, 89, "autotune", BOOL, "0", "0", "1",                                                \
+      "tune while running: the active workers, batches_ahead and (io_depth=0) the reads in "        \
+      "flight, chosen from live measurements with the analyzer's model to keep the data stall "     \
+      "under 2% of the step at the least CPU, within cpu_budget and memory_budget; never "          \
+      "changes the bytes (docs/autotune.md)")                                                       \
+    X(CPU_BUDGET, 90, "cpu_budget", DOUBLE, "0", "0", "1024",                                       \
+      "CPUs the loader's workers may use; 0 = the affinity mask, capped by the cgroup CPU "         \
+      "quota, divided by LOCAL_WORLD_SIZE. Started workers: threads (or this budget rounded "       \
+      "up); autotune keeps at most ceil(cpu_budget) of them active")                                \
+    X(MEMORY_BUDGET, 91, "memory_budget", SIZE, "0", "0", "16T",                                    \
+      "bytes the batch ring (with the echo pool and cache_bytes) may take; 0 = the cgroup's "       \
+      "memory limit or RAM, as available now. A plan over it is refused; autotune sizes the "       \
+      "ring to the most batches_ahead (up to 16) that fit")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -865,16 +878,56 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
                     "workers (io_depth, or what io_depth=0 grew to)")                              \
     X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
-                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE")                               \
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE (or cpu_budget rounded up)")    \
     X(prep_remote_items, "prep_servers: items received from prep servers")                         \
     X(prep_requeued, "prep_servers: items a failed prep server had outstanding, "                  \
-                     "prepared again by another server or a local worker")
+                     "prepared again by another server or a local worker")                         \
+    X(autotune, "1 when autotune is on")                                                           \
+    X(active_workers, "workers taking items now (autotune parks the others; else threads)")        \
+    X(tuned_batches_ahead, "batches the ring may hold ahead of the consumer now (autotune "        \
+                           "moves it up to the most that fit memory_budget; else batches_ahead)")  \
+    X(tuned_io_depth, "autotune's limit on reads in flight per worker (0: not tuned)")             \
+    X(tune_windows, "autotune: measurement windows evaluated")                                     \
+    X(tune_decisions, "autotune: windows after which a setting changed")                           \
+    X(tune_reason, "autotune: the last decision's reason, a NOSTALL_TUNE_* code "                  \
+                   "(nostall_tune_reason_name; nostall_loader_tune_reason for the sentence)")      \
+    X(cpu_budget_milli, "the CPU budget in thousandths of a CPU (cpu_budget, or the affinity "     \
+                        "mask and cgroup quota over LOCAL_WORLD_SIZE)")                            \
+    X(cpu_returned_milli, "autotune: CPUs given back by parked workers, thousandths "              \
+                          "(ceil(budget) - active workers, at most the budget)")                   \
+    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")               \
+    X(ring_slots_usable, "ring slots the loader may use now: all of them, or with autotune "       \
+                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
     NOSTALL_STATS_TABLE(NOSTALL_STATS_FIELD_)
 #undef NOSTALL_STATS_FIELD_
 } nostall_stats;
+
+/* Why autotune chose its setting (stats' tune_reason). X(NAME, value,
+ * "name"); values pinned. */
+#define NOSTALL_TUNE_REASON_TABLE(X)                                                               \
+    X(NONE, 0, "none")                                                                             \
+    X(MEASURING, 1, "measuring")                                                                   \
+    X(PREP_BOUND, 2, "prep-bound")                                                                 \
+    X(FETCH_BOUND, 3, "fetch-bound")                                                               \
+    X(STEP_BOUND, 4, "step-bound")                                                                 \
+    X(JITTER, 5, "jitter")                                                                         \
+    X(AT_BUDGET, 6, "at-budget")                                                                   \
+    X(HOLD, 7, "hold")                                                                             \
+    X(TEST_FLIP, 8, "test-flip")
+enum {
+#define NOSTALL_TUNE_ENUM_(id, value, name) NOSTALL_TUNE_##id = (value),
+    NOSTALL_TUNE_REASON_TABLE(NOSTALL_TUNE_ENUM_)
+#undef NOSTALL_TUNE_ENUM_
+};
+/* Static name of a NOSTALL_TUNE_* code ("unknown" for others). */
+NOSTALL_API const char *nostall_tune_reason_name(int code);
+/* autotune's last decision in words (what it chose and why, e.g. how much
+ * CPU it gave back), copied into buf (n bytes, NUL-terminated, cut to fit);
+ * "" without autotune. Any thread. Returns the length it wanted. */
+NOSTALL_API size_t nostall_loader_tune_reason(const nostall_loader *ld, char *buf, size_t n);
 
 /* Snapshot into *out, filling at most `size` bytes (pass sizeof *out). */
 NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *out, size_t size);

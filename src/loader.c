@@ -179,41 +179,51 @@ int nst_loader_uses_reserve(const struct nostall_loader *ld)
            (ld->drop_last || ld->sampler.world > 1);
 }
 
-/* The batches' plan, no larger than an epoch can fill: a slot holds at
- * most the items one batch can have (batch_size, or an epoch's deliveries
- * if fewer) and there are at most batches_ahead + 1 slots, or one more than
- * an epoch has batches (plus the slots repeating keeps, its plan's; the
- * reserve: plus one, for the top-up of an epoch's last batch from its
- * reserve batches while the consumer holds one). What the slots, the
- * repeats' own memory and the MinIO cache would take is checked
- * against the memory this process may use (the cgroup's limit, not only
- * RAM) before anything is allocated: a plan that cannot fit is refused
- * with the figures, not found out by the OOM killer. */
-static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t *items_out,
-                       const char *fn)
+/* Ring slots for batches_ahead `ahead`: ahead + 1, or one more than an
+ * epoch has batches when that is fewer (at least 2), plus the reserve's
+ * and repeating's (plan_memory sets plan_batches and plan_extra). */
+uint32_t nst_loader_slots(const struct nostall_loader *ld, uint64_t ahead)
+{
+    uint64_t n = ahead + 1;
+    if (n > ld->plan_batches + 1) n = ld->plan_batches + 1;
+    if (n < 2) n = 2;
+    n += ld->plan_extra;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* The memory a plan of `nslots` slots takes against the budget:
+ * memory_budget when set (ring, repeats and cache_bytes together), else
+ * what the process may use now (memlimit.c). 0 if it fits, else the
+ * error, with the figures. */
+static int plan_fits(struct nostall_loader *ld, uint64_t nslots, uint32_t items,
+                     const nst_echo_plan *xp, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
-    nst_echo_plan xp = nst_echo_plan_for(&ld->cfg, ld->sampler.per_rank, ld->recipe->item_bytes);
-    uint64_t most = xp.most;
-    uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
-    uint64_t batches = (most + ld->batch_size - 1) / ld->batch_size;
-    uint64_t nslots = v[NOSTALL_OPT_BATCHES_AHEAD].u + 1;
-    if (nslots > batches + 1) nslots = batches + 1;
-    if (nslots < 2) nslots = 2;
-    if (nst_loader_uses_reserve(ld)) nslots++;
-    nslots += xp.slots;
-    if (nslots > NST_ENGINE_MAX_SLOTS)
-        return nst_error(NOSTALL_E_OPTION, "%s: %llu ring slots (batches_ahead%s) exceed %d", fn,
-                         (unsigned long long)nslots, xp.slots_what, NST_ENGINE_MAX_SLOTS);
     size_t ring = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields, ld->recipe->nfields);
-    uint64_t extra = xp.bytes, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
-                                           ? v[NOSTALL_OPT_CACHE_BYTES].u
-                                           : 0;
+    uint64_t extra = xp->bytes, cache = v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO
+                                            ? v[NOSTALL_OPT_CACHE_BYTES].u
+                                            : 0;
+    const char *hint = ld->recipe->size_hint ? ld->recipe->size_hint : "the item's size";
+    char a[32], b[32], c[32];
     if (!ring)
         return nst_error(NOSTALL_E_INVALID, "%s: %llu batches of %u items of %zu bytes overflow",
                          fn, (unsigned long long)nslots, items, ld->recipe->item_bytes);
+    uint64_t mb = v[NOSTALL_OPT_MEMORY_BUDGET].u;
+    if (mb) {
+        if (ring > mb || extra > mb - ring || cache > mb - ring - extra)
+            return nst_error(NOSTALL_E_NOMEM,
+                             "%s: the batch ring needs %s (%llu slots x %u items x %zu bytes)%s%s"
+                             "%s%s, over memory_budget %s; lower batch_size, batches_ahead, "
+                             "cache_bytes or %s",
+                             fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
+                             ld->recipe->item_bytes, extra ? xp->bytes_what : "",
+                             extra ? human_bytes(extra, b, sizeof b) : "",
+                             cache ? " plus cache_bytes " : "",
+                             cache ? human_bytes(cache, c, sizeof c) : "",
+                             human_bytes(mb, c, sizeof c), hint);
+        return 0;
+    }
     nst_memlimit m;
-    char a[32], b[32], c[32];
     if (nst_memlimit_get(&m) == 0) {
         if (ring > m.available || extra > m.available - (ring < m.available ? ring : 0))
             return nst_error(NOSTALL_E_NOMEM,
@@ -221,11 +231,10 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
                              "but only %s of memory is available (%s limit %s); lower "
                              "batch_size, batches_ahead or %s",
                              fn, human_bytes(ring, a, sizeof a), (unsigned long long)nslots, items,
-                             ld->recipe->item_bytes, extra ? xp.bytes_what : "",
+                             ld->recipe->item_bytes, extra ? xp->bytes_what : "",
                              extra ? human_bytes(extra, b, sizeof b) : "",
                              human_bytes(m.available, c, sizeof c), m.source,
-                             human_bytes(m.limit, b, sizeof b),
-                             ld->recipe->size_hint ? ld->recipe->size_hint : "the item's size");
+                             human_bytes(m.limit, b, sizeof b), hint);
         if (cache && cache + ring + extra > m.limit)
             return nst_error(NOSTALL_E_NOMEM,
                              "%s: cache_bytes %s plus the batch ring's %s exceed the memory this "
@@ -234,6 +243,61 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
                              human_bytes(ring + extra, b, sizeof b),
                              human_bytes(m.limit, c, sizeof c), m.source);
     }
+    return 0;
+}
+
+/* autotune: the most batches_ahead (up to NST_TUNE_AHEAD_MAX, at least
+ * the configured one) whose ring fits memory_budget, or a quarter of the
+ * memory available now when no budget is set (the ring is a part of what
+ * a training process needs); the configured one when none larger does. */
+static uint64_t tune_ahead_max(struct nostall_loader *ld, uint32_t items, const nst_echo_plan *xp)
+{
+    const nst_optval *v = ld->cfg.v;
+    uint64_t conf = v[NOSTALL_OPT_BATCHES_AHEAD].u, mb = v[NOSTALL_OPT_MEMORY_BUDGET].u;
+    nst_memlimit m;
+    uint64_t room = mb ? mb : nst_memlimit_get(&m) == 0 ? m.available / 4 : UINT64_MAX;
+    uint64_t cache =
+        v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    uint64_t best = 0;
+    for (uint64_t a = 1; a <= NST_TUNE_AHEAD_MAX; a++) {
+        uint32_t n = nst_loader_slots(ld, a);
+        if (n > NST_ENGINE_MAX_SLOTS) break;
+        size_t ring = nst_engine_size(n, items, ld->recipe->fields, ld->recipe->nfields);
+        if (ring && ring <= room && xp->bytes <= room - ring &&
+            (mb ? cache : 0) <= room - ring - xp->bytes)
+            best = a;
+    }
+    if (mb) return best ? best : 1; /* 1 that does not fit: plan_fits refuses it */
+    return best > conf ? best : conf;
+}
+
+/* The batches' plan, no larger than an epoch can fill: a slot holds at
+ * most the items one batch can have (batch_size, or an epoch's deliveries
+ * if fewer) and there are nst_loader_slots(batches_ahead) slots (with
+ * autotune, for the most batches_ahead memory allows: tune_ahead_max;
+ * the tuner uses fewer). What the slots, the repeats' own memory and the
+ * MinIO cache would take is checked against memory_budget or the memory
+ * this process may use (the cgroup's limit, not only RAM) before anything
+ * is allocated: a plan that cannot fit is refused with the figures, not
+ * found out by the OOM killer. */
+static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t *items_out,
+                       const char *fn)
+{
+    const nst_optval *v = ld->cfg.v;
+    nst_echo_plan xp = nst_echo_plan_for(&ld->cfg, ld->sampler.per_rank, ld->recipe->item_bytes);
+    uint64_t most = xp.most;
+    uint32_t items = most < ld->batch_size ? (uint32_t)most : ld->batch_size;
+    ld->plan_batches = (most + ld->batch_size - 1) / ld->batch_size;
+    ld->plan_extra = (nst_loader_uses_reserve(ld) ? 1 : 0) + xp.slots;
+    uint64_t ahead = v[NOSTALL_OPT_BATCHES_AHEAD].u;
+    if (ld->autotune) ahead = tune_ahead_max(ld, items, &xp);
+    uint64_t nslots = nst_loader_slots(ld, ahead);
+    if (nslots > NST_ENGINE_MAX_SLOTS)
+        return nst_error(NOSTALL_E_OPTION, "%s: %llu ring slots (batches_ahead%s) exceed %d", fn,
+                         (unsigned long long)nslots, xp.slots_what, NST_ENGINE_MAX_SLOTS);
+    int rc = plan_fits(ld, nslots, items, &xp, fn);
+    if (rc < 0) return rc;
+    ld->ahead_max = (uint32_t)ahead;
     *nslots_out = (uint32_t)nslots;
     *items_out = items;
     return 0;
@@ -285,7 +349,11 @@ static int make_backend(struct nostall_loader *ld, const char *fn)
     uint32_t nslots = 0, items = 0;
     int rc = plan_memory(ld, &nslots, &items, fn);
     if (rc < 0) return rc;
+    /* autotune: the slots of its start touched now, the rest when used */
+    uint64_t start = v[NOSTALL_OPT_BATCHES_AHEAD].u;
+    if (start > ld->ahead_max) start = ld->ahead_max;
     nst_ring_params p = {.nslots = nslots,
+                         .touch_slots = ld->autotune ? nst_loader_slots(ld, start) : 0,
                          .slot_items = items,
                          .batch_size = ld->batch_size,
                          .flags = flags,
@@ -355,7 +423,10 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
     ld->cfg = *cfg;
     ld->pid = getpid();
     pthread_mutex_init(&ld->skip_mu, NULL);
+    pthread_mutex_init(&ld->tune_mu, NULL);
+    pthread_cond_init(&ld->tune_cv, NULL);
     const nst_optval *v = ld->cfg.v;
+    ld->autotune = (int)v[NOSTALL_OPT_AUTOTUNE].u;
     nst_throttle_init(&ld->throttle, v[NOSTALL_OPT_STORAGE_MBPS].d,
                       v[NOSTALL_OPT_STORAGE_LATENCY_MS].d);
     ld->batch_size = (uint32_t)v[NOSTALL_OPT_BATCH_SIZE].u;
@@ -366,6 +437,16 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
      * quota), shared by torchrun's LOCAL_WORLD_SIZE ranks. */
     nst_cpu_budget budget;
     nst_cpu_budget_get(&budget);
+    ld->cpu_budget_f = v[NOSTALL_OPT_CPU_BUDGET].d;
+    if (ld->cpu_budget_f > 0) { /* given: its ceiling is the default worker count */
+        double c = ceil(ld->cpu_budget_f - 1e-9);
+        budget.threads = c < 1 ? 1 : (uint32_t)c;
+    } else {
+        double cpus =
+            budget.quota > 0 && budget.quota < budget.affinity ? budget.quota : budget.affinity;
+        ld->cpu_budget_f = cpus / (budget.local_world_size ? budget.local_world_size : 1);
+        if (ld->cpu_budget_f < 0.01) ld->cpu_budget_f = 0.01;
+    }
     ld->cpu_budget = budget.threads;
     ld->nthreads = (uint32_t)v[NOSTALL_OPT_THREADS].u;
     /* with prep servers, threads=0 means none: every item prepared remotely */
@@ -390,6 +471,7 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
         if ((rc = nst_prep_create(&ld->prep, &pp, fn)) < 0) goto fail;
     }
     /* after the prep client: workers read ld->prep (its orphan pool) */
+    if ((rc = nst_tune_setup(ld, fn)) < 0) goto fail;
     if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
     *out = ld;
     return 0;
@@ -493,6 +575,7 @@ int nostall_loader_stop(nostall_loader *ld)
 {
     if (!ld) return nst_error(NOSTALL_E_INVALID, "nostall_loader_stop: loader is NULL");
     atomic_store(&ld->stop_flag, 1);
+    nst_tune_wake(ld); /* parked workers */
     if (ld->bq) ld->bq->ops->stop(ld->bq);
     nst_stream_stop(ld->stream); /* workers waiting for a streamed item */
     return 0;
@@ -541,6 +624,8 @@ void nostall_loader_free(nostall_loader *ld)
     nst_throttle_destroy(&ld->throttle);
     free(ld->source);
     pthread_mutex_destroy(&ld->skip_mu);
+    pthread_cond_destroy(&ld->tune_cv);
+    pthread_mutex_destroy(&ld->tune_mu);
     free(ld);
 }
 
@@ -565,6 +650,7 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
         out->struct_size = sizeof *out; /* the backends describe the rest */
         STAT_ADD(ld->batches_delivered, 1);
         STAT_ADD(ld->items_delivered, out->count);
+        if (ld->autotune) nst_tune_on_batch(ld); /* the controller: every few batches */
     }
     ld->cons_last_ns = rc == 0 ? t_out : 0;      /* the step runs between batches */
     if (rc == NOSTALL_E_DATASET && ld->nskips) { /* name the first bad items */

@@ -3,7 +3,9 @@
  * loader.c (the public API: create, free, stop, join, next, release,
  * introspection; the plan's lengths), loader_source.c (the items and the
  * fetch environment, made at create), loader_state.c (get/set state),
- * loader_stats.c (statistics and the skip table) and worker.c (the one
+ * loader_stats.c (statistics and the skip table), loader_tune.c
+ * (autotune: the active workers, batches ahead, reads in flight) and
+ * worker.c (the one
  * worker loop: tickets, fetches in flight, each item made through data
  * echoing's entry, echo/echo.h). Nothing else includes it.
  *
@@ -31,6 +33,7 @@
 #include "dataset/index.h"
 #include "order/sampler.h"
 #include "source/throttle.h"
+#include "tune.h"
 
 typedef _Atomic uint64_t nst_counter;
 
@@ -67,6 +70,7 @@ typedef struct worker {
     uint64_t win_wait_ns, win_busy_ns;
     uint32_t win_items, win_full;
     nst_recipe_worker *rw;
+    uint32_t id; /* 0 .. nthreads-1: autotune parks those >= active */
 } worker;
 
 typedef struct skip_entry {
@@ -120,6 +124,25 @@ struct nostall_loader {
     void *mk_ctx;
     struct nst_stream *stream; /* shard_mode=stream: the shards' reader    */
 
+    /* autotune (loader_tune.c). Workers read `active` and `depth_lim`
+     * (atomics); parked workers wait on tune_cv under tune_mu, which also
+     * guards tune_why. The rest is the consumer thread's (the controller
+     * runs after a delivered batch), set at create otherwise. */
+    int autotune, tune_flip, tune_depth;  /* tune_depth: io_depth=0, tuned */
+    double cpu_budget_f;                  /* CPUs (cpu_budget or derived)    */
+    uint32_t ahead_max, tune_start_ahead; /* batches_ahead: the ring's most, the start */
+    _Atomic uint32_t ahead_now;           /* ... and now                    */
+    uint64_t plan_batches;                /* an epoch's most batches (plan_memory) */
+    uint32_t plan_extra;                  /* slots beyond batches_ahead + 1 */
+    _Atomic uint32_t active, depth_lim;
+    pthread_mutex_t tune_mu;
+    pthread_cond_t tune_cv;
+    char tune_why[192];
+    nst_tune_state tune;
+    nst_tune_budget tune_budget;
+    uint64_t tune_prev[12], tune_prev_ns; /* the window's start (loader_tune.c) */
+    nst_counter tune_windows, tune_decisions, tune_reason, tune_returned_milli;
+
     /* An elastic resume from every old rank's state (loader_state.c; the
      * consumer thread): the sampler's band of positions not yet consumed
      * (owned), and the states it was computed from, in the epoch
@@ -159,5 +182,18 @@ int nst_workers_create(struct nostall_loader *ld, const char *fn);
 uint64_t nst_worker_map(void *ctx, const nst_ticket *t, uint64_t *item_epoch);
 void *nst_worker_main(void *arg);
 enum { NST_IO_DEPTH_AUTO_START = 4, NST_IO_DEPTH_AUTO_WINDOW = 16 };
+
+/* loader_tune.c: autotune. setup at create (after the backend, before the
+ * workers start); on_batch on the consumer thread after each delivered
+ * batch; park in a worker holding no ticket while it is not active
+ * (returns at once otherwise, and on stop); wake at stop; stats at a
+ * snapshot. nst_loader_slots: the ring slots batches_ahead `ahead` needs. */
+enum { NST_TUNE_AHEAD_MAX = 16 };
+uint32_t nst_loader_slots(const struct nostall_loader *ld, uint64_t ahead);
+int nst_tune_setup(struct nostall_loader *ld, const char *fn);
+void nst_tune_on_batch(struct nostall_loader *ld);
+void nst_tune_park(worker *w);
+void nst_tune_wake(struct nostall_loader *ld);
+void nst_tune_stats(struct nostall_loader *ld, nostall_stats *s);
 
 #endif

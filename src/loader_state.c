@@ -78,6 +78,9 @@ static uint64_t fingerprint(struct nostall_loader *ld)
             if (id >= NOSTALL_OPT_PREP_SERVERS && id <= NOSTALL_OPT_PREP_INFLIGHT)
                 continue; /* where items are prepared: a state resumes on any servers */
             nostall_option_info info;
+            if (id == NOSTALL_OPT_AUTOTUNE || id == NOSTALL_OPT_CPU_BUDGET ||
+                id == NOSTALL_OPT_MEMORY_BUDGET)
+                continue; /* how fast, never what: a state moves between them */
             nostall_option_info_get(id, &info);
             nostall_config_get(&ld->cfg, info.name, val, sizeof val);
             nostall_config_get(def, info.name, dval, sizeof dval);

@@ -119,6 +119,19 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     s.threads = ld->nthreads;
     s.cpu_budget = ld->cpu_budget;
     nst_prep_counts(ld->prep, &s.prep_remote_items, &s.prep_requeued);
+    nst_tune_stats(ld, &s);
+    if (ld->bq->ops->memory) {
+        void *mem;
+        size_t bytes;
+        uint32_t ns, si;
+        ld->bq->ops->memory(ld->bq, &mem, &bytes, &ns, &si);
+        s.ring_bytes_max = bytes;
+        s.ring_slots_usable = ns;
+        if (ld->autotune && ld->bq->ops->limit) {
+            uint32_t lim = nst_loader_slots(ld, atomic_load(&ld->ahead_now));
+            if (lim < ns) s.ring_slots_usable = lim;
+        }
+    }
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return 0;
 }

@@ -16,6 +16,12 @@
  * shrinks: the cost of a deeper FIFO is buffers (one item each, only for
  * the depth reached), and slow storage rarely speeds up.
  *
+ * autotune (loader_tune.c): a worker whose id is not below the loader's
+ * `active` takes no more tickets, finishes those it holds, then parks
+ * (nst_tune_park: a condition with a shutdown exit); with io_depth=0 it
+ * keeps at most the tuner's depth_lim tickets (and its FIFO grows to it)
+ * instead of growing on its own. Neither changes an item's bytes.
+ *
  * Each worker touches its own fetcher, FIFO, recipe scratch and counters;
  * shared state only through the backend and echo/, each with its own
  * locks.
@@ -75,6 +81,10 @@ static void depth_adapt(worker *w, uint64_t wait_ns, uint64_t busy_ns, int full)
  * do not wrap around the current size, so every position keeps its slot. */
 static void depth_apply(worker *w)
 {
+    if (w->ld->tune_depth) { /* autotune decides: grow to its limit */
+        uint32_t t = atomic_load_explicit(&w->ld->depth_lim, memory_order_relaxed);
+        if (t > w->want) w->want = t < w->cap ? t : w->cap;
+    }
     if (w->want <= w->depth || w->tk_head + w->tk_count > w->depth) return;
     if (!nst_fetcher_grow(w->fetch, w->want)) return; /* cannot differ; stay in step */
     w->depth = w->want;
@@ -85,7 +95,13 @@ static void depth_apply(worker *w)
 static int take_tickets(worker *w)
 {
     struct nostall_loader *ld = w->ld;
-    while (w->tk_count < w->depth) {
+    uint32_t lim = w->depth; /* autotune: its limit, none while parked */
+    if (ld->autotune) {
+        uint32_t t = atomic_load_explicit(&ld->depth_lim, memory_order_relaxed);
+        if (t && t < lim) lim = t;
+        if (w->id >= atomic_load_explicit(&ld->active, memory_order_relaxed)) lim = 0;
+    }
+    while (w->tk_count < lim) {
         nst_ticket *t = &w->tk[(w->tk_head + w->tk_count) % w->depth];
         if (nst_prep_orphan_take(ld->prep, t)) { /* a failed prep server's first */
             w->tk_count++;
@@ -208,6 +224,7 @@ void *nst_worker_main(void *arg)
     int end = 0;
 
     while (!atomic_load(&ld->stop_flag)) {
+        if (ld->autotune && w->tk_count == 0 && !end) nst_tune_park(w); /* not active: wait */
         uint32_t first = w->tk_count;
         if (!end) end = take_tickets(w);
         if (w->tk_count == 0) {
@@ -241,7 +258,7 @@ void *nst_worker_main(void *arg)
         else
             rc = make_item(w, t, r, bq->ops->stale(bq, t), msg, sizeof msg);
         io_add_fetch(t->io, &r->io);
-        depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
+        if (!ld->tune_depth) depth_adapt(w, r->wait_ns, nst_now_ns() - tb, full);
         nst_fetch_release(w->fetch);
         bq->ops->done(bq, t, rc, msg);
         w->tk_head = (w->tk_head + 1) % w->depth;
@@ -270,6 +287,7 @@ int nst_workers_create(struct nostall_loader *ld, const char *fn)
     for (uint32_t i = 0; i < ld->nthreads; i++) {
         worker *w = &ld->workers[i];
         w->ld = ld;
+        w->id = i;
         if ((rc = ld->recipe->ops->worker_create(ld->recipe, &w->rw)) < 0) return rc;
         w->depth = w->cap = (uint32_t)v[NOSTALL_OPT_IO_DEPTH].u;
         if (w->cap == 0) { /* auto */

@@ -4,7 +4,8 @@
  * folder, a list file, tar shards and COCO annotations (checked against
  * the files themselves and the loader's own item list); bad sources give
  * errors naming the path; one dataset shared by two loaders (freed by the
- * caller first) delivers what a loader opened on the source delivers
+ * caller first; one with autotune and its budgets, which are the
+ * loader's) delivers what a loader opened on the source delivers
  * (checksums); shards written by the writer read back with the same keys
  * and bytes, and decode to what the folder they came from decodes to.
  */
@@ -258,7 +259,14 @@ static void test_shared(void)
     if (!ds || !c) goto out;
     CHECK_OK(nostall_loader_create_from_dataset(&a, ds, NULL));
     nostall_config_set(cfg, "threads", "1");
+    /* how fast, not what: autotune and its budgets are the loader's */
+    nostall_config_set(cfg, "autotune", "1");
+    nostall_config_set(cfg, "cpu_budget", "1.5");
+    nostall_config_set(cfg, "memory_budget", "256M");
     CHECK_OK(nostall_loader_create_from_dataset(&b, ds, cfg));
+    nostall_config_set(cfg, "autotune", "0");
+    nostall_config_set(cfg, "cpu_budget", "0");
+    nostall_config_set(cfg, "memory_budget", "0");
     /* an option that defines the items, set otherwise: refused, named */
     nostall_config_set(cfg, "crop", "48");
     CHECK_RC(nostall_loader_create_from_dataset(&d, ds, cfg), NOSTALL_E_OPTION);

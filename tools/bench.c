@@ -151,7 +151,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o, nostall_config *cfg
 }
 
 static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per_epoch,
-                     double elapsed, uint64_t items, double stall)
+                     double elapsed, uint64_t items, double stall, const nostall_stats *st)
 {
     int width = 30, fill = per_epoch ? (int)(width * pos / per_epoch) : 0;
     char bar[64];
@@ -162,6 +162,10 @@ static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per
             "  %.0f items/s  stall %.0f%%   ",
             epoch + 1, epochs, bar, pos, per_epoch, elapsed > 0 ? items / elapsed : 0.0,
             elapsed > 0 ? 100.0 * stall / elapsed : 0.0);
+    if (st->autotune) /* what autotune has in force now */
+        fprintf(stderr, "autotune: %" PRIu64 "/%" PRIu64 " workers, %" PRIu64 " ahead, %s   ",
+                st->active_workers, st->threads, st->tuned_batches_ahead,
+                nostall_tune_reason_name((int)st->tune_reason));
     fflush(stderr);
 }
 
@@ -307,7 +311,7 @@ static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
         if (show && t - last_draw > 0.1) {
             nostall_loader_stats(ld, &st, sizeof st);
             progress(r->ep, r->epochs, pos, r->info.items_per_epoch, t - t0, r->items,
-                     st.consumer_wait_ns * 1e-9);
+                     st.consumer_wait_ns * 1e-9, &st);
             last_draw = t;
         }
     }
@@ -409,6 +413,24 @@ static void json_details(FILE *f, const nostall_config *cfg, const bench_run *r)
     fprintf(f, "}");
 }
 
+/* "autotune": what it chose and why (on: false without it). */
+static void json_autotune(FILE *f, nostall_loader *ld, const nostall_stats *st)
+{
+    char why[256];
+    nostall_loader_tune_reason(ld, why, sizeof why);
+    fprintf(f,
+            ", \"autotune\": {\"on\": %s, \"active_workers\": %" PRIu64 ", \"threads\": %" PRIu64
+            ", \"batches_ahead\": %" PRIu64 ", \"io_depth\": %" PRIu64 ", \"windows\": %" PRIu64
+            ", \"decisions\": %" PRIu64 ", \"cpu_budget\": %.3f, \"cpu_returned\": %.3f"
+            ", \"ring_bytes\": %" PRIu64 ", \"reason\": \"%s\", ",
+            st->autotune ? "true" : "false", st->active_workers, st->threads,
+            st->tuned_batches_ahead, st->tuned_io_depth, st->tune_windows, st->tune_decisions,
+            st->cpu_budget_milli / 1000.0, st->cpu_returned_milli / 1000.0, st->ring_bytes_max,
+            nostall_tune_reason_name((int)st->tune_reason));
+    tool_json_member(f, "why", why);
+    fprintf(f, "}");
+}
+
 /* --json: one object on stdout. */
 static void report_json(nostall_loader *ld, const nostall_config *cfg, const bench_opts *o,
                         const bench_run *r, void *mpi)
@@ -451,6 +473,7 @@ static void report_json(nostall_loader *ld, const nostall_config *cfg, const ben
             st->storage_bytes_read, st->cache_hits, st->cache_misses, st->cache_bytes);
     json_dataset(f, ld, r);
     json_details(f, cfg, r);
+    json_autotune(f, ld, st);
 #ifdef NOSTALL_HAVE_MPI
     tool_mpi_report(mpi, f, 1);
 #else
@@ -570,6 +593,11 @@ static void text_end(nostall_loader *ld, const nostall_config *cfg, const bench_
         tool_line(stdout, "    %-18s %s", nostall_status_name(si.status), si.reason);
     }
     if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
+    if (r->st.autotune) {
+        char why[256];
+        nostall_loader_tune_reason(ld, why, sizeof why);
+        tool_line(stdout, "  autotune    %s", why);
+    }
     if (!o->no_checksum) printf("  checksum    %016" PRIx64 "\n", r->checksum);
 #ifdef NOSTALL_HAVE_MPI
     tool_mpi_report(mpi, stdout, 0);

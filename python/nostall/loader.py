@@ -833,6 +833,9 @@ class Loader(_Base):
                  prep_secret_file: "str | None" = None,
                  prep_timeout_ms: "int | None" = None,
                  prep_inflight: "int | None" = None,
+                 autotune: "bool | None" = None,
+                 cpu_budget: "float | None" = None,
+                 memory_budget: "int | str | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -1279,7 +1282,10 @@ class Loader(_Base):
             reserve = 4
         else:
             reserve = 3 if skip and c["drop_last"] == "1" else 2
-        return self._core.leases + reserve <= self._info["ring_slots"]
+        slots = self._info["ring_slots"]
+        if c["autotune"] == "1":  # the ring is sized for autotune's most; it uses fewer
+            slots = min(slots, self.stats()["ring_slots_usable"])
+        return self._core.leases + reserve <= slots
 
     _COPY_BELOW = 4096  # smaller fields (labels) are copied, unless the largest
 
@@ -1590,6 +1596,22 @@ class Loader(_Base):
         s = _lib.Stats()
         _check(self._lib.loader_stats(self._handle(), ctypes.byref(s), ctypes.sizeof(s)))
         return {name: getattr(s, name) for name in _lib.STAT_NAMES}
+
+    def autotune(self) -> dict:
+        """What autotune has in force and why: {on, active_workers, threads,
+        batches_ahead, io_depth, windows, decisions, reason, why, cpu_budget,
+        cpu_returned} (cpu_* in CPUs; the rest from stats())."""
+        s = self.stats()
+        buf = ctypes.create_string_buffer(256)
+        self._lib.loader_tune_reason(self._handle(), buf, len(buf))
+        return {"on": bool(s["autotune"]), "active_workers": s["active_workers"],
+                "threads": s["threads"], "batches_ahead": s["tuned_batches_ahead"],
+                "io_depth": s["tuned_io_depth"], "windows": s["tune_windows"],
+                "decisions": s["tune_decisions"],
+                "reason": _lib._s(self._lib.tune_reason_name(int(s["tune_reason"]))),
+                "why": buf.value.decode("utf-8", "replace"),
+                "cpu_budget": s["cpu_budget_milli"] / 1000.0,
+                "cpu_returned": s["cpu_returned_milli"] / 1000.0}
 
     def skipped(self) -> list:
         """Distinct bad items left out so far: [{index, path, status, reason}]."""

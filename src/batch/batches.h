@@ -77,6 +77,10 @@ typedef struct nst_batches_ops {
     void (*memory)(nst_batches *b, void **mem, size_t *bytes, uint32_t *nslots,
                    uint32_t *slot_items);
     void (*coord_stats)(nst_batches *b, nostall_stats *s);
+    /* Optional (NULL: not supported). Use at most `slots` of the slots at
+     * once (0: all): autotune's batches_ahead in a ring sized for its most
+     * (wakes the workers when it grows). */
+    void (*limit)(nst_batches *b, uint32_t slots);
 } nst_batches_ops;
 
 struct nst_batches {

@@ -177,8 +177,9 @@ typedef struct nst_engine {
     uint64_t off_indices, off_status, off_items, off_msgs;
     uint32_t max_lead; /* a group's bound on how far the cursor may be
                                    ahead of the oldest unfreed batch (0: none) */
-    uint32_t pad_;
     /* mutable (the caller's lock) */
+    uint32_t slot_limit; /* slots that may be in use at once (0: nslots):
+                            autotune's batches_ahead within the ring       */
     uint64_t prod_seq, prod_epoch, prod_pos;
     uint32_t prod_slot; /* the open batch's slot, or NST_ENGINE_NONE     */
     uint32_t halted;    /* fail policy: open no more batches         */

@@ -13,6 +13,7 @@
  */
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -308,12 +309,21 @@ static void r_free(nst_batches *b)
     if (!r) return;
     if (r->p.hooks.free) r->p.hooks.free(r->p.hooks.ctx);
     free(r->fields);
-    free(r->mem);
+    if (r->mem) munmap(r->mem, r->mem_bytes);
     pthread_cond_destroy(&r->work);
     pthread_cond_destroy(&r->ready);
     pthread_cond_destroy(&r->idle);
     pthread_mutex_destroy(&r->mu);
     free(r);
+}
+
+static void r_limit(nst_batches *b, uint32_t slots)
+{
+    ring *r = R(b);
+    pthread_mutex_lock(&r->mu);
+    r->q->slot_limit = slots;
+    pthread_cond_broadcast(&r->work); /* a take declined for room may succeed now */
+    pthread_mutex_unlock(&r->mu);
 }
 
 static const nst_batches_ops ring_ops = {
@@ -327,6 +337,7 @@ static const nst_batches_ops ring_ops = {
     .stop = r_stop,
     .free = r_free,
     .memory = nst_ring_memory,
+    .limit = r_limit,
 };
 
 /* The lender's steps (ring.h), for the hooks. */
@@ -389,16 +400,21 @@ int nst_ring_create(nst_batches **out, const nst_ring_params *p)
                        p->nslots, p->slot_items, rec->item_bytes);
         goto fail;
     }
-    if (posix_memalign(&r->mem, 4096, r->mem_bytes) != 0) {
+    /* Anonymous pages: zero, page-aligned, and faulted in only when touched. */
+    r->mem = mmap(NULL, r->mem_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r->mem == MAP_FAILED) {
         r->mem = NULL;
         rc = nst_error(NOSTALL_E_NOMEM, "ring: cannot allocate %zu bytes for %u batches",
                        r->mem_bytes, p->nslots);
         goto fail;
     }
-    /* Touch it all now: the first epoch pays no page faults and the memory
-     * is really there (fail early, not mid-training). */
-    memset(r->mem, 0, r->mem_bytes);
+    /* Touch it now: the first epoch pays no page faults and the memory is
+     * really there (fail early, not mid-training) -- all of it, or the
+     * engine and the first touch_slots slots (autotune's start; the rest
+     * only if it ever uses them). */
     r->q = nst_engine_init(r->mem, p->nslots, p->slot_items, rec->fields, rec->nfields, p->flags);
+    uint32_t touch = p->touch_slots && p->touch_slots < p->nslots ? p->touch_slots : p->nslots;
+    memset((uint8_t *)r->mem + r->q->data_off, 0, (size_t)touch * r->q->slot_bytes);
     nst_engine_member_join(r->q, 0, 0, 0);
     r->L = (nst_ring_lender){.q = r->q,
                              .plan = &r->p.plan,

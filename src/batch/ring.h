@@ -88,7 +88,9 @@ typedef struct nst_ring_hooks {
 
 typedef struct nst_ring_params {
     uint32_t nslots, slot_items, batch_size;
-    uint32_t flags; /* NST_ENGINE_FAIL, _FILL, _RESERVE, _KEEP         */
+    uint32_t touch_slots; /* slots touched at create (0: all); the rest are
+                             zero pages faulted in when first used          */
+    uint32_t flags;       /* NST_ENGINE_FAIL, _FILL, _RESERVE, _KEEP         */
     const nst_recipe *recipe;
     nst_engine_plan plan; /* the delivery plan (item echoing included)  */
     nst_batches_sink sink;

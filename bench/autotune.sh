@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# bench/autotune.sh — autotune against a grid of hand settings, each run
+# inside a cgroup v1 CPU quota of 0.5, 1 and 2 CPUs, in three situations:
+#   prep   JPEGs 400x300 to 224 float, a 2 ms step: the workers' CPU bounds it
+#   fetch  small JPEGs from emulated storage (--storage-mbps 2,
+#          --storage-latency-ms 5), a 2 ms step: reads bound it
+#   step   JPEGs 400x300, a 60 ms step: the step bounds it (CPU to give back)
+# Grid: threads 1|2 x batches_ahead 2|6 x io_depth 1|8; autotune with its
+# defaults. Rounds are interleaved (every setting once per round); per
+# (situation, budget) the median over rounds of items/s and of CPU seconds
+# per 1000 items, the CPU taken from the cgroup's own cpuacct.usage, and the
+# peak CPUs used (usage / wall) to show the quota held.
+#
+# Usage (root; cgroup v1 with the cpu and cpuacct controllers mounted under
+# /sys/fs/cgroup/cpu and /sys/fs/cgroup/cpuacct):
+#   bench/autotune.sh [--rounds N] [--budgets "0.5 1 2"] [--situations "prep fetch step"]
+# Prints a Markdown table (docs/autotune.md) and keeps the raw rows in
+# $OUT (default /tmp/nostall-autotune.tsv). Figures from a busy machine are
+# noisy: say so beside them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+CLI=${NOSTALL_CLI:-$here/build/nostall}
+PY=/usr/bin/python3
+rounds=3
+budgets="0.5 1 2"
+situations="prep fetch step"
+OUT=${OUT:-/tmp/nostall-autotune.tsv}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --budgets) budgets=$2; shift 2 ;;
+    --situations) situations=$2; shift 2 ;;
+    *) echo "bench/autotune.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+CPU=/sys/fs/cgroup/cpu
+ACCT=/sys/fs/cgroup/cpuacct
+[ -w "$CPU" ] && [ -w "$ACCT" ] || { echo "bench/autotune.sh: needs root and cgroup v1 cpu + cpuacct" >&2; exit 77; }
+WORK=$(mktemp -d /tmp/nostall-autotune.XXXXXX)
+CG=nostall_autotune_$$
+cleanup() {
+    rmdir "$CPU/$CG" "$ACCT/$CG" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+mkdir "$CPU/$CG" "$ACCT/$CG"
+
+"$CLI" gen "$WORK/big" --images 400 --classes 4 --width 400 --height 300 --quiet --seed 1
+"$CLI" gen "$WORK/small" --images 400 --classes 4 --width 64 --height 48 --quiet --seed 2
+
+situation_args() {
+    case "$1" in
+    prep) echo "$WORK/big --batch-size 16 --epochs 6 --step-ms 2" ;;
+    fetch) echo "$WORK/small --batch-size 16 --epochs 6 --step-ms 2 --storage-mbps 2 --storage-latency-ms 5" ;;
+    step) echo "$WORK/big --batch-size 16 --epochs 3 --step-ms 60" ;;
+    esac
+}
+settings=("autotune")
+for t in 1 2; do for a in 2 6; do for d in 1 8; do settings+=("t$t-a$a-d$d"); done; done; done
+setting_args() {
+    case "$1" in
+    autotune) echo "--autotune" ;;
+    t*) IFS=- read -r t a d <<< "$1"; echo "--threads ${t#t} --batches-ahead ${a#a} --io-depth ${d#d}" ;;
+    esac
+}
+
+# one run inside the cgroup: prints items/s, seconds, CPU seconds, and
+# autotune's setting at the end
+run_one() {
+    local budget=$1 sit=$2 set=$3
+    echo "$("$PY" -c "print(int($budget * 100000))")" > "$CPU/$CG/cpu.cfs_quota_us"
+    echo 100000 > "$CPU/$CG/cpu.cfs_period_us"
+    local before after
+    before=$(cat "$ACCT/$CG/cpuacct.usage")
+    # shellcheck disable=SC2046
+    sh -c 'echo $$ > "$1/cgroup.procs"; echo $$ > "$2/cgroup.procs"; shift 2; exec "$@"' sh \
+        "$CPU/$CG" "$ACCT/$CG" "$CLI" bench $(situation_args "$sit") $(setting_args "$set") \
+        --seed 3 --json --quiet --no-checksum > "$WORK/run.json"
+    after=$(cat "$ACCT/$CG/cpuacct.usage")
+    "$PY" - "$WORK/run.json" "$before" "$after" "$budget" "$sit" "$set" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) * 1e-9
+a = j["autotune"]
+print("\t".join(str(x) for x in [sys.argv[4], sys.argv[5], sys.argv[6], "%.1f" % j["items_per_second"],
+      "%.3f" % j["seconds"], "%.3f" % cpu, j["items"], a["active_workers"], a["batches_ahead"],
+      a["io_depth"], a["reason"]]))
+EOF
+}
+
+printf "budget\tsituation\tsetting\titems_per_s\tseconds\tcpu_s\titems\tactive\tahead\tdepth\treason\n" > "$OUT"
+for r in $(seq "$rounds"); do
+    for sit in $situations; do
+        for budget in $budgets; do
+            for set in "${settings[@]}"; do
+                run_one "$budget" "$sit" "$set" >> "$OUT"
+            done
+        done
+    done
+    echo "round $r of $rounds done" >&2
+done
+
+"$PY" - "$OUT" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+by = {}
+for r in rows:
+    by.setdefault((r["situation"], r["budget"], r["setting"]), []).append(r)
+def med(rs, k):
+    return statistics.median(float(r[k]) for r in rs)
+print("| situation | CPU budget | best grid setting | its items/s | autotune items/s | ratio "
+      "| CPU s / 1000 items: best grid / autotune | peak CPUs used (autotune) | autotune chose |")
+print("|---|---|---|---|---|---|---|---|---|")
+for sit in dict.fromkeys(r["situation"] for r in rows):
+    for b in dict.fromkeys(r["budget"] for r in rows):
+        grid = {s: rs for (si, bu, s), rs in by.items() if si == sit and bu == b and s != "autotune"}
+        at = by.get((sit, b, "autotune"))
+        if not grid or not at:
+            continue
+        best = max(grid, key=lambda s: med(grid[s], "items_per_s"))
+        cpk = lambda rs: 1000 * statistics.median(float(r["cpu_s"]) / float(r["items"]) for r in rs)
+        peak = max(float(r["cpu_s"]) / float(r["seconds"]) for r in at)
+        last = at[-1]
+        print("| %s | %s | %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f | %s workers, %s ahead, "
+              "depth %s (%s) |" % (sit, b, best, med(grid[best], "items_per_s"),
+                                   med(at, "items_per_s"),
+                                   med(at, "items_per_s") / med(grid[best], "items_per_s"),
+                                   cpk(grid[best]), cpk(at), peak, last["active"], last["ahead"],
+                                   last["depth"], last["reason"]))
+EOF
