@@ -131,3 +131,32 @@ def test_state_resumes_on_other_servers(data, cli, tmp_path):
     with nostall.Loader(data, threads=2, **opts) as ld:  # no servers at all
         ld.load_state_dict(state)
         _same(_indexed(ld), full[2:])
+
+
+def test_servers_from_environment(data, cli, tmp_path, monkeypatch):
+    """$NOSTALL_PREP_SERVERS and $NOSTALL_PREP_SECRET_FILE (what a launcher
+    sets for every rank) stand for prep_servers and prep_secret_file not
+    given; an explicit prep_servers="" means none; a refusal names the
+    variable the servers came from."""
+    secret = _secret(tmp_path)
+    with nostall.Loader(data, threads=2, **OPTS) as ld:
+        local = _indexed(ld)
+    server = [_serve(cli, data, secret)]
+    try:
+        monkeypatch.setenv("NOSTALL_PREP_SERVERS", server[0][1])
+        monkeypatch.setenv("NOSTALL_PREP_SECRET_FILE", secret)
+        with nostall.Loader(data, threads=0, **OPTS) as ld:
+            assert ld.config["prep_servers"] == server[0][1]
+            _same(_indexed(ld), local)
+            assert ld.stats()["prep_remote_items"] == 40
+        with nostall.Loader(data, threads=2, prep_servers="", **OPTS) as ld:
+            _same(_indexed(ld), local)
+            assert ld.stats()["prep_remote_items"] == 0
+        monkeypatch.setenv("NOSTALL_PREP_SECRET_FILE", _secret(tmp_path, "wrong", "not it"))
+        with pytest.raises(nostall.Error) as e:
+            nostall.Loader(data, threads=0, **OPTS)
+        assert "authentication failed" in str(e.value)
+        assert "$NOSTALL_PREP_SERVERS" in str(e.value)
+        assert "$NOSTALL_PREP_SECRET_FILE" in str(e.value)
+    finally:
+        _stop(server)
