@@ -3,7 +3,8 @@ on loopback): two actors' servers feed a loader with the checksum of a
 local run; an actor killed through Ray (ray.kill) mid-epoch leaves the
 checksum unchanged (its items go to the other server or the local thread),
 Ray restarts it with a new server, and replace_dead() returns the new
-addresses, which serve; an actor killed for good is replaced by a new one.
+addresses, which serve; an actor killed for good is replaced by a new one;
+a server killed under its live actor is started again by the next check.
 
 Skipped when Ray is not importable under the running interpreter (make
 test runs Debian's python, without Ray): `bash bench/ray_pool.sh` makes a
@@ -11,6 +12,7 @@ venv with Ray from PyPI and runs this file there. Waits on events (a
 server's answer, an actor's new incarnation), never on a time."""
 
 import os
+import signal
 import time
 
 import pytest
@@ -106,6 +108,13 @@ def test_pool_feeds_loader_through_a_killed_actor(local_ray, data, cli, tmp_path
         gone = pool.actors[1]
         ray.kill(gone, no_restart=True)
         _until("actor 1 replaced", lambda: pool.replace_dead() and pool.actors[1] is not gone)
+        with nostall.Loader(data, threads=0, prep_servers=pool.addresses,
+                            prep_secret_file=secret, **OPTS) as ld:
+            assert _run(ld) == want
+        # a server killed under its live actor: the next check starts another
+        old = pool.server_pids()[0]
+        os.kill(old, signal.SIGKILL)
+        _until("server 0 restarted", lambda: pool.replace_dead() and pool.server_pids()[0] != old)
         with nostall.Loader(data, threads=0, prep_servers=pool.addresses,
                             prep_secret_file=secret, **OPTS) as ld:
             assert _run(ld) == want
