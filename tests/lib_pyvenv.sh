@@ -5,8 +5,9 @@
 # source it. It touches nothing but the venv's folder.
 #
 #   bash tests/lib_pyvenv.sh webdataset     prints the webdataset venv's python
+#   bash tests/lib_pyvenv.sh ray            prints the Ray venv's python
 #   (sourced: pyvenv_ensure DIR REQUIREMENT CONSTRAINTS CHECK [VENV_OPTION];
-#    webdataset_venv_ensure)
+#    webdataset_venv_ensure; ray_venv_ensure)
 #
 # pyvenv_ensure installs REQUIREMENT (one pip requirement, pinned) with
 # pip's -c CONSTRAINTS (its dependencies pinned) into DIR/venv, unless a
@@ -28,8 +29,14 @@
 #                    ~/.cache/nostall/webdataset); the interop tests
 #                    (tests/python/test_webdataset_interop.py) read and write
 #                    shards with it. `make test-deps` makes both.
+#   ray              ray_venv_ensure: ray $RAY_VERSION, pinned by
+#                    tests/ray-constraints.txt, --system-site-packages, in
+#                    $NOSTALL_RAY_DIR (default ~/.cache/nostall/ray-venv);
+#                    bench/ray_pool.sh runs tests/python/test_ray_pool.py
+#                    with it (not part of make test).
 
 WDS_VERSION=1.0.2
+RAY_VERSION=2.60.0
 _PYVENV_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 pyvenv_ensure() {
@@ -71,9 +78,17 @@ webdataset_venv_ensure() {
         --system-site-packages
 }
 
+ray_venv_ensure() {
+    pyvenv_ensure "${NOSTALL_RAY_DIR:-${HOME:-/tmp}/.cache/nostall/ray-venv}" \
+        "ray==$RAY_VERSION" "$_PYVENV_HERE/ray-constraints.txt" \
+        "import ray, numpy, pytest; assert ray.__version__ == '$RAY_VERSION', ray.__version__" \
+        --system-site-packages
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     case "${1:-}" in
     webdataset) webdataset_venv_ensure; exit $? ;;
-    *) echo "usage: $0 webdataset" >&2; exit 1 ;;
+    ray) ray_venv_ensure; exit $? ;;
+    *) echo "usage: $0 webdataset|ray" >&2; exit 1 ;;
     esac
 fi

@@ -15,6 +15,8 @@ loader.py for the batch lifetime, Ctrl-C and threading rules.
 
 nostall.mpi (import it explicitly; needs mpi4py) is the partitioned cache
 across the ranks of an MPI job: Loader(source, peer_cache=PartitionedCache(...)).
+nostall.ray (import it explicitly; needs Ray) places prep servers as Ray
+actors: Loader(source, prep_servers=PrepPool(...).addresses, ...).
 
 Library lookup: $NOSTALL_LIBRARY, else ../../build/libnostall.so relative to
 this package, else ctypes.util.find_library("nostall").

@@ -715,8 +715,11 @@ class Loader(_Base):
     seed (torch.manual_seed's), rank 0's under an initialized
     torch.distributed process group (without torch, with coordinate=, or
     with several ranks and no process group: the library's 0); rank and
-    world_size default to $RANK and $WORLD_SIZE (set by torchrun). mean and
-    std are on the 0-1 scale (ToTensor's): a value above 1 is warned about.
+    world_size default to $RANK and $WORLD_SIZE (set by torchrun);
+    prep_servers and prep_secret_file default to $NOSTALL_PREP_SERVERS and
+    $NOSTALL_PREP_SECRET_FILE (how a launcher tells every rank where its prep
+    servers are, docs/serve.md). mean and std are on the 0-1 scale
+    (ToTensor's): a value above 1 is warned about.
 
     Python-side keywords: copy=True yields private copies (never views);
     pin_memory=True page-locks the ring for fast, asynchronous GPU copies;
@@ -889,6 +892,12 @@ class Loader(_Base):
             env = os.environ.get(key.upper())
             if key not in options and env not in (None, ""):
                 options[key] = env
+        from_env = []  # prep server options from the launcher's environment
+        for key in ("prep_servers", "prep_secret_file"):
+            env = os.environ.get("NOSTALL_" + key.upper())
+            if key not in options and env not in (None, ""):
+                options[key] = env
+                from_env.append("%s from $NOSTALL_%s" % (key, key.upper()))
         seed_note = None
         if "seed" not in options:
             seed, seed_note = _default_seed(self._as_torch, options)
@@ -927,6 +936,11 @@ class Loader(_Base):
                     from self._transform.create_error
             _check(rc)
             self._core = _Core(ld.value, self._transform)
+        except Error as e:
+            if not from_env or isinstance(e, BadItemError):
+                raise
+            # where the prep server options came from, when the launcher set them
+            raise type(e)(e.status, "%s (%s)" % (e.message, ", ".join(from_env))) from e
         finally:
             _lib.config_free(cfg)
             if tmp_list:
