@@ -1,9 +1,11 @@
 /*
  * net.c — sockets for the prep-server protocol (proto.h): whole reads and
- * writes that end at a deadline or when a stop flag is set (poll in steps
- * of at most 100 ms, so every wait has a shutdown exit), one frame read
- * with its length bounded before the payload arrives, host:port parsing,
- * connect with a deadline, listen. No state of its own.
+ * writes that end at a deadline or when a stop flag is set (each tries the
+ * socket first and polls, in steps of at most 100 ms, only when it would
+ * block, so every wait has a shutdown exit and a steady stream costs no
+ * poll per message), one frame read with its length bounded before the
+ * payload arrives, host:port parsing, connect with a deadline, listen. No
+ * state of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
