@@ -6,10 +6,17 @@
 # machine shows scaling; and the trainer's CPU time per item with remote
 # prep vs local prep. Rounds are interleaved (k = 1, 2, 4, 8, local, then
 # again), figures are medians of the rounds; rates are items/s of the last
-# epoch (the first fills the servers' page cache).
+# epoch (the first fills the servers' page cache). CPU per item is given two
+# ways: the whole run's CPU over its items (startup included: the trainer's
+# ring alone is ~50 ms of page faults, which dominates with few items), and
+# the steady state's, (CPU of a 1+E-epoch run - CPU of a 1-epoch run) /
+# (E epochs' items), which is what an epoch of a real dataset costs.
+# --base BIN adds the same rows for another build's nostall (its own
+# servers), run interleaved with this one's: a side-by-side comparison.
 # Not yet: hosts as network namespaces with tc-shaped links (the servers
 # here are on loopback).
 # Usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks "1 2 4 8"]
+#                           [--epochs E] [--base PATH/TO/nostall]
 # Writes build/bench/serve.json and build/bench/serve.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,13 +24,17 @@ IMAGES=200
 ROUNDS=3
 QUOTA=0.2
 KS="1 2 4 8"
+EPOCHS=4
+BASE=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --images) IMAGES=$2; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
         --quota) QUOTA=$2; shift 2 ;;
         --ks) KS=$2; shift 2 ;;
-        *) echo "usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks LIST]" >&2; exit 2 ;;
+        --epochs) EPOCHS=$2; shift 2 ;;
+        --base) BASE=$2; shift 2 ;;
+        *) echo "usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks LIST] [--epochs E] [--base BIN]" >&2; exit 2 ;;
     esac
 done
 [ -x build/nostall ] || make -s build > /dev/null
@@ -31,9 +42,13 @@ DATA=${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}/serve-n$IMAGES-470x425-q95
 [ -d "$DATA" ] || build/nostall gen "$DATA" --images "$IMAGES" --classes 8 --width 470 --height 425 \
     --quality 95 --seed 9 --quiet
 mkdir -p build/bench
-/usr/bin/python3 - "$DATA" "$ROUNDS" "$QUOTA" "$KS" <<'PYEOF'
+/usr/bin/python3 - "$DATA" "$ROUNDS" "$QUOTA" "$KS" "$EPOCHS" "$BASE" <<'PYEOF'
 import json, os, resource, statistics, subprocess, sys, tempfile
 data, rounds, quota, ks = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), [int(k) for k in sys.argv[4].split()]
+epochs, base = int(sys.argv[5]), sys.argv[6]
+builds = {"": "build/nostall"}
+if base:
+    builds["base "] = base
 CG = "/sys/fs/cgroup/cpu"
 budgeted = os.access(CG, os.W_OK)
 tmp = tempfile.mkdtemp(prefix="nostall-serve-bench.")
@@ -42,8 +57,7 @@ with open(secret, "w") as f:
     f.write(os.urandom(16).hex())
 os.chmod(secret, 0o600)
 opts = ["--crop", "224", "--seed", "3"]
-trainer = ["build/nostall", "bench", data, "--batch-size", "32", "--epochs", "2", "--json", "--quiet",
-           "--no-checksum"] + opts
+trainer = ["bench", data, "--batch-size", "32", "--json", "--quiet", "--no-checksum"] + opts
 
 def cgroup(name):
     """A cgroup v1 CPU group of `quota` CPUs; its tasks file."""
@@ -55,8 +69,8 @@ def cgroup(name):
         f.write(str(int(quota * 100000)))
     return d
 
-def start(i):
-    p = subprocess.Popen(["build/nostall", "serve", data, "--threads", "1", "--secret-file", secret] + opts,
+def start(i, exe):
+    p = subprocess.Popen([exe, "serve", data, "--threads", "1", "--secret-file", secret] + opts,
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     assert line.startswith("listening on "), line
@@ -65,48 +79,68 @@ def start(i):
             f.write(str(p.pid))
     return p, line.split()[-1]
 
-def run(args):
+def once(exe, args, ep):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = json.loads(subprocess.run(trainer + args, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    out = json.loads(subprocess.run([exe] + trainer + ["--epochs", str(ep)] + args, check=True,
+                                    stdout=subprocess.PIPE, text=True).stdout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    last = out["per_epoch"][-1]
-    return {"items_per_s": last["items"] / last["seconds"], "cpu_per_item_ms": 1000 * cpu / out["items"]}
+    return out, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
-servers = [start(i) for i in range(max(ks))]
-res = {str(k): [] for k in ks}
-res["local"] = []
+def run(exe, args):
+    one, cpu1 = once(exe, args, 1)
+    out, cpu = once(exe, args, 1 + epochs)
+    last = out["per_epoch"][-1]
+    return {"items_per_s": last["items"] / last["seconds"], "cpu_per_item_ms": 1000 * cpu / out["items"],
+            "steady_cpu_per_item_ms": 1000 * (cpu - cpu1) / (out["items"] - one["items"]),
+            "startup_cpu_ms": 1000 * (cpu1 - (cpu - cpu1) / epochs)}
+
+servers = {b: [start(i + n * max(ks), exe) for i in range(max(ks))] for n, (b, exe) in enumerate(builds.items())}
+res = {b + str(k): [] for b in builds for k in ks}
+res.update({b + "local": [] for b in builds})
 try:
     for r in range(rounds):
         for k in ks:
-            addrs = ",".join(a for _, a in servers[:k])
-            res[str(k)].append(run(["--threads", "0", "--prep-servers", addrs, "--prep-secret-file", secret]))
-        res["local"].append(run(["--threads", "1"]))
+            for b, exe in builds.items():
+                addrs = ",".join(a for _, a in servers[b][:k])
+                res[b + str(k)].append(run(exe, ["--threads", "0", "--prep-servers", addrs,
+                                                 "--prep-secret-file", secret]))
+        for b, exe in builds.items():
+            res[b + "local"].append(run(exe, ["--threads", "1"]))
 finally:
-    for p, _ in servers:
+    for p, _ in (x for v in servers.values() for x in v):
         p.terminate()
         p.wait()
     if budgeted:
-        for i in range(max(ks)):
+        for i in range(len(builds) * max(ks)):
             try:
                 os.rmdir(os.path.join(CG, "nostall-serve-bench-%d" % i))
             except OSError:
                 pass
-med = {k: {m: statistics.median(x[m] for x in v) for m in ("items_per_s", "cpu_per_item_ms")}
-       for k, v in res.items()}
-one = med[str(ks[0])]["items_per_s"] / ks[0]
-report = {"images": len(os.listdir(data)), "rounds": rounds, "quota_cpus": quota if budgeted else None,
+M = ("items_per_s", "cpu_per_item_ms", "steady_cpu_per_item_ms", "startup_cpu_ms")
+med = {k: {m: statistics.median(x[m] for x in v) for m in M} for k, v in res.items()}
+load = os.getloadavg()
+report = {"images": len(os.listdir(data)), "rounds": rounds, "epochs": 1 + epochs,
+          "quota_cpus": quota if budgeted else None, "base": base or None, "loadavg": load,
           "medians": med, "rounds_raw": res}
 json.dump(report, open("build/bench/serve.json", "w"), indent=1)
-lines = ["# prep servers: scaling (%s)" % ("%.2f CPU each, cgroup v1 quota" % quota if budgeted else
-                                           "UNBUDGETED: not root, no CPU quota"),
-         "", "| servers | items/s | of linear | trainer CPU ms/item |", "|---|---|---|---|"]
-for k in ks:
-    m = med[str(k)]
-    lines.append("| %d | %.1f | %.2f | %.2f |" % (k, m["items_per_s"], m["items_per_s"] / (one * k),
-                                                   m["cpu_per_item_ms"]))
-m = med["local"]
-lines.append("| local, 1 thread | %.1f | | %.2f |" % (m["items_per_s"], m["cpu_per_item_ms"]))
+lines = ["# prep servers: scaling (%s; load average %.1f %.1f %.1f at the end)"
+         % ((("%.2f CPU each, cgroup v1 quota" % quota if budgeted else
+               "UNBUDGETED: not root, no CPU quota"),) + tuple(load)),
+         "", "| build | servers | items/s | of linear | trainer CPU ms/item, whole run | steady state | "
+         "startup CPU ms |", "|---|---|---|---|---|---|---|"]
+for b in builds:
+    one = med[b + str(ks[0])]["items_per_s"] / ks[0]
+    name = b.strip() or "this"
+    for k in ks:
+        m = med[b + str(k)]
+        lines.append("| %s | %d | %.1f | %.2f | %.3f | %.3f | %.0f |" % (
+            name, k, m["items_per_s"], m["items_per_s"] / (one * k), m["cpu_per_item_ms"],
+            m["steady_cpu_per_item_ms"], m["startup_cpu_ms"]))
+    m = med[b + "local"]
+    lines.append("| %s | local, 1 thread | %.1f | | %.3f | %.3f | %.0f |" % (
+        name, m["items_per_s"], m["cpu_per_item_ms"], m["steady_cpu_per_item_ms"], m["startup_cpu_ms"]))
+    lines.append("| %s | remote/local, steady (k=%d) | | | | %.3f | |" % (
+        name, ks[0], med[b + str(ks[0])]["steady_cpu_per_item_ms"] / m["steady_cpu_per_item_ms"]))
 open("build/bench/serve.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PYEOF

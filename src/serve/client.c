@@ -18,11 +18,13 @@
  *   table is its thread's alone. Every wait ends within 100 ms of the
  *   loader's stop flag.
  */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -191,8 +193,8 @@ static int request(link_t *l, char *why, size_t whyn)
     return nst_net_write(l->fd, buf, len, nst_now_ns() + pc->timeout_ns, pc->p.stop, why, whyn);
 }
 
-/* Receive one ITEM into its ticket's place and hand the ticket back: 0, or
- * -1 (link failed). */
+/* Receive one ITEM into its ticket's place and hand the ticket back: 0; 1
+ * nothing arrived within 100 ms; or -1 (link failed). */
 static int receive(link_t *l, char *why, size_t whyn)
 {
     nst_prep *pc = l->pc;
@@ -201,7 +203,22 @@ static int receive(link_t *l, char *why, size_t whyn)
     uint8_t hdr[5 + NST_PROTO_ITEM_HDR];
     char msg[NST_PROTO_MSG_MAX + 1];
     nst_item_hdr h;
-    if (nst_net_read(l->fd, hdr, 5, deadline, pc->p.stop, why, whyn) < 0) return -1;
+    ssize_t got = recv(l->fd, hdr, 5, MSG_DONTWAIT); /* poll only when nothing is queued */
+    if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        snprintf(why, whyn, "receive: %s", strerror(errno));
+        return -1;
+    }
+    if (got == 0) {
+        snprintf(why, whyn, "connection closed by the peer");
+        return -1;
+    }
+    if (got < 0) {
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) return 1;
+        got = 0;
+    }
+    if (nst_net_read(l->fd, hdr + got, 5 - (size_t)got, deadline, pc->p.stop, why, whyn) < 0)
+        return -1;
     uint32_t len =
         (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
     if (hdr[4] == NST_MSG_REFUSE && len >= 3 && len <= 3 + NST_PROTO_REFUSE_MAX) {
@@ -250,12 +267,11 @@ static void run_link(link_t *l, char *why, size_t whyn)
         if (request(l, why, whyn) < 0) return;
         if (before == 0 && l->nout) last = nst_now_ns();
         if (l->nout == 0) continue;
-        struct pollfd p = {.fd = l->fd, .events = POLLIN};
-        int k = poll(&p, 1, 100);
-        if (k > 0) {
-            if (receive(l, why, whyn) < 0) return;
+        int k = receive(l, why, whyn);
+        if (k < 0) return;
+        if (k == 0)
             last = nst_now_ns();
-        } else if (nst_now_ns() - last > pc->timeout_ns) {
+        else if (nst_now_ns() - last > pc->timeout_ns) {
             snprintf(why, whyn, "no answer within prep_timeout_ms");
             return;
         }

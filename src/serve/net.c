@@ -1,9 +1,11 @@
 /*
  * net.c — sockets for the prep-server protocol (proto.h): whole reads and
- * writes that end at a deadline or when a stop flag is set (poll in steps
- * of at most 100 ms, so every wait has a shutdown exit), one frame read
- * with its length bounded before the payload arrives, host:port parsing,
- * connect with a deadline, listen. No state of its own.
+ * writes that end at a deadline or when a stop flag is set (each tries the
+ * socket first and polls, in steps of at most 100 ms, only when it would
+ * block, so every wait has a shutdown exit and a steady stream costs no
+ * poll per message), one frame read with its length bounded before the
+ * payload arrives, host:port parsing, connect with a deadline, listen. No
+ * state of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,22 +52,23 @@ int nst_net_read(int fd, void *buf, size_t n, uint64_t deadline_ns, const atomic
                  char *why, size_t whyn)
 {
     uint8_t *p = buf;
-    while (n) {
-        int w = wait_fd(fd, POLLIN, deadline_ns, stop, why, whyn);
-        if (w < 0) return -1;
-        if (w == 0) continue;
+    while (n) { /* receive first; poll only when it would block */
         ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
         if (k == 0) {
             snprintf(why, whyn, "connection closed by the peer");
             return -1;
         }
-        if (k < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
             snprintf(why, whyn, "receive: %s", strerror(errno));
             return -1;
         }
-        p += k;
-        n -= (size_t)k;
+        if (wait_fd(fd, POLLIN, deadline_ns, stop, why, whyn) < 0) return -1;
     }
     return 0;
 }
@@ -74,18 +77,19 @@ int nst_net_write(int fd, const void *buf, size_t n, uint64_t deadline_ns, const
                   char *why, size_t whyn)
 {
     const uint8_t *p = buf;
-    while (n) {
-        int w = wait_fd(fd, POLLOUT, deadline_ns, stop, why, whyn);
-        if (w < 0) return -1;
-        if (w == 0) continue;
+    while (n) { /* send first; poll only when it would block */
         ssize_t k = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (k < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+        if (k >= 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
             snprintf(why, whyn, "send: %s", strerror(errno));
             return -1;
         }
-        p += k;
-        n -= (size_t)k;
+        if (wait_fd(fd, POLLOUT, deadline_ns, stop, why, whyn) < 0) return -1;
     }
     return 0;
 }
