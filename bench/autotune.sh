@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # bench/autotune.sh — autotune against a grid of hand settings, each run
-# inside a cgroup v1 CPU quota of 0.5, 1 and 2 CPUs, in three situations:
+# inside a cgroup v1 CPU quota of 0.5, 1 and 2 CPUs, in six situations:
 #   prep   JPEGs 400x300 to 224 float, a 2 ms step: the workers' CPU bounds it
 #   fetch  small JPEGs from emulated storage (--storage-mbps 2,
 #          --storage-latency-ms 5), a 2 ms step: reads bound it
 #   step   JPEGs 400x300, a 60 ms step: the step bounds it (CPU to give back)
+#   halve  JPEGs 400x300, a 40 ms step that becomes 20 ms after half the
+#          batches (bench --step-ms-after --step-change-batch)
+#   cache-fits  the fetch situation over 10 epochs with a MinIO cache of
+#          the dataset's size and a tenth (epochs 2.. from the cache)
+#   cache-half  the same with a cache of half the dataset (half the items
+#          come from storage every epoch)
 # Grid: threads 1|2 x batches_ahead 2|6 x io_depth 1|8; autotune with its
 # defaults. Rounds are interleaved (every setting once per round); per
 # (situation, budget) the median over rounds of items/s and of CPU seconds
 # per 1000 items, the CPU taken from the cgroup's own cpuacct.usage, and the
-# peak CPUs used (usage / wall) to show the quota held.
+# peak CPUs used (usage / wall) to show the quota held. Time to settle:
+# when autotune last changed a setting (bench --json's autotune
+# "last_change_s", from the run's start; for halve, after the step changed).
 #
 # Usage (root; cgroup v1 with the cpu and cpuacct controllers mounted under
 # /sys/fs/cgroup/cpu and /sys/fs/cgroup/cpuacct):
-#   bench/autotune.sh [--rounds N] [--budgets "0.5 1 2"] [--situations "prep fetch step"]
+#   bench/autotune.sh [--rounds N] [--budgets "0.5 1 2"]
+#                     [--situations "prep fetch step halve cache-fits cache-half"]
 # Prints a Markdown table (docs/autotune.md) and keeps the raw rows in
 # $OUT (default /tmp/nostall-autotune.tsv). Figures from a busy machine are
 # noisy: say so beside them.
@@ -23,7 +32,7 @@ CLI=${NOSTALL_CLI:-$here/build/nostall}
 PY=/usr/bin/python3
 rounds=3
 budgets="0.5 1 2"
-situations="prep fetch step"
+situations="prep fetch step halve cache-fits cache-half"
 OUT=${OUT:-/tmp/nostall-autotune.tsv}
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,12 +56,17 @@ mkdir "$CPU/$CG" "$ACCT/$CG"
 
 "$CLI" gen "$WORK/big" --images 400 --classes 4 --width 400 --height 300 --quiet --seed 1
 "$CLI" gen "$WORK/small" --images 400 --classes 4 --width 64 --height 48 --quiet --seed 2
+small_bytes=$(du -sb "$WORK/small" | cut -f1)
+fetch="$WORK/small --batch-size 16 --step-ms 2 --storage-mbps 2 --storage-latency-ms 5"
 
 situation_args() {
     case "$1" in
     prep) echo "$WORK/big --batch-size 16 --epochs 6 --step-ms 2" ;;
-    fetch) echo "$WORK/small --batch-size 16 --epochs 6 --step-ms 2 --storage-mbps 2 --storage-latency-ms 5" ;;
+    fetch) echo "$fetch --epochs 6" ;;
     step) echo "$WORK/big --batch-size 16 --epochs 3 --step-ms 60" ;;
+    halve) echo "$WORK/big --batch-size 16 --epochs 4 --step-ms 40 --step-ms-after 20 --step-change-batch 50" ;;
+    cache-fits) echo "$fetch --epochs 10 --cache-bytes $((small_bytes * 11 / 10))" ;;
+    cache-half) echo "$fetch --epochs 10 --cache-bytes $((small_bytes / 2))" ;;
     esac
 }
 settings=("autotune")
@@ -82,13 +96,15 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 cpu = (int(sys.argv[3]) - int(sys.argv[2])) * 1e-9
 a = j["autotune"]
+ch = (j["step_change"] or {}).get("seconds")
+opt = lambda v: "-" if v is None else "%.3f" % v
 print("\t".join(str(x) for x in [sys.argv[4], sys.argv[5], sys.argv[6], "%.1f" % j["items_per_second"],
       "%.3f" % j["seconds"], "%.3f" % cpu, j["items"], a["active_workers"], a["batches_ahead"],
-      a["io_depth"], a["reason"]]))
+      a["io_depth"], a["reason"], opt(a["last_change_s"]), opt(ch), j["cache_hits"]]))
 EOF
 }
 
-printf "budget\tsituation\tsetting\titems_per_s\tseconds\tcpu_s\titems\tactive\tahead\tdepth\treason\n" > "$OUT"
+printf "budget\tsituation\tsetting\titems_per_s\tseconds\tcpu_s\titems\tactive\tahead\tdepth\treason\tlast_change_s\tstep_change_s\tcache_hits\n" > "$OUT"
 for r in $(seq "$rounds"); do
     for sit in $situations; do
         for budget in $budgets; do
@@ -108,9 +124,25 @@ for r in rows:
     by.setdefault((r["situation"], r["budget"], r["setting"]), []).append(r)
 def med(rs, k):
     return statistics.median(float(r[k]) for r in rs)
+# time to settle: autotune's last change, from the run's start (after the
+# step's change where it changed; "none" when it changed nothing after it)
+def settle(rs):
+    v = []
+    for r in rs:
+        last = None if r["last_change_s"] == "-" else float(r["last_change_s"])
+        ch = None if r["step_change_s"] == "-" else float(r["step_change_s"])
+        if ch is not None:
+            v.append(max(0.0, last - ch) if last is not None and last > ch else 0.0)
+        elif last is not None:
+            v.append(last)
+    if not v:
+        return "none"
+    s = "%.1f / %.1f" % (statistics.median(v), max(v))
+    return s + (" after the change" if rs[0]["step_change_s"] != "-" else "")
 print("| situation | CPU budget | best grid setting | its items/s | autotune items/s | ratio "
-      "| CPU s / 1000 items: best grid / autotune | peak CPUs used (autotune) | autotune chose |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "| CPU s / 1000 items: best grid / autotune | peak CPUs used (autotune) | autotune chose "
+      "| settled, s (median / max) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for sit in dict.fromkeys(r["situation"] for r in rows):
     for b in dict.fromkeys(r["budget"] for r in rows):
         grid = {s: rs for (si, bu, s), rs in by.items() if si == sit and bu == b and s != "autotune"}
@@ -122,9 +154,9 @@ for sit in dict.fromkeys(r["situation"] for r in rows):
         peak = max(float(r["cpu_s"]) / float(r["seconds"]) for r in at)
         last = at[-1]
         print("| %s | %s | %s | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f | %s workers, %s ahead, "
-              "depth %s (%s) |" % (sit, b, best, med(grid[best], "items_per_s"),
-                                   med(at, "items_per_s"),
-                                   med(at, "items_per_s") / med(grid[best], "items_per_s"),
-                                   cpk(grid[best]), cpk(at), peak, last["active"], last["ahead"],
-                                   last["depth"], last["reason"]))
+              "depth %s (%s) | %s |" % (sit, b, best, med(grid[best], "items_per_s"),
+                                        med(at, "items_per_s"),
+                                        med(at, "items_per_s") / med(grid[best], "items_per_s"),
+                                        cpk(grid[best]), cpk(at), peak, last["active"],
+                                        last["ahead"], last["depth"], last["reason"], settle(at)))
 EOF

@@ -897,7 +897,11 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
                           "(ceil(budget) - active workers, at most the budget)")                   \
     X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")               \
     X(ring_slots_usable, "ring slots the loader may use now: all of them, or with autotune "       \
-                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")
+                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")       \
+    X(tune_last_change_batch, "autotune: batches delivered when a setting last changed "           \
+                              "(0: never; with tune_last_change_ms, when it settled)")             \
+    X(tune_last_change_ms, "autotune: milliseconds from the first delivered batch to the last "    \
+                           "change of a setting (0: never)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

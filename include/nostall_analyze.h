@@ -130,7 +130,13 @@ extern "C" {
                     "its start-up inside the first wait: in warm_seconds, not in warm_stall_s; "   \
                     "once per epoch, not scaled with the batches (0: not measured apart; "         \
                     "nostall.profile measures it for foreign loaders)")                            \
-    X(cold_start_s, "cold run: the same as warm_start_s")
+    X(cold_start_s, "cold run: the same as warm_start_s")                                          \
+    X(cold_autotune, "cold run: 1 when the loader ran with autotune (the configuration's)")        \
+    X(cold_tuned_workers, "cold run: autotune's active workers at its end (0: no autotune)")       \
+    X(cold_tuned_ahead, "cold run: autotune's batches ahead at its end")                           \
+    X(cold_tuned_depth, "cold run: autotune's reads in flight per worker at its end (0: "          \
+                        "io_depth set, not tuned)")                                                \
+    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;

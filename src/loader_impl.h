@@ -141,7 +141,9 @@ struct nostall_loader {
     nst_tune_state tune;
     nst_tune_budget tune_budget;
     uint64_t tune_prev[12], tune_prev_ns; /* the window's start (loader_tune.c) */
+    uint64_t tune_first_ns;               /* the first delivered batch */
     nst_counter tune_windows, tune_decisions, tune_reason, tune_returned_milli;
+    nst_counter tune_last_batch, tune_last_ms; /* the last change of a setting */
 
     /* An elastic resume from every old rank's state (loader_state.c; the
      * consumer thread): the sampler's band of positions not yet consumed

@@ -6,7 +6,8 @@
  * decision (analyze/tune.h) and applies what it chose: the active workers
  * (the others park on tune_cv), the reads in flight per worker (io_depth=0
  * only) and batches_ahead (the backend's slot limit; the ring is sized for
- * the most at create). Also the stats' autotune fields and the reason.
+ * the most at create). Also the stats' autotune fields (with when a setting last changed) and
+ * the reason.
  *
  * Budgets never exceeded: at most ceil(cpu_budget) workers active (a
  * fractional budget that comes from a cgroup quota is enforced by the
@@ -123,6 +124,16 @@ static void apply(struct nostall_loader *ld, const nst_tune_setting *s)
     }
 }
 
+/* A setting changed now: when (the stats' time to settle). */
+static void note_change(struct nostall_loader *ld, uint64_t now)
+{
+    if (!ld->tune_first_ns) ld->tune_first_ns = now;
+    atomic_store_explicit(&ld->tune_last_batch, STAT_GET(ld->batches_delivered),
+                          memory_order_relaxed);
+    atomic_store_explicit(&ld->tune_last_ms, (now - ld->tune_first_ns) / 1000000,
+                          memory_order_relaxed);
+}
+
 /* The test hook: every setting changes after every batch (batches_ahead
  * between its start and its most: it never goes below its start, which
  * the Python binding's leases count on). */
@@ -138,6 +149,7 @@ static void flip(struct nostall_loader *ld)
     STAT_ADD(ld->tune_windows, 1);
     STAT_ADD(ld->tune_decisions, 1);
     atomic_store_explicit(&ld->tune_reason, NOSTALL_TUNE_TEST_FLIP, memory_order_relaxed);
+    note_change(ld, nst_now_ns());
 }
 
 enum {
@@ -180,7 +192,7 @@ void nst_tune_on_batch(struct nostall_loader *ld)
     uint64_t now = nst_now_ns(), c[12];
     if (!ld->tune_prev_ns) { /* the first batch starts the first window */
         snapshot(ld, ld->tune_prev);
-        ld->tune_prev_ns = now;
+        ld->tune_prev_ns = ld->tune_first_ns = now;
         return;
     }
     uint64_t nb = STAT_GET(ld->batches_delivered) - ld->tune_prev[C_BATCHES];
@@ -206,7 +218,10 @@ void nst_tune_on_batch(struct nostall_loader *ld)
     int changed = nst_tune_decide(&ld->tune, &ld->tune_budget, &m, &o);
     if (changed) apply(ld, &o.set);
     STAT_ADD(ld->tune_windows, 1);
-    if (changed) STAT_ADD(ld->tune_decisions, 1);
+    if (changed) {
+        STAT_ADD(ld->tune_decisions, 1);
+        note_change(ld, now);
+    }
     atomic_store_explicit(&ld->tune_reason, (uint64_t)o.reason, memory_order_relaxed);
     atomic_store_explicit(&ld->tune_returned_milli, (uint64_t)llround(o.cpu_returned * 1000),
                           memory_order_relaxed);
@@ -224,6 +239,8 @@ void nst_tune_stats(struct nostall_loader *ld, nostall_stats *s)
     s->tune_reason = STAT_GET(ld->tune_reason);
     s->cpu_budget_milli = (uint64_t)llround(ld->cpu_budget_f * 1000);
     s->cpu_returned_milli = STAT_GET(ld->tune_returned_milli);
+    s->tune_last_change_batch = STAT_GET(ld->tune_last_batch);
+    s->tune_last_change_ms = STAT_GET(ld->tune_last_ms);
 }
 
 size_t nostall_loader_tune_reason(const nostall_loader *cld, char *buf, size_t n)

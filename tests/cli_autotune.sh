@@ -6,7 +6,8 @@
 # (NOSTALL_TEST_TUNE_FLIP). Budgets: never more active workers than
 # ceil(cpu_budget); memory_budget sizes the ring and a plan over it is
 # refused naming it. What it chose is in stats, in bench --json's
-# "autotune" object and in the text summary. No assertion on speed.
+# "autotune" object, in the text summary and in the analyzer's report of
+# its cold run. No assertion on speed.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 40 --classes 2 --width 64 --height 48 --quiet
@@ -78,4 +79,17 @@ grep -q "memory_budget" "$TMP/no2.err" || fail "refusal without autotune does no
 "$CLI" bench "$TMP/data" --batch-size 4 --crop 32 --epochs 1 --seed 7 --quiet --autotune \
     --step-ms 1 > "$TMP/text.out"
 grep -q "^  autotune    " "$TMP/text.out" || fail "no autotune line in the summary"
+# the analyzer's report says what autotune chose in its cold run (the
+# configuration's run), and its measurements hold it; nothing without it
+"$CLI" analyze "$TMP/data" --batch-size 4 --crop 32 --threads 2 --step-ms 1 --max-batches 6 \
+    --autotune --cpu-budget 1 > "$TMP/an.out" 2> /dev/null || fail "analyze --autotune failed"
+grep -q "^  autotune in the cold run: 1 of 2 workers active" "$TMP/an.out" \
+    || fail "analyze report: $(grep autotune "$TMP/an.out")"
+"$CLI" analyze "$TMP/data" --batch-size 4 --crop 32 --threads 2 --step-ms 1 --max-batches 6 \
+    --autotune --json > "$TMP/an.json" 2> /dev/null || fail "analyze --autotune --json failed"
+[ "$(json "$TMP/an.json" '(j["measurements"]["cold_autotune"], 1 <= j["measurements"]["cold_tuned_workers"] <= 2)')" = "(1, True)" ] \
+    || fail "analyze measurements: cold_autotune"
+"$CLI" analyze "$TMP/data" --batch-size 4 --crop 32 --threads 2 --step-ms 1 --max-batches 6 \
+    > "$TMP/an0.out" 2> /dev/null || fail "analyze failed"
+if grep -q "autotune in the" "$TMP/an0.out"; then fail "analyze mentions autotune without it"; fi
 echo "cli_autotune: ok"

@@ -142,6 +142,20 @@ static void run_synthetic(double step_s, uint64_t batches, int show, run_out *o)
     if (show) fputc('\n', stderr);
 }
 
+/* A stats field that says what is now, not a count: kept as it is at a
+ * run's end, not made the run's own by subtracting its start. */
+static int is_gauge(const char *name)
+{
+    static const char *const g[] =
+        {"threads",           "cache_bytes",         "cache_items",        "autotune",
+         "active_workers",    "tuned_batches_ahead", "tuned_io_depth",     "tune_reason",
+         "cpu_budget",        "cpu_budget_milli",    "cpu_returned_milli", "ring_bytes_max",
+         "ring_slots_usable", "io_depth_max"};
+    for (size_t k = 0; k < sizeof g / sizeof *g; k++)
+        if (!strcmp(name, g[k])) return 1;
+    return 0;
+}
+
 /* One epoch (or max_batches) of the loader with the step. */
 static int run_loader(const char *data, const nostall_config *cfg, double step_s,
                       uint64_t max_batches, const char *label, int show, run_out *o)
@@ -194,10 +208,7 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
     const uint64_t *z = (const uint64_t *)&st0;
     int nst = nostall_stats_count();
     for (int i = 0; i < nst && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
-        if (strcmp(nostall_stats_name(i), "threads") &&
-            strcmp(nostall_stats_name(i), "cache_bytes") &&
-            strcmp(nostall_stats_name(i), "cache_items"))
-            a[i] -= z[i];
+        if (!is_gauge(nostall_stats_name(i))) a[i] -= z[i];
     o->stall_s = o->st.consumer_wait_ns * 1e-9;
     if (show) fputc('\n', stderr);
     nostall_loader_free(ld);
@@ -283,6 +294,13 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
     m->cold_storage_bytes = (double)cold.st.storage_bytes_read;
     m->cold_storage_wait_ns = (double)cold.st.storage_wait_ns;
     m->cold_fetch_ns = (double)cold.st.fetch_busy_ns;
+    if (cold.st.autotune) { /* what it chose, for the report */
+        m->cold_autotune = 1;
+        m->cold_tuned_workers = (double)cold.st.active_workers;
+        m->cold_tuned_ahead = (double)cold.st.tuned_batches_ahead;
+        m->cold_tuned_depth = (double)cold.st.tuned_io_depth;
+        m->cold_tune_reason = (double)cold.st.tune_reason;
+    }
     status = 0;
 out:
     nostall_config_free(wcfg);
@@ -329,6 +347,11 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     AN_TAKE_(cold_storage_bytes);
     AN_TAKE_(cold_storage_wait_ns);
     AN_TAKE_(cold_fetch_ns);
+    AN_TAKE_(cold_autotune);
+    AN_TAKE_(cold_tuned_workers);
+    AN_TAKE_(cold_tuned_ahead);
+    AN_TAKE_(cold_tuned_depth);
+    AN_TAKE_(cold_tune_reason);
 #undef AN_TAKE_
     if (runs->cores > 0) m->cores = runs->cores;
     return 0;

@@ -1,7 +1,7 @@
 /*
  * bench.c — `nostall bench DATA [options]`: run the loader over a dataset for
- * a number of epochs, as fast as possible or with a simulated training step,
- * and report throughput, the data stall, skipped items and a checksum of
+ * a number of epochs, as fast as possible or with a simulated training step
+ * (one that may change after a number of batches: --step-ms-after), and report throughput, the data stall, skipped items and a checksum of
  * every delivered byte.
  *
  * Every loader option is a flag of the same name (--batch-size for
@@ -53,7 +53,8 @@ static void count_sources(const nostall_batch *b, uint64_t *counts)
 
 /* The command's own flags; every loader option is one too (args.h). */
 typedef struct bench_opts {
-    double step_ms;
+    double step_ms, step_ms_after; /* step_ms_after < 0: the step never changes */
+    uint64_t step_change_batch;    /* batches at step_ms before step_ms_after (0: none) */
     int json, quiet, no_checksum;
     const char *pcache; /* --partitioned-cache BYTES */
     tool_list mix;      /* --mix, repeated: one SOURCE:WEIGHT list each */
@@ -62,6 +63,14 @@ typedef struct bench_opts {
 static const tool_arg bench_args[] = {
     {"step-ms", TOOL_ARG_DOUBLE, offsetof(bench_opts, step_ms), 0, 3.6e6, NULL, "MS",
      "simulated training time per batch, in milliseconds; 0: as fast as possible", NULL, 0, NULL},
+    {"step-ms-after", TOOL_ARG_DOUBLE, offsetof(bench_opts, step_ms_after), 0, 3.6e6, NULL, "MS",
+     "with --step-change-batch N: the simulated step after the first N batches (a step that "
+     "changes mid-run, e.g. halves; --json's \"step_change\" says when it did)",
+     NULL, 0, "none: the step never changes"},
+    {"step-change-batch", TOOL_ARG_U64, offsetof(bench_opts, step_change_batch), 1, 0, NULL, "N",
+     "with --step-ms-after: the batches (counted over the whole run) that take --step-ms before "
+     "the step becomes --step-ms-after",
+     NULL, 0, ""},
     {"json", TOOL_ARG_FLAG, offsetof(bench_opts, json), 0, 0, NULL, NULL,
      "print one JSON object on stdout instead of the summary (strict UTF-8: a name that is "
      "not UTF-8 has U+FFFD in \"path\" and its exact bytes in hex in \"path_hex\"; the "
@@ -110,8 +119,14 @@ static const tool_cmd bench_cmd = {
 static int bench_parse(int argc, char **argv, bench_opts *o, nostall_config *cfg, const char **data)
 {
     memset(o, 0, sizeof *o);
+    o->step_ms_after = -1;
     int n = tool_args_parse(&bench_cmd, argc, argv, o, cfg);
     if (n < 0) return n;
+    if ((o->step_ms_after >= 0) != (o->step_change_batch > 0)) {
+        fprintf(stderr, "nostall bench: --step-ms-after and --step-change-batch go together "
+                        "(the step after the first N batches)\n");
+        return TOOL_ARGS_ERROR;
+    }
     if (o->mix.n) { /* the loader's mix option: one SOURCE:WEIGHT list per line */
         char mix[NOSTALL_PATH_MAX];
         size_t have = 0;
@@ -228,7 +243,10 @@ typedef struct bench_run {
     uint64_t mix_counts[MIX_SOURCES_MAX];          /* --mix: items delivered per source */
     epoch_rec *recs;                               /* [epochs]: each ended epoch */
     double setup_s, seconds, stall_s;
-    int sig; /* the signal that ended the run, or 0 */
+    double first_s;                     /* the first batch's arrival, from the loop's start */
+    double change_s;                    /* --step-change-batch: when the step changed, or -1 */
+    uint64_t steps_before, steps_after; /* batches that took --step-ms / --step-ms-after */
+    int sig;                            /* the signal that ended the run, or 0 */
 } bench_run;
 
 /* The current epoch so far. */
@@ -274,6 +292,7 @@ static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
     nostall_stats st;
     double t0 = tool_now_s(), last_draw = 0;
     e.t0 = t0;
+    r->change_s = -1;
     nostall_loader_stats(ld, &e.st0, sizeof e.st0);
     tool_catch_interrupts();
     for (;;) {
@@ -300,7 +319,16 @@ static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
         e.items += b.count;
         r->batches++;
         e.batches++;
-        if (o->step_ms > 0) tool_sleep_s(o->step_ms / 1000.0);
+        if (r->batches == 1) r->first_s = tool_now_s() - t0;
+        double step = o->step_ms;
+        if (o->step_change_batch && r->batches > o->step_change_batch) {
+            if (r->change_s < 0) r->change_s = tool_now_s() - t0;
+            step = o->step_ms_after;
+            r->steps_after++;
+        } else {
+            r->steps_before++;
+        }
+        if (step > 0) tool_sleep_s(step / 1000.0);
         if (tool_interrupted()) break; /* the batch stays lent: freeing the loader returns it */
         uint64_t pos = b.position + b.count;
         if (nostall_loader_release(ld, &b) < 0) {
@@ -414,8 +442,9 @@ static void json_details(FILE *f, const nostall_config *cfg, const bench_run *r)
 }
 
 /* "autotune": what it chose and why (on: false without it). */
-static void json_autotune(FILE *f, nostall_loader *ld, const nostall_stats *st)
+static void json_autotune(FILE *f, nostall_loader *ld, const bench_run *r)
 {
+    const nostall_stats *st = &r->st;
     char why[256];
     nostall_loader_tune_reason(ld, why, sizeof why);
     fprintf(f,
@@ -427,8 +456,32 @@ static void json_autotune(FILE *f, nostall_loader *ld, const nostall_stats *st)
             st->tuned_batches_ahead, st->tuned_io_depth, st->tune_windows, st->tune_decisions,
             st->cpu_budget_milli / 1000.0, st->cpu_returned_milli / 1000.0, st->ring_bytes_max,
             nostall_tune_reason_name((int)st->tune_reason));
+    /* when it settled: its last change, in batches and in seconds from the
+     * run's start (null: it never changed a setting) */
+    if (st->tune_last_change_batch)
+        fprintf(f, "\"last_change_batch\": %" PRIu64 ", \"last_change_s\": %.3f, ",
+                st->tune_last_change_batch, r->first_s + st->tune_last_change_ms / 1000.0);
+    else
+        fprintf(f, "\"last_change_batch\": null, \"last_change_s\": null, ");
     tool_json_member(f, "why", why);
     fprintf(f, "}");
+}
+
+/* "step_change": --step-ms-after's batches and when the step changed. */
+static void json_step_change(FILE *f, const bench_opts *o, const bench_run *r)
+{
+    if (!o->step_change_batch) {
+        fprintf(f, ", \"step_change\": null");
+        return;
+    }
+    fprintf(f,
+            ", \"step_change\": {\"batch\": %" PRIu64 ", \"step_ms_after\": %g"
+            ", \"batches_before\": %" PRIu64 ", \"batches_after\": %" PRIu64 ", \"seconds\": ",
+            o->step_change_batch, o->step_ms_after, r->steps_before, r->steps_after);
+    if (r->change_s >= 0)
+        fprintf(f, "%.3f}", r->change_s);
+    else
+        fprintf(f, "null}");
 }
 
 /* --json: one object on stdout. */
@@ -473,7 +526,8 @@ static void report_json(nostall_loader *ld, const nostall_config *cfg, const ben
             st->storage_bytes_read, st->cache_hits, st->cache_misses, st->cache_bytes);
     json_dataset(f, ld, r);
     json_details(f, cfg, r);
-    json_autotune(f, ld, st);
+    json_autotune(f, ld, r);
+    json_step_change(f, o, r);
 #ifdef NOSTALL_HAVE_MPI
     tool_mpi_report(mpi, f, 1);
 #else
@@ -537,7 +591,15 @@ static void text_run(const nostall_config *cfg, const bench_opts *o, const bench
                r->recs[e].stall_seconds);
     printf("  data stall  %.2f s waiting for batches (%.1f%% of the run)%s\n", r->stall_s,
            s > 0 ? 100.0 * r->stall_s / s : 0.0,
-           o->step_ms > 0 ? "" : " [no --step-ms: the consumer does no work, so it always waits]");
+           o->step_ms > 0 || o->step_ms_after > 0
+               ? ""
+               : " [no --step-ms: the consumer does no work, so it always waits]");
+    if (o->step_change_batch) {
+        printf("  step        %g ms for %" PRIu64 " batches, then %g ms for %" PRIu64, o->step_ms,
+               r->steps_before, o->step_ms_after, r->steps_after);
+        if (r->change_s >= 0) printf(" (changed %.2f s into the run)", r->change_s);
+        printf("\n");
+    }
     double busy = (st->fetch_busy_ns + st->decode_busy_ns + st->augment_busy_ns) * 1e-9;
     if (busy > 0)
         printf("  worker time fetch %.0f%%  decode %.0f%%  augment %.0f%%  (%.1f items/s per busy core)\n",
@@ -597,6 +659,9 @@ static void text_end(nostall_loader *ld, const nostall_config *cfg, const bench_
         char why[256];
         nostall_loader_tune_reason(ld, why, sizeof why);
         tool_line(stdout, "  autotune    %s", why);
+        if (r->st.tune_last_change_batch)
+            printf("              last change after batch %" PRIu64 ", %.2f s into the run\n",
+                   r->st.tune_last_change_batch, r->first_s + r->st.tune_last_change_ms / 1000.0);
     }
     if (!o->no_checksum) printf("  checksum    %016" PRIx64 "\n", r->checksum);
 #ifdef NOSTALL_HAVE_MPI

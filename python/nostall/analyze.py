@@ -97,7 +97,8 @@ def _run(source, options, train_step, max_batches, label, progress):
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         s1 = ld.stats()
     st = {k: s1[k] - s0[k] for k in s1}
-    return {"seconds": seconds, "cpu_s": cpu, "items": items, "batches": batches, "stats": st}
+    return {"seconds": seconds, "cpu_s": cpu, "items": items, "batches": batches, "stats": st,
+            "end": s1}
 
 
 def _tty_progress(label, done, total):
@@ -264,6 +265,11 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
             "cold_storage_wait_ns": cold["stats"]["storage_wait_ns"],
             "cold_fetch_ns": cold["stats"]["fetch_busy_ns"],
         }
+        end = cold["end"]
+        if end.get("autotune"):  # what autotune had chosen at the cold run's end (the report's)
+            runs.update(cold_autotune=1, cold_tuned_workers=end["active_workers"],
+                        cold_tuned_ahead=end["tuned_batches_ahead"],
+                        cold_tuned_depth=end["tuned_io_depth"], cold_tune_reason=end["tune_reason"])
         # the dataset, the machine, the prep rate, the restart-marker sample
         m = _measure(source_path, user_opts, max_batches)
         for k, v in runs.items():

@@ -101,6 +101,20 @@ def test_list_source_and_bad_option(data, cli):
         nostall.analyze(Step(0), data, cli=cli, progress=False, threads=-1)
 
 
+def test_autotune_in_the_report(data, cli):
+    """With autotune the cold run's choice is in the measurements and the
+    report (what it had chosen at the run's end; which setting depends on
+    timing, so only its bounds are checked); without, neither."""
+    r = nostall.analyze(Step(0.001), data, progress=False, max_batches=6, autotune=True,
+                        cpu_budget=1, **OPTS)
+    m = r["measurements"]
+    assert m["cold_autotune"] == 1 and m["cold_tuned_workers"] == 1  # ceil(cpu_budget)
+    assert m["cold_tuned_ahead"] >= 1
+    assert "autotune in the cold run: 1 of 2 workers active" in r.text
+    r = nostall.analyze(Step(0.001), data, progress=False, max_batches=6, **OPTS)
+    assert r["measurements"]["cold_autotune"] == 0 and "autotune in the" not in r.text
+
+
 class DictStep:
     """A step for the tasks whose batches are dicts: it gets the whole dict."""
 
