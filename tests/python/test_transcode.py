@@ -121,9 +121,11 @@ def test_kept_and_damaged_files_are_copied_and_reported(data, tmp_path):
 
 
 def test_the_package_runs_no_program():
-    """The binding calls the library: no subprocess anywhere in the package."""
+    """The binding calls the library: no subprocess anywhere in the package,
+    but ray.py, whose Ray actors each run a `nostall serve` (docs/design.md:
+    a placement adapter on other nodes, not the binding)."""
     pkg = os.path.dirname(nostall.__file__)
     for name in sorted(os.listdir(pkg)):
-        if name.endswith(".py"):
+        if name.endswith(".py") and name != "ray.py":
             with open(os.path.join(pkg, name), encoding="utf-8") as f:
                 assert "subprocess" not in f.read(), name
