@@ -63,6 +63,11 @@ same "$TMP/r2.json" "two servers, threads=0"
 all_remote "$TMP/r2.json" "two servers, threads=0"
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 1 --prep-servers "127.0.0.1:$A,127.0.0.1:$B" "${remote[@]}" > "$TMP/r3.json"
 same "$TMP/r3.json" "two servers and a local thread"
+# options that say how the client runs, not what it delivers, are not the
+# server's business: autotune and its budgets are accepted
+"$CLI" bench "$TMP/data" "${common[@]}" --threads 1 --autotune --cpu-budget 1 --prep-servers "127.0.0.1:$A" \
+    "${remote[@]}" > "$TMP/r4.json" || fail "a client with autotune refused"
+same "$TMP/r4.json" "one server, a local thread, autotune"
 
 # refusals, each naming why
 refused() { # WHAT PATTERN bench-args...

@@ -7,7 +7,8 @@
  * recipe's fingerprint of paths, labels and annotations), the fields'
  * layout, the seed, the augmentation options and every recipe option
  * (task and after) except those that only say where or how the loader
- * runs (prep servers, the bad-item budget, streaming). The sampler's
+ * runs (prep servers, the bad-item budget, streaming, the GPU's
+ * ordinal, autotune and its budgets). The sampler's
  * options (shuffle, rank, world_size, batch_size, drop_last) stay the
  * client's: it maps positions to items itself.
  */
@@ -29,7 +30,9 @@ static int runtime_only(int id)
     return id == NOSTALL_OPT_MAX_BAD_FRACTION || id == NOSTALL_OPT_SHARD_MODE ||
            id == NOSTALL_OPT_SHUFFLE_BUFFER || id == NOSTALL_OPT_PREP_SERVERS ||
            id == NOSTALL_OPT_PREP_SECRET_FILE || id == NOSTALL_OPT_PREP_TIMEOUT_MS ||
-           id == NOSTALL_OPT_PREP_INFLIGHT;
+           id == NOSTALL_OPT_PREP_INFLIGHT || id == NOSTALL_OPT_GPU_ID ||
+           id == NOSTALL_OPT_AUTOTUNE || id == NOSTALL_OPT_CPU_BUDGET ||
+           id == NOSTALL_OPT_MEMORY_BUDGET;
 }
 
 typedef struct builder {
