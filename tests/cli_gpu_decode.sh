@@ -19,6 +19,13 @@ if grep -q "built without CUDA" "$TMP/out"; then
     NOSTALL_TEST_NVJPEG=/nonexistent/libnvjpeg.so.99 run --decode-device gpu &&
         fail "gpu without CUDA"
     grep -q "built without CUDA" "$TMP/out" || fail "without CUDA: $(cat "$TMP/out")"
+elif grep -q "built without nvjpeg.h" "$TMP/out"; then
+    # CUDA found, nvjpeg.h not (no toolkit header, no nvidia-nvjpeg wheel in
+    # the peers' venv, no NOSTALL_NVJPEG_INCLUDE): the message names it
+    echo "note: this build has CUDA but no nvjpeg.h: the message names it"
+    NOSTALL_TEST_NVJPEG=/nonexistent/libnvjpeg.so.99 run --decode-device gpu --gpu-id 3 &&
+        fail "gpu without nvjpeg.h"
+    grep -q "built without nvjpeg.h" "$TMP/out" || fail "without nvjpeg.h: $(cat "$TMP/out")"
 else
     NOSTALL_TEST_NVJPEG=/nonexistent/libnvjpeg.so.99 run --decode-device gpu --gpu-id 3 &&
         fail "gpu without libnvjpeg"
