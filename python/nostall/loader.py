@@ -839,6 +839,7 @@ class Loader(_Base):
                  autotune: "bool | None" = None,
                  cpu_budget: "float | None" = None,
                  memory_budget: "int | str | None" = None,
+                 gpu_output: "str | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
