@@ -13,7 +13,10 @@
  *     next is E_STATE (the ring's "all lent"), after the sync it comes; the
  *     host API is refused in device mode and the device API in host mode;
  *     the refused combinations name why; free with batches held and
- *     released.
+ *     released;
+ *   - the MinIO cache (cache_bytes) keeps encoded bytes, so it serves the
+ *     device ring as the host route: hits in epoch 2, every item decoded,
+ *     the same bytes.
  * No assertion depends on timing: waits are the loader's own (blocking next).
  */
 #include <stdint.h>
@@ -73,20 +76,27 @@ static void test_ring_alone(void)
 
 static char data_dir[4096];
 
-static nostall_loader *open_loader(const char *output, const char *extra_k, const char *extra_v)
+static nostall_loader *open_loader2(const char *output, const char *extra[][2], int nextra)
 {
-    const char *kv[][2] = {{"decode_device", "gpu"}, {"gpu_output", output},
-                           {"on_bad_item", "fail"},  {"batch_size", "4"},
-                           {"crop", "32"},           {"output", "uint8"},
-                           {"threads", "2"},         {"batches_ahead", "2"},
-                           {"epochs", "1"},          {"seed", "5"},
-                           {extra_k, extra_v}};
-    nostall_config *cfg = make_cfg(kv, extra_k ? 11 : 10);
+    const char *kv[16][2] = {{"decode_device", "gpu"}, {"gpu_output", output},
+                             {"on_bad_item", "fail"},  {"batch_size", "4"},
+                             {"crop", "32"},           {"output", "uint8"},
+                             {"threads", "2"},         {"batches_ahead", "2"},
+                             {"epochs", "1"},          {"seed", "5"}};
+    int n = 10;
+    for (int i = 0; i < nextra && n < 16; i++, n++) kv[n][0] = extra[i][0], kv[n][1] = extra[i][1];
+    nostall_config *cfg = make_cfg(kv, n);
     nostall_loader *ld = NULL;
     int rc = nostall_loader_create(&ld, data_dir, cfg);
     nostall_config_free(cfg);
     if (rc < 0) fprintf(stderr, "create: %s\n", nostall_last_error());
     return ld;
+}
+
+static nostall_loader *open_loader(const char *output, const char *extra_k, const char *extra_v)
+{
+    const char *extra[1][2] = {{extra_k, extra_v}};
+    return open_loader2(output, extra, extra_k ? 1 : 0);
 }
 
 /* The checksum of a device batch: its fields with the image's device
@@ -191,6 +201,49 @@ static void test_loader(void)
     }
 }
 
+/* The MinIO cache holds encoded bytes, so it serves the GPU route as the
+ * CPU's: epoch 2 hits the cache, every item is still decoded (the route
+ * decodes what the cache gives), and the device ring's bytes equal the
+ * host route's over both epochs. */
+static void test_cache(void)
+{
+    const char *extra[][2] = {{"cache_bytes", "8M"}, {"epochs", "2"}};
+    uint64_t sums[2] = {0, 0};
+    nostall_stats st[2];
+    for (int k = 0; k < 2; k++) {
+        nostall_loader *ld = open_loader2(k ? "device" : "host", extra, 2);
+        CHECK(ld);
+        if (!ld) return;
+        nostall_batch b;
+        nostall_device_batch d;
+        int rc;
+        for (;;) {
+            rc = k ? nostall_loader_next_device(ld, &b, &d, UINT32_MAX)
+                   : nostall_loader_next(ld, &b);
+            if (rc == NOSTALL_EPOCH_END) continue;
+            if (rc != 0) break;
+            if (k) {
+                checksum_device(&sums[k], &b, &d);
+                CHECK_OK(nostall_loader_release_device(ld, &b, NULL));
+            } else {
+                nostall_checksum_batch(&sums[k], &b);
+                CHECK_OK(nostall_loader_release(ld, &b));
+            }
+        }
+        CHECK_EQ(rc, NOSTALL_DONE);
+        CHECK_OK(nostall_loader_stats(ld, &st[k], sizeof st[k]));
+        nostall_loader_free(ld);
+    }
+    CHECK_EQ(sums[0], sums[1]);
+    for (int k = 0; k < 2; k++) {
+        CHECK(st[k].cache_hits > 0);
+        CHECK_EQ(st[k].items_delivered, 60u);
+        CHECK(st[k].decode_items >= st[k].items_delivered); /* hits are decoded too */
+    }
+    printf("cache: %llu hits of %llu items, all decoded\n", (unsigned long long)st[1].cache_hits,
+           (unsigned long long)st[1].items_delivered);
+}
+
 int main(void)
 {
     test_ring_alone();
@@ -203,6 +256,7 @@ int main(void)
     snprintf(data_dir, sizeof data_dir, "%s/data", tmp);
     gen_dataset(data_dir, 30, 3);
     test_loader();
+    test_cache();
     TEST_EXIT();
 }
 
