@@ -19,6 +19,12 @@ Design
   (ring slots - 2, or - 3 with drop_last, or - 4 with the epoch's reserve),
   the next batch is copied out
   (one memcpy) and its slot released at once. copy=True always copies.
+* decode_device="cuda" (gpu_output="device", the device ring; docs/gpu.md):
+  the image tensor is made with torch.utils.dlpack.from_dlpack on a DLPack
+  capsule over the device ring's slot (_dlpack.py), under the same lease:
+  the slot goes back when the tensor dies, after the work queued on the
+  stream that was current when the batch was yielded; the same copy
+  fallback. Labels are host tensors.
 * DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
   chose, else the one after the previous iterator's -- and ends the previous
   iterator (using it afterwards raises). A state loaded with
