@@ -770,7 +770,7 @@ int nostall_loader_next_device(nostall_loader *ld, nostall_batch *out, nostall_d
     uint64_t t = timeout_ms == UINT32_MAX ? 0 : (uint64_t)timeout_ms * 1000000 + 1;
     int rc = next_batch(ld, out, t, fn);
     if (rc != 0) return rc;
-    if ((rc = nst_gpu_dring_lend(ld->dring, out, ld->recipe->image_field, dev)) < 0) {
+    if ((rc = nst_gpu_dring_lend(ld->dring, out, dev)) < 0) {
         char keep[NST_ERROR_MAX];
         snprintf(keep, sizeof keep, "%s: %s", fn, nostall_last_error());
         ld->bq->ops->release(ld->bq, out);

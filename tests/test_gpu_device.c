@@ -94,7 +94,7 @@ static int check_device_ring(nst_gpu_route *route, nst_gpu_backend *nv, const ns
     CHECK_OK(nst_gpu_dring_create(&d, &ops, host, bytes, 2, give_back, NULL));
     nostall_batch b = {.images = host, .sequence = 1};
     nostall_device_batch db;
-    CHECK_OK(nst_gpu_dring_lend(d, &b, 0, &db));
+    CHECK_OK(nst_gpu_dring_lend(d, &b, &db));
     CHECK(db.device == 0 && db.images && db.ready_event && db.stream);
     nv->out_device = 1;
     CHECK_OK(nst_gpu_route_batch(route, nv, jobs, n, db.images, bytes, st, why, cpu));

@@ -49,14 +49,14 @@ static void test_ring_alone(void)
     nostall_batch a = {.images = host + 100, .sequence = 7},
                   b = {.images = host + 2100, .sequence = 8};
     nostall_device_batch da, db, dc;
-    CHECK_OK(nst_gpu_dring_lend(d, &a, 0, &da));
-    CHECK_OK(nst_gpu_dring_lend(d, &b, 0, &db));
+    CHECK_OK(nst_gpu_dring_lend(d, &a, &da));
+    CHECK_OK(nst_gpu_dring_lend(d, &b, &db));
     CHECK(da.device == -1 && da.slot != db.slot);
     CHECK(da.images == nst_gpu_dring_dev(d, host + 100) && da.images != (void *)(host + 100));
     CHECK(*(int *)da.ready_event == 1);
     CHECK(nst_gpu_dring_dev(d, host + sizeof host) == NULL);
     nostall_batch c = {.images = host + 300, .sequence = 9};
-    CHECK_EQ(nst_gpu_dring_lend(d, &c, 0, &dc), NOSTALL_E_STATE); /* both entries in use */
+    CHECK_EQ(nst_gpu_dring_lend(d, &c, &dc), NOSTALL_E_STATE); /* both entries in use */
 
     nst_gpu_fake_stream s = {0};
     CHECK_OK(nst_gpu_dring_release(d, &a, &s));
@@ -67,7 +67,7 @@ static void test_ring_alone(void)
     CHECK_EQ(given_back, 1);
     CHECK_EQ(last_seq, 7u);
     CHECK_EQ(nst_gpu_dring_busy(d), 1u);
-    CHECK_OK(nst_gpu_dring_lend(d, &c, 0, &dc)); /* the freed entry */
+    CHECK_OK(nst_gpu_dring_lend(d, &c, &dc)); /* the freed entry */
     CHECK_EQ(dc.slot, da.slot);
     CHECK_OK(nst_gpu_dring_release(d, &c, NULL)); /* NULL: finished now */
     CHECK_EQ(given_back, 2);

@@ -75,10 +75,8 @@ uint8_t *nst_gpu_dring_dev(const nst_gpu_dring *d, const uint8_t *p)
     return d->dev + (p - d->host);
 }
 
-int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, uint32_t image_field,
-                       nostall_device_batch *dev)
+int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, nostall_device_batch *dev)
 {
-    (void)image_field;
     uint8_t *img = nst_gpu_dring_dev(d, (const uint8_t *)b->images);
     if (!img)
         return nst_error(NOSTALL_E_INVALID, "gpu_output=device: a batch outside the host ring");

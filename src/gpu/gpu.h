@@ -167,8 +167,7 @@ int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void
 /* The device address of host ring address p (in [host, host + bytes)). */
 uint8_t *nst_gpu_dring_dev(const nst_gpu_dring *d, const uint8_t *p);
 /* Batch b, just lent by the host ring: an entry and *dev. */
-int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, uint32_t image_field,
-                       nostall_device_batch *dev);
+int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, nostall_device_batch *dev);
 /* The consumer gives b back after the work on `stream` (NULL: now).
  * E_INVALID if b is not lent (e.g. released twice). */
 int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream);
