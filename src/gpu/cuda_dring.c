@@ -11,7 +11,8 @@
  * a host function there (cudaLaunchHostFunc) that gives the batch back: the
  * consumer's stream is never held by the host function, and the function
  * calls no CUDA API (it takes the host ring's lock only). drain is
- * cudaStreamSynchronize of the entry's stream.
+ * cudaStreamSynchronize of the entry's stream. Creating sets the device
+ * and gives the calling thread its current device back.
  */
 #include <cuda_runtime_api.h>
 
@@ -27,11 +28,27 @@ static int fail(cudaError_t e, const char *what)
     return nst_error(NOSTALL_E_IO, "gpu_output=device: %s: %s", what, cudaGetErrorString(e));
 }
 
+/* The calling thread (the consumer's, at create) gets its current device
+ * back: torch's, not ours. */
+static cudaError_t on_device(const cud *g, int *prev)
+{
+    cudaError_t e = cudaGetDevice(prev);
+    if (e != cudaSuccess) *prev = -1;
+    return cudaSetDevice(g->device);
+}
+
+static void restore(int prev)
+{
+    if (prev >= 0) cudaSetDevice(prev);
+}
+
 static int cd_alloc(void *c, size_t bytes, void **mem)
 {
     cud *g = c;
-    cudaError_t e = cudaSetDevice(g->device);
+    int prev;
+    cudaError_t e = on_device(g, &prev);
     if (e == cudaSuccess) e = cudaMalloc(mem, bytes ? bytes : 1);
+    restore(prev);
     return e == cudaSuccess ? 0 : fail(e, "cudaMalloc of the device ring");
 }
 
@@ -46,10 +63,12 @@ static int cd_entry_create(void *c, void **stream, void **ready, void **done)
     cud *g = c;
     cudaStream_t s = NULL;
     cudaEvent_t r = NULL, d = NULL;
-    cudaError_t e = cudaSetDevice(g->device);
+    int prev;
+    cudaError_t e = on_device(g, &prev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&r, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&d, cudaEventDisableTiming);
+    restore(prev);
     if (e != cudaSuccess) {
         if (d) cudaEventDestroy(d);
         if (r) cudaEventDestroy(r);
