@@ -12,8 +12,8 @@
  *     release is still waiting on its stream; with every slot waiting the
  *     next is E_STATE (the ring's "all lent"), after the sync it comes; the
  *     host API is refused in device mode and the device API in host mode;
- *     the refused combinations name why; free with batches held and
- *     released;
+ *     the refused combinations name why; free with batches held, and
+ *     with every slot waiting on a stream (workers waiting for a slot);
  *   - the MinIO cache (cache_bytes) keeps encoded bytes, so it serves the
  *     device ring as the host route: hits in epoch 2, every item decoded,
  *     the same bytes.
@@ -186,6 +186,22 @@ static void test_loader(void)
     CHECK_OK(nostall_loader_stop(ld));
     CHECK_EQ(nostall_loader_next_device(ld, &b2, &d2, UINT32_MAX), NOSTALL_E_STOPPED);
     nostall_loader_free(ld); /* b still lent */
+
+    /* Shutdown with every slot waiting on a stream that never gets there:
+     * the workers wait for a free slot, and free still returns (their
+     * waits have the ring's stop as exit). The fake stream's releases are
+     * dropped with the ring (never synced after this). */
+    ld = open_loader("device", NULL, NULL);
+    CHECK(ld);
+    nst_gpu_fake_stream never = {0};
+    uint32_t waiting = 0;
+    while (waiting < slots && nostall_loader_next_device(ld, &b, &d, UINT32_MAX) == 0) {
+        CHECK_OK(nostall_loader_release_device(ld, &b, &never));
+        waiting++;
+    }
+    CHECK_EQ(waiting, slots);
+    CHECK_EQ(nostall_loader_next_device(ld, &b, &d, UINT32_MAX), NOSTALL_E_STATE);
+    nostall_loader_free(ld);
 
     /* what the device ring refuses, each naming why */
     static const char *refused[][3] = {{"on_bad_item", "skip", "on_bad_item=fail"},
