@@ -440,8 +440,6 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
     return nst_stream_create(&ld->stream, ix, &o);
 }
 
-/* A loader over `ds` (its reference taken over: released on failure) with
- * `cfg`, validated. */
 /* gpu_output=device: a batch the consumer's stream has finished with goes
  * back to the host ring (dring.c's give_back; any thread). */
 static void dring_give_back(void *ctx, const nostall_batch *b)
@@ -466,6 +464,8 @@ static int make_dring(struct nostall_loader *ld, const char *fn)
     return nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
 }
 
+/* A loader over `ds` (its reference taken over: released on failure) with
+ * `cfg`, validated. */
 static int create(nostall_loader **out, nostall_dataset *ds, const nostall_config *cfg,
                   nst_loader_backend_fn mk, void *mk_ctx, const char *fn)
 {
