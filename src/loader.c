@@ -11,7 +11,10 @@
  * stage. The items (recipe or mix, sampler, repeats, plan) and the fetch
  * environment are made in loader_source.c, state (set/get) in
  * loader_state.c, statistics and the skip table in loader_stats.c, the
- * worker loop in worker.c.
+ * worker loop in worker.c. gpu_output=device: the device ring over the
+ * local ring (gpu/dring.c), made at create, lent through by
+ * nostall_loader_next_device and given back by release(_device) -- its
+ * give_back into the ring may run on a CUDA host function's thread.
  *
  * DESIGN
  *   The producer cursor walks the plan (nst_engine_plan: each batch's length in

@@ -24,7 +24,8 @@
  *
  * Each worker touches its own fetcher, FIFO, recipe scratch and counters;
  * shared state only through the backend and echo/, each with its own
- * locks.
+ * locks. gpu_output=device: an item's image field is given to the recipe
+ * at its device ring address (gpu/dring.c, read-only here).
  */
 #include <stdio.h>
 #include <stdlib.h>
