@@ -4,14 +4,17 @@
  * pieces exist at create (gpu.c: built with CUDA, libnvjpeg loadable, a
  * CUDA device), the kernels' launcher (augment.cu, built only with CUDA)
  * and the interface of a batch JPEG decoder (a backend: nvJPEG on a GPU, a
- * fake on the host for tests).
+ * fake on the host for tests); the device ring of gpu_output=device
+ * (dring.c over memory ops: the fake's, or CUDA's in cuda_dring.c).
  *
- * Status: the planning, the kernels, the route over a backend, the checks
- * and the backends exist; classify's make uses a worker's route, but
- * workers get only the fake backend (test builds) until the nvJPEG one has
- * run on a GPU (docs/gpu.md, "GPU decode").
- * Threads: every function is for the thread that owns its arguments; no
- * global state but the libnvjpeg handle cuda_probe.c opens once.
+ * Status: the planning, the kernels, the route over a backend, the checks,
+ * the backends and the device ring exist; classify's make uses a worker's
+ * route, but workers get only the fake backend (test builds) until the
+ * nvJPEG one has run on a GPU (docs/gpu.md, "GPU decode").
+ * Threads: every function is for the thread that owns its arguments but
+ * the device ring's (any thread: its own mutex); no global state but the
+ * libnvjpeg handle cuda_probe.c opens once and cuda_dring.c's per-device
+ * ops contexts.
  */
 #ifndef NST_GPU_GPU_H
 #define NST_GPU_GPU_H
