@@ -419,7 +419,12 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MEMORY_BUDGET, 91, "memory_budget", SIZE, "0", "0", "16T",                                    \
       "bytes the batch ring (with the echo pool and cache_bytes) may take; 0 = the cgroup's "       \
       "memory limit or RAM, as available now. A plan over it is refused; autotune sizes the "       \
-      "ring to the most batches_ahead (up to 16) that fit")
+      "ring to the most batches_ahead (up to 16) that fit")                                         \
+    X(GPU_OUTPUT, 92, "gpu_output", ENUM, "host", "host|device", "",                                \
+      "decode_device=gpu: where batches land: host (the host ring, as with decode_device=cpu) "     \
+      "or device (a ring of device buffers: nostall_loader_next_device, DLPack in Python; "         \
+      "needs on_bad_item=fail and no echoing, coordinate, prep_servers, shard_mode=stream "         \
+      "or in-process op; docs/gpu.md)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -470,6 +475,7 @@ enum { NOSTALL_BAD_SKIP = 0, NOSTALL_BAD_FAIL = 1 };
 enum { NOSTALL_MIX_LABELS_OWN = 0, NOSTALL_MIX_LABELS_OFFSET = 1 };
 enum { NOSTALL_CACHE_MINIO = 0, NOSTALL_CACHE_NONE = 1 };
 enum { NOSTALL_DECODE_CPU = 0, NOSTALL_DECODE_GPU = 1 };
+enum { NOSTALL_GPU_OUTPUT_HOST = 0, NOSTALL_GPU_OUTPUT_DEVICE = 1 };
 enum { NOSTALL_READER_AUTO = 0, NOSTALL_READER_PREAD = 1, NOSTALL_READER_IO_URING = 2 };
 enum { NOSTALL_ECHO_FIXED = 0, NOSTALL_ECHO_ADAPTIVE = 1 };
 enum {
@@ -645,6 +651,44 @@ NOSTALL_API int nostall_loader_stop(nostall_loader *ld);
  * loader object: join now, free when the last batch is released. After
  * it only release, info, stats and free may be called. Idempotent. */
 NOSTALL_API int nostall_loader_join(nostall_loader *ld);
+
+/* The device ring (decode_device=gpu with gpu_output=device; docs/gpu.md,
+ * "GPU decode"): the workers' kernels write each batch's image field into
+ * preallocated device memory, one region per ring slot, and the batch
+ * stays there. nostall_loader_next_device lends it (waiting as
+ * nostall_loader_next_timed, UINT32_MAX: as nostall_loader_next): *out as
+ * nostall_loader_next fills it (labels, indices and every other field in
+ * host memory; `images` and fields[image].data are NOT readable on the
+ * host) and *dev with the image field's device address. The consumer makes
+ * its stream wait on dev->ready_event (cudaStreamWaitEvent) before reading
+ * it, and gives the batch back with nostall_loader_release_device and the
+ * stream that read it: the slot returns to the ring only once the work
+ * queued on that stream so far has finished (an event recorded on it; a
+ * host function on the slot's own stream then releases the slot, so the
+ * consumer's stream is never blocked by the host). stream NULL: the caller
+ * says it has finished (e.g. after synchronizing) and the slot returns at
+ * once; nostall_loader_release on a device batch means the same.
+ * Either call is any thread, any order; a batch still lent at free is
+ * dropped with the ring (free waits for the device work queued before a
+ * release). Without gpu_output=device both are E_STATE; nostall_loader_next
+ * with it is E_STATE too (the images are not on the host).
+ * In a test build with NOSTALL_TEST_GPU_FAKE=1 the "device" is host memory
+ * (device = -1), the events are flags and a stream must be NULL. */
+typedef struct nostall_device_batch {
+    size_t struct_size; /* set by the library: sizeof of its build        */
+    int32_t device;     /* CUDA device ordinal; -1: the test backend's host
+                           memory                                          */
+    uint32_t slot;      /* the device ring's slot (its stream and events)  */
+    void *images;       /* device address of the image field: b->count items
+                           of b->item_bytes, dtype and layout as *out says  */
+    void *ready_event;  /* cudaEvent_t to wait on before reading images
+                           (today complete when lent: workers synchronize) */
+    void *stream;       /* cudaStream_t of the slot (the release's waits)  */
+} nostall_device_batch;
+NOSTALL_API int nostall_loader_next_device(nostall_loader *ld, nostall_batch *out,
+                                           nostall_device_batch *dev, uint32_t timeout_ms);
+NOSTALL_API int nostall_loader_release_device(nostall_loader *ld, const nostall_batch *b,
+                                              void *stream);
 
 /* Resumable position: `position` items of this rank's shard of epoch
  * `epoch` have been delivered (lent) to the consumer. With fixed item

@@ -244,7 +244,8 @@ static int loader_only(int id)
                               NOSTALL_OPT_SHARD_MODE,
                               NOSTALL_OPT_AUTOTUNE,
                               NOSTALL_OPT_CPU_BUDGET,
-                              NOSTALL_OPT_MEMORY_BUDGET};
+                              NOSTALL_OPT_MEMORY_BUDGET,
+                              NOSTALL_OPT_GPU_OUTPUT};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (ids[i] == id) return 1;
     return 0;

@@ -11,7 +11,10 @@
  * stage. The items (recipe or mix, sampler, repeats, plan) and the fetch
  * environment are made in loader_source.c, state (set/get) in
  * loader_state.c, statistics and the skip table in loader_stats.c, the
- * worker loop in worker.c.
+ * worker loop in worker.c. gpu_output=device: the device ring over the
+ * local ring (gpu/dring.c), made at create, lent through by
+ * nostall_loader_next_device and given back by release(_device) -- its
+ * give_back into the ring may run on a CUDA host function's thread.
  *
  * DESIGN
  *   The producer cursor walks the plan (nst_engine_plan: each batch's length in
@@ -100,6 +103,40 @@ static int forked(const struct nostall_loader *ld, const char *fn)
  * Create / free.
  * ------------------------------------------------------------------------ */
 
+/* gpu_output=device: what the device ring carries today. Each refusal
+ * says why: the engine compacts skipped items and tops batches up in host
+ * memory (on_bad_item=skip), echoing keeps and re-lends slots and copies
+ * items on the host, a coordinated group's slots and a prep server's items
+ * are host memory, full-size images are decoded on the CPU. */
+static int validate_gpu_output(const nostall_config *c, const char *fn)
+{
+    const nst_optval *v = c->v;
+    if (v[NOSTALL_OPT_GPU_OUTPUT].u != NOSTALL_GPU_OUTPUT_DEVICE) return 0;
+    const char *why = NULL;
+    if (v[NOSTALL_OPT_DECODE_DEVICE].u != NOSTALL_DECODE_GPU)
+        why = "it needs decode_device=gpu";
+    else if (v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_CLASSIFY)
+        why = "only task=classify writes its images on the device";
+    else if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL)
+        why = "image_mode=full is decoded on the CPU";
+    else if (v[NOSTALL_OPT_ON_BAD_ITEM].u != NOSTALL_BAD_FAIL)
+        why = "on_bad_item=skip compacts and tops up batches in host memory; set "
+              "on_bad_item=fail";
+    else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 || v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
+        why = "echoing re-lends slots and copies items on the host (an echo after decode "
+              "would have to re-augment on the device: not built)";
+    else if (v[NOSTALL_OPT_COORDINATE].s[0])
+        why = "a coordinated group's slots are shared host memory, not device memory";
+    else if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0])
+        why = "prep servers send items to host memory";
+    else if (c->op)
+        why = "an in-process op (transform=) runs on the item's host memory";
+    else if (v[NOSTALL_OPT_SHARD_MODE].u != NOSTALL_SHARD_MODE_INDEXED)
+        why = "shard_mode=stream is not routed to the device ring";
+    if (!why) return 0;
+    return nst_error(NOSTALL_E_OPTION, "%s: gpu_output=device: %s", fn, why);
+}
+
 static int validate(const nostall_config *c, const char *fn)
 {
     const nst_optval *v = c->v;
@@ -138,6 +175,7 @@ static int validate(const nostall_config *c, const char *fn)
                                                           : "audio");
         if ((rc = nst_gpu_check((unsigned)v[NOSTALL_OPT_GPU_ID].u, fn)) < 0) return rc;
     }
+    if ((rc = validate_gpu_output(c, fn)) < 0) return rc;
     if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0] &&
         (v[NOSTALL_OPT_COORDINATE].s[0] || v[NOSTALL_OPT_ECHO_FACTOR].d > 1 ||
          v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE ||
@@ -405,6 +443,30 @@ static int make_stream(struct nostall_loader *ld, const char *fn)
     return nst_stream_create(&ld->stream, ix, &o);
 }
 
+/* gpu_output=device: a batch the consumer's stream has finished with goes
+ * back to the host ring (dring.c's give_back; any thread). */
+static void dring_give_back(void *ctx, const nostall_batch *b)
+{
+    struct nostall_loader *ld = ctx;
+    ld->bq->ops->release(ld->bq, b);
+}
+
+/* gpu_output=device: the device ring over the host ring's whole arena
+ * (the workers write the image field at the same offsets there). */
+static int make_dring(struct nostall_loader *ld, const char *fn)
+{
+    nst_gpu_dring_ops ops;
+    void *mem = NULL;
+    size_t bytes = 0;
+    uint32_t nslots = 0, items = 0;
+    int rc = nst_gpu_dring_ops_open(&ops, (unsigned)ld->cfg.v[NOSTALL_OPT_GPU_ID].u);
+    if (rc < 0) return rc;
+    if (!ld->bq->ops->memory)
+        return nst_error(NOSTALL_E_OPTION, "%s: gpu_output=device needs the local ring", fn);
+    ld->bq->ops->memory(ld->bq, &mem, &bytes, &nslots, &items);
+    return nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
+}
+
 /* A loader over `ds` (its reference taken over: released on failure) with
  * `cfg`, validated. */
 static int create(nostall_loader **out, nostall_dataset *ds, const nostall_config *cfg,
@@ -470,6 +532,8 @@ static int create(nostall_loader **out, nostall_dataset *ds, const nostall_confi
                               .stop = &ld->stop_flag};
         if ((rc = nst_prep_create(&ld->prep, &pp, fn)) < 0) goto fail;
     }
+    if (v[NOSTALL_OPT_GPU_OUTPUT].u == NOSTALL_GPU_OUTPUT_DEVICE && (rc = make_dring(ld, fn)) < 0)
+        goto fail;
     /* after the prep client: workers read ld->prep (its orphan pool) */
     if ((rc = nst_tune_setup(ld, fn)) < 0) goto fail;
     if ((rc = nst_workers_create(ld, fn)) < 0) goto fail;
@@ -611,6 +675,7 @@ void nostall_loader_free(nostall_loader *ld)
         free(ld->workers);
     }
     nst_prep_free(ld->prep);
+    nst_gpu_dring_free(ld->dring);         /* pending releases run (into the ring) */
     if (ld->bq) ld->bq->ops->free(ld->bq); /* after the workers: none still calls it */
     nst_stream_free(ld->stream);
     for (uint64_t i = 0; i < ld->nskips; i++) free(ld->skips[i].msg);
@@ -668,14 +733,65 @@ static int next_batch(struct nostall_loader *ld, nostall_batch *out, uint64_t ti
     return rc;
 }
 
+/* gpu_output=device: the host API cannot lend a batch whose images are
+ * on the device. */
+static int host_only(const struct nostall_loader *ld, const char *fn)
+{
+    if (!ld || !ld->dring) return 0;
+    nst_error_clear();
+    return nst_error(NOSTALL_E_STATE,
+                     "%s: gpu_output=device: the images are on the device; use "
+                     "nostall_loader_next_device",
+                     fn);
+}
+
 int nostall_loader_next(nostall_loader *ld, nostall_batch *out)
 {
-    return next_batch(ld, out, 0, "nostall_loader_next");
+    int rc = host_only(ld, "nostall_loader_next");
+    return rc < 0 ? rc : next_batch(ld, out, 0, "nostall_loader_next");
 }
 
 int nostall_loader_next_timed(nostall_loader *ld, nostall_batch *out, uint32_t timeout_ms)
 {
-    return next_batch(ld, out, (uint64_t)timeout_ms * 1000000 + 1, "nostall_loader_next_timed");
+    int rc = host_only(ld, "nostall_loader_next_timed");
+    return rc < 0 ? rc
+                  : next_batch(ld, out, (uint64_t)timeout_ms * 1000000 + 1,
+                               "nostall_loader_next_timed");
+}
+
+int nostall_loader_next_device(nostall_loader *ld, nostall_batch *out, nostall_device_batch *dev,
+                               uint32_t timeout_ms)
+{
+    static const char fn[] = "nostall_loader_next_device";
+    nst_error_clear();
+    if (!ld || !out || !dev) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
+    if (!ld->dring)
+        return nst_error(NOSTALL_E_STATE,
+                         "%s: the loader is not in GPU output mode (set decode_device=gpu and "
+                         "gpu_output=device)",
+                         fn);
+    uint64_t t = timeout_ms == UINT32_MAX ? 0 : (uint64_t)timeout_ms * 1000000 + 1;
+    int rc = next_batch(ld, out, t, fn);
+    if (rc != 0) return rc;
+    if ((rc = nst_gpu_dring_lend(ld->dring, out, dev)) < 0) {
+        char keep[NST_ERROR_MAX];
+        snprintf(keep, sizeof keep, "%s: %s", fn, nostall_last_error());
+        ld->bq->ops->release(ld->bq, out);
+        return nst_error_set(rc, keep);
+    }
+    return 0;
+}
+
+int nostall_loader_release_device(nostall_loader *ld, const nostall_batch *b, void *stream)
+{
+    static const char fn[] = "nostall_loader_release_device";
+    int rc;
+    nst_error_clear();
+    if (!ld || !b) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
+    if ((rc = forked(ld, fn)) < 0) return rc;
+    if (!ld->dring)
+        return nst_error(NOSTALL_E_STATE, "%s: the loader is not in GPU output mode", fn);
+    return nst_gpu_dring_release(ld->dring, b, stream);
 }
 
 int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
@@ -685,6 +801,7 @@ int nostall_loader_release(nostall_loader *ld, const nostall_batch *b)
     nst_error_clear();
     if (!ld || !b) return nst_error(NOSTALL_E_INVALID, "%s: NULL argument", fn);
     if ((rc = forked(ld, fn)) < 0) return rc;
+    if (ld->dring) return nst_gpu_dring_release(ld->dring, b, NULL); /* "finished with it" */
     return ld->bq->ops->release(ld->bq, b);
 }
 

@@ -90,8 +90,10 @@ struct nostall_loader {
     nst_throttle throttle; /* emulated storage (off unless configured)    */
     nst_fetch_env fenv;    /* what every worker's fetcher shares          */
 
-    nst_batches *bq;      /* the batch backend: local ring or a group    */
-    nst_engine_plan plan; /* the delivery plan the backend walks          */
+    nst_batches *bq;             /* the batch backend: local ring or a group    */
+    struct nst_gpu_dring *dring; /* gpu_output=device: the device ring over
+                                    bq's arena (gpu/dring.c); NULL: host  */
+    nst_engine_plan plan;        /* the delivery plan the backend walks          */
 
     /* data echoing (echo/echo.h; the ring's hooks; NULL/off in a group) */
     int echo_mode, echo_point; /* NST_ECHO_*, NOSTALL_ECHO_POINT_*        */

@@ -24,7 +24,8 @@
  *
  * Each worker touches its own fetcher, FIFO, recipe scratch and counters;
  * shared state only through the backend and echo/, each with its own
- * locks.
+ * locks. gpu_output=device: an item's image field is given to the recipe
+ * at its device ring address (gpu/dring.c, read-only here).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "common/error.h"
 #include "decode/decode.h"
 #include "echo/echo.h"
+#include "gpu/gpu.h"
 #include "loader_impl.h"
 #include "dataset/stream.h"
 #include "serve/serve.h"
@@ -163,6 +165,14 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, int stale
                       .index = t->index,
                       .path = nst_recipe_path(ld->recipe, t->index),
                       .dst = t->dst};
+    uint8_t *dev_dst[NST_FIELDS_MAX];
+    if (ld->dring) { /* gpu_output=device: the image goes to the device ring */
+        const uint32_t f = ld->recipe->image_field;
+        memcpy(dev_dst, t->dst, sizeof dev_dst);
+        dev_dst[f] = nst_gpu_dring_dev(ld->dring, t->dst[f]);
+        c.dst = dev_dst;
+        c.dst_device = 1;
+    }
     if (!stale && !t->nofetch && r->status >= 0) {
         STAT_ADD(w->st.fetch_items, 1);
         STAT_ADD(w->st.fetch_bytes, r->len);

@@ -62,8 +62,17 @@ for m in "--mode train" "--mode eval" "--output uint8" "--output bfloat16 --layo
         # shellcheck disable=SC2086
         got=$(cs $m --decode-device gpu --threads $t) || fail "fake gpu $m threads $t"
         [ "$got" = "$want" ] || fail "fake gpu route, $m, $t threads: $got, the CPU path $want"
+        # the device ring (gpu_output=device): the same bytes, the images
+        # read at their device address (the fake's is host memory)
+        # shellcheck disable=SC2086
+        got=$(cs $m --decode-device gpu --gpu-output device --on-bad-item fail --threads $t) ||
+            fail "fake gpu device ring $m threads $t: $(cat "$TMP/j")"
+        [ "$got" = "$want" ] || fail "device ring, $m, $t threads: $got, the CPU path $want"
     done
 done
+cs --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&
+    fail "gpu_output=device with on_bad_item=skip"
+grep -q "gpu_output=device: on_bad_item=skip" "$TMP/err" || fail "not refused: $(cat "$TMP/err")"
 d=$(ls -d "$TMP"/e/*/ | head -1)
 echo junk > "$d/zz_junk.jpg"
 head -c 900 "$(ls "$d"*.jpg | head -1)" > "$d/zz_trunc.jpg"

@@ -9,7 +9,12 @@
  *     kernels alone: they must be identical;
  *   - the others differ by nvJPEG's IDCT and upsampling: PSNR of the uint8
  *     items against the CPU's must be >= 40 dB (issue 37's bar);
- *   - the same batch twice gives the same bytes.
+ *   - the same batch twice gives the same bytes;
+ *   - the device ring (gpu_output=device; src/gpu/cuda_dring.c): the same
+ *     batch routed in place into a device ring slot (out_device) has the
+ *     same bytes as through the host; its release waits for the consumer's
+ *     stream (held by a host function until the test opens a gate: the
+ *     slot is not given back before) and gives the slot back after.
  * Prints one line "gpudecode {json}" with the figures (batch latency
  * percentiles, images/s of the whole route on this thread) for the kit.
  */
@@ -29,6 +34,9 @@
 
 #if defined(NOSTALL_HAVE_CUDA) && defined(NOSTALL_HAVE_NVJPEG) && defined(NOSTALL_TEST_HOOKS) &&   \
     NOSTALL_TEST_HOOKS
+
+#include <cuda_runtime_api.h>
+#include <sched.h>
 
 #define N 64
 #define ROUNDS 12
@@ -55,6 +63,62 @@ static uint8_t *pixels(int w, int h, int comps, uint64_t seed)
                 (uint8_t)(127 + 90 * sin(0.05 * x + 0.07 * y + (double)seed) +
                           (int)(test_xorshift(&seed) % 24));
     return p;
+}
+
+/* The device ring's CUDA ops: give_back counts (a CUDA host function's
+ * thread), and a gate that holds the consumer's stream. */
+static int gave, gate;
+static void give_back(void *ctx, const nostall_batch *b)
+{
+    (void)ctx, (void)b;
+    __atomic_add_fetch(&gave, 1, __ATOMIC_SEQ_CST);
+}
+
+static void CUDART_CB hold(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&gate, __ATOMIC_SEQ_CST)) sched_yield();
+}
+
+/* The batch routed in place into a device ring slot equals `want` (the
+ * host route's nvJPEG bytes); the release waits for the consumer stream. */
+static int check_device_ring(nst_gpu_route *route, nst_gpu_backend *nv, const nst_gpu_job *jobs,
+                             size_t n, size_t bytes, const uint8_t *want)
+{
+    int st[N], cpu[N], same;
+    char why[N][NST_GPU_REASON];
+    uint8_t *host = calloc(1, bytes), *back = malloc(bytes);
+    nst_gpu_dring_ops ops;
+    nst_gpu_dring *d = NULL;
+    CHECK_OK(nst_gpu_cuda_dring_ops(&ops, 0));
+    CHECK_OK(nst_gpu_dring_create(&d, &ops, host, bytes, 2, give_back, NULL));
+    nostall_batch b = {.images = host, .sequence = 1};
+    nostall_device_batch db;
+    CHECK_OK(nst_gpu_dring_lend(d, &b, &db));
+    CHECK(db.device == 0 && db.images && db.ready_event && db.stream);
+    nv->out_device = 1;
+    CHECK_OK(nst_gpu_route_batch(route, nv, jobs, n, db.images, bytes, st, why, cpu));
+    nv->out_device = 0;
+    cudaStream_t cs;
+    CHECK_EQ(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), cudaSuccess);
+    CHECK_EQ(cudaStreamWaitEvent(cs, (cudaEvent_t)db.ready_event, 0), cudaSuccess);
+    CHECK_EQ(cudaMemcpyAsync(back, db.images, bytes, cudaMemcpyDeviceToHost, cs), cudaSuccess);
+    CHECK_EQ(cudaLaunchHostFunc(cs, hold, NULL), cudaSuccess); /* the consumer is "busy" */
+    CHECK_OK(nst_gpu_dring_release(d, &b, cs));
+    CHECK_EQ(__atomic_load_n(&gave, __ATOMIC_SEQ_CST), 0); /* cs cannot pass hold yet */
+    CHECK_EQ(nst_gpu_dring_busy(d), 1u);
+    __atomic_store_n(&gate, 1, __ATOMIC_SEQ_CST);
+    CHECK_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+    CHECK_EQ(cudaStreamSynchronize((cudaStream_t)db.stream), cudaSuccess);
+    CHECK_EQ(__atomic_load_n(&gave, __ATOMIC_SEQ_CST), 1);
+    CHECK_EQ(nst_gpu_dring_busy(d), 0u);
+    same = memcmp(back, want, bytes) == 0;
+    CHECK(same);
+    cudaStreamDestroy(cs);
+    nst_gpu_dring_free(d);
+    free(host);
+    free(back);
+    return same;
 }
 
 int main(void)
@@ -139,13 +203,15 @@ int main(void)
         ms[r] = now_ms() - t0;
     }
     CHECK(memcmp(got, again, bytes) == 0); /* the same batch, the same bytes */
+    const int ring_ok = check_device_ring(route, &nv, jobs, N, bytes, got);
     qsort(ms, ROUNDS, sizeof *ms, cmp_double);
     const double p50 = ms[ROUNDS / 2], p99 = ms[ROUNDS - 1];
     printf("gpudecode {\"items\": %d, \"cpu_decoded\": %d, \"kernels_exact\": %s, "
            "\"psnr_db_min\": %.2f, \"psnr_db_mean\": %.2f, \"batch_ms_p50\": %.2f, "
-           "\"batch_ms_max\": %.2f, \"images_per_s\": %.0f, \"output\": \"224x224\"}\n",
+           "\"batch_ms_max\": %.2f, \"images_per_s\": %.0f, \"output\": \"224x224\", "
+           "\"device_ring\": %s}\n",
            N, cpu_items, exact ? "true" : "false", psnr_min, psnr_n ? psnr_sum / psnr_n : 0.0, p50,
-           p99, N / (p50 / 1e3));
+           p99, N / (p50 / 1e3), ring_ok ? "true" : "false");
     nv.destroy(nv.ctx);
     fake.destroy(fake.ctx);
     nst_gpu_route_free(route);

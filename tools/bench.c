@@ -11,6 +11,10 @@
  * line when stderr is a terminal), or one JSON object with --json. A first
  * SIGINT or SIGTERM ends the run at the next batch: the report covers what
  * was delivered, and the exit status is 128 + the signal's number.
+ * gpu_output=device: batches come through the device ring
+ * (nostall_loader_next_device); the checksum reads the images at their
+ * device address, which only the test builds' fake backend makes host
+ * memory (on a CUDA device: --no-checksum).
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -56,6 +60,7 @@ typedef struct bench_opts {
     double step_ms, step_ms_after; /* step_ms_after < 0: the step never changes */
     uint64_t step_change_batch;    /* batches at step_ms before step_ms_after (0: none) */
     int json, quiet, no_checksum;
+    int device_out;     /* gpu_output=device: batches through the device ring */
     const char *pcache; /* --partitioned-cache BYTES */
     tool_list mix;      /* --mix, repeated: one SOURCE:WEIGHT list each */
 } bench_opts;
@@ -283,6 +288,35 @@ static void epoch_close(nostall_loader *ld, bench_run *r, epoch_acc *e)
     r->ep++;
 }
 
+/* gpu_output=device: the next batch through the device ring, its images'
+ * device address put where the checksum reads them -- readable on the host
+ * only with the test builds' fake backend (device -1); on a CUDA device the
+ * checksum needs --no-checksum. */
+static int next_device(nostall_loader *ld, const bench_opts *o, nostall_batch *b,
+                       nostall_batch *view, nostall_field *fields)
+{
+    nostall_device_batch d;
+    int rc = nostall_loader_next_device(ld, b, &d, UINT32_MAX);
+    if (rc != 0) return rc;
+    *view = *b;
+    if (o->no_checksum) return 0;
+    if (d.device >= 0) {
+        nostall_loader_release(ld, b);
+        tool_line(stderr,
+                  "nostall bench: gpu_output=device: the images are on CUDA device "
+                  "%d, which this tool does not read; pass --no-checksum",
+                  (int)d.device);
+        return NOSTALL_E_OPTION;
+    }
+    for (uint32_t f = 0; f < b->nfields && f < 16; f++) {
+        fields[f] = b->fields[f];
+        if (fields[f].data == b->images) fields[f].data = d.images;
+    }
+    view->images = d.images;
+    view->fields = fields;
+    return 0;
+}
+
 /* Every batch until the loader is done or a signal came: 0, or -1 after a
  * message. */
 static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
@@ -296,9 +330,12 @@ static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
     nostall_loader_stats(ld, &e.st0, sizeof e.st0);
     tool_catch_interrupts();
     for (;;) {
-        nostall_batch b;
+        nostall_batch b, view;
+        nostall_field fields[16];
         if (tool_interrupted()) break;
-        int rc = nostall_loader_next(ld, &b);
+        int rc = o->device_out ? next_device(ld, o, &b, &view, fields) : nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_E_OPTION && o->device_out) return -1; /* said why */
+        if (!o->device_out) view = b;
         if (rc == NOSTALL_DONE) break;
         if (rc == NOSTALL_EPOCH_END) {
             epoch_close(ld, r, &e);
@@ -310,8 +347,8 @@ static int bench_loop(nostall_loader *ld, const bench_opts *o, bench_run *r)
             return -1;
         }
         if (!o->no_checksum) {
-            nostall_checksum_batch(&r->checksum, &b);
-            nostall_checksum_batch(&e.sum, &b);
+            nostall_checksum_batch(&r->checksum, &view);
+            nostall_checksum_batch(&e.sum, &view);
         }
         e.epoch = b.epoch;
         if (o->mix.n) count_sources(&b, r->mix_counts);
@@ -693,6 +730,9 @@ int cmd_bench(int argc, char **argv)
         return tool_args_status(prc);
     }
     nostall_config_get_uint(cfg, NOSTALL_OPT_EPOCHS, &r.epochs);
+    uint64_t gpu_out = 0;
+    nostall_config_get_uint(cfg, NOSTALL_OPT_GPU_OUTPUT, &gpu_out);
+    o.device_out = gpu_out == NOSTALL_GPU_OUTPUT_DEVICE;
 #ifdef NOSTALL_HAVE_MPI
     if (o.pcache && tool_mpi_attach(cfg, r.data, o.pcache, &mpi) != 0) goto out;
 #endif

@@ -131,6 +131,9 @@ def markdown(doc):
                          % (v["items"], v["output"], "exact" if v["kernels_exact"] else "DIFFER",
                             v["psnr_db_min"], v["psnr_db_mean"], v["batch_ms_p50"],
                             v["batch_ms_max"], v["images_per_s"], v["cpu_decoded"]))
+            if "device_ring" in v:  # gpu_output=device's ring: bytes in place, release waits
+                lines.append("Device ring (gpu_output=device): %s."
+                             % ("pass" if v["device_ring"] else "FAIL"))
             lines.append("")
         elif step == "accel" and "images_per_s" in v:
             lines.append("Accelerator alone (%s, batch %d, %d px, %s): **%.0f images/s** "

@@ -83,6 +83,11 @@ class Batch(ctypes.Structure):
                 ("sequence", c_uint64), ("nfields", c_uint32), ("fields", POINTER(Field))]
 
 
+class DeviceBatch(ctypes.Structure):  # nostall_device_batch (gpu_output=device)
+    _fields_ = [("struct_size", c_size_t), ("device", ctypes.c_int32), ("slot", c_uint32),
+                ("images", c_void_p), ("ready_event", c_void_p), ("stream", c_void_p)]
+
+
 def check_batch(b):
     """A lent batch's struct_size (the bytes of nostall_batch the library
     filled) must be this mirror's size, else its members would be misread."""
@@ -151,6 +156,10 @@ loader_free = _fn("nostall_loader_free", None, c_void_p)
 loader_next = _fn("nostall_loader_next", c_int, c_void_p, POINTER(Batch))
 loader_next_timed = _fn("nostall_loader_next_timed", c_int, c_void_p, POINTER(Batch), c_uint32)
 loader_release = _fn("nostall_loader_release", c_int, c_void_p, POINTER(Batch))
+loader_next_device = _fn("nostall_loader_next_device", c_int, c_void_p, POINTER(Batch),
+                         POINTER(DeviceBatch), c_uint32)
+loader_release_device = _fn("nostall_loader_release_device", c_int, c_void_p, POINTER(Batch),
+                            c_void_p)
 loader_stop = _fn("nostall_loader_stop", c_int, c_void_p)
 loader_join = _fn("nostall_loader_join", c_int, c_void_p)
 loader_get_state = _fn("nostall_loader_get_state", c_int, c_void_p, POINTER(State))

@@ -19,6 +19,12 @@ Design
   (ring slots - 2, or - 3 with drop_last, or - 4 with the epoch's reserve),
   the next batch is copied out
   (one memcpy) and its slot released at once. copy=True always copies.
+* decode_device="cuda" (gpu_output="device", the device ring; docs/gpu.md):
+  the image tensor is made with torch.utils.dlpack.from_dlpack on a DLPack
+  capsule over the device ring's slot (_dlpack.py), under the same lease:
+  the slot goes back when the tensor dies, after the work queued on the
+  stream that was current when the batch was yielded; the same copy
+  fallback. Labels are host tensors.
 * DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
   chose, else the one after the previous iterator's -- and ends the previous
   iterator (using it afterwards raises). A state loaded with
@@ -169,12 +175,15 @@ def _option_text(name, value):
 
 
 def _decode_device_alias(options):
-    """decode_device="cuda" (torch's word) is the library's "gpu";
-    "cuda:N" also sets gpu_id=N."""
+    """decode_device="cuda" (torch's word) is the library's "gpu" with
+    gpu_output="device" (batches stay on the GPU: DLPack tensors) unless
+    gpu_output is given; "cuda:N" also sets gpu_id=N. decode_device="gpu"
+    keeps the library's default, gpu_output="host"."""
     dd = options.get("decode_device")
     if not isinstance(dd, str) or not (dd == "cuda" or dd.startswith("cuda:")):
         return
     options["decode_device"] = "gpu"
+    options.setdefault("gpu_output", "device")
     if dd.startswith("cuda:"):
         index = dd[len("cuda:"):]
         if "gpu_id" in options and str(options["gpu_id"]) != index:
@@ -367,13 +376,19 @@ class _Core:
         if transform is not None:
             _PY_CORES.add(self)
 
-    def release(self, batch):
+    def release(self, batch, stream=None):
+        """stream: None for a host batch; for a device batch (gpu_output=
+        device) the cudaStream_t handle (0: NULL) whose work so far must
+        finish before its slot is reused."""
         if _in_worker():  # (garbage collected in a worker: let another thread do it)
-            threading.Thread(target=self.release, args=(batch,), daemon=True).start()
+            threading.Thread(target=self.release, args=(batch, stream), daemon=True).start()
             return
         with self.lock:
             if self.ld and os.getpid() == self.pid:
-                self.lib.loader_release(self.ld, ctypes.byref(batch))
+                if stream is None:
+                    self.lib.loader_release(self.ld, ctypes.byref(batch))
+                else:
+                    self.lib.loader_release_device(self.ld, ctypes.byref(batch), stream or None)
             self.leases -= 1
             if self.closed and self.leases == 0:
                 self._free()
@@ -414,19 +429,21 @@ class _Core:
 
 
 class _Lease:
-    """One lent batch: returns its slot to the ring when collected."""
-    __slots__ = ("core", "batch", "__weakref__")
+    """One lent batch: returns its slot to the ring when collected (a
+    device batch: after the work on `stream` so far, see _Core.release)."""
+    __slots__ = ("core", "batch", "stream", "__weakref__")
 
-    def __init__(self, core, batch):
+    def __init__(self, core, batch, stream=None):
         self.core = core
         self.batch = batch
+        self.stream = stream
         with core.lock:
             core.leases += 1
 
     def __del__(self):
         core, self.core = self.core, None
         if core is not None:
-            core.release(self.batch)
+            core.release(self.batch, self.stream)
 
 
 class _Interface:
@@ -839,6 +856,7 @@ class Loader(_Base):
                  autotune: "bool | None" = None,
                  cpu_budget: "float | None" = None,
                  memory_budget: "int | str | None" = None,
+                 gpu_output: "str | None" = None,
                  copy: bool = False,
                  pin_memory: bool = False,
                  device: "str | None" = None,
@@ -862,6 +880,7 @@ class Loader(_Base):
               transform=None, transform_fields=None):
         self._peer_cache = peer_cache  # kept alive while this loader uses it
         self._transform = None
+        self._gpu_out = False       # gpu_output="device": the device ring (DLPack)
         self._copy = bool(copy)
         self._iter_token = 0
         self._active = None         # weakref to the live iterator
@@ -951,6 +970,12 @@ class Loader(_Base):
         if seed_note and not _seed_warned:
             _seed_warned = True
             warnings.warn(seed_note, RuntimeWarning, stacklevel=3)
+        self._gpu_out = self.config.get("gpu_output") == "device"
+        if self._gpu_out and (pin_memory or device is not None or self._normalize_on_device
+                              or self._as_torch is None):
+            raise _error("E_OPTION", "nostall.Loader: gpu_output='device' (decode_device="
+                         "'cuda') yields tensors already on the GPU: it needs torch and takes "
+                         "no pin_memory, device or normalize_on_device")
         if pin_memory or device is not None:
             self._setup_device(pin_memory, device)
         if self._info["files_ignored"]:
@@ -1211,6 +1236,9 @@ class Loader(_Base):
 
     def _next_batch(self):
         """The next (images, labels) of the current epoch, or None at its end."""
+        if self._gpu_out:
+            got = self._next_gpu_ring()
+            return None if got is _END else got
         if self._device is not None:
             return self._next_device()
         got = self._next_host(block=True)
@@ -1237,6 +1265,58 @@ class Loader(_Base):
             return _END
         _lib.check_batch(b)
         return self._wrap(b)
+
+    # -- gpu_output="device": the device ring's batches through DLPack --
+
+    def _next_gpu_ring(self):
+        """(images, labels) with images a tensor on the decoding GPU viewing
+        its device ring slot (no copy; kDLCPU over the test backend's host
+        memory), labels copied from the host; _END at the epoch's end. The
+        slot goes back once the tensor and its views are freed, after the
+        work queued so far on the stream that was current when the batch
+        was yielded (record_stream rules: use the batch on that stream or
+        keep it alive until other streams are done)."""
+        b, d = _lib.Batch(), _lib.DeviceBatch()
+        ld = self._handle()
+        while True:
+            rc = self._lib.loader_next_device(ld, ctypes.byref(b), ctypes.byref(d), _WAIT_MS)
+            if rc != _lib.TIMEOUT:
+                break
+        if rc < 0:
+            _raise(rc, bad_item=True)
+        self._skips_check(rc != _lib.OK)
+        if rc != _lib.OK:
+            self._echo_check()
+            return _END
+        _lib.check_batch(b)
+        torch = self._as_torch
+        from . import _dlpack
+        # The batch's ready event is complete when lent (the workers
+        # synchronize their streams; include/nostall.h): nothing to wait on.
+        stream = 0
+        if d.device >= 0:
+            stream = torch.cuda.current_stream(d.device).cuda_stream
+        zero_copy = self._keep_zero_copy()  # before this batch's lease, as _wrap
+        lease = _Lease(self._core, b, stream)
+        n = b.count
+        img, named = None, {}
+        for i in range(b.nfields):
+            f = b.fields[i]
+            shape = (n,) + tuple(int(x) for x in f.shape[:f.ndim])
+            if f.data == b.images:
+                cap = _dlpack.capsule(d.images, shape, f.dtype, d.device, lease)
+                img = torch.utils.dlpack.from_dlpack(cap)
+                named[f.name.decode()] = img
+            else:
+                named[f.name.decode()] = self._field_array(f, shape, None)
+        self._last_indices = _view(b.indices, (n,), "<u8").copy()
+        self._last_address = d.images if zero_copy else None
+        del lease  # held by the tensor now
+        if not zero_copy:  # too many kept: a copy, and the slot goes back
+            named["image"] = img = img.clone()
+        if "label" in named:
+            return img, named["label"]
+        return img
 
     # -- device hand-off: copies on a side stream, one batch ahead --
 

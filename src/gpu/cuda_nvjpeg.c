@@ -15,8 +15,9 @@
  * default way. Output: interleaved RGB8 (NVJPEG_OUTPUT_RGBI) in device
  * memory at each region's offset.
  * augment: the items and taps copied to the device, augment.cu's kernels,
- * the batch copied back into the host slot (the device ring is future
- * work), all on one stream, synchronized before returning.
+ * the batch copied back into the host slot, or written in place in the
+ * device ring's memory (gpu_output=device), all on one stream,
+ * synchronized before returning.
  *
  * One thread per backend; device and host buffers grow and stay.
  */
@@ -202,11 +203,12 @@ static int nvj_put(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w, 
 }
 
 static int nvj_augment(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
-                       uint8_t *batch, size_t batch_bytes)
+                       uint8_t *batch, size_t batch_bytes, int batch_on_device)
 {
     nvj *g = ctx;
-    int rc = dgrow(&g->batch, batch_bytes, "batch");
+    int rc = batch_on_device ? 0 : dgrow(&g->batch, batch_bytes, "batch");
     if (rc < 0) return rc;
+    uint8_t *out = batch_on_device ? batch : (uint8_t *)g->batch.p;
     cudaError_t e =
         cudaMemcpyAsync(g->items.p, items, n * sizeof *items, cudaMemcpyHostToDevice, g->stream);
     if (e == cudaSuccess)
@@ -215,14 +217,17 @@ static int nvj_augment(void *ctx, const nst_gpu_item *items, size_t n, const nst
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(g->coefs.p, t->coefs, t->coefs_len * sizeof(int16_t),
                             cudaMemcpyHostToDevice, g->stream);
-    /* the bytes of bad items stay as the host had them */
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(g->batch.p, batch, batch_bytes, cudaMemcpyHostToDevice, g->stream);
+    /* the bytes of bad items stay as the host had them (a device batch:
+     * as the device ring has them; the item is not delivered) */
+    if (e == cudaSuccess && !batch_on_device)
+        e = cudaMemcpyAsync(out, batch, batch_bytes, cudaMemcpyHostToDevice, g->stream);
     if (e == cudaSuccess)
         e = (cudaError_t)nst_gpu_augment_launch(g->items.p, (uint32_t)n, g->images.p, g->starts.p,
-                                                g->coefs.p, g->tmp.p, g->batch.p, g->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(batch, g->batch.p, batch_bytes, cudaMemcpyDeviceToHost, g->stream);
+                                                g->coefs.p, g->tmp.p, out, g->stream);
+    if (e == cudaSuccess && !batch_on_device)
+        e = cudaMemcpyAsync(batch, out, batch_bytes, cudaMemcpyDeviceToHost, g->stream);
+    /* synchronized: the item counts as done (and its batch may be lent)
+     * only when its bytes are written */
     if (e == cudaSuccess) e = cudaStreamSynchronize(g->stream);
     return e == cudaSuccess ? 0 : cuda_fail(e, "augment");
 }
@@ -293,8 +298,8 @@ int nst_gpu_nvjpeg_backend(nst_gpu_backend *out, unsigned gpu_id)
         nvj_destroy(g);
         return rc;
     }
-    *out =
-        (nst_gpu_backend){"nvjpeg", g, nvj_reserve, nvj_decode, nvj_put, nvj_augment, nvj_destroy};
+    *out = (nst_gpu_backend){"nvjpeg", g,           nvj_reserve, nvj_decode,
+                             nvj_put,  nvj_augment, nvj_destroy, 0};
     return 0;
 }
 

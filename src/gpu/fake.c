@@ -8,6 +8,9 @@
  * element at a time on the host. So the route (route.c) — regions,
  * routing, fallbacks, bad items, planning — is tested with make test
  * (tests/test_gpu_route.c). One thread; its buffers grow and stay.
+ * Also the device ring's ops (gpu.h, dring.c) on host memory, with a fake
+ * consumer stream whose releases wait until the test syncs it
+ * (tests/test_gpu_dring.c).
  */
 #include "gpu/gpu.h"
 
@@ -74,11 +77,11 @@ static int fake_put(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w,
 }
 
 static int fake_augment(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
-                        uint8_t *batch, size_t batch_bytes)
+                        uint8_t *batch, size_t batch_bytes, int batch_on_device)
 {
     fake *f = ctx;
     int16_t *tmp = (int16_t *)(void *)f->tmp.data;
-    (void)batch_bytes;
+    (void)batch_bytes, (void)batch_on_device; /* its device memory is host memory */
     for (size_t i = 0; i < n; i++) {
         const uint64_t nt = nst_gpu_tmp_elems(&items[i]);
         for (uint64_t e = 0; e < nt; e++)
@@ -100,6 +103,85 @@ static void fake_destroy(void *ctx)
     free(f);
 }
 
+/* The device ring's ops on host memory: the "device" memory is calloc'd,
+ * an entry's events are ints (ready: set at lend; done: counts releases),
+ * its stream a tag, and a consumer stream an nst_gpu_fake_stream. */
+static int fd_alloc(void *c, size_t bytes, void **mem)
+{
+    (void)c;
+    *mem = calloc(1, bytes ? bytes : 1);
+    return *mem ? 0 : nst_error(NOSTALL_E_NOMEM, "gpu fake device ring: cannot allocate");
+}
+
+static void fd_free_mem(void *c, void *mem)
+{
+    (void)c;
+    free(mem);
+}
+
+static int fd_entry_create(void *c, void **stream, void **ready, void **done)
+{
+    (void)c;
+    *stream = NULL;
+    *ready = calloc(1, sizeof(int));
+    *done = calloc(1, sizeof(int));
+    if (*ready && *done) return 0;
+    free(*ready);
+    free(*done);
+    return nst_error(NOSTALL_E_NOMEM, "gpu fake device ring: cannot allocate");
+}
+
+static void fd_entry_destroy(void *c, void *stream, void *ready, void *done)
+{
+    (void)c, (void)stream;
+    free(ready);
+    free(done);
+}
+
+static int fd_lent(void *c, void *stream, void *ready)
+{
+    (void)c, (void)stream;
+    *(int *)ready = 1; /* the workers' writes are done when the host ring lends */
+    return 0;
+}
+
+static int fd_after(void *c, void *stream, void *done, void *consumer, void (*fn)(void *), void *arg)
+{
+    (void)c, (void)stream;
+    ++*(int *)done;
+    if (!consumer) {
+        fn(arg);
+        return 0;
+    }
+    nst_gpu_fake_stream *s = consumer;
+    if (s->n >= sizeof s->fn / sizeof *s->fn)
+        return nst_error(NOSTALL_E_STATE, "gpu fake stream: 64 releases already wait on it");
+    s->fn[s->n] = fn;
+    s->arg[s->n++] = arg;
+    return 0;
+}
+
+static void fd_drain(void *c, void *stream) { (void)c, (void)stream; }
+
+void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out)
+{
+    *out = (nst_gpu_dring_ops){.name = "fake",
+                               .device = -1,
+                               .alloc = fd_alloc,
+                               .free_mem = fd_free_mem,
+                               .entry_create = fd_entry_create,
+                               .entry_destroy = fd_entry_destroy,
+                               .lent = fd_lent,
+                               .after = fd_after,
+                               .drain = fd_drain};
+}
+
+void nst_gpu_fake_stream_sync(nst_gpu_fake_stream *s)
+{
+    for (unsigned i = 0; i < s->n; i++) s->fn[i](s->arg[i]);
+    s->n = 0;
+}
+
 int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fallback_every)
 {
     fake *f = calloc(1, sizeof *f);
@@ -110,8 +192,8 @@ int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fal
         return rc;
     }
     f->fallback_every = fallback_every;
-    *out = (nst_gpu_backend){"fake",       f,           fake_reserve, fake_decode, fake_put,
-                             fake_augment, fake_destroy};
+    *out = (nst_gpu_backend){"fake",       f, fake_reserve, fake_decode, fake_put, fake_augment,
+                             fake_destroy, 0};
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * gpu.c — whether decode_device=gpu can run: the part of the check that
  * needs no CUDA (a build without it says so); the rest is cuda_probe.c's.
- * And the backend a worker's route uses. In a test build,
+ * And the backend a worker's route uses, and the device ring's memory ops
+ * (gpu_output=device: the fake's in a test build, else CUDA's). In a test build,
  * NOSTALL_TEST_GPU_FAKE=1 passes the check and gives every worker the fake
  * backend (fake.c), so the loader's GPU route runs end to end on any
  * machine; the nvJPEG backend is not yet given to workers (it awaits its
@@ -30,6 +31,24 @@ int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pix
                      "decode_device=gpu: no backend for CUDA device %u: the loader does not yet "
                      "route batches to the GPU (issue 37; docs/gpu.md)",
                      gpu_id);
+}
+
+int nst_gpu_dring_ops_open(nst_gpu_dring_ops *out, unsigned gpu_id)
+{
+#if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
+    if (fake_wanted()) {
+        nst_gpu_fake_dring_ops(out);
+        return 0;
+    }
+#endif
+#if defined(NOSTALL_HAVE_CUDA)
+    return nst_gpu_cuda_dring_ops(out, gpu_id);
+#else
+    (void)out;
+    return nst_error(NOSTALL_E_UNSUPPORTED,
+                     "gpu_output=device: this libnostall was built without CUDA (device %u)",
+                     gpu_id);
+#endif
 }
 
 int nst_gpu_check(unsigned gpu_id, const char *fn)

@@ -4,14 +4,17 @@
  * pieces exist at create (gpu.c: built with CUDA, libnvjpeg loadable, a
  * CUDA device), the kernels' launcher (augment.cu, built only with CUDA)
  * and the interface of a batch JPEG decoder (a backend: nvJPEG on a GPU, a
- * fake on the host for tests).
+ * fake on the host for tests); the device ring of gpu_output=device
+ * (dring.c over memory ops: the fake's, or CUDA's in cuda_dring.c).
  *
- * Status: the planning, the kernels, the route over a backend, the checks
- * and the backends exist; classify's make uses a worker's route, but
- * workers get only the fake backend (test builds) until the nvJPEG one has
- * run on a GPU (docs/gpu.md, "GPU decode").
- * Threads: every function is for the thread that owns its arguments; no
- * global state but the libnvjpeg handle cuda_probe.c opens once.
+ * Status: the planning, the kernels, the route over a backend, the checks,
+ * the backends and the device ring exist; classify's make uses a worker's
+ * route, but workers get only the fake backend (test builds) until the
+ * nvJPEG one has run on a GPU (docs/gpu.md, "GPU decode").
+ * Threads: every function is for the thread that owns its arguments but
+ * the device ring's (any thread: its own mutex); no global state but the
+ * libnvjpeg handle cuda_probe.c opens once and cuda_dring.c's per-device
+ * ops contexts.
  */
 #ifndef NST_GPU_GPU_H
 #define NST_GPU_GPU_H
@@ -23,6 +26,7 @@
 #include "common/buf.h"
 #include "common/image.h"
 #include "gpu/gpu_item.h"
+#include "nostall.h"
 
 /* A batch's filter taps: fixed arrays the caller sizes (on the host, then
  * copied to the device with the items), filled in order by nst_gpu_plan. */
@@ -61,7 +65,8 @@ int nst_gpu_check(unsigned gpu_id, const char *fn);
  *            backend cannot decode: CMYK, 12-bit, ...), or bad (`reason`
  *            says why; the caller adds the item's path);
  *   put      a region the CPU decoded (rows of w * 3 bytes) to dst_off;
- *   augment  both passes over the items into `batch` (the host's slot).
+ *   augment  both passes over the items into `batch`: the host's slot, or
+ *            with batch_on_device (out_device) the device ring's memory.
  * Each returns 0, or < 0 with a message when the whole batch failed. */
 enum { NST_GPU_DECODED = 0, NST_GPU_CPU_FALLBACK = 1, NST_GPU_BAD = 2 };
 #define NST_GPU_REASON 160
@@ -81,8 +86,13 @@ typedef struct nst_gpu_backend {
                   char (*reason)[NST_GPU_REASON]);
     int (*put)(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w, uint32_t h);
     int (*augment)(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
-                   uint8_t *batch, size_t batch_bytes);
+                   uint8_t *batch, size_t batch_bytes, int batch_on_device);
     void (*destroy)(void *ctx);
+    /* Set by the caller after open: the route's `batch` is device memory
+     * (the device ring's, gpu_output=device), written in place and not
+     * copied; 0: host memory (the host ring's slot). The fake ignores it:
+     * its "device" memory is host memory. */
+    int out_device;
 } nst_gpu_backend;
 
 /* One item of a batch for the route: its encoded bytes, its path (for
@@ -120,6 +130,77 @@ int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
  * test build with NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to
  * the CPU); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
 int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels);
+
+/* The device ring (dring.c; gpu_output=device): a mirror in device memory
+ * of the host ring's arena (`host`, `bytes`), so that the image field's
+ * bytes of any slot have a device address (nst_gpu_dring_dev: the same
+ * offset), and per lent batch an entry with its own stream and two events
+ * (at most `nslots` entries: the host ring lends at most that many). lend
+ * takes a free entry for a batch the host ring lent; release records the
+ * consumer's stream's progress and, once it is reached, frees the entry and
+ * gives the batch back through `give_back` (the host ring's release) —
+ * from the thread that reaches it (a CUDA host function; the fake: the
+ * releasing thread, or nst_gpu_fake_stream_sync). Memory, streams and
+ * events are all made at create: nothing is allocated after. The memory
+ * ops are the fake's (test builds, NOSTALL_TEST_GPU_FAKE=1: host memory,
+ * flags) or CUDA's (cuda_dring.c: cudaMalloc, streams, events; not yet run
+ * on a GPU). Threads: any; one mutex guards the entries. */
+typedef struct nst_gpu_dring nst_gpu_dring;
+typedef struct nst_gpu_dring_ops {
+    const char *name;
+    int device; /* -1: host memory (the fake) */
+    /* `bytes` of device memory; per entry a stream and its events */
+    int (*alloc)(void *ops_ctx, size_t bytes, void **mem);
+    void (*free_mem)(void *ops_ctx, void *mem);
+    int (*entry_create)(void *ops_ctx, void **stream, void **ready, void **done);
+    void (*entry_destroy)(void *ops_ctx, void *stream, void *ready, void *done);
+    /* At lend: `ready` recorded on the entry's stream. */
+    int (*lent)(void *ops_ctx, void *stream, void *ready);
+    /* At release: `fn(arg)` runs once the work queued on `consumer` so far
+     * is done (consumer NULL: now, on this thread). */
+    int (*after)(void *ops_ctx, void *stream, void *done, void *consumer, void (*fn)(void *),
+                 void *arg);
+    /* At free: wait for every entry's pending `after` (their fn runs). */
+    void (*drain)(void *ops_ctx, void *stream);
+    void *ctx;
+} nst_gpu_dring_ops;
+typedef void (*nst_gpu_give_back_fn)(void *ctx, const nostall_batch *b);
+int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void *host,
+                         size_t bytes, uint32_t nslots, nst_gpu_give_back_fn give_back, void *ctx);
+/* The device address of host ring address p (in [host, host + bytes)). */
+uint8_t *nst_gpu_dring_dev(const nst_gpu_dring *d, const uint8_t *p);
+/* Batch b, just lent by the host ring: an entry and *dev. */
+int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, nostall_device_batch *dev);
+/* The consumer gives b back after the work on `stream` (NULL: now).
+ * E_INVALID if b is not lent (e.g. released twice). */
+int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream);
+/* Entries lent or waiting for their stream (tests). */
+uint32_t nst_gpu_dring_busy(nst_gpu_dring *d);
+/* Waits for pending releases (they run), then frees. */
+void nst_gpu_dring_free(nst_gpu_dring *d);
+/* The ops for gpu_id: the fake's (test builds with NOSTALL_TEST_GPU_FAKE=1)
+ * or CUDA's; E_UNSUPPORTED otherwise. */
+int nst_gpu_dring_ops_open(nst_gpu_dring_ops *out, unsigned gpu_id);
+
+#if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
+/* fake.c: the device ring's ops on host memory. A non-NULL consumer
+ * stream given to the fake must be an nst_gpu_fake_stream: its `after`
+ * functions wait there (at most 64) until nst_gpu_fake_stream_sync runs
+ * them, as a CUDA stream reaching an event would. */
+void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out);
+typedef struct nst_gpu_fake_stream {
+    void (*fn[64])(void *);
+    void *arg[64];
+    unsigned n;
+} nst_gpu_fake_stream;
+/* Runs the functions waiting on s, in order (one thread). */
+void nst_gpu_fake_stream_sync(nst_gpu_fake_stream *s);
+#endif
+
+#if defined(NOSTALL_HAVE_CUDA)
+/* cuda_dring.c: the device ring's ops on CUDA device gpu_id. */
+int nst_gpu_cuda_dring_ops(nst_gpu_dring_ops *out, unsigned gpu_id);
+#endif
 
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
 /* fake.c, test builds only: a backend on the host that "decodes" with

@@ -302,5 +302,5 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
     }
     if (!m) return 0;
     if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
-    return be->augment(be->ctx, items, m, &r->t, batch, batch_bytes);
+    return be->augment(be->ctx, items, m, &r->t, batch, batch_bytes, be->out_device);
 }

@@ -195,6 +195,7 @@ static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *
     const size_t bytes = nst_output_bytes(&job.out);
     int st, cpu;
     char why[1][NST_GPU_REASON];
+    w->be.out_device = c->dst_device; /* the device ring's memory, or the host slot */
     rc = nst_gpu_route_batch(w->route, &w->be, &job, 1, c->dst[0], bytes, &st, why, &cpu);
     t->decode_ns += nst_now_ns() - t1;
     if (rc < 0) return rc;

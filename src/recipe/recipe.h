@@ -74,6 +74,9 @@ typedef struct nst_item_ctx {
     uint32_t copy;         /* which use of the item in its epoch (echo)  */
     const char *path;      /* for messages                               */
     uint8_t *const *dst;   /* per declared field: this item's bytes      */
+    int dst_device;        /* the image field's dst is device memory (the
+                              device ring, gpu_output=device): only a GPU
+                              route may write it                         */
 } nst_item_ctx;
 
 /* Time spent, for the loader's counters (added by the stages). */

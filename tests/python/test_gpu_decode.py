@@ -39,3 +39,77 @@ def test_cpu_is_the_default(images):
     with nostall.Loader(images, batch_size=4, crop=32, epochs=1, seed=1, output="uint8") as b:
         xb = [x[0].numpy().tobytes() for x in b]
     assert xa == xb
+
+
+# -- gpu_output="device" (decode_device="cuda"): the device ring through
+# DLPack, with the library's fake backend (NOSTALL_TEST_GPU_FAKE=1, a test
+# build): its "device" memory is host memory, so the tensors are kDLCPU.
+
+def _fake_loader(images, monkeypatch, **kw):
+    monkeypatch.setenv("NOSTALL_TEST_GPU_FAKE", "1")
+    opts = dict(batch_size=4, crop=32, epochs=1, seed=3, output="uint8", threads=2,
+                on_bad_item="fail")
+    opts.update(kw)
+    try:
+        return nostall.Loader(images, **opts)
+    except nostall.Error as e:  # a library without the test hooks: no fake backend
+        if "decode_device=gpu: " in str(e):
+            pytest.skip("no fake GPU backend in this library: %s" % e)
+        raise
+
+
+def _host_reference(images, monkeypatch, **kw):
+    with _fake_loader(images, monkeypatch, decode_device="gpu", **kw) as h:
+        assert h.config["gpu_output"] == "host"
+        return [(_bytes(x), y.tolist()) for x, y in h]
+
+
+def _bytes(x):
+    import torch
+    return (x.view(torch.int16) if x.dtype == torch.bfloat16 else x).numpy().tobytes()
+
+
+@pytest.mark.parametrize("output", ["uint8", "float", "bfloat16"])
+def test_device_ring_dlpack_equals_the_host_route(images, monkeypatch, output):
+    import gc
+    import torch
+    from nostall import _dlpack
+    want = _host_reference(images, monkeypatch, output=output)
+    with _fake_loader(images, monkeypatch, decode_device="cuda", output=output) as ld:
+        assert ld.config["gpu_output"] == "device" and ld.config["decode_device"] == "gpu"
+        got = []
+        for x, y in ld:
+            assert isinstance(x, torch.Tensor) and x.device.type == "cpu"
+            assert x.data_ptr() == ld.last_batch_address  # a view of the slot, no copy
+            assert x.dtype == {"uint8": torch.uint8, "float": torch.float32,
+                               "bfloat16": torch.bfloat16}[output]
+            assert x.shape[1:] == (32, 32, 3) or x.shape[1:] == (3, 32, 32)
+            got.append((_bytes(x), y.tolist()))
+            del x
+        gc.collect()
+        assert ld._core.leases == 0 and _dlpack.live() == 0  # every slot given back
+    assert got == want
+
+
+def test_device_ring_tensors_outlive_the_loader_and_the_ring_never_runs_dry(
+        images, monkeypatch):
+    import gc
+    from nostall import _dlpack
+    want = _host_reference(images, monkeypatch, batch_size=2)
+    ld = _fake_loader(images, monkeypatch, decode_device="cuda", batch_size=2)
+    kept = list(ld)  # every batch kept: past the ring's slots they are copies
+    assert len(kept) == len(want) > ld.info()["ring_slots"]
+    ld.close()  # the lent slots stay valid
+    assert [(_bytes(x), y.tolist()) for x, y in kept] == want
+    del kept
+    gc.collect()
+    assert _dlpack.live() == 0 and ld._core.ld is None  # freed with the last tensor
+
+
+def test_device_ring_refusals_name_why(images, monkeypatch):
+    with pytest.raises(nostall.Error, match="on_bad_item=fail"):
+        _fake_loader(images, monkeypatch, decode_device="cuda", on_bad_item="skip")
+    with pytest.raises(nostall.Error, match="already on the GPU"):
+        _fake_loader(images, monkeypatch, decode_device="cuda", pin_memory=True)
+    with pytest.raises(nostall.Error, match="gpu_output=device: it needs decode_device=gpu"):
+        _fake_loader(images, monkeypatch, gpu_output="device")
