@@ -16,15 +16,16 @@
 # --netns (root only) puts each server on a host of its own: a network
 # namespace joined to the trainer by a veth pair whose both ends are shaped
 # by `tc qdisc ... root tbf rate R burst B latency L` (--rate, default
-# 1gbit; --burst 512kb; --latency 20ms; tests/lib_netns.sh makes and
-# deletes them); without it the servers are on loopback.
+# 1gbit; --burst 512kb; --latency 20ms; --mtu, default the veth's 1500;
+# tests/lib_netns.sh makes and deletes them); without it the servers are on
+# loopback (MTU 64 KiB).
 # The trainer's receive path: each round also runs the largest k with
 # servers of no CPU budget (the most items/s this machine gives), and every
 # row reports items per trainer CPU-second in the steady state (items over
 # the trainer's CPU time): the rate one trainer core can receive at.
 # Usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks "1 2 4 8"]
 #                           [--epochs E] [--base PATH/TO/nostall]
-#                           [--netns] [--rate R] [--burst B] [--latency L]
+#                           [--netns] [--rate R] [--burst B] [--latency L] [--mtu N]
 # Writes build/bench/serve.json and build/bench/serve.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,7 @@ NETNS=0
 RATE=1gbit
 BURST=512kb
 LATENCY=20ms
+MTU=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --images) IMAGES=$2; shift 2 ;;
@@ -50,7 +52,8 @@ while [ $# -gt 0 ]; do
         --rate) RATE=$2; shift 2 ;;
         --burst) BURST=$2; shift 2 ;;
         --latency) LATENCY=$2; shift 2 ;;
-        *) echo "usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks LIST] [--epochs E] [--base BIN] [--netns] [--rate R] [--burst B] [--latency L]" >&2; exit 2 ;;
+        --mtu) MTU=$2; shift 2 ;;
+        *) echo "usage: bash bench/serve.sh [--images N] [--rounds N] [--quota CPUS] [--ks LIST] [--epochs E] [--base BIN] [--netns] [--rate R] [--burst B] [--latency L] [--mtu N]" >&2; exit 2 ;;
     esac
 done
 # --netns: one host per server (each build's max k), the link shaped both ways
@@ -59,11 +62,16 @@ if [ "$NETNS" = 1 ]; then
     source tests/lib_netns.sh
     netns_able || { echo "bench/serve.sh: --netns needs root and network namespaces ($NETNS_WHY)" >&2; exit 2; }
     trap netns_cleanup EXIT
+    trap 'exit 143' TERM INT # the EXIT trap cleans up after a signal too
     max=0
     for k in $KS; do [ "$k" -gt "$max" ] && max=$k; done
     [ -n "$BASE" ] && max=$((max * 2))
     for ((i = 0; i < max; i++)); do
         netns_host "$i" || { echo "bench/serve.sh: cannot make host $i" >&2; exit 1; }
+        if [ -n "$MTU" ]; then
+            ip link set "$HOST_VETH" mtu "$MTU"
+            ip -n "$HOST_NS" link set "$HOST_PEER" mtu "$MTU"
+        fi
         shape=(root tbf rate "$RATE" burst "$BURST" latency "$LATENCY")
         tc qdisc add dev "$HOST_VETH" "${shape[@]}"
         ip netns exec "$HOST_NS" tc qdisc add dev "$HOST_PEER" "${shape[@]}"
@@ -75,7 +83,7 @@ DATA=${NOSTALL_BENCH_DATA:-/tmp/nostall-bench-data}/serve-n$IMAGES-470x425-q95
 [ -d "$DATA" ] || build/nostall gen "$DATA" --images "$IMAGES" --classes 8 --width 470 --height 425 \
     --quality 95 --seed 9 --quiet
 mkdir -p build/bench
-/usr/bin/python3 - "$DATA" "$ROUNDS" "$QUOTA" "$KS" "$EPOCHS" "$BASE" "$HOSTS" "$RATE $BURST $LATENCY" <<'PYEOF'
+/usr/bin/python3 - "$DATA" "$ROUNDS" "$QUOTA" "$KS" "$EPOCHS" "$BASE" "$HOSTS" "rate $RATE burst $BURST latency $LATENCY, MTU ${MTU:-1500}" <<'PYEOF'
 import json, os, resource, statistics, subprocess, sys, tempfile
 data, rounds, quota, ks = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), [int(k) for k in sys.argv[4].split()]
 epochs, base = int(sys.argv[5]), sys.argv[6]

@@ -19,13 +19,16 @@
 source "$(dirname "$0")/lib_cli.sh"
 source "$(dirname "$0")/lib_netns.sh"
 
-if ! netns_able; then
+if ! netns_able || ! command -v ss > /dev/null; then
+    [ -n "$NETNS_WHY" ] || NETNS_WHY="no ss(8) (iproute2)"
     echo "SKIPPED: cli_serve_netns needs root and network namespaces ($NETNS_WHY)" >&2
     exit 77
 fi
 SERVERS=()
-serve_kill() { for p in "${SERVERS[@]}"; do kill "$p" 2> /dev/null || true; done; }
+BENCH=""
+serve_kill() { for p in $BENCH "${SERVERS[@]}"; do kill "$p" 2> /dev/null || true; done; }
 trap 'serve_kill; netns_cleanup; coord_kill; rm -rf "$TMP" $SHM_DIRS' EXIT
+trap 'exit 143' TERM INT # the EXIT trap cleans up after a signal too
 
 "$CLI" gen "$TMP/data" --images 48 --classes 3 --width 96 --height 72 --size-jitter 0.25 --quiet
 printf 'a shared secret\n' > "$TMP/secret"
@@ -80,6 +83,7 @@ cut_run() {
         "$CLI" bench "$TMP/data" "${common[@]}" --step-ms $step --threads "$threads" \
             --prep-servers "$servers" "${remote[@]}" > "$out" &
         local bench=$!
+        BENCH=$bench
         n0=$(served "$TMP/a.out")
         wait_until 300 served_at_least "$TMP/a.out" $((${n0:-0} + 10)) || fail "$what: a served nothing"
         ip link set "$HOST_VETH" down
@@ -88,6 +92,7 @@ cut_run() {
             ip link set "$HOST_VETH" up
         fi
         wait "$bench" || fail "$what: the run failed"
+        BENCH=""
         ip link set "$HOST_VETH" up
         [ "$(json "$out" 'j["stats"]["prep_requeued"]')" -gt 0 ] && break
         echo "$what: the run ended before its cut (nothing requeued): again with a slower step"
