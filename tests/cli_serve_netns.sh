@@ -8,7 +8,9 @@
 # (loopback) makes the rest; (2) the same with a local thread instead of B;
 # (3) A is the only server and the trainer has no thread, the trainer's
 # connection to A is seen gone (ss), the link is set up again: A is
-# reconnected and makes the rest, the only way that run can end. Each time
+# reconnected and makes the rest, the only way that run can end; (4) the
+# same, the link cut at the server's end (the trainer's route stays: its
+# connection attempts run to their deadline, not refused). Each time
 # every epoch's checksum is the local run's, every item arrives once (with
 # no local thread, items received from servers = items delivered) and
 # items were requeued (prep_requeued > 0). Waits on events (the server's
@@ -72,12 +74,19 @@ start b
 B=$ADDR
 echo "server a at $A (namespace $HOST_NS, link $HOST_VETH), b at $B"
 
-# cut_run WHAT UP THREADS SERVERS: a run cut off from A after A served 10
-# more items; UP=1 sets the link up again once the trainer dropped A (the
-# run then needs A back), UP=0 once the run is over. Checks the run; a run
-# that ended before the cut (nothing requeued) is tried again, slower.
+# link_set END up|down: the link's trainer end (a down end has no route:
+# connecting fails at once) or its server end (the route stays, packets are
+# lost: a connection attempt runs to its deadline)
+link_set() {
+    if [ "$1" = trainer ]; then ip link set "$HOST_VETH" "$2"; else ip -n "$HOST_NS" link set "$HOST_PEER" "$2"; fi
+}
+# cut_run WHAT UP THREADS SERVERS [END]: a run cut off from A (at the
+# link's END, default the trainer's) after A served 10 more items; UP=1
+# sets the link up again once the trainer dropped A (the run then needs A
+# back), UP=0 once the run is over. Checks the run; a run that ended before
+# the cut (nothing requeued) is tried again, slower.
 cut_run() {
-    local what=$1 up=$2 threads=$3 servers=$4 step=40 try n0 out
+    local what=$1 up=$2 threads=$3 servers=$4 end=${5:-trainer} step=40 try n0 out
     for try in 1 2 3 4; do
         out=$TMP/cut-$try.json
         "$CLI" bench "$TMP/data" "${common[@]}" --step-ms $step --threads "$threads" \
@@ -86,14 +95,14 @@ cut_run() {
         BENCH=$bench
         n0=$(served "$TMP/a.out")
         wait_until 300 served_at_least "$TMP/a.out" $((${n0:-0} + 10)) || fail "$what: a served nothing"
-        ip link set "$HOST_VETH" down
+        link_set "$end" down
         if [ "$up" = 1 ]; then
             wait_until 300 eval "dropped ${A%:*} || gone $bench" || fail "$what: a never dropped"
-            ip link set "$HOST_VETH" up
+            link_set "$end" up
         fi
         wait "$bench" || fail "$what: the run failed"
         BENCH=""
-        ip link set "$HOST_VETH" up
+        link_set "$end" up
         [ "$(json "$out" 'j["stats"]["prep_requeued"]')" -gt 0 ] && break
         echo "$what: the run ended before its cut (nothing requeued): again with a slower step"
         step=$((step * 4))
@@ -113,7 +122,8 @@ cut_run "link cut, a local thread takes over" 0 1 "$A"
 # a alone: after the drop only a reconnected a can make the rest
 n_before=$(served "$TMP/a.out")
 cut_run "link cut and restored, a used again" 1 0 "$A"
+cut_run "link cut at the server's end and restored, a used again" 1 0 "$A" server
 for f in "$TMP"/a.err "$TMP"/b.err; do # sanitizer builds: a report is a failure
     [ ! -s "$f" ] || fail "$(basename "$f" .err) wrote to stderr: $(head -c 2000 "$f")"
 done
-echo "cli_serve_netns: OK (a served $n_before before the last run, $(served "$TMP/a.out") after)"
+echo "cli_serve_netns: OK (a served $n_before before the runs that needed it back, $(served "$TMP/a.out") after)"
