@@ -8,7 +8,8 @@
 NETNS_MADE=()
 
 # netns_able: 0 when this shell may make namespaces (root, ip(8), a probe
-# namespace made and deleted); otherwise 1 and NETNS_WHY says why.
+# namespace and veth pair made and deleted); otherwise 1 and NETNS_WHY says
+# why.
 netns_able() {
     NETNS_WHY=""
     if [ "$(id -u)" != 0 ]; then
@@ -17,7 +18,11 @@ netns_able() {
         NETNS_WHY="no ip(8) (iproute2)"
     elif ! ip netns add "nstp$$" 2> /dev/null; then
         NETNS_WHY="'ip netns add' failed"
+    elif ! ip link add "nstp$$" type veth peer name "nstq$$" 2> /dev/null; then
+        ip netns del "nstp$$" 2> /dev/null || true
+        NETNS_WHY="'ip link add ... type veth' failed"
     else
+        ip link del "nstp$$" 2> /dev/null || true
         ip netns del "nstp$$" 2> /dev/null || true
         return 0
     fi
