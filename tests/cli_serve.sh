@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Prep servers (`nostall serve`, loader option prep_servers) on loopback,
-# started and stopped here on free ports: the same checksum with 1 and 2
+# started and stopped here on free ports: every epoch's checksum with 1 and 2
 # servers and no local workers, and mixed with a local thread, as a local
 # run (classify and detect); a server killed with SIGKILL mid-run and one
-# frozen with SIGSTOP (dropped after prep_timeout_ms): the same checksum,
+# frozen with SIGSTOP (dropped after prep_timeout_ms): the same checksums,
 # nothing lost or repeated; a wrong secret, another dataset and another
 # byte-affecting option are refused naming why; a garbage byte stream is
-# refused and the server keeps serving. Waits on events (the server's
+# refused and the server keeps serving. (A link cut: cli_serve_netns.sh;
+# tokens and audio, 4 servers: cli_serve_kinds.sh.) Waits on events (the server's
 # "listening" and "served N" lines), never on time.
 source "$(dirname "$0")/lib_cli.sh"
 
@@ -36,8 +37,10 @@ start() {
 }
 served_at_least() { [ "$(tail -n 1 "$1" | sed -n 's/^served //p')" -ge "$2" ] 2> /dev/null; }
 checksum() { json "$1" 'j["checksum"]'; }
-same() { # FILE WHAT: the local checksum and all 96 items
+epochs() { json "$1" '" ".join(e["checksum"] for e in j["per_epoch"])'; }
+same() { # FILE WHAT: every epoch's local checksum and all 96 items
     [ "$(checksum "$1")" = "$REF" ] || fail "$2: checksum $(checksum "$1") != local $REF"
+    [ "$(epochs "$1")" = "$REF_EPOCHS" ] || fail "$2: epochs' checksums $(epochs "$1") != local $REF_EPOCHS"
     [ "$(json "$1" 'j["items"]')" = 96 ] || fail "$2: $(json "$1" 'j["items"]') items, not 96"
 }
 
@@ -49,6 +52,7 @@ all_remote() {
 
 "$CLI" bench "$TMP/data" "${common[@]}" --threads 2 > "$TMP/local.json"
 REF=$(checksum "$TMP/local.json")
+REF_EPOCHS=$(epochs "$TMP/local.json")
 start a "$TMP/data" "${opts[@]}"
 A=$PORT
 start b "$TMP/data" "${opts[@]}"
