@@ -136,7 +136,20 @@ extern "C" {
     X(cold_tuned_ahead, "cold run: autotune's batches ahead at its end")                           \
     X(cold_tuned_depth, "cold run: autotune's reads in flight per worker at its end (0: "          \
                         "io_depth set, not tuned)")                                                \
-    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")
+    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")                 \
+    X(prep_servers, "prep servers configured (prep_servers; 0: none). With them the prep run "     \
+                    "(prep_*) is the trainer's local threads alone, and srv_* the loader "         \
+                    "alone as configured, with its servers")                                       \
+    X(srv_items, "run with the prep servers (loader alone, as fast as it goes): items")            \
+    X(srv_seconds, "run with the prep servers: wall time")                                         \
+    X(srv_cpu_s, "run with the prep servers: CPU time of the process")                             \
+    X(srv_remote_items, "run with the prep servers: items received from them")                     \
+    X(srv_remote_bytes, "run with the prep servers: item bytes received (prep_remote_bytes)")      \
+    X(srv_remote_wait_ns, "run with the prep servers: request to reply, summed over items")        \
+    X(srv_remote_busy_ns, "run with the prep servers: time servers had items outstanding, "        \
+                          "summed over servers")                                                   \
+    X(srv_recv_cpu_s, "run with the prep servers: CPU time of the trainer's prep-server "          \
+                      "threads (requesting, receiving)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;

@@ -150,7 +150,7 @@ static int is_gauge(const char *name)
         {"threads",           "cache_bytes",         "cache_items",        "autotune",
          "active_workers",    "tuned_batches_ahead", "tuned_io_depth",     "tune_reason",
          "cpu_budget",        "cpu_budget_milli",    "cpu_returned_milli", "ring_bytes_max",
-         "ring_slots_usable", "io_depth_max"};
+         "ring_slots_usable", "io_depth_max",        "prep_servers_up"};
     for (size_t k = 0; k < sizeof g / sizeof *g; k++)
         if (!strcmp(name, g[k])) return 1;
     return 0;

@@ -13,7 +13,10 @@
  *             a dataset of one file (a token corpus): its first 256 MiB;
  *   prep      every file read into the page cache, then the loader alone
  *             (no step, no cache, no emulated storage, no echo): process CPU
- *             time per item and the workers' busy split;
+ *             time per item and the workers' busy split; with prep servers,
+ *             that run is the trainer's own threads alone, and a second one
+ *             with the servers gives their rate, bytes, request-to-reply
+ *             time and the trainer's CPU to receive (srv_*);
  *   restart   a sample of up to 96 JPEG items as nostall_transcode_jpeg()
  *             leaves them (rewritten, or kept as they are: files that
  *             already have restart markers, CMYK, ...) in memory files
@@ -313,7 +316,8 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     for (int i = 0; i < nostall_stats_count() && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
         if (strcmp(nostall_stats_name(i), "threads") &&
             strcmp(nostall_stats_name(i), "cache_bytes") &&
-            strcmp(nostall_stats_name(i), "cache_items"))
+            strcmp(nostall_stats_name(i), "cache_items") &&
+            strcmp(nostall_stats_name(i), "prep_servers_up"))
             a[i] -= z[i];
     if (progress) c->o->progress(c->o->ctx, label, o->batches, total, o->seconds, 1);
     if (rc < 0) {
@@ -535,9 +539,9 @@ static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nos
 {
     /* (the sample's COCO lists are the analyzer's own, naming the dataset's
      * images by absolute path and memory files: outside any image root) */
-    static const char *const set[] = {"threads",   "1", "batch_size",         "16",
-                                      "drop_last", "0", "allow_outside_root", "1",
-                                      NULL};
+    static const char *const set[] =
+        {"threads",      "1", "batch_size", "16", "drop_last", "0", "allow_outside_root", "1",
+         "prep_servers", "",  NULL};
     nostall_config *cf = nst_an_config_variant(warm, set);
     int lists[2] = {memory_file("nostall-analyze-orig", s->orig, s->orig_len),
                     memory_file("nostall-analyze-rst", s->rst, s->rst_len)};
@@ -637,6 +641,14 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
         u = b.threads;
     }
     m->threads = (double)u;
+    char servers[4096] = "";
+    nostall_config_get(cfg, "prep_servers", servers, sizeof servers);
+    if (servers[0]) { /* threads counts the local ones, and 0 means none */
+        m->prep_servers = 1;
+        for (const char *c = servers; *c; c++) m->prep_servers += *c == ',';
+        nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
+        m->threads = (double)u;
+    }
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
     /* 0 = auto: a worker that waits for storage doubles its reads in
      * flight within a few dozen items, up to NOSTALL_IO_DEPTH_AUTO_MAX, so the
@@ -670,7 +682,28 @@ static int prep_run(const ctx *c, const paths *p, const nostall_config *warm,
             say(c, 1, "cannot read %s: %s", p->v[i], strerror(errno));
     free(buf);
     run_out prep;
-    int rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, &prep);
+    int rc = 0;
+    if (m->prep_servers > 0) { /* with them as configured; then without */
+        say(c, 0, "measuring with the prep servers ...");
+        if ((rc = run_loader(c, c->source, warm, c->o->max_batches, "servers", 1, &prep)) < 0)
+            return rc;
+        m->srv_items = (double)prep.items;
+        m->srv_seconds = prep.seconds;
+        m->srv_cpu_s = prep.cpu_s;
+        m->srv_remote_items = (double)prep.st.prep_remote_items;
+        m->srv_remote_bytes = (double)prep.st.prep_remote_bytes;
+        m->srv_remote_wait_ns = (double)prep.st.prep_remote_wait_ns;
+        m->srv_remote_busy_ns = (double)prep.st.prep_remote_busy_ns;
+        m->srv_recv_cpu_s = (double)prep.st.prep_recv_cpu_ns * 1e-9;
+        /* the trainer's own CPU per item: its threads alone (the CPU budget's
+         * with threads=0, which means none beside servers) */
+        static const char *const local[] = {"prep_servers", "", NULL};
+        nostall_config *lc = nst_an_config_variant(warm, local);
+        if (!lc) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
+        rc = run_loader(c, c->source, lc, c->o->max_batches, "prep", 1, &prep);
+        nostall_config_free(lc);
+    } else
+        rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, &prep);
     if (rc < 0) return rc;
     m->prep_items = (double)prep.items;
     m->prep_seconds = prep.seconds;
