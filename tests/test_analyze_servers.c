@@ -222,6 +222,17 @@ static void test_analysis(void)
     CHECK(j && strstr(j, "\"what\": \"servers\", \"value\": null, \"needed\": true"));
     free(j);
     nostall_analyze_free(a);
+
+    /* no servers, and 16 threads on 16 cores remove the prep stall (1.6 ms
+     * an item against 1 ms of step): more cores, not servers */
+    m.cores = m.threads = 16;
+    CHECK_OK(nostall_analyze_create(&a, &m, sizeof m));
+    for (int i = 0; a && i < nostall_analyze_recommendation_count(a); i++) {
+        nostall_analyze_recommendation rc;
+        CHECK_OK(nostall_analyze_recommendation_get(a, i, &rc, sizeof rc));
+        CHECK(strcmp(rc.what, "servers") != 0);
+    }
+    nostall_analyze_free(a);
 }
 
 int main(void)

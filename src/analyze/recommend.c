@@ -407,9 +407,10 @@ static void reco_start(struct nostall_analysis *r)
 }
 
 /* 6. Prep servers, only when prep stalls and this machine's cores are the
- * limit (more threads would not help): the fewest servers, as fast as those
- * measured, whose prep stall is negligible; without servers measured, what
- * they are and how to have their number predicted. */
+ * limit (more threads would not help; without servers, not even all of its
+ * cores would do): the fewest servers, as fast as those measured, whose
+ * prep stall is negligible; without servers measured, what they are and
+ * how to have their number predicted. Runs after reco_cores (reco[0]). */
 static void reco_servers(struct nostall_analysis *r)
 {
     const nostall_analyze_meas *m = &r->m;
@@ -423,8 +424,8 @@ static void reco_servers(struct nostall_analysis *r)
         nst_an_prep_mix(cur->prep_servers, cur->server_rate, cur->recv_cpu_s, 0, cur->threads,
                         free_cores, rt.cpu_item_s, &x);
         if (x.cpu < 0.99 * free_cores && cur->threads < free_cores) return;
-    } else if (cur->threads < free_cores)
-        return; /* more threads first: recommendation 1 */
+    } else if (cur->threads < free_cores || (r->reco[0].value > 0 && r->reco[0].value <= m->cores))
+        return; /* more threads first, or this machine's cores suffice: recommendation 1 */
     nst_an_reco *rc = &r->reco[r->nreco++];
     memset(rc, 0, sizeof *rc);
     snprintf(rc->what, sizeof rc->what, "servers");
