@@ -142,7 +142,8 @@ extern "C" {
     X(prep_servers, "prep servers configured (prep_servers; 0: none). With them the prep run "     \
                     "(prep_*) is the trainer's local threads alone, and srv_* the loader "         \
                     "alone as configured, with its servers")                                       \
-    X(srv_items, "run with the prep servers (loader alone, as fast as it goes): items")            \
+    X(srv_items, "run with the prep servers (loader alone, as fast as it goes; the second of "     \
+                 "two epochs, the first not counted): items")                                      \
     X(srv_seconds, "run with the prep servers: wall time")                                         \
     X(srv_cpu_s, "run with the prep servers: CPU time of the process")                             \
     X(srv_remote_items, "run with the prep servers: items received from them")                     \

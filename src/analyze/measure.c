@@ -14,9 +14,10 @@
  *   prep      every file read into the page cache, then the loader alone
  *             (no step, no cache, no emulated storage, no echo): process CPU
  *             time per item and the workers' busy split; with prep servers,
- *             that run is the trainer's own threads alone, and a second one
- *             with the servers gives their rate, bytes, request-to-reply
- *             time and the trainer's CPU to receive (srv_*);
+ *             that run is the trainer's own threads alone, and one with
+ *             the servers (two epochs, the second counted) gives their
+ *             rate, bytes, request-to-reply time and the trainer's CPU to
+ *             receive (srv_*);
  *   restart   a sample of up to 96 JPEG items as nostall_transcode_jpeg()
  *             leaves them (rewritten, or kept as they are: files that
  *             already have restart markers, CMYK, ...) in memory files
@@ -276,9 +277,10 @@ typedef struct run_out {
 } run_out;
 
 /* One epoch (or max_batches) of the loader alone, as fast as it goes; the
- * counters of this run only. 0 or the loader's status (error set). */
+ * counters of this run only. settle: as many batches before, not counted
+ * (cfg then has a second epoch). 0 or the loader's status (error set). */
 static int run_loader(const ctx *c, const char *source, const nostall_config *cfg,
-                      uint64_t max_batches, const char *label, int show, run_out *o)
+                      uint64_t max_batches, const char *label, int show, int settle, run_out *o)
 {
     nostall_loader *ld;
     memset(o, 0, sizeof *o);
@@ -288,13 +290,26 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     nostall_loader_info(ld, &info, sizeof info);
     uint64_t total = info.batches_per_epoch;
     if (max_batches && max_batches < total) total = max_batches;
-    nostall_stats st0;
-    nostall_loader_stats(ld, &st0, sizeof st0);
     const int progress = show && c->o->progress;
-    double t0 = now_s(), c0 = cpu_now_s(), last = 0;
-    while (o->batches < total) {
+    for (uint64_t i = 0; settle && i < total; i++) {
         nostall_batch b;
         rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE || rc == NOSTALL_EPOCH_END || rc < 0 ||
+            (rc = nostall_loader_release(ld, &b)) < 0)
+            break;
+        if (progress) c->o->progress(c->o->ctx, label, 0, total, 0, 0);
+    }
+    rc = rc > 0 ? 0 : rc;
+    nostall_stats st0;
+    nostall_loader_stats(ld, &st0, sizeof st0);
+    double t0 = now_s(), c0 = cpu_now_s(), last = 0;
+    while (rc == 0 && o->batches < total) {
+        nostall_batch b;
+        rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_EPOCH_END && settle && o->batches == 0) { /* the settling epoch's end */
+            rc = 0;
+            continue;
+        }
         if (rc == NOSTALL_DONE || rc == NOSTALL_EPOCH_END) {
             rc = 0;
             break;
@@ -551,7 +566,7 @@ static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nos
         char list[64];
         snprintf(list, sizeof list, "/proc/self/fd/%d", lists[k]);
         run_out o;
-        if (run_loader(c, list, cf, 0, k ? "restart" : "original", 0, &o) < 0) {
+        if (run_loader(c, list, cf, 0, k ? "restart" : "original", 0, 0, &o) < 0) {
             say(c, 1, "restart-marker sample: %s", nostall_last_error());
             best[0] = 0;
             break;
@@ -685,8 +700,14 @@ static int prep_run(const ctx *c, const paths *p, const nostall_config *warm,
     int rc = 0;
     if (m->prep_servers > 0) { /* with them as configured; then without */
         say(c, 0, "measuring with the prep servers ...");
-        if ((rc = run_loader(c, c->source, warm, c->o->max_batches, "servers", 1, &prep)) < 0)
-            return rc;
+        /* the second of two epochs: the model's are the epochs after the
+         * first, which fills the servers' caches and connections */
+        static const char *const two[] = {"epochs", "2", NULL};
+        nostall_config *sc = nst_an_config_variant(warm, two);
+        if (!sc) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
+        rc = run_loader(c, c->source, sc, c->o->max_batches, "servers", 1, 1, &prep);
+        nostall_config_free(sc);
+        if (rc < 0) return rc;
         m->srv_items = (double)prep.items;
         m->srv_seconds = prep.seconds;
         m->srv_cpu_s = prep.cpu_s;
@@ -700,10 +721,10 @@ static int prep_run(const ctx *c, const paths *p, const nostall_config *warm,
         static const char *const local[] = {"prep_servers", "", NULL};
         nostall_config *lc = nst_an_config_variant(warm, local);
         if (!lc) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
-        rc = run_loader(c, c->source, lc, c->o->max_batches, "prep", 1, &prep);
+        rc = run_loader(c, c->source, lc, c->o->max_batches, "prep", 1, 0, &prep);
         nostall_config_free(lc);
     } else
-        rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, &prep);
+        rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, 0, &prep);
     if (rc < 0) return rc;
     m->prep_items = (double)prep.items;
     m->prep_seconds = prep.seconds;

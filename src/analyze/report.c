@@ -104,7 +104,8 @@ void nst_an_remote_get(const nostall_analyze_meas *m, nst_an_remote *o)
     o->wait_ms = o->items > 0 ? m->srv_remote_wait_ns * 1e-6 / o->items : 0;
     o->recv_cpu_ms = o->items > 0 ? m->srv_recv_cpu_s * 1e3 / o->items : 0;
     o->local_cpu_ms = m->prep_items > 0 ? m->prep_cpu_s * 1e3 / m->prep_items : 0;
-    o->share = m->srv_items > 0 ? o->items / m->srv_items : 0;
+    /* (items received while the first epoch ended are the second's too) */
+    o->share = m->srv_items > 0 ? fmin(1, o->items / m->srv_items) : 0;
 }
 
 const char *nst_an_bound_words(const char *b)
