@@ -47,7 +47,8 @@ def test_analyze_with_a_prep_server(data, cli, tmp_path, monkeypatch):
         p.stderr.close()
     m = r["measurements"]
     assert m["prep_servers"] == 1 and m["threads"] == 0
-    assert m["srv_items"] == 40 and 0 < m["srv_remote_items"] <= 40
+    # the second epoch (or both, had the ring held all of the second before)
+    assert m["srv_items"] in (40, 80) and 0 < m["srv_remote_items"] <= m["srv_items"]
     rp = r["remote_prep"]
     n = m["srv_remote_items"]
     assert rp["servers"] == 1 and rp["items"] == n and rp["bytes"] == n * ITEM
