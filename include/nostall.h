@@ -945,7 +945,16 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(tune_last_change_batch, "autotune: batches delivered when a setting last changed "           \
                               "(0: never; with tune_last_change_ms, when it settled)")             \
     X(tune_last_change_ms, "autotune: milliseconds from the first delivered batch to the last "    \
-                           "change of a setting (0: never)")
+                           "change of a setting (0: never)")                                       \
+    X(prep_remote_bytes, "prep_servers: item bytes received from prep servers (the items' "        \
+                         "fields; frame headers not counted)")                                     \
+    X(prep_remote_wait_ns, "prep_servers: request to reply, summed over the items received "       \
+                           "(mean: / prep_remote_items)")                                          \
+    X(prep_remote_busy_ns, "prep_servers: time each server had items outstanding, summed over "    \
+                           "the servers (items per server-second: prep_remote_items / it)")        \
+    X(prep_recv_cpu_ns, "prep_servers: CPU time of the loader's prep-server threads "              \
+                        "(requesting and receiving)")                                              \
+    X(prep_servers_up, "prep_servers: servers connected now")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

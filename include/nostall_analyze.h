@@ -33,7 +33,9 @@
  *      as measured and for what-if variations, the classification (compute-,
  *      prep- or fetch-bound), the measured runs' own classification, and
  *      four recommendations (cores, storage, echo, restart-marker
- *      transcode). Further configurations with nostall_analyze_predict().
+ *      transcode; prep servers when the cores are the limit). With prep
+ *      servers, their measured rate and the trainer's cost to receive
+ *      predict 1 to 8 of them. Further configurations with nostall_analyze_predict().
  *      The runs may be another loader's: nostall.profile measures a torch
  *      DataLoader's into the same table and has them classified and
  *      reported here.
@@ -136,7 +138,21 @@ extern "C" {
     X(cold_tuned_ahead, "cold run: autotune's batches ahead at its end")                           \
     X(cold_tuned_depth, "cold run: autotune's reads in flight per worker at its end (0: "          \
                         "io_depth set, not tuned)")                                                \
-    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")
+    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")                 \
+    X(prep_servers, "prep servers configured (prep_servers; 0: none). With them the prep run "     \
+                    "(prep_*) is the trainer's local threads alone, and srv_* the loader "         \
+                    "alone as configured, with its servers")                                       \
+    X(srv_items, "run with the prep servers (loader alone, as fast as it goes; the second of "     \
+                 "two epochs, the first not counted): items")                                      \
+    X(srv_seconds, "run with the prep servers: wall time")                                         \
+    X(srv_cpu_s, "run with the prep servers: CPU time of the process")                             \
+    X(srv_remote_items, "run with the prep servers: items received from them")                     \
+    X(srv_remote_bytes, "run with the prep servers: item bytes received (prep_remote_bytes)")      \
+    X(srv_remote_wait_ns, "run with the prep servers: request to reply, summed over items")        \
+    X(srv_remote_busy_ns, "run with the prep servers: time servers had items outstanding, "        \
+                          "summed over servers")                                                   \
+    X(srv_recv_cpu_s, "run with the prep servers: CPU time of the trainer's prep-server "          \
+                      "threads (requesting, receiving)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;
@@ -279,10 +295,13 @@ NOSTALL_API int nostall_analyze_prediction_get(const nostall_analysis *a, int wh
  * echo_factor, echo_point (fetch|decode|augment|batch), cold, transcode (1:
  * CPU per item x rst_cpu_ratio), cache_transcode (1: the same for the share
  * the MinIO cache holds, after its fill epoch), nodes, net_mbps,
- * net_latency_ms. The prediction is added to the reports ("predictions",
- * labelled with `spec`, at most 32) and copied to *out (may be NULL).
- * E_INVALID with a message naming the bad key or value (a transcode key
- * when the sample was not measured), or when 32 are there already. */
+ * net_latency_ms, server_rate (items/s per prep server), recv_cpu_ms (the
+ * trainer's CPU per received item), prep_servers (that many servers; needs
+ * a rate, measured or given first), prep_net_mbps (caps their bytes). The
+ * prediction is added to the reports ("predictions", labelled with `spec`,
+ * at most 32) and copied to *out (may be NULL). E_INVALID with a message
+ * naming the bad key or value (a transcode key when the sample was not
+ * measured, prep_servers without a rate), or when 32 are there already. */
 NOSTALL_API int nostall_analyze_predict(nostall_analysis *a, const char *spec,
                                         nostall_analyze_prediction *out, size_t size);
 
@@ -312,7 +331,8 @@ NOSTALL_API const char *nostall_analyze_measured_bound(const nostall_analysis *a
 NOSTALL_API int nostall_analyze_note(nostall_analysis *a, int warning, const char *text);
 
 typedef struct nostall_analyze_recommendation {
-    const char *what; /* "cores", "cache", "echo", "transcode", "start"   */
+    const char *what; /* "cores", "cache", "echo", "transcode", "start",
+                         "servers"                                        */
     double value;     /* cores, cache fraction, echo factor, CPU ratio;
                               < 0: none suffices, or not measured             */
     int needed;       /* 0: the stall it targets is under 5% already      */
@@ -323,7 +343,10 @@ typedef struct nostall_analyze_recommendation {
 
 /* Recommendations, in the order cores, cache, echo, transcode, and a fifth,
  * "start", only when the measured runs' start-up stalls at least 5% of the
- * epoch (a foreign loader's worker processes: see warm_start_s). */
+ * epoch (a foreign loader's worker processes: see warm_start_s), and last
+ * "servers" (value: prep servers; < 0 none suffices, or none measured),
+ * only when the model predicts a prep stall and the trainer's cores are
+ * the limit (docs/analyzer.md, "Prep servers"). */
 NOSTALL_API int nostall_analyze_recommendation_count(const nostall_analysis *a);
 NOSTALL_API int nostall_analyze_recommendation_get(const nostall_analysis *a, int i,
                                                    nostall_analyze_recommendation *out, size_t size);

@@ -118,7 +118,7 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
     pthread_mutex_unlock(&ld->skip_mu);
     s.threads = ld->nthreads;
     s.cpu_budget = ld->cpu_budget;
-    nst_prep_counts(ld->prep, &s.prep_remote_items, &s.prep_requeued);
+    nst_prep_stats(ld->prep, &s);
     nst_tune_stats(ld, &s);
     if (ld->bq->ops->memory) {
         void *mem;

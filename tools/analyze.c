@@ -74,7 +74,8 @@ static const tool_arg an_args[] = {
      "cache_bytes, storage_mbps, storage_latency_ms, step_ms, echo_factor, echo_point, cold, "
      "transcode (1: CPU per item of a restart-marker copy, measured on a sample), "
      "cache_transcode (1: the same for the items the MinIO cache holds, after its fill "
-     "epoch), nodes, net_mbps, net_latency_ms",
+     "epoch), nodes, net_mbps, net_latency_ms, prep_servers (K servers; with their rate "
+     "measured, or server_rate=ITEMS_PER_S and recv_cpu_ms=MS given first), prep_net_mbps",
      NULL, 0, NULL},
     {"quiet", TOOL_ARG_FLAG, offsetof(an_opts, quiet), 0, 0, NULL, NULL, "no progress line", NULL,
      0, NULL},
@@ -150,7 +151,7 @@ static int is_gauge(const char *name)
         {"threads",           "cache_bytes",         "cache_items",        "autotune",
          "active_workers",    "tuned_batches_ahead", "tuned_io_depth",     "tune_reason",
          "cpu_budget",        "cpu_budget_milli",    "cpu_returned_milli", "ring_bytes_max",
-         "ring_slots_usable", "io_depth_max"};
+         "ring_slots_usable", "io_depth_max",        "prep_servers_up"};
     for (size_t k = 0; k < sizeof g / sizeof *g; k++)
         if (!strcmp(name, g[k])) return 1;
     return 0;

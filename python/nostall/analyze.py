@@ -203,6 +203,12 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
     if progress is None:
         progress = _tty_progress if sys.stderr.isatty() else None
     user_opts = {k: v for k, v in loader_options.items() if v is not None}
+    # prep servers from the launcher's environment, as Loader takes them, so
+    # that nostall_analyze_measure() runs with them too (remote prep figures)
+    for key in ("prep_servers", "prep_secret_file"):
+        env = os.environ.get("NOSTALL_" + key.upper())
+        if key not in user_opts and env not in (None, ""):
+            user_opts[key] = env
     # the runs measure without echoing (the model predicts it) and one epoch each
     opts = {k: v for k, v in user_opts.items() if k not in ("epochs", "echo_factor", "echo")}
 

@@ -51,7 +51,21 @@ typedef struct nst_an_scenario {
      * decoded from the rewritten form, CPU x m->rst_cpu_ratio, in every
      * epoch after the fill; the rest as they are. */
     int cache_transcode;
+    /* Prep servers (src/serve, docs/serve.md): prep_servers servers, each
+     * making server_rate items/s; the trainer spends recv_cpu_s of its CPU
+     * on each item it receives (one thread per server); prep_net_mbps > 0
+     * caps the bytes they send (0: not limited). Storage reads are the
+     * trainer's for its own workers' share of the items only. */
+    double prep_servers, server_rate, recv_cpu_s, prep_net_mbps;
 } nst_an_scenario;
+
+/* What a trainer's prep makes per second with prep servers (nst_an_prep_mix). */
+typedef struct nst_an_mix {
+    double remote; /* items/s received from the servers              */
+    double local;  /* items/s its own worker threads make            */
+    double total;  /* remote + local                                 */
+    double cpu;    /* the trainer's cores busy with both             */
+} nst_an_mix;
 
 typedef struct nst_an_pred {
     double epoch_s;       /* predicted epoch time (steady state, or cold)    */
@@ -62,8 +76,9 @@ typedef struct nst_an_pred {
     double prep_s;        /* upstream CPU time / effective cores             */
     double fetch_s;       /* storage bound (device or per-worker latency)    */
     double eff_cores;
-    double delivered;  /* items per epoch (echo included)                 */
-    const char *bound; /* "compute", "prep", "fetch"                      */
+    double delivered;    /* items per epoch (echo included)                 */
+    const char *bound;   /* "compute", "prep", "fetch"                      */
+    double remote_items; /* of them prepared by prep servers              */
 } nst_an_pred;
 
 /* The rates behind the stalls, in items per second. */
@@ -74,6 +89,7 @@ typedef struct nst_an_rates {
     double fetch;      /* items/s storage delivers (cold, configured storage)  */
     double accel;      /* items/s the training step consumes                   */
     double item_bytes; /* mean bytes of a dataset file                         */
+    double remote;     /* of `prep`, items/s from prep servers (0: none)       */
 } nst_an_rates;
 
 typedef struct nst_an_row {
@@ -86,7 +102,7 @@ typedef struct nst_an_row {
 } nst_an_row;
 
 typedef struct nst_an_reco {
-    char what[16]; /* "cores", "cache", "echo", "transcode", "start" */
+    char what[16]; /* "cores", "cache", "echo", "transcode", "start", "servers" */
     double value;  /* cores, cache fraction, echo factor, CPU ratio; < 0: none suffices */
     int needed;    /* 0: the stall it targets is already under the threshold */
     double epoch_before_s, epoch_after_s;
@@ -103,7 +119,7 @@ struct nostall_analysis {
     const char *bound; /* classification of `now` */
     nst_an_row rows[96];
     int nrows;
-    nst_an_reco reco[5];
+    nst_an_reco reco[6];
     int nreco;
     nst_an_row predict[NST_AN_MAX_PREDICT]; /* nostall_analyze_predict() */
     int npredict;
@@ -122,6 +138,19 @@ struct nostall_analysis {
 nst_an_scenario nst_an_scenario_current(const nostall_analyze_meas *m);
 void nst_an_rates_get(const nostall_analyze_meas *m, nst_an_rates *r);
 void nst_an_predict(const nostall_analyze_meas *m, const nst_an_scenario *s, nst_an_pred *p);
+/* The cores a scenario leaves for preparing: the machine's less the step's
+ * own CPU use (at least one, or all of fewer). */
+double nst_an_cpu_free(const nostall_analyze_meas *m, const nst_an_scenario *s);
+/* Items/s of a trainer with `threads` worker threads (local_cpu_s of CPU
+ * per item each) and k prep servers of server_rate items/s each, received
+ * at recv_cpu_s of the trainer's CPU per item (one thread per server: at
+ * most k / recv_cpu_s), remote items/s at most net_items_s (0: no cap), on
+ * `cores` cores free for preparing. The cores go first to the cheaper
+ * items in CPU (received ones, as a rule), then to the others: the most
+ * items/s those limits allow (an upper bound: the scheduler shares the
+ * cores less well). Pure. */
+void nst_an_prep_mix(double k, double server_rate, double recv_cpu_s, double net_items_s,
+                     double threads, double cores, double local_cpu_s, nst_an_mix *o);
 /* Bytes this rank reads in an epoch: what a cache fraction is a fraction of. */
 double nst_an_shard_bytes(const nostall_analyze_meas *m);
 /* Applies "key=value,key=value" (see nostall_analyze_predict) to *s.
@@ -146,6 +175,20 @@ typedef struct nst_an_measured {
     const char *bound;
 } nst_an_measured;
 void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o);
+/* Prep servers as measured (the run with them, loader alone): 0s without. */
+typedef struct nst_an_remote {
+    double servers, items, bytes, seconds;
+    double items_s;                   /* items/s received                                 */
+    double per_server;                /* items per second a server had items outstanding  */
+    double net_bps;                   /* item bytes/s received                            */
+    double item_bytes;                /* bytes / items                                    */
+    double wait_ms;                   /* request to reply, mean                           */
+    double recv_cpu_ms, local_cpu_ms; /* trainer CPU per received / own item */
+    double share;                     /* of the run's items, received       */
+} nst_an_remote;
+void nst_an_remote_get(const nostall_analyze_meas *m, nst_an_remote *o);
+/* What the model of prep servers includes, and what it does not. */
+extern const char nst_an_remote_models[], nst_an_remote_omits[];
 const char *nst_an_bound_words(const char *bound);
 
 /* escape.c: untrusted text (file names, and messages that name them).

@@ -13,7 +13,11 @@
  *             a dataset of one file (a token corpus): its first 256 MiB;
  *   prep      every file read into the page cache, then the loader alone
  *             (no step, no cache, no emulated storage, no echo): process CPU
- *             time per item and the workers' busy split;
+ *             time per item and the workers' busy split; with prep servers,
+ *             that run is the trainer's own threads alone, and one with
+ *             the servers (two epochs, the second counted) gives their
+ *             rate, bytes, request-to-reply time and the trainer's CPU to
+ *             receive (srv_*);
  *   restart   a sample of up to 96 JPEG items as nostall_transcode_jpeg()
  *             leaves them (rewritten, or kept as they are: files that
  *             already have restart markers, CMYK, ...) in memory files
@@ -270,12 +274,17 @@ typedef struct run_out {
     double seconds, cpu_s;
     uint64_t items, batches;
     nostall_stats st;
+    /* with settle: the whole run's, the settling batches' too */
+    double all_seconds, all_cpu_s;
+    uint64_t all_items;
+    nostall_stats all;
 } run_out;
 
 /* One epoch (or max_batches) of the loader alone, as fast as it goes; the
- * counters of this run only. 0 or the loader's status (error set). */
+ * counters of this run only. settle: as many batches before, not counted
+ * (cfg then has a second epoch). 0 or the loader's status (error set). */
 static int run_loader(const ctx *c, const char *source, const nostall_config *cfg,
-                      uint64_t max_batches, const char *label, int show, run_out *o)
+                      uint64_t max_batches, const char *label, int show, int settle, run_out *o)
 {
     nostall_loader *ld;
     memset(o, 0, sizeof *o);
@@ -285,13 +294,27 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     nostall_loader_info(ld, &info, sizeof info);
     uint64_t total = info.batches_per_epoch;
     if (max_batches && max_batches < total) total = max_batches;
-    nostall_stats st0;
-    nostall_loader_stats(ld, &st0, sizeof st0);
     const int progress = show && c->o->progress;
-    double t0 = now_s(), c0 = cpu_now_s(), last = 0;
-    while (o->batches < total) {
+    const double ta = now_s(), ca = cpu_now_s();
+    for (uint64_t i = 0; settle && i < total; i++) {
         nostall_batch b;
         rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_DONE || rc == NOSTALL_EPOCH_END || rc < 0) break;
+        o->all_items += b.count;
+        if ((rc = nostall_loader_release(ld, &b)) < 0) break;
+        if (progress) c->o->progress(c->o->ctx, label, 0, total, 0, 0);
+    }
+    rc = rc > 0 ? 0 : rc;
+    nostall_stats st0;
+    nostall_loader_stats(ld, &st0, sizeof st0);
+    double t0 = now_s(), c0 = cpu_now_s(), last = 0;
+    while (rc == 0 && o->batches < total) {
+        nostall_batch b;
+        rc = nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_EPOCH_END && settle && o->batches == 0) { /* the settling epoch's end */
+            rc = 0;
+            continue;
+        }
         if (rc == NOSTALL_DONE || rc == NOSTALL_EPOCH_END) {
             rc = 0;
             break;
@@ -307,13 +330,18 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     o->seconds = now_s() - t0;
     o->cpu_s = cpu_now_s() - c0;
     nostall_loader_stats(ld, &o->st, sizeof o->st);
+    o->all = o->st;
+    o->all_seconds = now_s() - ta;
+    o->all_cpu_s = cpu_now_s() - ca;
+    o->all_items += o->items;
     /* make the counters this run's own (all but the gauges) */
     uint64_t *a = (uint64_t *)(void *)&o->st;
     const uint64_t *z = (const uint64_t *)(const void *)&st0;
     for (int i = 0; i < nostall_stats_count() && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
         if (strcmp(nostall_stats_name(i), "threads") &&
             strcmp(nostall_stats_name(i), "cache_bytes") &&
-            strcmp(nostall_stats_name(i), "cache_items"))
+            strcmp(nostall_stats_name(i), "cache_items") &&
+            strcmp(nostall_stats_name(i), "prep_servers_up"))
             a[i] -= z[i];
     if (progress) c->o->progress(c->o->ctx, label, o->batches, total, o->seconds, 1);
     if (rc < 0) {
@@ -535,9 +563,9 @@ static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nos
 {
     /* (the sample's COCO lists are the analyzer's own, naming the dataset's
      * images by absolute path and memory files: outside any image root) */
-    static const char *const set[] = {"threads",   "1", "batch_size",         "16",
-                                      "drop_last", "0", "allow_outside_root", "1",
-                                      NULL};
+    static const char *const set[] =
+        {"threads",      "1", "batch_size", "16", "drop_last", "0", "allow_outside_root", "1",
+         "prep_servers", "",  NULL};
     nostall_config *cf = nst_an_config_variant(warm, set);
     int lists[2] = {memory_file("nostall-analyze-orig", s->orig, s->orig_len),
                     memory_file("nostall-analyze-rst", s->rst, s->rst_len)};
@@ -547,7 +575,7 @@ static void sample_runs(const ctx *c, sample *s, const nostall_config *warm, nos
         char list[64];
         snprintf(list, sizeof list, "/proc/self/fd/%d", lists[k]);
         run_out o;
-        if (run_loader(c, list, cf, 0, k ? "restart" : "original", 0, &o) < 0) {
+        if (run_loader(c, list, cf, 0, k ? "restart" : "original", 0, 0, &o) < 0) {
             say(c, 1, "restart-marker sample: %s", nostall_last_error());
             best[0] = 0;
             break;
@@ -637,6 +665,14 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
         u = b.threads;
     }
     m->threads = (double)u;
+    char servers[4096] = "";
+    nostall_config_get(cfg, "prep_servers", servers, sizeof servers);
+    if (servers[0]) { /* threads counts the local ones, and 0 means none */
+        m->prep_servers = 1;
+        for (const char *c = servers; *c; c++) m->prep_servers += *c == ',';
+        nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
+        m->threads = (double)u;
+    }
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
     /* 0 = auto: a worker that waits for storage doubles its reads in
      * flight within a few dozen items, up to NOSTALL_IO_DEPTH_AUTO_MAX, so the
@@ -670,7 +706,42 @@ static int prep_run(const ctx *c, const paths *p, const nostall_config *warm,
             say(c, 1, "cannot read %s: %s", p->v[i], strerror(errno));
     free(buf);
     run_out prep;
-    int rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, &prep);
+    int rc = 0;
+    if (m->prep_servers > 0) { /* with them as configured; then without */
+        say(c, 0, "measuring with the prep servers ...");
+        /* the second of two epochs: the model's are the epochs after the
+         * first, which fills the servers' caches and connections */
+        static const char *const two[] = {"epochs", "2", NULL};
+        nostall_config *sc = nst_an_config_variant(warm, two);
+        if (!sc) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
+        rc = run_loader(c, c->source, sc, c->o->max_batches, "servers", 1, 1, &prep);
+        nostall_config_free(sc);
+        if (rc < 0) return rc;
+        if (prep.st.prep_remote_items == 0 && prep.all.prep_remote_items > 0) {
+            /* the ring held the whole second epoch before it was counted
+             * (a short run, many batches ahead): both epochs, then */
+            prep.st = prep.all;
+            prep.items = prep.all_items;
+            prep.seconds = prep.all_seconds;
+            prep.cpu_s = prep.all_cpu_s;
+        }
+        m->srv_items = (double)prep.items;
+        m->srv_seconds = prep.seconds;
+        m->srv_cpu_s = prep.cpu_s;
+        m->srv_remote_items = (double)prep.st.prep_remote_items;
+        m->srv_remote_bytes = (double)prep.st.prep_remote_bytes;
+        m->srv_remote_wait_ns = (double)prep.st.prep_remote_wait_ns;
+        m->srv_remote_busy_ns = (double)prep.st.prep_remote_busy_ns;
+        m->srv_recv_cpu_s = (double)prep.st.prep_recv_cpu_ns * 1e-9;
+        /* the trainer's own CPU per item: its threads alone (the CPU budget's
+         * with threads=0, which means none beside servers) */
+        static const char *const local[] = {"prep_servers", "", NULL};
+        nostall_config *lc = nst_an_config_variant(warm, local);
+        if (!lc) return nst_error(NOSTALL_E_NOMEM, "nostall_analyze_measure: out of memory");
+        rc = run_loader(c, c->source, lc, c->o->max_batches, "prep", 1, 0, &prep);
+        nostall_config_free(lc);
+    } else
+        rc = run_loader(c, c->source, warm, c->o->max_batches, "prep", 1, 0, &prep);
     if (rc < 0) return rc;
     m->prep_items = (double)prep.items;
     m->prep_seconds = prep.seconds;

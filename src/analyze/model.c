@@ -23,6 +23,11 @@
  * - compute; fetch stall = the rest of the waiting. docs/analyzer.md has the
  * model in prose.
  *
+ * With prep servers (prep_servers), prep is the items/s of the trainer's
+ * own threads and of the servers together (nst_an_prep_mix: the servers'
+ * measured rate, the trainer's CPU to receive an item, the cores left);
+ * the trainer reads from storage only for its own threads' share.
+ *
  * Pure functions of their arguments: any thread.
  */
 #include <math.h>
@@ -61,7 +66,41 @@ nst_an_scenario nst_an_scenario_current(const nostall_analyze_meas *m)
     s.cpu_scale = 1;
     s.net_mbps = 1250; /* 10 Gb/s Ethernet, until told (--predict net_mbps=) */
     s.net_latency_ms = 0.2;
+    s.prep_servers = m->prep_servers;
+    /* per server: items over the time it had items outstanding (the run
+     * with the servers, as fast as they went) */
+    s.server_rate =
+        m->srv_remote_busy_ns > 0 ? m->srv_remote_items / (m->srv_remote_busy_ns * 1e-9) : 0;
+    s.recv_cpu_s = m->srv_remote_items > 0 ? m->srv_recv_cpu_s / m->srv_remote_items : 0;
     return s;
+}
+
+void nst_an_prep_mix(double k, double server_rate, double recv_cpu_s, double net_items_s,
+                     double threads, double cores, double local_cpu_s, nst_an_mix *o)
+{
+    memset(o, 0, sizeof *o);
+    double rmax = k > 0 && server_rate > 0 ? k * server_rate : 0;
+    if (recv_cpu_s > 0) rmax = fmin(rmax, k / recv_cpu_s); /* a thread per server */
+    if (net_items_s > 0) rmax = fmin(rmax, net_items_s);
+    cores = fmax(0, cores);
+    double lmax = threads > 0 && local_cpu_s > 0 ? fmin(threads, cores) / local_cpu_s : 0;
+    if (recv_cpu_s <= local_cpu_s) { /* received items are the cheaper: first */
+        o->remote = recv_cpu_s > 0 ? fmin(rmax, cores / recv_cpu_s) : rmax;
+        if (local_cpu_s > 0)
+            o->local = fmin(lmax, fmax(0, cores - o->remote * recv_cpu_s) / local_cpu_s);
+    } else {
+        o->local = fmin(lmax, cores / local_cpu_s);
+        o->remote = fmin(rmax, fmax(0, cores - o->local * local_cpu_s) / recv_cpu_s);
+    }
+    o->total = o->remote + o->local;
+    o->cpu = o->remote * recv_cpu_s + o->local * local_cpu_s;
+}
+
+double nst_an_cpu_free(const nostall_analyze_meas *m, const nst_an_scenario *s)
+{
+    double step_cores = s->step_s > 0 ? fmin(m->step_cpu_s / s->step_s, s->cores - 1) : 0;
+    if (step_cores < 0) step_cores = 0;
+    return fmax(fmin(1.0, s->cores), s->cores - step_cores);
 }
 
 /* CPU seconds per item: from the prep run (workers busy throughout) when
@@ -78,7 +117,8 @@ static double cpu_per_item(const nostall_analyze_meas *m)
 
 /* Upstream time of one epoch; with_fetch = 0 leaves out every storage cost. */
 static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s, double n,
-                         int with_fetch, double *prep_out, double *fetch_out, double *eff_out)
+                         int with_fetch, double *prep_out, double *fetch_out, double *eff_out,
+                         double *remote_out)
 {
     double e = s->echo_factor >= 1 ? s->echo_factor : 1, delivered = n * e;
     /* CPU per item, split by stage (the transcode what-ifs scale it; with
@@ -104,15 +144,29 @@ static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s
     case NOSTALL_ECHO_POINT_DECODE: work = n * (cf + cd) + delivered * ca; break;
     default: work = n * cpu + (delivered - n) * copy; break; /* AUGMENT, BATCH */
     }
-    double step_cores = s->step_s > 0 ? fmin(m->step_cpu_s / s->step_s, s->cores - 1) : 0;
-    if (step_cores < 0) step_cores = 0;
     /* The cores are the machine's (dedicated to the job). The CPU share other
      * processes leave the job (cpu_available) is reported as a warning, not
      * applied: load from others comes and goes; to model it, predict with
      * cores=<that share>. */
-    double eff = fmin(s->threads, fmax(fmin(1.0, s->cores), s->cores - step_cores));
+    const double free_cores = nst_an_cpu_free(m, s);
+    double eff = fmin(s->threads, free_cores);
     if (eff < 0.01) eff = 0.01;
     double prep = work / eff;
+    /* Prep servers: the trainer's threads make `own` of the items, and only
+     * those are read from its storage; the servers read their own. */
+    double own = 1;
+    if (s->prep_servers > 0) {
+        nst_an_mix x;
+        /* bytes an item sends: as received, else the output tensor's */
+        double ib =
+            m->srv_remote_items > 0 ? m->srv_remote_bytes / m->srv_remote_items : m->item_out_bytes;
+        double net = s->prep_net_mbps > 0 && ib > 0 ? s->prep_net_mbps * 1e6 / ib : 0;
+        nst_an_prep_mix(s->prep_servers, s->server_rate, s->recv_cpu_s, net, s->threads, free_cores,
+                        n > 0 ? work / n : cpu, &x);
+        prep = x.total > 0 ? n / x.total : INFINITY;
+        own = x.total > 0 ? x.local / x.total : 0;
+    }
+    if (remote_out) *remote_out = 1 - own;
 
     double device = 0, wait = 0;
     if (with_fetch) {
@@ -152,6 +206,9 @@ static double upstream_s(const nostall_analyze_meas *m, const nst_an_scenario *s
      * other reads and its own preparing. */
     double depth = s->io_depth >= 1 ? s->io_depth : 1;
     double serial = depth <= 1 ? (wait + work) / threads : fmax(work, wait / depth) / threads;
+    device *= own;
+    wait *= own;
+    serial *= own;
     double up = fmax(prep, fmax(device, serial));
     if (prep_out) *prep_out = prep;
     if (fetch_out) *fetch_out = fmax(device, wait / (threads * depth));
@@ -174,6 +231,7 @@ void nst_an_rates_get(const nostall_analyze_meas *m, nst_an_rates *r)
     r->fetch = p.fetch_s > 0 ? n / p.fetch_s : 0;
     r->accel = m->step_s > 0 ? m->batch_size / m->step_s : 0;
     r->item_bytes = m->dataset_items > 0 ? m->dataset_bytes / m->dataset_items : 0;
+    r->remote = p.prep_s > 0 ? p.remote_items / p.prep_s : 0;
 }
 
 static double epoch_of(double nb, double up, double compute, int single)
@@ -193,8 +251,10 @@ void nst_an_predict(const nostall_analyze_meas *m, const nst_an_scenario *s, nst
     int single = s->cold;
     p->delivered = n * e;
     p->compute_s = nb * s->step_s;
-    double up = upstream_s(m, s, n, 1, &p->prep_s, &p->fetch_s, &p->eff_cores);
-    double up_nofetch = upstream_s(m, s, n, 0, NULL, NULL, NULL);
+    double remote = 0;
+    double up = upstream_s(m, s, n, 1, &p->prep_s, &p->fetch_s, &p->eff_cores, &remote);
+    double up_nofetch = upstream_s(m, s, n, 0, NULL, NULL, NULL, NULL);
+    p->remote_items = n * remote;
     p->epoch_s = epoch_of(nb, up, p->compute_s, single);
     double t_prep = epoch_of(nb, up_nofetch, p->compute_s, single);
     p->nofetch_s = t_prep;
@@ -290,13 +350,28 @@ int nst_an_scenario_parse(const nostall_analyze_meas *m, nst_an_scenario *s, con
             s->net_mbps = x;
         else if (!strcmp(k, "net_latency_ms") || !strcmp(k, "net-latency-ms"))
             s->net_latency_ms = x;
+        else if (!strcmp(k, "prep_servers") || !strcmp(k, "prep-servers")) {
+            if (x > 0 && !(s->server_rate > 0)) {
+                snprintf(err, errlen,
+                         "--predict '%s': prep_servers: no server rate (measure with "
+                         "prep_servers, or give server_rate=ITEMS_PER_S first)",
+                         spec);
+                return -1;
+            }
+            s->prep_servers = x;
+        } else if (!strcmp(k, "server_rate") || !strcmp(k, "server-rate"))
+            s->server_rate = x;
+        else if (!strcmp(k, "recv_cpu_ms") || !strcmp(k, "recv-cpu-ms"))
+            s->recv_cpu_s = x / 1000;
+        else if (!strcmp(k, "prep_net_mbps") || !strcmp(k, "prep-net-mbps"))
+            s->prep_net_mbps = x;
         else {
-            snprintf(
-                err, errlen,
-                "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
-                "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
-                "echo_factor, echo_point, cold, transcode, cache_transcode, nodes, net_mbps, net_latency_ms)",
-                spec, k);
+            snprintf(err, errlen,
+                     "--predict '%s': unknown key '%s' (threads, io_depth, cores, cache_fraction, "
+                     "cache_bytes, minio, storage_mbps, storage_latency_ms, bw_scale, step_ms, "
+                     "echo_factor, echo_point, cold, transcode, cache_transcode, nodes, net_mbps, net_latency_ms, "
+                     "server_rate, recv_cpu_ms, prep_servers, prep_net_mbps)",
+                     spec, k);
             return -1;
         }
     }

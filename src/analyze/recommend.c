@@ -5,7 +5,10 @@
  * and the four recommendations: cores per accelerator, storage (reads in
  * flight or a MinIO cache), data echoing for what remains, and the
  * restart-marker transcode measured on a sample; a fifth, start-up, when
- * the measured runs of a foreign loader say its worker start-up stalls.
+ * the measured runs of a foreign loader say its worker start-up stalls; a
+ * sixth, prep servers, when prep stalls and this machine's cores are the
+ * limit. With prep servers measured, the what-if rows include 1, 2, 4 and
+ * 8 of them.
  *
  * Called by nostall_analyze_create() on the creating thread; writes only
  * into the analysis it is given.
@@ -104,9 +107,9 @@ static void whatif_rows(struct nostall_analysis *r)
                     base_bw * scales[i], scales[i]);
         }
     }
-    /* echo factor */
+    /* echo factor (not with prep servers: refused at create) */
     const double echoes[] = {1, 1.5, 2, 3, 4};
-    for (size_t i = 0; i < sizeof echoes / sizeof echoes[0]; i++) {
+    for (size_t i = 0; !(r->cur.prep_servers > 0) && i < sizeof echoes / sizeof echoes[0]; i++) {
         s = r->cur;
         s.echo_factor = echoes[i];
         add_row(r, "echo", echoes[i], &s, "echo factor %.1f", echoes[i], 0);
@@ -125,6 +128,16 @@ static void whatif_rows(struct nostall_analysis *r)
         if (row)
             snprintf(row->label, sizeof row->label, "%.0f ranks x cache %.0f%%, peers at %.0f MB/s",
                      nodes[i], 100 * s.cache_frac, s.net_mbps);
+    }
+    /* prep servers as fast as those measured (x: the number of servers) */
+    if (r->cur.server_rate > 0) {
+        const double ks[] = {1, 2, 4, 8};
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            s = r->cur;
+            s.prep_servers = ks[i];
+            add_row(r, "servers", ks[i], &s, "%.0f prep servers at %.0f items/s each", ks[i],
+                    s.server_rate);
+        }
     }
 }
 
@@ -285,6 +298,14 @@ static void reco_echo(struct nostall_analysis *r, double cache_rec, double io_fi
     rc->value = -1;
     rc->epoch_before_s = pb.epoch_s;
     rc->needed = stall_frac(&pb) >= NST_AN_STALL_OK;
+    if (base.prep_servers > 0) { /* the loader refuses the two together */
+        rc->epoch_after_s = pb.epoch_s;
+        snprintf(rc->text, sizeof rc->text,
+                 "Echoing: not with prep servers (a loader refuses the two together); with %.0f "
+                 "threads%s the predicted stall is %.1f%%.",
+                 base.threads, with, 100 * stall_frac(&pb));
+        return;
+    }
     for (double e = 1; e <= 16; e += 0.25) {
         s = base;
         s.echo_factor = e;
@@ -385,6 +406,77 @@ static void reco_start(struct nostall_analysis *r)
              r->m.threads, ms.start_stall, 100 * ms.start_stall / ms.ref);
 }
 
+/* 6. Prep servers, only when prep stalls and this machine's cores are the
+ * limit (more threads would not help; without servers, not even all of its
+ * cores would do): the fewest servers, as fast as those measured, whose
+ * prep stall is negligible; without servers measured, what they are and
+ * how to have their number predicted. Runs after reco_cores (reco[0]). */
+static void reco_servers(struct nostall_analysis *r)
+{
+    const nostall_analyze_meas *m = &r->m;
+    const nst_an_scenario *cur = &r->cur;
+    const double free_cores = nst_an_cpu_free(m, cur);
+    if (r->now.prep_stall_s < NST_AN_STALL_OK * r->now.nofetch_s) return;
+    if (cur->prep_servers > 0) { /* the cores busy preparing and receiving */
+        nst_an_mix x;
+        nst_an_rates rt;
+        nst_an_rates_get(m, &rt);
+        nst_an_prep_mix(cur->prep_servers, cur->server_rate, cur->recv_cpu_s, 0, cur->threads,
+                        free_cores, rt.cpu_item_s, &x);
+        if (x.cpu < 0.99 * free_cores && cur->threads < free_cores) return;
+    } else if (cur->threads < free_cores || (r->reco[0].value > 0 && r->reco[0].value <= m->cores))
+        return; /* more threads first, or this machine's cores suffice: recommendation 1 */
+    nst_an_reco *rc = &r->reco[r->nreco++];
+    memset(rc, 0, sizeof *rc);
+    snprintf(rc->what, sizeof rc->what, "servers");
+    rc->value = -1;
+    rc->needed = 1;
+    rc->epoch_before_s = rc->epoch_after_s = r->now.nofetch_s;
+    if (!(cur->server_rate > 0)) {
+        snprintf(rc->text, sizeof rc->text,
+                 "Prep servers: this machine's %.0f cores are the limit of preprocessing; prep "
+                 "servers (`nostall serve` on other hosts, the loader's prep_servers, "
+                 "docs/serve.md) add their CPUs. Analyze with one of them to have the number "
+                 "needed predicted.",
+                 m->cores);
+        return;
+    }
+    nst_an_scenario s;
+    nst_an_pred p;
+    double best_k = cur->prep_servers, best = r->now.nofetch_s;
+    for (double k = fmax(1, cur->prep_servers + 1); k <= 256; k++) {
+        s = *cur;
+        s.prep_servers = k;
+        nst_an_predict(m, &s, &p);
+        if (p.nofetch_s < best * 0.999) {
+            best = p.nofetch_s;
+            best_k = k;
+        }
+        if (p.prep_stall_s < NST_AN_STALL_OK * p.nofetch_s) {
+            rc->value = k;
+            rc->epoch_after_s = p.nofetch_s;
+            break;
+        }
+    }
+    if (rc->value > 0)
+        snprintf(rc->text, sizeof rc->text,
+                 "Prep servers: this machine's %.0f cores are the limit of preprocessing; with "
+                 "%.0f prep servers (now %.0f), each as fast as those measured (%.0f items/s), "
+                 "the predicted epoch is %.2f s instead of %.2f s (%.0f%% faster)%s.",
+                 m->cores, rc->value, cur->prep_servers, cur->server_rate, rc->epoch_after_s,
+                 rc->epoch_before_s, 100 * (rc->epoch_before_s / rc->epoch_after_s - 1),
+                 r->now.fetch_stall_s >= NST_AN_STALL_OK * r->now.epoch_s ? " once storage keeps up"
+                                                                          : "");
+    else {
+        rc->epoch_after_s = best;
+        snprintf(rc->text, sizeof rc->text,
+                 "Prep servers: more of them stop helping at %.0f (predicted epoch %.2f s): "
+                 "receiving their items (%.3f ms of CPU each here) then takes this machine's "
+                 "%.0f cores; fewer bytes per item (e.g. output=uint8) cost less to receive.",
+                 best_k, best, cur->recv_cpu_s * 1e3, m->cores);
+    }
+}
+
 /* Combinations: cache x cores, and all recommendations together. */
 static void combined_rows(struct nostall_analysis *r, double cache_rec, double io_fix_epoch)
 {
@@ -431,5 +523,6 @@ void nst_an_analyze(struct nostall_analysis *r)
     reco_echo(r, cache_rec, io_fix_epoch);
     reco_transcode(r);
     reco_start(r);
+    reco_servers(r);
     combined_rows(r, cache_rec, io_fix_epoch);
 }

@@ -78,6 +78,36 @@ void nst_an_measured_get(const nostall_analyze_meas *m, nst_an_measured *o)
 
 static double pct(double a, double b) { return b > 0 ? 100 * a / b : 0; }
 
+const char nst_an_remote_models[] =
+    "each server's rate is measured while it had items outstanding (the run with the servers, "
+    "the loader alone) and taken to scale with their number; the trainer's CPU to receive an "
+    "item is measured (its prep-server threads); its own threads take the cores left; the "
+    "trainer reads storage only for its own threads' items";
+const char nst_an_remote_omits[] =
+    "network bandwidth is not probed: the bytes/s are what the run moved, not what the link "
+    "can (prep_net_mbps= caps it in --predict); servers on this machine (loopback) share its "
+    "cores, so their rate here is not a remote host's; the request latency is reported, not "
+    "modelled (credits keep items in flight); failures and reconnects are not modelled";
+
+void nst_an_remote_get(const nostall_analyze_meas *m, nst_an_remote *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!(m->prep_servers > 0)) return;
+    o->servers = m->prep_servers;
+    o->items = m->srv_remote_items;
+    o->bytes = m->srv_remote_bytes;
+    o->seconds = m->srv_seconds;
+    o->items_s = m->srv_seconds > 0 ? o->items / m->srv_seconds : 0;
+    o->per_server = m->srv_remote_busy_ns > 0 ? o->items / (m->srv_remote_busy_ns * 1e-9) : 0;
+    o->net_bps = m->srv_seconds > 0 ? o->bytes / m->srv_seconds : 0;
+    o->item_bytes = o->items > 0 ? o->bytes / o->items : 0;
+    o->wait_ms = o->items > 0 ? m->srv_remote_wait_ns * 1e-6 / o->items : 0;
+    o->recv_cpu_ms = o->items > 0 ? m->srv_recv_cpu_s * 1e3 / o->items : 0;
+    o->local_cpu_ms = m->prep_items > 0 ? m->prep_cpu_s * 1e3 / m->prep_items : 0;
+    /* (items received while the first epoch ended are the second's too) */
+    o->share = m->srv_items > 0 ? fmin(1, o->items / m->srv_items) : 0;
+}
+
 const char *nst_an_bound_words(const char *b)
 {
     if (!strcmp(b, "compute"))
@@ -96,6 +126,33 @@ static void fmt_bytes(char *buf, size_t len, double b)
         snprintf(buf, len, "%.1f MiB", b / 1048576.0);
     else
         snprintf(buf, len, "%.1f KiB", b / 1024.0);
+}
+
+/* Prep servers as measured, and what their model includes (none: nothing). */
+static void text_remote(FILE *f, const nostall_analyze_meas *m)
+{
+    char b1[32];
+    nst_an_remote rm;
+    nst_an_remote_get(m, &rm);
+    if (rm.servers > 0) {
+        fmt_bytes(b1, sizeof b1, rm.item_bytes);
+        fprintf(f,
+                "  remote prep  %.0f prep server(s), the loader alone: %.0f items/s from them (%.0f%% "
+                "of its items),\n"
+                "               %.1f items/s per server while it had items outstanding; network "
+                "%.1f MB/s (%s per item);\n"
+                "               request to reply %.1f ms mean; the trainer's CPU %.3f ms per "
+                "received item, %.3f ms\n"
+                "               per item it prepares itself\n",
+                rm.servers, rm.items_s, 100 * rm.share, rm.per_server, rm.net_bps / 1e6, b1,
+                rm.wait_ms, rm.recv_cpu_ms, rm.local_cpu_ms);
+        if (!(rm.items > 0))
+            fprintf(f, "  WARNING      no item came from the prep servers while measuring\n");
+        fprintf(f, "               the measured runs below used them: their stalls are the ones "
+                   "the servers leave\n");
+        fprintf(f, "               modelled: %s\n", nst_an_remote_models);
+        fprintf(f, "               not modelled: %s\n", nst_an_remote_omits);
+    }
 }
 
 /* ---- terminal ------------------------------------------------------------- */
@@ -138,9 +195,12 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
     for (int i = 0; i < r->nnotes; i++)
         if (r->note_warning[i]) nst_an_line(f, "  WARNING      %s", r->notes[i]);
     fprintf(f,
-            "  rates        step %.0f items/s; prep %.0f items/s per core, %.0f with %.0f threads; "
-            "storage %.0f items/s\n",
-            rt.accel, rt.per_core, rt.prep, m->threads, rt.fetch);
+            "  rates        step %.0f items/s; prep %.0f items/s per core, %.0f with %.0f threads",
+            rt.accel, rt.per_core, rt.prep, m->threads);
+    if (m->prep_servers > 0)
+        fprintf(f, " and %.0f prep server(s) (%.0f from them)", m->prep_servers, rt.remote);
+    fprintf(f, "; storage %.0f items/s\n", rt.fetch);
+    text_remote(f, m);
     fprintf(f, "\n  measured (per epoch)       time      compute   prep stall        fetch stall\n");
     fprintf(f, "    synthetic (step only) %7.2f s\n", ms.syn);
     fprintf(f, "    cached                %7.2f s  %7.2f s  %6.2f s\n", ms.warm, ms.syn,
@@ -222,6 +282,7 @@ static void json_pred(FILE *f, const nst_an_pred *p)
     json_kv(f, "stall_fraction", (p->prep_stall_s + p->fetch_stall_s) / e);
     json_kv(f, "delivered_items", p->delivered);
     json_kv(f, "effective_cores", p->eff_cores);
+    json_kv(f, "remote_items", p->remote_items);
     fputc('}', f);
 }
 
@@ -247,11 +308,13 @@ static void json_rows(FILE *f, const nst_an_row *rows, int n)
                 "\"storage_mbps\": %g, \"storage_latency_ms\": %g, \"bw_scale\": %g, \"step_ms\": %g, "
                 "\"echo_factor\": %g, \"echo_point\": \"%s\", \"cold\": %d, \"nodes\": %g, "
                 "\"net_mbps\": %g, \"net_latency_ms\": %g, \"cpu_scale\": %g, "
-                "\"cache_transcode\": %d}, \"prediction\": ",
+                "\"cache_transcode\": %d, \"prep_servers\": %g, \"server_rate\": %g, "
+                "\"recv_cpu_ms\": %g, \"prep_net_mbps\": %g}, \"prediction\": ",
                 s->threads, s->io_depth, s->cores, s->cache_frac, s->minio, s->emu_mbps,
                 s->emu_latency_ms, s->bw_scale, s->step_s * 1e3, s->echo_factor,
                 point_name(s->echo_point), s->cold, s->nodes, s->net_mbps, s->net_latency_ms,
-                s->cpu_scale, s->cache_transcode);
+                s->cpu_scale, s->cache_transcode, s->prep_servers, s->server_rate,
+                s->recv_cpu_s * 1e3, s->prep_net_mbps);
         json_pred(f, &row->p);
         fputc('}', f);
     }
@@ -295,7 +358,33 @@ void nst_an_report_json(FILE *f, const struct nostall_analysis *r, const char *d
     json_kv(f, "prep_items_per_s", rt.prep);
     json_kv(f, "storage_items_per_s", rt.fetch);
     json_kv(f, "cpu_s_per_item", rt.cpu_item_s);
-    fprintf(f, "}, \"model\": {\"cached_run\": ");
+    json_kv(f, "remote_items_per_s", rt.remote);
+    fprintf(f, "}, \"remote_prep\": ");
+    nst_an_remote rm;
+    nst_an_remote_get(m, &rm);
+    if (rm.servers > 0) {
+        fprintf(f, "{\"servers\": %.17g", rm.servers);
+        json_kv(f, "items", rm.items);
+        json_kv(f, "bytes", rm.bytes);
+        json_kv(f, "seconds", rm.seconds);
+        json_kv(f, "items_per_s", rm.items_s);
+        json_kv(f, "per_server_items_per_s", rm.per_server);
+        json_kv(f, "net_bytes_per_s", rm.net_bps);
+        json_kv(f, "item_bytes", rm.item_bytes);
+        json_kv(f, "request_ms_mean", rm.wait_ms);
+        json_kv(f, "recv_cpu_ms_per_item", rm.recv_cpu_ms);
+        json_kv(f, "local_cpu_ms_per_item", rm.local_cpu_ms);
+        json_kv(f, "remote_share", rm.share);
+        json_kv(f, "prep_stall_s", ms.prep_stall);
+        json_kv(f, "fetch_stall_s", ms.fetch_stall);
+        fprintf(f, ", \"models\": ");
+        nst_an_json_string(f, nst_an_remote_models);
+        fprintf(f, ", \"not_modelled\": ");
+        nst_an_json_string(f, nst_an_remote_omits);
+        fputc('}', f);
+    } else
+        fputs("null", f);
+    fprintf(f, ", \"model\": {\"cached_run\": ");
     json_pred(f, &r->warm_run);
     fprintf(f, ", \"cold_run\": ");
     json_pred(f, &r->cold_run);

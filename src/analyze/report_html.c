@@ -140,6 +140,35 @@ static void svg_curve(FILE *f, const struct nostall_analysis *r, const char *gro
     fprintf(f, "</svg>\n");
 }
 
+/* Prep servers as measured, and what their model includes (none: nothing). */
+static void html_remote(FILE *f, const nostall_analyze_meas *m, const nst_an_measured *ms)
+{
+    nst_an_remote rm;
+    nst_an_remote_get(m, &rm);
+    if (!(rm.servers > 0)) return;
+    fprintf(f,
+            "<h2 id=\"remote-prep\">Remote prep</h2>\n<table>\n"
+            "<tr><td class=\"l\">prep servers</td><td>%.0f</td></tr>\n"
+            "<tr><td class=\"l\">items/s from them (the loader alone), share of its items</td>"
+            "<td>%.1f, %.0f%%</td></tr>\n"
+            "<tr><td class=\"l\">items/s per server while it had items outstanding</td>"
+            "<td>%.1f</td></tr>\n"
+            "<tr><td class=\"l\">network: MB/s received, bytes per item</td><td>%.1f, %.0f</td>"
+            "</tr>\n"
+            "<tr><td class=\"l\">request to reply, mean</td><td>%.1f ms</td></tr>\n"
+            "<tr><td class=\"l\">trainer CPU per received item / per item it prepares</td>"
+            "<td>%.3f ms / %.3f ms</td></tr>\n"
+            "<tr><td class=\"l\">stalls the servers leave (the measured runs used them): prep / "
+            "fetch</td><td>%.2f s / %.2f s</td></tr>\n</table>\n",
+            rm.servers, rm.items_s, 100 * rm.share, rm.per_server, rm.net_bps / 1e6, rm.item_bytes,
+            rm.wait_ms, rm.recv_cpu_ms, rm.local_cpu_ms, ms->prep_stall, ms->fetch_stall);
+    fprintf(f, "<p>Modelled: ");
+    nst_an_html_text(f, nst_an_remote_models);
+    fprintf(f, ".</p>\n<p>Not modelled: ");
+    nst_an_html_text(f, nst_an_remote_omits);
+    fprintf(f, ".</p>\n");
+}
+
 void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *data)
 {
     const nostall_analyze_meas *m = &r->m;
@@ -204,6 +233,7 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
     svg_curve(f, r, "cores", "CPU cores", "%.0f", 1);
     svg_curve(f, r, "storage", "storage bandwidth (MB/s)", "%.3g", 1);
     svg_curve(f, r, "echo", "echo factor", "%.1f", 1);
+    svg_curve(f, r, "servers", "prep servers", "%.0f", 1);
     fprintf(f,
             "</div>\n<table><tr><th>what if</th><th>epoch s</th><th>compute s</th><th>prep stall</th>"
             "<th>fetch stall</th><th>bound</th></tr>\n");
@@ -221,7 +251,9 @@ void nst_an_report_html(FILE *f, const struct nostall_analysis *r, const char *d
                     pct(p->fetch_stall_s, p->epoch_s), p->bound, p->bound);
         }
     }
-    fprintf(f, "</table>\n<h2>Measurements</h2>\n<table>\n");
+    fprintf(f, "</table>\n");
+    html_remote(f, m, &ms);
+    fprintf(f, "<h2>Measurements</h2>\n<table>\n");
     fprintf(f,
             "<tr><td class=\"l\">synthetic / cached / cold epoch</td><td>%.2f s / %.2f s / %.2f s</td></tr>\n",
             ms.syn, ms.warm, ms.cold);

@@ -14,6 +14,12 @@
  *   answer can land after another taker has the ticket. It then reconnects
  *   with backoff (100 ms doubling to 5 s).
  *
+ * COUNTERS  (nst_prep_stats, for the stats and the analyzer) items and
+ *   their bytes received, request to reply, time with items outstanding,
+ *   these threads' CPU: added before a ticket is handed back, a few atomic
+ *   adds per item and the thread's CPU clock every 8th (and at the last
+ *   item outstanding).
+ *
  * LOCKS  pc->mu guards the orphan pool and is the backoff's wait; a link's
  *   table is its thread's alone. Every wait ends within 100 ms of the
  *   loader's stop flag.
@@ -25,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -38,7 +45,7 @@
 
 typedef struct rslot {
     nst_ticket t;
-    uint64_t id;
+    uint64_t id, sent_ns; /* sent_ns: when its REQ went out */
     int used;
 } rslot;
 
@@ -50,6 +57,8 @@ typedef struct link {
     int started, fd;
     uint32_t credits, nout;
     uint64_t serial;
+    uint64_t busy_mark, cpu_mark; /* counters: since the last item (ns, thread CPU ns) */
+    uint32_t cpu_items;           /* items since cpu_mark was read                      */
     rslot *out;
     nst_req_item *req;
 } link_t;
@@ -68,7 +77,18 @@ struct nst_prep {
     nst_ticket *orphans;
     uint32_t ocap, ohead, ocount;
     atomic_uint_fast64_t remote_items, requeued;
+    /* the analyzer's counters (nst_prep_stats): item bytes received, request
+     * to reply summed over items, time servers had items outstanding summed
+     * over servers, these threads' CPU, servers connected now */
+    atomic_uint_fast64_t remote_bytes, wait_ns, busy_ns, cpu_ns, up;
 };
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 int nst_prep_orphan_take(nst_prep *pc, nst_ticket *t)
 {
@@ -190,6 +210,8 @@ static int request(link_t *l, char *why, size_t whyn)
     if (!n) return 0;
     uint8_t buf[5 + 4 + 24 * NST_PROTO_REQ_MAX];
     size_t len = nst_proto_put_req(buf, sizeof buf, l->req, n);
+    uint64_t now = nst_now_ns();
+    for (uint32_t i = 0; i < n; i++) l->out[l->req[i].id & ((1u << SLOT_BITS) - 1)].sent_ns = now;
     return nst_net_write(l->fd, buf, len, nst_now_ns() + pc->timeout_ns, pc->p.stop, why, whyn);
 }
 
@@ -250,7 +272,21 @@ static int receive(link_t *l, char *why, size_t whyn)
         if (nst_net_read(l->fd, t->dst[f], r->fields[f].item_bytes, deadline, pc->p.stop, why,
                          whyn) < 0)
             return -1;
-    atomic_fetch_add(&pc->remote_items, 1); /* before done: the batch may be seen at once */
+    /* counters before done: the batch may be seen at once */
+    uint64_t now = nst_now_ns();
+    if (h.status == 0) atomic_fetch_add(&pc->remote_bytes, pc->item_bytes);
+    atomic_fetch_add(&pc->wait_ns, now - l->out[s].sent_ns);
+    atomic_fetch_add(&pc->busy_ns, now - l->busy_mark);
+    l->busy_mark = now;
+    /* the thread's CPU clock (a system call) every 8th item, and at the
+     * last one outstanding: counted up to date whenever the link idles */
+    if (++l->cpu_items >= 8 || l->nout == 1) {
+        uint64_t cpu = thread_cpu_ns();
+        atomic_fetch_add(&pc->cpu_ns, cpu - l->cpu_mark);
+        l->cpu_mark = cpu;
+        l->cpu_items = 0;
+    }
+    atomic_fetch_add(&pc->remote_items, 1);
     pc->p.bq->ops->done(pc->p.bq, t, h.status, msg);
     l->out[s].used = 0;
     l->nout--;
@@ -265,7 +301,7 @@ static void run_link(link_t *l, char *why, size_t whyn)
     while (!atomic_load(pc->p.stop)) {
         uint32_t before = l->nout;
         if (request(l, why, whyn) < 0) return;
-        if (before == 0 && l->nout) last = nst_now_ns();
+        if (before == 0 && l->nout) l->busy_mark = last = nst_now_ns();
         if (l->nout == 0) continue;
         int k = receive(l, why, whyn);
         if (k < 0) return;
@@ -284,6 +320,7 @@ static void *link_main(void *arg)
     nst_prep *pc = l->pc;
     uint64_t backoff = BACKOFF_MIN_NS;
     char why[NST_PROTO_REFUSE_MAX + 64];
+    l->cpu_mark = thread_cpu_ns();
     while (!atomic_load(pc->p.stop)) {
         if (l->fd < 0 && handshake(l, pc->timeout_ns, why, sizeof why) < 0) {
             uint64_t until = nst_now_ns() + backoff;
@@ -298,7 +335,9 @@ static void *link_main(void *arg)
             continue;
         }
         backoff = BACKOFF_MIN_NS;
+        atomic_fetch_add(&pc->up, 1);
         run_link(l, why, sizeof why);
+        atomic_fetch_sub(&pc->up, 1);
         close(l->fd); /* first: no late answer can land after give_back */
         l->fd = -1;
         give_back(l);
@@ -433,4 +472,17 @@ void nst_prep_counts(const nst_prep *pc, uint64_t *remote_items, uint64_t *reque
 {
     *remote_items = pc ? atomic_load(&((nst_prep *)pc)->remote_items) : 0;
     *requeued = pc ? atomic_load(&((nst_prep *)pc)->requeued) : 0;
+}
+
+void nst_prep_stats(const nst_prep *cpc, nostall_stats *s)
+{
+    nst_prep *pc = (nst_prep *)cpc;
+    if (!pc) return;
+    s->prep_remote_items = atomic_load(&pc->remote_items);
+    s->prep_requeued = atomic_load(&pc->requeued);
+    s->prep_remote_bytes = atomic_load(&pc->remote_bytes);
+    s->prep_remote_wait_ns = atomic_load(&pc->wait_ns);
+    s->prep_remote_busy_ns = atomic_load(&pc->busy_ns);
+    s->prep_recv_cpu_ns = atomic_load(&pc->cpu_ns);
+    s->prep_servers_up = atomic_load(&pc->up);
 }

@@ -58,5 +58,7 @@ void nst_prep_free(nst_prep *pc);
 int nst_prep_orphan_take(nst_prep *pc, nst_ticket *t);
 /* Items received from servers, and tickets given back by failed ones. */
 void nst_prep_counts(const nst_prep *pc, uint64_t *remote_items, uint64_t *requeued);
+/* Every prep_* field of the loader's stats (nothing without a client). */
+void nst_prep_stats(const nst_prep *pc, nostall_stats *s);
 
 #endif
