@@ -408,10 +408,11 @@ NOSTALL_API const char *nostall_last_error(void);
       "prep_servers: items in flight per server at most (the server may "                           \
       "grant fewer)")                                                                               \
     X(AUTOTUNE, 89, "autotune", BOOL, "0", "0", "1",                                                \
-      "tune while running: the active workers, batches_ahead and (io_depth=0) the reads in "        \
-      "flight, chosen from live measurements with the analyzer's model to keep the data stall "     \
-      "under 2% of the step at the least CPU, within cpu_budget and memory_budget; never "          \
-      "changes the bytes (docs/autotune.md)")                                                       \
+      "tune while running: the active workers, batches_ahead, (io_depth=0) the reads in "           \
+      "flight, the MinIO cache's size and (echo=adaptive) the echo factor, chosen from live "       \
+      "measurements with the analyzer's model to keep the data stall under 2% of the step at the "  \
+      "least CPU, within cpu_budget and memory_budget; never changes the bytes "                    \
+      "(docs/autotune.md)")                                                       \
     X(CPU_BUDGET, 90, "cpu_budget", DOUBLE, "0", "0", "1024",                                       \
       "CPUs the loader's workers may use; 0 = the affinity mask, capped by the cgroup CPU "         \
       "quota, divided by LOCAL_WORLD_SIZE. Started workers: threads (or this budget rounded "       \
@@ -419,7 +420,8 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MEMORY_BUDGET, 91, "memory_budget", SIZE, "0", "0", "16T",                                    \
       "bytes the batch ring (with the echo pool and cache_bytes) may take; 0 = the cgroup's "       \
       "memory limit or RAM, as available now. A plan over it is refused; autotune sizes the "       \
-      "ring to the most batches_ahead (up to 16) that fit")
+      "ring to the most batches_ahead (up to 16) that fit and, with cache=minio and no "            \
+      "cache_bytes, gives the MinIO cache what is left (the ring then takes at most half)")
 
 typedef enum nostall_option {
 #define NOSTALL_OPTION_ENUM_(id, value, name, type, def, lo, hi, help) NOSTALL_OPT_##id = (value),
@@ -901,7 +903,16 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(tune_last_change_batch, "autotune: batches delivered when a setting last changed "           \
                               "(0: never; with tune_last_change_ms, when it settled)")             \
     X(tune_last_change_ms, "autotune: milliseconds from the first delivered batch to the last "    \
-                           "change of a setting (0: never)")
+                           "change of a setting (0: never)")                                       \
+    X(cache_budget_bytes, "bytes the MinIO cache may hold at most: cache_bytes, or with autotune, " \
+                          "no cache_bytes and a memory_budget, what the budget leaves after the "  \
+                          "ring (0: no cache)")                                                    \
+    X(tuned_cache_bytes, "the MinIO cache's admission cap now: cache_budget_bytes, or what "        \
+                         "autotune chose (beyond it nothing more is admitted; held items stay)")   \
+    X(cache_capped, "items the MinIO cache declined for the admission cap alone (cached later "    \
+                    "if the cap rises)")                                                           \
+    X(tuned_echo_max, "adaptive echoing's most uses per item now: echo_max, or what autotune "      \
+                      "chose (1: no repeats); 0 without adaptive echoing")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
