@@ -314,10 +314,10 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     if (rc < 0) return rc;
     ld->ahead_max = (uint32_t)ahead;
     if (tune_auto_cache(ld)) { /* what the ring and the pool leave of the budget */
-        uint64_t mb = v[NOSTALL_OPT_MEMORY_BUDGET].u, used = nst_engine_size(
-                                                          (uint32_t)nslots, items, ld->recipe->fields,
-                                                          ld->recipe->nfields) +
-                                                      xp.bytes;
+        uint64_t mb = v[NOSTALL_OPT_MEMORY_BUDGET].u,
+                 used = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields,
+                                        ld->recipe->nfields) +
+                        xp.bytes;
         ld->cache_auto = used < mb ? mb - used : 0;
     }
     *nslots_out = (uint32_t)nslots;

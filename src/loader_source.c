@@ -22,7 +22,8 @@ int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
     const nst_optval *v = ld->cfg.v;
     int rc;
     /* cache_bytes, or with autotune what memory_budget leaves (loader.c) */
-    uint64_t cache_bytes = v[NOSTALL_OPT_CACHE_BYTES].u ? v[NOSTALL_OPT_CACHE_BYTES].u : ld->cache_auto;
+    uint64_t cache_bytes =
+        v[NOSTALL_OPT_CACHE_BYTES].u ? v[NOSTALL_OPT_CACHE_BYTES].u : ld->cache_auto;
     if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && cache_bytes &&
         (v[NOSTALL_OPT_CACHE_BYTES].u || ld->recipe->keys)) {
         rc = nst_cache_create(&ld->cache, cache_bytes, ld->recipe->keys);

@@ -164,8 +164,7 @@ static void flip(struct nostall_loader *ld)
     s.workers = s.workers == 1 ? most : 1;
     if (s.depth) s.depth = s.depth == 1 ? ld->tune_budget.max_depth : 1;
     s.ahead = s.ahead == ld->tune_start_ahead ? ld->ahead_max : ld->tune_start_ahead;
-    if (ld->tune_budget.cache_max > 0)
-        s.cache = s.cache ? 0 : (uint64_t)ld->tune_budget.cache_max;
+    if (ld->tune_budget.cache_max > 0) s.cache = s.cache ? 0 : (uint64_t)ld->tune_budget.cache_max;
     if (s.echo) s.echo = s.echo == 1 ? ld->tune_budget.echo_max : 1;
     ld->tune.cur = s;
     apply(ld, &s);

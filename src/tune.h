@@ -28,8 +28,8 @@
  * The MinIO cache's admission cap (budget.cache_max > 0): the smallest cap
  * that lets the fewest workers keep the stall under the target once the
  * cache is filled (hit rate = cap / the shard's bytes: a fill-once cache
- * under a fresh random order), chosen among ninths of the shard (the whole
- * one with a tenth more); the workers and reads in flight are chosen for
+ * under a fresh random order), chosen among eighths of the shard (its
+ * bytes estimated from the mean read, with a tenth more); the workers and reads in flight are chosen for
  * the hit rate the window measured (the cache may still be filling). The
  * cap never goes below what the cache holds (lowering it only stops
  * admitting); it falls after two windows that agree, when the stall is
@@ -81,7 +81,7 @@ typedef struct nst_tune_meas {
     double fetch_ns, wait_ns; /* workers: fetching (storage wait included) /
                                  waiting for storage                          */
     double decode_ns, augment_ns;
-    double reads, bytes; /* storage reads and their bytes                      */
+    double reads, bytes;  /* storage reads and their bytes                      */
     double fetched, hits; /* items the workers fetched / of them, cache hits */
     double echoed;        /* delivered items that were repeats (echoing)     */
     double cache_held;    /* bytes the cache holds now (not a delta)         */
@@ -89,15 +89,15 @@ typedef struct nst_tune_meas {
 
 typedef struct nst_tune_state {
     nst_tune_setting cur;
-    uint32_t settle;      /* windows still to skip after a change          */
-    uint32_t down_votes;  /* windows in a row that proposed less           */
-    int raised_for_fetch; /* the last change added reads or workers for
+    uint32_t settle;                  /* windows still to skip after a change          */
+    uint32_t down_votes;              /* windows in a row that proposed less           */
+    int raised_for_fetch;             /* the last change added reads or workers for
                               storage: the next window checks it helped     */
-    double rate_before;   /* items/s in the window before that change       */
-    double fetch_ceiling; /* storage reads/s at most (0: none known)        */
-    double read_wait_ns;  /* storage wait per read, the last window with
+    double rate_before;               /* items/s in the window before that change       */
+    double fetch_ceiling;             /* storage reads/s at most (0: none known)        */
+    double read_wait_ns;              /* storage wait per read, the last window with
                              reads (a cache that serves all has none)      */
-    double read_bytes;    /* bytes per read, likewise                       */
+    double read_bytes;                /* bytes per read, likewise                       */
     uint32_t cache_votes, echo_votes; /* windows in a row that proposed less */
 } nst_tune_state;
 

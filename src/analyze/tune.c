@@ -44,14 +44,14 @@ static double hit_rate(const nst_tune_meas *m)
  * the workers nothing: the pool's assembler copies them); else every
  * delivered item (a fixed factor's repeats are made by the workers). */
 static double predict(const nst_tune_budget *b, const nst_tune_meas *m, const nst_tune_state *st,
-                      double w, double d, double step_s, double hit, double echo,
-                      const char **bound)
+                      double w, double d, double step_s, double hit, double echo, const char **bound)
 {
     nostall_analyze_meas mm;
     memset(&mm, 0, sizeof mm);
     double n = b->echo_max && m->items - m->echoed > 0 ? m->items - m->echoed : m->items;
-    double per_busy = st->cur.workers > b->cpus && b->cpus > 0 ? b->cpus / st->cur.workers
-                                                                : 1; /* time-sliced: busy wall > CPU */
+    double per_busy = st->cur.workers > b->cpus && b->cpus > 0
+                          ? b->cpus / st->cur.workers
+                          : 1; /* time-sliced: busy wall > CPU */
     double fetch_cpu = fmax(0, m->fetch_ns - m->wait_ns);
     double bpi = st->read_bytes > 0 ? st->read_bytes : 1;
     mm.items_per_epoch = n;
@@ -111,17 +111,26 @@ static int cheapest(const nst_tune_budget *b, const nst_tune_meas *m, const nst_
     return 0;
 }
 
-/* The cache's admission cap to use: among eighths of the shard's bytes (the
- * whole one with a tenth more, for items' sizes that vary), never below
+/* The shard's bytes as the cache sees them: its items times the mean
+ * read's bytes, and a tenth more (0: not known yet). */
+static double shard_bytes(const nst_tune_budget *b, const nst_tune_state *st)
+{
+    return b->shard_items * st->read_bytes * 1.1;
+}
+
+/* The cache's admission cap to use: among eighths of the shard's bytes
+ * (estimated as its items times the mean read's bytes, with a tenth more
+ * for sizes that vary: the hit rate of a cap is its share of that, so a
+ * cache at what it holds is not taken for the whole shard), never below
  * what is held nor above cache_max, the smallest that lets the fewest
  * workers keep the stall under the target once filled; when no cap does,
  * the smallest with the least stall at every worker and read the budget
- * allows. *hit: its hit rate once filled. The current cap while the
- * shard's size is not known yet (no read measured). */
+ * allows. *hit: its hit rate once filled (-1: the current cap, while the
+ * shard's size is not known: no read measured yet). */
 static uint64_t choose_cache(const nst_tune_budget *b, const nst_tune_meas *m,
                              const nst_tune_state *st, double step_s, double *hit)
 {
-    double shard = b->shard_items * st->read_bytes, held = fmax(0, m->cache_held);
+    double shard = shard_bytes(b, st), held = fmax(0, m->cache_held);
     uint32_t wmax = nst_tune_max_active(b), dmax = b->max_depth ? b->max_depth : st->cur.depth;
     *hit = 0;
     if (!(shard > 0)) {
@@ -131,7 +140,7 @@ static uint64_t choose_cache(const nst_tune_budget *b, const nst_tune_meas *m,
     double best = st->cur.cache, best_x = 1e300;
     uint32_t best_w = UINT32_MAX;
     for (int k = 0; k <= CACHE_STEPS; k++) {
-        double want = k == CACHE_STEPS ? shard * 1.1 : shard * k / CACHE_STEPS;
+        double want = shard * k / CACHE_STEPS;
         double cap = floor(fmin(b->cache_max, fmax(held, want))), h = fmin(1, cap / shard);
         nst_tune_setting s = st->cur;
         if (cheapest(b, m, st, step_s, h, &s)) {
@@ -141,8 +150,8 @@ static uint64_t choose_cache(const nst_tune_budget *b, const nst_tune_meas *m,
                 *hit = h;
             }
         } else if (best_w == UINT32_MAX) {
-            double x = predict(b, m, st, wmax, dmax ? dmax : 1,
-                               step_s * (100 - HEADROOM_PCT) / 100, h, 1, NULL);
+            double x = predict(b, m, st, wmax, dmax ? dmax : 1, step_s * (100 - HEADROOM_PCT) / 100,
+                               h, 1, NULL);
             if (x < best_x * (1 - 1e-3)) {
                 best_x = x;
                 best = cap;
@@ -173,8 +182,8 @@ static void say(nst_tune_out *o, const nst_tune_budget *b, const char *what, dou
         n = k > 0 ? n + k : n;
     }
     if (n > 0 && (size_t)n < sizeof o->why && b->echo_max > 0)
-        snprintf(o->why + n, sizeof o->why - (size_t)n, "; echo at most %u uses of %u",
-                 o->set.echo, b->echo_max);
+        snprintf(o->why + n, sizeof o->why - (size_t)n, "; echo at most %u uses of %u", o->set.echo,
+                 b->echo_max);
 }
 
 /* The storage check: the last change added capacity for storage; if the
@@ -237,19 +246,19 @@ static void cache_and_echo(nst_tune_state *st, const nst_tune_budget *b, const n
         uint64_t want = choose_cache(b, m, st, step_s, &h_want);
         /* lower: when the stall is under the target, or the model says the
          * cache makes no difference to it (prep-bound) */
-        double shard = b->shard_items * st->read_bytes;
+        double shard = shard_bytes(b, st);
         double h_cur = shard > 0 ? fmin(1, (double)o->set.cache / shard) : 0;
-        int same = fabs(predict(b, m, st, o->set.workers, d, hs, h_cur, 1, NULL) -
-                        predict(b, m, st, o->set.workers, d, hs, h_want > 0 ? h_want : 0, 1,
-                                NULL)) <= 1e-3;
-        o->set.cache = vote(o->set.cache, want, o->meas_stall <= b->target || same,
-                            &st->cache_votes);
+        int same =
+            fabs(predict(b, m, st, o->set.workers, d, hs, h_cur, 1, NULL) -
+                 predict(b, m, st, o->set.workers, d, hs, h_want > 0 ? h_want : 0, 1, NULL)) <= 1e-3;
+        o->set.cache =
+            vote(o->set.cache, want, o->meas_stall <= b->target || same, &st->cache_votes);
         o->hit_filled = shard > 0 ? fmin(1, (double)o->set.cache / shard) : -1;
     }
     if (b->echo_max > 0) {
         uint32_t e = 1;
-        while (e < b->echo_max && predict(b, m, st, o->set.workers, d, hs, o->hit_now, e, NULL) >
-                                      b->target)
+        while (e < b->echo_max &&
+               predict(b, m, st, o->set.workers, d, hs, o->hit_now, e, NULL) > b->target)
             e++;
         o->set.echo = (uint32_t)vote(o->set.echo, e, 1, &st->echo_votes);
     }
@@ -264,7 +273,8 @@ int nst_tune_decide(nst_tune_state *st, const nst_tune_budget *b, const nst_tune
     uint32_t wmax = nst_tune_max_active(b);
     if (o->set.workers > wmax) o->set.workers = wmax; /* a budget never exceeded */
     if (o->set.ahead > b->max_ahead) o->set.ahead = b->max_ahead;
-    if (b->cache_max > 0 && (double)o->set.cache > b->cache_max) o->set.cache = (uint64_t)b->cache_max;
+    if (b->cache_max > 0 && (double)o->set.cache > b->cache_max)
+        o->set.cache = (uint64_t)b->cache_max;
     if (b->echo_max > 0 && (o->set.echo < 1 || o->set.echo > b->echo_max))
         o->set.echo = o->set.echo < 1 ? 1 : b->echo_max;
     if (!(m->batches >= 1) || !(m->items > 0) || !(m->step_ns + m->stall_ns > 0)) {
