@@ -813,106 +813,107 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
  * New counters are only ever appended, so a struct from an older header
  * stays valid: pass its size.
  * ------------------------------------------------------------------------ */
-#define NOSTALL_STATS_TABLE(X)                                                                      \
-    X(epoch, "epoch the consumer is in")                                                            \
-    X(position, "items of that epoch delivered so far")                                             \
-    X(batches_delivered, "batches lent to the consumer")                                            \
-    X(items_delivered, "items lent to the consumer")                                                \
-    X(fetch_items, "items fetched (from the cache or from storage)")                                \
-    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "                        \
-                   "storage; with cache_transcode, an item's rewritten size)")                      \
-    X(fetch_busy_ns, "worker time spent fetching (including emulated delays)")                      \
-    X(decode_items, "items decoded")                                                                \
-    X(decode_pixels, "pixels decoded")                                                              \
-    X(decode_busy_ns, "worker time spent decoding")                                                 \
-    X(augment_items, "items augmented into a batch slot")                                           \
-    X(augment_bytes, "bytes written into batch slots")                                              \
-    X(augment_busy_ns, "worker time spent cropping, resizing, normalizing")                         \
-    X(worker_idle_ns, "worker time spent waiting for a free slot")                                  \
-    X(consumer_wait_ns, "consumer time spent waiting in next: the data stall")                      \
-    X(skipped, "bad items left out (each occurrence)")                                              \
-    X(skipped_unique, "distinct bad items seen")                                                    \
-    X(threads, "worker threads")                                                                    \
-    X(storage_reads, "items read from storage (cache misses, or all without a cache)")              \
-    X(storage_bytes_read, "bytes read from storage")                                                \
-    X(storage_wait_ns, "worker time spent waiting for fetches in flight "                           \
-                       "(reads, transfers, emulated storage delays)")                               \
-    X(cache_hits, "items served from the MinIO cache")                                              \
-    X(cache_misses, "items looked up in the cache and not found")                                   \
-    X(cache_bytes, "bytes held by the MinIO cache")                                                 \
-    X(cache_items, "items held by the MinIO cache")                                                 \
-    X(fresh_items, "delivered items that were the first use of their item "                         \
-                   "in the epoch")                                                                  \
-    X(echoed_items, "delivered items that were a repeat (data echoing)")                            \
-    X(echo_uses_1, "items used once in their epoch (counted when the epoch's "                      \
-                   "last use is delivered; echo histogram)")                                        \
-    X(echo_uses_2, "items used twice")                                                              \
-    X(echo_uses_3, "items used 3 times")                                                            \
-    X(echo_uses_4, "items used 4 times")                                                            \
-    X(echo_uses_5_8, "items used 5 to 8 times")                                                     \
-    X(echo_uses_9_up, "items used 9 or more times")                                                 \
-    X(echo_batch_duplicates, "items delivered in a batch that already held "                        \
-                             "the same item")                                                       \
-    X(echo_repeat_distance, "sum over repeats of the items delivered since "                        \
-                            "the previous use of the same item (mean: / echoed_items)")             \
-    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "                        \
-                        "augment) — with consumer_busy_ns, estimates R")                            \
-    X(consumer_busy_ns, "consumer time between batches (outside next): the "                        \
-                        "training step")                                                            \
-    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")                               \
-    X(peer_bytes, "bytes served by a peer cache")                                                   \
-    X(http_transfers, "http(s) transfers completed (each attempt)")                                 \
-    X(http_retries, "http(s) transfers retried after a transient failure")                          \
-    X(coord_members, "coordinated prep: live members of the group")                                 \
-    X(coord_items_produced, "coordinated prep: items this job prepared for "                        \
-                            "the group")                                                            \
-    X(coord_batches_produced, "coordinated prep: batches this job finished")                        \
-    X(coord_group_items_produced, "coordinated prep: items the whole group "                        \
-                                  "prepared")                                                       \
-    X(coord_members_dropped, "coordinated prep: members found dead and "                            \
-                             "dropped")                                                             \
-    X(coord_items_requeued, "coordinated prep: items of dead or leaving "                           \
-                            "members prepared again by others")                                     \
-    X(cache_transcoded, "items the MinIO cache holds rewritten with restart "                       \
-                        "markers (cache_transcode)")                                                \
-    X(cache_transcode_ns, "worker time spent rewriting items for the cache "                        \
-                          "(declined attempts included); part of fetch_busy_ns")                    \
-    X(io_depth_max, "fetches in flight per worker now, the largest over the "                       \
-                    "workers (io_depth, or what io_depth=0 grew to)")                               \
-    X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "             \
-                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE (or cpu_budget rounded up)")     \
-    X(prep_remote_items, "prep_servers: items received from prep servers")                          \
-    X(prep_requeued, "prep_servers: items a failed prep server had outstanding, "                   \
-                     "prepared again by another server or a local worker")                          \
-    X(autotune, "1 when autotune is on")                                                            \
-    X(active_workers, "workers taking items now (autotune parks the others; else threads)")         \
-    X(tuned_batches_ahead, "batches the ring may hold ahead of the consumer now (autotune "         \
-                           "moves it up to the most that fit memory_budget; else batches_ahead)")   \
-    X(tuned_io_depth, "autotune's limit on reads in flight per worker (0: not tuned)")              \
-    X(tune_windows, "autotune: measurement windows evaluated")                                      \
-    X(tune_decisions, "autotune: windows after which a setting changed")                            \
-    X(tune_reason, "autotune: the last decision's reason, a NOSTALL_TUNE_* code "                   \
-                   "(nostall_tune_reason_name; nostall_loader_tune_reason for the sentence)")       \
-    X(cpu_budget_milli, "the CPU budget in thousandths of a CPU (cpu_budget, or the affinity "      \
-                        "mask and cgroup quota over LOCAL_WORLD_SIZE)")                             \
-    X(cpu_returned_milli, "autotune: CPUs given back by parked workers, thousandths "               \
-                          "(ceil(budget) - active workers, at most the budget)")                    \
-    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")                \
-    X(ring_slots_usable, "ring slots the loader may use now: all of them, or with autotune "        \
-                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")        \
-    X(tune_last_change_batch, "autotune: batches delivered when a setting last changed "            \
-                              "(0: never; with tune_last_change_ms, when it settled)")              \
-    X(tune_last_change_ms, "autotune: milliseconds from the first delivered batch to the last "     \
-                           "change of a setting (0: never)")                                        \
-    X(cache_budget_bytes, "bytes the MinIO cache may hold at most: cache_bytes, or with autotune, " \
-                          "no cache_bytes and a memory_budget, what the budget leaves after the "   \
-                          "ring (0: no cache)")                                                     \
-    X(tuned_cache_bytes, "the MinIO cache's admission cap now: cache_budget_bytes, or what "        \
-                         "autotune chose (beyond it nothing more is admitted; held items stay)")    \
-    X(cache_capped, "items the MinIO cache declined for the admission cap alone (cached later "     \
-                    "if the cap rises)")                                                            \
-    X(tuned_echo_max, "adaptive echoing's most uses per item now: echo_max, or what autotune "      \
-                      "chose (1: no repeats); 0 without adaptive echoing")
+#define NOSTALL_STATS_TABLE(X)                                                                     \
+    X(epoch, "epoch the consumer is in")                                                           \
+    X(position, "items of that epoch delivered so far")                                            \
+    X(batches_delivered, "batches lent to the consumer")                                           \
+    X(items_delivered, "items lent to the consumer")                                               \
+    X(fetch_items, "items fetched (from the cache or from storage)")                               \
+    X(fetch_bytes, "encoded bytes handed to decode (from the cache or from "                       \
+                   "storage; with cache_transcode, an item's rewritten size)")                     \
+    X(fetch_busy_ns, "worker time spent fetching (including emulated delays)")                     \
+    X(decode_items, "items decoded")                                                               \
+    X(decode_pixels, "pixels decoded")                                                             \
+    X(decode_busy_ns, "worker time spent decoding")                                                \
+    X(augment_items, "items augmented into a batch slot")                                          \
+    X(augment_bytes, "bytes written into batch slots")                                             \
+    X(augment_busy_ns, "worker time spent cropping, resizing, normalizing")                        \
+    X(worker_idle_ns, "worker time spent waiting for a free slot")                                 \
+    X(consumer_wait_ns, "consumer time spent waiting in next: the data stall")                     \
+    X(skipped, "bad items left out (each occurrence)")                                             \
+    X(skipped_unique, "distinct bad items seen")                                                   \
+    X(threads, "worker threads")                                                                   \
+    X(storage_reads, "items read from storage (cache misses, or all without a cache)")             \
+    X(storage_bytes_read, "bytes read from storage")                                               \
+    X(storage_wait_ns, "worker time spent waiting for fetches in flight "                          \
+                       "(reads, transfers, emulated storage delays)")                              \
+    X(cache_hits, "items served from the MinIO cache")                                             \
+    X(cache_misses, "items looked up in the cache and not found")                                  \
+    X(cache_bytes, "bytes held by the MinIO cache")                                                \
+    X(cache_items, "items held by the MinIO cache")                                                \
+    X(fresh_items, "delivered items that were the first use of their item "                        \
+                   "in the epoch")                                                                 \
+    X(echoed_items, "delivered items that were a repeat (data echoing)")                           \
+    X(echo_uses_1, "items used once in their epoch (counted when the epoch's "                     \
+                   "last use is delivered; echo histogram)")                                       \
+    X(echo_uses_2, "items used twice")                                                             \
+    X(echo_uses_3, "items used 3 times")                                                           \
+    X(echo_uses_4, "items used 4 times")                                                           \
+    X(echo_uses_5_8, "items used 5 to 8 times")                                                    \
+    X(echo_uses_9_up, "items used 9 or more times")                                                \
+    X(echo_batch_duplicates, "items delivered in a batch that already held "                       \
+                             "the same item")                                                      \
+    X(echo_repeat_distance, "sum over repeats of the items delivered since "                       \
+                            "the previous use of the same item (mean: / echoed_items)")            \
+    X(upstream_busy_ns, "worker time producing fresh items (fetch, decode, "                       \
+                        "augment) — with consumer_busy_ns, estimates R")                           \
+    X(consumer_busy_ns, "consumer time between batches (outside next): the "                       \
+                        "training step")                                                           \
+    X(peer_hits, "items served by a peer cache (nostall_peer_cache)")                              \
+    X(peer_bytes, "bytes served by a peer cache")                                                  \
+    X(http_transfers, "http(s) transfers completed (each attempt)")                                \
+    X(http_retries, "http(s) transfers retried after a transient failure")                         \
+    X(coord_members, "coordinated prep: live members of the group")                                \
+    X(coord_items_produced, "coordinated prep: items this job prepared for "                       \
+                            "the group")                                                           \
+    X(coord_batches_produced, "coordinated prep: batches this job finished")                       \
+    X(coord_group_items_produced, "coordinated prep: items the whole group "                       \
+                                  "prepared")                                                      \
+    X(coord_members_dropped, "coordinated prep: members found dead and "                           \
+                             "dropped")                                                            \
+    X(coord_items_requeued, "coordinated prep: items of dead or leaving "                          \
+                            "members prepared again by others")                                    \
+    X(cache_transcoded, "items the MinIO cache holds rewritten with restart "                      \
+                        "markers (cache_transcode)")                                               \
+    X(cache_transcode_ns, "worker time spent rewriting items for the cache "                       \
+                          "(declined attempts included); part of fetch_busy_ns")                   \
+    X(io_depth_max, "fetches in flight per worker now, the largest over the "                      \
+                    "workers (io_depth, or what io_depth=0 grew to)")                              \
+    X(cpu_budget, "threads=0's worker count: CPUs in the affinity mask, capped by the "            \
+                  "cgroup's CPU quota, divided by LOCAL_WORLD_SIZE (or cpu_budget rounded up)")    \
+    X(prep_remote_items, "prep_servers: items received from prep servers")                         \
+    X(prep_requeued, "prep_servers: items a failed prep server had outstanding, "                  \
+                     "prepared again by another server or a local worker")                         \
+    X(autotune, "1 when autotune is on")                                                           \
+    X(active_workers, "workers taking items now (autotune parks the others; else threads)")        \
+    X(tuned_batches_ahead, "batches the ring may hold ahead of the consumer now (autotune "        \
+                           "moves it up to the most that fit memory_budget; else batches_ahead)")  \
+    X(tuned_io_depth, "autotune's limit on reads in flight per worker (0: not tuned)")             \
+    X(tune_windows, "autotune: measurement windows evaluated")                                     \
+    X(tune_decisions, "autotune: windows after which a setting changed")                           \
+    X(tune_reason, "autotune: the last decision's reason, a NOSTALL_TUNE_* code "                  \
+                   "(nostall_tune_reason_name; nostall_loader_tune_reason for the sentence)")      \
+    X(cpu_budget_milli, "the CPU budget in thousandths of a CPU (cpu_budget, or the affinity "     \
+                        "mask and cgroup quota over LOCAL_WORLD_SIZE)")                            \
+    X(cpu_returned_milli, "autotune: CPUs given back by parked workers, thousandths "              \
+                          "(ceil(budget) - active workers, at most the budget)")                   \
+    X(ring_bytes_max, "bytes of the batch ring's memory (every slot, preallocated)")               \
+    X(ring_slots_usable, "ring slots the loader may use now: all of them, or with autotune "       \
+                         "those of tuned_batches_ahead (it only grows, from batches_ahead)")       \
+    X(tune_last_change_batch, "autotune: batches delivered when a setting last changed "           \
+                              "(0: never; with tune_last_change_ms, when it settled)")             \
+    X(tune_last_change_ms, "autotune: milliseconds from the first delivered batch to the last "    \
+                           "change of a setting (0: never)")                                       \
+    X(cache_budget_bytes, "bytes the MinIO cache may hold at most: cache_bytes, or with "          \
+                          "autotune, no cache_bytes and a memory_budget, what the budget "         \
+                          "leaves after the ring (0: no cache)")                                   \
+    X(tuned_cache_bytes, "the MinIO cache's admission cap now: cache_budget_bytes, or "            \
+                         "what autotune chose (beyond it nothing more is admitted; held "          \
+                         "items stay)")                                                            \
+    X(cache_capped, "items the MinIO cache declined for the admission cap alone "                  \
+                    "(cached later if the cap rises)")                                             \
+    X(tuned_echo_max, "adaptive echoing's most uses per item now: echo_max, or what "              \
+                      "autotune chose (1: no repeats); 0 without adaptive echoing")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
