@@ -97,11 +97,16 @@ int nst_tune_setup(struct nostall_loader *ld, const char *fn)
     atomic_store(&ld->depth_lim, st.depth);
     if (ld->bq->ops->limit) ld->bq->ops->limit(ld->bq, nst_loader_slots(ld, ld->ahead_now));
     STAT_ADD(ld->tune_reason, NOSTALL_TUNE_MEASURING);
-    snprintf(ld->tune_why, sizeof ld->tune_why,
-             "measuring: %u of %u workers active (budget %.2f CPUs), %u batches ahead (at most "
-             "%u), %u reads in flight; cache %.1f MB, echo at most %u uses",
-             st.workers, ld->nthreads, b->cpus, st.ahead, ld->ahead_max, st.depth,
-             (double)st.cache / 1e6, st.echo);
+    int n = snprintf(ld->tune_why, sizeof ld->tune_why,
+                     "measuring: %u of %u workers active (budget %.2f CPUs), %u batches ahead (at "
+                     "most %u), %u reads in flight",
+                     st.workers, ld->nthreads, b->cpus, st.ahead, ld->ahead_max, st.depth);
+    if (n > 0 && (size_t)n < sizeof ld->tune_why && st.cache)
+        n += snprintf(ld->tune_why + n, sizeof ld->tune_why - (size_t)n, "; cache %.1f of %.1f MB",
+                      (double)st.cache / 1e6, (double)st.cache / 1e6);
+    if (n > 0 && (size_t)n < sizeof ld->tune_why && st.echo)
+        snprintf(ld->tune_why + n, sizeof ld->tune_why - (size_t)n, "; echo at most %u uses of %u",
+                 st.echo, st.echo);
     return 0;
 }
 
