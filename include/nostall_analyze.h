@@ -136,7 +136,9 @@ extern "C" {
     X(cold_tuned_ahead, "cold run: autotune's batches ahead at its end")                           \
     X(cold_tuned_depth, "cold run: autotune's reads in flight per worker at its end (0: "          \
                         "io_depth set, not tuned)")                                                \
-    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")
+    X(cold_tune_reason, "cold run: autotune's last reason, a NOSTALL_TUNE_* code")                 \
+    X(cold_tuned_cache, "cold run: autotune's MinIO cache admission cap at its end, bytes (0: "    \
+                        "no cache)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;

@@ -7,8 +7,8 @@
 # cache never takes more than memory_budget leaves after the ring (read
 # from stats); no cache of autotune's own without a memory_budget or with
 # cache=none; a fixed echo_factor is never tuned (same bytes, tuned_echo_max
-# 0) and with echo=adaptive the cap stays within 1..echo_max. Counts only,
-# no timing.
+# 0) and with echo=adaptive the cap stays within 1..echo_max; the analyzer's
+# report names the cache's cap of its cold run. Counts only, no timing.
 source "$(dirname "$0")/lib_cli.sh"
 
 "$CLI" gen "$TMP/data" --images 40 --classes 2 --width 64 --height 48 --quiet
@@ -62,6 +62,15 @@ small=$((ring + ring / 2))
 [ "$(json "$TMP/nomb.json" 'j["stats"]["cache_budget_bytes"]')" = 0 ] || fail "a cache without memory_budget"
 "$CLI" bench "$TMP/data" "${common[@]}" --autotune --memory-budget 64M --cache none > "$TMP/none.json"
 [ "$(json "$TMP/none.json" 'j["stats"]["cache_budget_bytes"]')" = 0 ] || fail "a cache with cache=none"
+# the analyzer's report names the cache autotune capped in its cold run
+"$CLI" analyze "$TMP/data" --batch-size 4 --crop 32 --threads 2 --step-ms 1 --max-batches 6 \
+    --autotune --memory-budget 64M > "$TMP/an.out" 2> /dev/null || fail "analyze --autotune failed"
+grep -q "^  autotune in the cold run: .*, MinIO cache capped at [0-9.]* MB" "$TMP/an.out" \
+    || fail "analyze report: $(grep autotune "$TMP/an.out")"
+"$CLI" analyze "$TMP/data" --batch-size 4 --crop 32 --threads 2 --step-ms 1 --max-batches 6 \
+    --autotune --memory-budget 64M --json > "$TMP/an.json" 2> /dev/null || fail "analyze --json failed"
+[ "$(json "$TMP/an.json" '0 < j["measurements"]["cold_tuned_cache"] <= 64 * 1024 * 1024')" = True ] \
+    || fail "analyze measurements: cold_tuned_cache"
 echo "cache: checksums equal, within memory_budget"
 
 # a fixed echo factor is part of the bytes: never tuned

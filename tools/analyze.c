@@ -150,7 +150,8 @@ static int is_gauge(const char *name)
         {"threads",           "cache_bytes",         "cache_items",        "autotune",
          "active_workers",    "tuned_batches_ahead", "tuned_io_depth",     "tune_reason",
          "cpu_budget",        "cpu_budget_milli",    "cpu_returned_milli", "ring_bytes_max",
-         "ring_slots_usable", "io_depth_max"};
+         "ring_slots_usable", "io_depth_max",        "cache_budget_bytes", "tuned_cache_bytes",
+         "tuned_echo_max"};
     for (size_t k = 0; k < sizeof g / sizeof *g; k++)
         if (!strcmp(name, g[k])) return 1;
     return 0;
@@ -300,6 +301,7 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
         m->cold_tuned_ahead = (double)cold.st.tuned_batches_ahead;
         m->cold_tuned_depth = (double)cold.st.tuned_io_depth;
         m->cold_tune_reason = (double)cold.st.tune_reason;
+        m->cold_tuned_cache = (double)cold.st.tuned_cache_bytes;
     }
     status = 0;
 out:
@@ -352,6 +354,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     AN_TAKE_(cold_tuned_ahead);
     AN_TAKE_(cold_tuned_depth);
     AN_TAKE_(cold_tune_reason);
+    AN_TAKE_(cold_tuned_cache);
 #undef AN_TAKE_
     if (runs->cores > 0) m->cores = runs->cores;
     return 0;
