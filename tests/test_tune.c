@@ -248,7 +248,7 @@ static void cache_fits(void)
     CHECK_EQ(o.reason, NOSTALL_TUNE_AT_BUDGET);
     CHECK_EQ(o.set.workers, 1);
     CHECK_EQ(o.set.depth, 2);
-    CHECK(strstr(o.why, "cache 88.0 of 100.0 MB (hits 0% now, 100% once filled)") != NULL);
+    CHECK(strstr(o.why, "cache 88.0 of 100.0 MB (hits 0% now, model 100% once filled)") != NULL);
     /* a later epoch served from the cache, which holds 80 MB: the cap
      * stays (80 of 88 MB is a hit rate of 0.909, under 0.913: the rest of
      * the shard may still come), one worker, one read */
@@ -280,7 +280,7 @@ static void cache_does_not_fit(void)
     CHECK_EQ(o.set.cache, 40000000);
     CHECK(o.hit_filled > 0.454 && o.hit_filled < 0.455);
     CHECK_EQ(o.reason, NOSTALL_TUNE_AT_BUDGET);
-    CHECK(strstr(o.why, "cache 40.0 of 40.0 MB (hits 0% now, 45% once filled)") != NULL);
+    CHECK(strstr(o.why, "cache 40.0 of 40.0 MB (hits 0% now, model 45% once filled)") != NULL);
 }
 
 static void cache_not_needed(void)

@@ -177,7 +177,7 @@ static void say(nst_tune_out *o, const nst_tune_budget *b, const char *what, dou
         n = k > 0 ? n + k : n;
         if (n > 0 && (size_t)n < sizeof o->why)
             k = o->hit_filled >= 0 ? snprintf(o->why + n, sizeof o->why - (size_t)n,
-                                              ", %.0f%% once filled)", 100 * o->hit_filled)
+                                              ", model %.0f%% once filled)", 100 * o->hit_filled)
                                    : snprintf(o->why + n, sizeof o->why - (size_t)n, ")");
         n = k > 0 ? n + k : n;
     }
