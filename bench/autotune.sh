@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/autotune.sh — autotune against a grid of hand settings, each run
-# inside a cgroup v1 CPU quota of 0.5, 1 and 2 CPUs, in six situations:
+# inside a cgroup v1 CPU quota of 0.5, 1 and 2 CPUs, in eight situations:
 #   prep   JPEGs 400x300 to 224 float, a 2 ms step: the workers' CPU bounds it
 #   fetch  small JPEGs from emulated storage (--storage-mbps 2,
 #          --storage-latency-ms 5), a 2 ms step: reads bound it
