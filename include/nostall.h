@@ -408,10 +408,11 @@ NOSTALL_API const char *nostall_last_error(void);
       "prep_servers: items in flight per server at most (the server may "                           \
       "grant fewer)")                                                                               \
     X(AUTOTUNE, 89, "autotune", BOOL, "0", "0", "1",                                                \
-      "tune while running: the active workers, batches_ahead and (io_depth=0) the reads in "        \
-      "flight, chosen from live measurements with the analyzer's model to keep the data stall "     \
-      "under 2% of the step at the least CPU, within cpu_budget and memory_budget; never "          \
-      "changes the bytes (docs/autotune.md)")                                                       \
+      "tune while running: the active workers, batches_ahead, (io_depth=0) the reads in "           \
+      "flight, the MinIO cache's size and (echo=adaptive) the echo factor, chosen from live "       \
+      "measurements with the analyzer's model to keep the data stall under 2% of the step at the "  \
+      "least CPU, within cpu_budget and memory_budget; never changes the bytes "                    \
+      "(docs/autotune.md)")                                                                         \
     X(CPU_BUDGET, 90, "cpu_budget", DOUBLE, "0", "0", "1024",                                       \
       "CPUs the loader's workers may use; 0 = the affinity mask, capped by the cgroup CPU "         \
       "quota, divided by LOCAL_WORLD_SIZE. Started workers: threads (or this budget rounded "       \
@@ -419,7 +420,8 @@ NOSTALL_API const char *nostall_last_error(void);
     X(MEMORY_BUDGET, 91, "memory_budget", SIZE, "0", "0", "16T",                                    \
       "bytes the batch ring (with the echo pool and cache_bytes) may take; 0 = the cgroup's "       \
       "memory limit or RAM, as available now. A plan over it is refused; autotune sizes the "       \
-      "ring to the most batches_ahead (up to 16) that fit")                                         \
+      "ring to the most batches_ahead (up to 16) that fit and, with cache=minio and no "            \
+      "cache_bytes, gives the MinIO cache what is left (the ring then takes at most half)")         \
     X(GPU_OUTPUT, 92, "gpu_output", ENUM, "host", "host|device", "",                                \
       "decode_device=gpu: where batches land: host (the host ring, as with decode_device=cpu) "     \
       "or device (a ring of device buffers: nostall_loader_next_device, DLPack in Python; "         \
@@ -954,7 +956,17 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
                            "the servers (items per server-second: prep_remote_items / it)")        \
     X(prep_recv_cpu_ns, "prep_servers: CPU time of the loader's prep-server threads "              \
                         "(requesting and receiving)")                                              \
-    X(prep_servers_up, "prep_servers: servers connected now")
+    X(prep_servers_up, "prep_servers: servers connected now")                                      \
+    X(cache_budget_bytes, "bytes the MinIO cache may hold at most: cache_bytes, or with "          \
+                          "autotune, no cache_bytes and a memory_budget, what the budget "         \
+                          "leaves after the ring (0: no cache)")                                   \
+    X(tuned_cache_bytes, "the MinIO cache's admission cap now: cache_budget_bytes, or "            \
+                         "what autotune chose (beyond it nothing more is admitted; held "          \
+                         "items stay)")                                                            \
+    X(cache_capped, "items the MinIO cache declined for the admission cap alone "                  \
+                    "(cached later if the cap rises)")                                             \
+    X(tuned_echo_max, "adaptive echoing's most uses per item now: echo_max, or what "              \
+                      "autotune chose (1: no repeats); 0 without adaptive echoing")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;
@@ -992,6 +1004,10 @@ NOSTALL_API int nostall_loader_stats(const nostall_loader *ld, nostall_stats *ou
 NOSTALL_API int nostall_stats_count(void);
 NOSTALL_API const char *nostall_stats_name(int i);
 NOSTALL_API const char *nostall_stats_help(int i);
+/* 1 when counter i is a gauge (a value now, e.g. threads, cache_bytes,
+ * autotune's choices), 0 when it only grows (a difference of two
+ * snapshots is what happened between them), -1 out of range. */
+NOSTALL_API int nostall_stats_gauge(int i);
 
 /* A distinct bad item that was skipped. */
 typedef struct nostall_skip_info {

@@ -152,7 +152,9 @@ extern "C" {
     X(srv_remote_busy_ns, "run with the prep servers: time servers had items outstanding, "        \
                           "summed over servers")                                                   \
     X(srv_recv_cpu_s, "run with the prep servers: CPU time of the trainer's prep-server "          \
-                      "threads (requesting, receiving)")
+                      "threads (requesting, receiving)")                                           \
+    X(cold_tuned_cache, "cold run: autotune's MinIO cache admission cap at its end, bytes (0: "    \
+                        "no cache)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;

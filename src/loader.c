@@ -284,8 +284,21 @@ static int plan_fits(struct nostall_loader *ld, uint64_t nslots, uint32_t items,
     return 0;
 }
 
+/* autotune chooses the MinIO cache's size from memory_budget: with
+ * cache=minio, no cache_bytes and a budget, the cache gets what the ring
+ * (at most half the budget, beyond its configured batches_ahead) and the
+ * echo pool leave (loader_tune.c caps what it admits). */
+static int tune_auto_cache(const struct nostall_loader *ld)
+{
+    const nst_optval *v = ld->cfg.v;
+    return ld->autotune && v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO &&
+           !v[NOSTALL_OPT_CACHE_BYTES].u && v[NOSTALL_OPT_MEMORY_BUDGET].u &&
+           !nst_config_path(&ld->cfg, NOSTALL_OPT_PREP_SERVERS)[0];
+}
+
 /* autotune: the most batches_ahead (up to NST_TUNE_AHEAD_MAX, at least
- * the configured one) whose ring fits memory_budget, or a quarter of the
+ * the configured one) whose ring fits memory_budget (half of it when the
+ * cache is sized from it too: tune_auto_cache), or a quarter of the
  * memory available now when no budget is set (the ring is a part of what
  * a training process needs); the configured one when none larger does. */
 static uint64_t tune_ahead_max(struct nostall_loader *ld, uint32_t items, const nst_echo_plan *xp)
@@ -296,13 +309,15 @@ static uint64_t tune_ahead_max(struct nostall_loader *ld, uint32_t items, const 
     uint64_t room = mb ? mb : nst_memlimit_get(&m) == 0 ? m.available / 4 : UINT64_MAX;
     uint64_t cache =
         v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO ? v[NOSTALL_OPT_CACHE_BYTES].u : 0;
+    int half = tune_auto_cache(ld);
     uint64_t best = 0;
     for (uint64_t a = 1; a <= NST_TUNE_AHEAD_MAX; a++) {
         uint32_t n = nst_loader_slots(ld, a);
         if (n > NST_ENGINE_MAX_SLOTS) break;
         size_t ring = nst_engine_size(n, items, ld->recipe->fields, ld->recipe->nfields);
         if (ring && ring <= room && xp->bytes <= room - ring &&
-            (mb ? cache : 0) <= room - ring - xp->bytes)
+            (mb ? cache : 0) <= room - ring - xp->bytes &&
+            (!half || a <= conf || ring + xp->bytes <= room / 2))
             best = a;
     }
     if (mb) return best ? best : 1; /* 1 that does not fit: plan_fits refuses it */
@@ -336,6 +351,13 @@ static int plan_memory(struct nostall_loader *ld, uint32_t *nslots_out, uint32_t
     int rc = plan_fits(ld, nslots, items, &xp, fn);
     if (rc < 0) return rc;
     ld->ahead_max = (uint32_t)ahead;
+    if (tune_auto_cache(ld)) { /* what the ring and the pool leave of the budget */
+        uint64_t mb = v[NOSTALL_OPT_MEMORY_BUDGET].u,
+                 used = nst_engine_size((uint32_t)nslots, items, ld->recipe->fields,
+                                        ld->recipe->nfields) +
+                        xp.bytes;
+        ld->cache_auto = used < mb ? mb - used : 0;
+    }
     *nslots_out = (uint32_t)nslots;
     *items_out = items;
     return 0;

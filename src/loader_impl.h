@@ -4,7 +4,8 @@
  * introspection; the plan's lengths), loader_source.c (the items and the
  * fetch environment, made at create), loader_state.c (get/set state),
  * loader_stats.c (statistics and the skip table), loader_tune.c
- * (autotune: the active workers, batches ahead, reads in flight) and
+ * (autotune: the active workers, batches ahead, reads in flight, the cache
+ * cap, adaptive echoing's factor) and
  * worker.c (the one
  * worker loop: tickets, fetches in flight, each item made through data
  * echoing's entry, echo/echo.h). Nothing else includes it.
@@ -139,10 +140,13 @@ struct nostall_loader {
     _Atomic uint32_t active, depth_lim;
     pthread_mutex_t tune_mu;
     pthread_cond_t tune_cv;
-    char tune_why[192];
+    char tune_why[NST_TUNE_WHY];
     nst_tune_state tune;
     nst_tune_budget tune_budget;
-    uint64_t tune_prev[12], tune_prev_ns; /* the window's start (loader_tune.c) */
+    uint64_t tune_prev[16], tune_prev_ns; /* the window's start (loader_tune.c) */
+    uint64_t cache_auto;                  /* autotune: the cache memory_budget
+                                             leaves (no cache_bytes; plan_memory) */
+    _Atomic uint32_t echo_now;            /* adaptive echoing's most uses now */
     uint64_t tune_first_ns;               /* the first delivered batch */
     nst_counter tune_windows, tune_decisions, tune_reason, tune_returned_milli;
     nst_counter tune_last_batch, tune_last_ms; /* the last change of a setting */

@@ -6,7 +6,8 @@
  * its items, the echo mode (echo/echo.h decides it; refused with a shard
  * stream or, where it would differ per rank, with world_size > 1), the
  * epoch plan; and the fetch environment the workers share (the MinIO
- * cache, the peer cache hook, storage options).
+ * cache: cache_bytes, or with autotune what memory_budget leaves; the peer
+ * cache hook, storage options).
  * Touches only the loader being created.
  */
 #include <math.h>
@@ -20,8 +21,12 @@ int nst_loader_make_fetch_env(struct nostall_loader *ld, const char *fn)
 {
     const nst_optval *v = ld->cfg.v;
     int rc;
-    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && v[NOSTALL_OPT_CACHE_BYTES].u) {
-        rc = nst_cache_create(&ld->cache, v[NOSTALL_OPT_CACHE_BYTES].u, ld->recipe->keys);
+    /* cache_bytes, or with autotune what memory_budget leaves (loader.c) */
+    uint64_t cache_bytes =
+        v[NOSTALL_OPT_CACHE_BYTES].u ? v[NOSTALL_OPT_CACHE_BYTES].u : ld->cache_auto;
+    if (v[NOSTALL_OPT_CACHE].u == NOSTALL_CACHE_MINIO && cache_bytes &&
+        (v[NOSTALL_OPT_CACHE_BYTES].u || ld->recipe->keys)) {
+        rc = nst_cache_create(&ld->cache, cache_bytes, ld->recipe->keys);
         if (rc < 0) return rc;
         ld->fenv.reading = calloc(ld->recipe->keys ? ld->recipe->keys : 1, sizeof *ld->fenv.reading);
         if (!ld->fenv.reading) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);

@@ -159,6 +159,40 @@ const char *nostall_stats_help(int i)
     return i >= 0 && i < nostall_stats_count() ? stat_helps[i] : NULL;
 }
 
+/* The counters that are values now rather than totals; one list, used by
+ * the analyzer's runs and the CLI's differences of snapshots. */
+int nostall_stats_gauge(int i)
+{
+    static const char *const g[] = {"threads",
+                                    "cache_bytes",
+                                    "cache_items",
+                                    "autotune",
+                                    "active_workers",
+                                    "tuned_batches_ahead",
+                                    "tuned_io_depth",
+                                    "tune_reason",
+                                    "cpu_budget",
+                                    "cpu_budget_milli",
+                                    "cpu_returned_milli",
+                                    "ring_bytes_max",
+                                    "ring_slots_usable",
+                                    "io_depth_max",
+                                    "prep_servers_up",
+                                    "cache_budget_bytes",
+                                    "tuned_cache_bytes",
+                                    "tuned_echo_max",
+                                    "epoch",
+                                    "position",
+                                    "coord_members",
+                                    "tune_last_change_batch",
+                                    "tune_last_change_ms"};
+    const char *name = nostall_stats_name(i);
+    if (!name) return -1;
+    for (size_t k = 0; k < sizeof g / sizeof *g; k++)
+        if (!strcmp(name, g[k])) return 1;
+    return 0;
+}
+
 uint64_t nostall_loader_skipped_count(const nostall_loader *cld)
 {
     nostall_loader *ld = (nostall_loader *)cld;

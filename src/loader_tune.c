@@ -5,9 +5,13 @@
  * NST_TUNE_WINDOW_MAX batches), which hands the counters' deltas to the
  * decision (analyze/tune.h) and applies what it chose: the active workers
  * (the others park on tune_cv), the reads in flight per worker (io_depth=0
- * only) and batches_ahead (the backend's slot limit; the ring is sized for
- * the most at create). Also the stats' autotune fields (with when a setting last changed) and
- * the reason.
+ * only), batches_ahead (the backend's slot limit; the ring is sized for
+ * the most at create), the MinIO cache's admission cap (the cache is made
+ * at create with its most: cache_bytes, or what memory_budget leaves;
+ * nst_cache_set_cap, which evicts nothing) and, with echo=adaptive only,
+ * the most uses per item (nst_echo_set_max; a fixed echo_factor is part of
+ * the bytes and never touched). Also the stats' autotune fields (with when
+ * a setting last changed) and the reason.
  *
  * Budgets never exceeded: at most ceil(cpu_budget) workers active (a
  * fractional budget that comes from a cgroup quota is enforced by the
@@ -16,7 +20,8 @@
  *
  * Test hook: NOSTALL_TEST_TUNE_FLIP=1 (common/testhooks.h) changes every
  * setting after every batch (1 worker / all, depth 1 / its most, ahead 1 /
- * its most), to test that the bytes do not depend on them.
+ * its most, the cache's cap 0 / its most, echo 1 / echo_max), to test that
+ * the bytes do not depend on them.
  *
  * THREADS  setup: create. on_batch: the consumer thread. park: workers.
  *   wake: stop (any thread). stats, tune_reason: any thread. tune_mu
@@ -59,7 +64,11 @@ int nst_tune_setup(struct nostall_loader *ld, const char *fn)
     (void)fn;
     ld->ahead_now = (uint32_t)v[NOSTALL_OPT_BATCHES_AHEAD].u;
     atomic_store(&ld->active, ld->nthreads);
+    uint32_t echo_max = ld->echo_mode == NST_ECHO_ADAPTIVE ? (uint32_t)v[NOSTALL_OPT_ECHO_MAX].u : 0;
+    atomic_store(&ld->echo_now, echo_max);
     if (!ld->autotune) return 0;
+    nst_cache_stats cs;
+    nst_cache_stats_get(ld->cache, &cs); /* zeros without a cache */
     ld->tune_flip = nst_test_env("NOSTALL_TEST_TUNE_FLIP") != NULL;
     ld->tune_depth = v[NOSTALL_OPT_IO_DEPTH].u == 0;
     if (!ld->ahead_max || !ld->bq->ops->limit) ld->ahead_max = ld->ahead_now; /* a group */
@@ -70,12 +79,17 @@ int nst_tune_setup(struct nostall_loader *ld, const char *fn)
     b->max_ahead = ld->ahead_max;
     b->max_depth = ld->tune_depth ? NOSTALL_IO_DEPTH_AUTO_MAX : 0;
     b->target = NST_TUNE_TARGET;
+    b->cache_max = (double)cs.budget;
+    b->shard_items = (double)ld->sampler.per_rank;
+    b->echo_max = echo_max;
     /* start: every worker the budget allows (the first window measures
      * with all of them), the configured batches_ahead, depth as io_depth=0
      * starts */
     nst_tune_setting st = {.workers = nst_tune_max_active(b),
                            .ahead = ld->ahead_now,
-                           .depth = ld->tune_depth ? NST_IO_DEPTH_AUTO_START : 0};
+                           .depth = ld->tune_depth ? NST_IO_DEPTH_AUTO_START : 0,
+                           .echo = echo_max,
+                           .cache = cs.budget};
     nst_tune_init(&ld->tune, &st);
     ld->tune_start_ahead = st.ahead;
     ld->tune.settle = 1; /* the first window fills the pipeline */
@@ -83,10 +97,16 @@ int nst_tune_setup(struct nostall_loader *ld, const char *fn)
     atomic_store(&ld->depth_lim, st.depth);
     if (ld->bq->ops->limit) ld->bq->ops->limit(ld->bq, nst_loader_slots(ld, ld->ahead_now));
     STAT_ADD(ld->tune_reason, NOSTALL_TUNE_MEASURING);
-    snprintf(ld->tune_why, sizeof ld->tune_why,
-             "measuring: %u of %u workers active (budget %.2f CPUs), %u batches ahead (at most "
-             "%u), %u reads in flight",
-             st.workers, ld->nthreads, b->cpus, st.ahead, ld->ahead_max, st.depth);
+    int n = snprintf(ld->tune_why, sizeof ld->tune_why,
+                     "measuring: %u of %u workers active (budget %.2f CPUs), %u batches ahead (at "
+                     "most %u), %u reads in flight",
+                     st.workers, ld->nthreads, b->cpus, st.ahead, ld->ahead_max, st.depth);
+    if (n > 0 && (size_t)n < sizeof ld->tune_why && st.cache)
+        n += snprintf(ld->tune_why + n, sizeof ld->tune_why - (size_t)n, "; cache %.1f of %.1f MB",
+                      (double)st.cache / 1e6, (double)st.cache / 1e6);
+    if (n > 0 && (size_t)n < sizeof ld->tune_why && st.echo)
+        snprintf(ld->tune_why + n, sizeof ld->tune_why - (size_t)n, "; echo at most %u uses of %u",
+                 st.echo, st.echo);
     return 0;
 }
 
@@ -112,6 +132,11 @@ static void apply(struct nostall_loader *ld, const nst_tune_setting *s)
 {
     uint32_t before = atomic_load(&ld->active);
     if (s->depth) atomic_store(&ld->depth_lim, s->depth);
+    nst_cache_set_cap(ld->cache, s->cache); /* NULL: no-op */
+    if (s->echo && s->echo != atomic_load(&ld->echo_now)) {
+        atomic_store(&ld->echo_now, s->echo);
+        nst_echo_set_max(ld->echo, s->echo);
+    }
     if (s->ahead != ld->ahead_now && ld->bq->ops->limit) {
         ld->ahead_now = s->ahead;
         ld->bq->ops->limit(ld->bq, nst_loader_slots(ld, s->ahead));
@@ -144,6 +169,8 @@ static void flip(struct nostall_loader *ld)
     s.workers = s.workers == 1 ? most : 1;
     if (s.depth) s.depth = s.depth == 1 ? ld->tune_budget.max_depth : 1;
     s.ahead = s.ahead == ld->tune_start_ahead ? ld->ahead_max : ld->tune_start_ahead;
+    if (ld->tune_budget.cache_max > 0) s.cache = s.cache ? 0 : (uint64_t)ld->tune_budget.cache_max;
+    if (s.echo) s.echo = s.echo == 1 ? ld->tune_budget.echo_max : 1;
     ld->tune.cur = s;
     apply(ld, &s);
     STAT_ADD(ld->tune_windows, 1);
@@ -162,8 +189,14 @@ enum {
     C_DECODE,
     C_AUGMENT,
     C_READS,
-    C_BYTES
+    C_BYTES,
+    C_FETCHED,
+    C_HITS,
+    C_ECHOED,
+    C_COUNT_
 };
+_Static_assert(C_COUNT_ <= sizeof((struct nostall_loader *)0)->tune_prev / sizeof(uint64_t),
+               "tune_prev holds every counter");
 
 static void snapshot(struct nostall_loader *ld, uint64_t *c)
 {
@@ -180,7 +213,10 @@ static void snapshot(struct nostall_loader *ld, uint64_t *c)
         c[C_AUGMENT] += STAT_GET(w->augment_ns);
         c[C_READS] += STAT_GET(w->storage_reads);
         c[C_BYTES] += STAT_GET(w->storage_bytes);
+        c[C_FETCHED] += STAT_GET(w->fetch_items);
+        c[C_HITS] += STAT_GET(w->cache_hits);
     }
+    c[C_ECHOED] = STAT_GET(ld->dlv[NST_IO_echoed]);
 }
 
 void nst_tune_on_batch(struct nostall_loader *ld)
@@ -189,7 +225,7 @@ void nst_tune_on_batch(struct nostall_loader *ld)
         flip(ld);
         return;
     }
-    uint64_t now = nst_now_ns(), c[12];
+    uint64_t now = nst_now_ns(), c[sizeof ld->tune_prev / sizeof *ld->tune_prev];
     if (!ld->tune_prev_ns) { /* the first batch starts the first window */
         snapshot(ld, ld->tune_prev);
         ld->tune_prev_ns = ld->tune_first_ns = now;
@@ -211,7 +247,13 @@ void nst_tune_on_batch(struct nostall_loader *ld)
                        .decode_ns = (double)(c[C_DECODE] - p[C_DECODE]),
                        .augment_ns = (double)(c[C_AUGMENT] - p[C_AUGMENT]),
                        .reads = (double)(c[C_READS] - p[C_READS]),
-                       .bytes = (double)(c[C_BYTES] - p[C_BYTES])};
+                       .bytes = (double)(c[C_BYTES] - p[C_BYTES]),
+                       .fetched = (double)(c[C_FETCHED] - p[C_FETCHED]),
+                       .hits = (double)(c[C_HITS] - p[C_HITS]),
+                       .echoed = (double)(c[C_ECHOED] - p[C_ECHOED])};
+    nst_cache_stats cs;
+    nst_cache_stats_get(ld->cache, &cs);
+    m.cache_held = (double)cs.bytes;
     memcpy(ld->tune_prev, c, sizeof c);
     ld->tune_prev_ns = now;
     nst_tune_out o;
@@ -241,6 +283,12 @@ void nst_tune_stats(struct nostall_loader *ld, nostall_stats *s)
     s->cpu_returned_milli = STAT_GET(ld->tune_returned_milli);
     s->tune_last_change_batch = STAT_GET(ld->tune_last_batch);
     s->tune_last_change_ms = STAT_GET(ld->tune_last_ms);
+    nst_cache_stats cs;
+    nst_cache_stats_get(ld->cache, &cs); /* zeros without a cache */
+    s->cache_budget_bytes = cs.budget;
+    s->tuned_cache_bytes = cs.cap;
+    s->cache_capped = cs.capped;
+    s->tuned_echo_max = atomic_load(&ld->echo_now);
 }
 
 size_t nostall_loader_tune_reason(const nostall_loader *cld, char *buf, size_t n)

@@ -24,6 +24,23 @@
  * one window is skipped (it mixes two settings); fewer workers or reads
  * need two windows in a row that agree and a measured stall under the
  * target; more are taken at once.
+ *
+ * The MinIO cache's admission cap (budget.cache_max > 0): the smallest cap
+ * that lets the fewest workers keep the stall under the target once the
+ * cache is filled (hit rate = cap / the shard's bytes: a fill-once cache
+ * under a fresh random order), chosen among eighths of the shard (its
+ * bytes estimated from the mean read, with a tenth more); the workers and reads in flight are chosen for
+ * the hit rate the window measured (the cache may still be filling). The
+ * cap never goes below what the cache holds (lowering it only stops
+ * admitting); it falls after two windows that agree, when the stall is
+ * under the target or the model says the cache makes no difference.
+ *
+ * The echo factor (budget.echo_max > 0, echo=adaptive only: a fixed
+ * echo_factor is part of the bytes delivered and is never tuned): the
+ * workers are chosen for fresh data alone; the cap on uses per item is
+ * the smallest whole number (1: no echoing) whose predicted stall at the
+ * chosen setting is under the target, at most echo_max. It rises at once
+ * and falls after two windows that agree.
  */
 #ifndef NST_TUNE_H
 #define NST_TUNE_H
@@ -41,10 +58,19 @@ typedef struct nst_tune_budget {
     uint32_t max_depth;   /* reads in flight per worker at most; 0: io_depth
                              is fixed (not tuned)                           */
     double target;        /* stall allowed, as a fraction of the step       */
+    double cache_max;     /* bytes the MinIO cache may hold (its budget);
+                             0: no cache, not tuned                         */
+    double shard_items;   /* fresh items per epoch (the cache's hit rate is
+                             its bytes over theirs)                         */
+    uint32_t echo_max;    /* adaptive echoing's most uses per item; 0: not
+                             tuned (no echoing, or a fixed factor)          */
 } nst_tune_budget;
 
 typedef struct nst_tune_setting {
     uint32_t workers, ahead, depth; /* depth 0: not tuned */
+    uint32_t echo;                  /* uses per item at most; 0: not tuned */
+    uint64_t cache;                 /* the cache's admission cap, bytes; 0
+                                       with no cache                         */
 } nst_tune_setting;
 
 /* One window: deltas of the loader's counters. */
@@ -55,18 +81,27 @@ typedef struct nst_tune_meas {
     double fetch_ns, wait_ns; /* workers: fetching (storage wait included) /
                                  waiting for storage                          */
     double decode_ns, augment_ns;
-    double reads, bytes; /* storage reads and their bytes                      */
+    double reads, bytes;  /* storage reads and their bytes                      */
+    double fetched, hits; /* items the workers fetched / of them, cache hits */
+    double echoed;        /* delivered items that were repeats (echoing)     */
+    double cache_held;    /* bytes the cache holds now (not a delta)         */
 } nst_tune_meas;
 
 typedef struct nst_tune_state {
     nst_tune_setting cur;
-    uint32_t settle;      /* windows still to skip after a change          */
-    uint32_t down_votes;  /* windows in a row that proposed less           */
-    int raised_for_fetch; /* the last change added reads or workers for
+    uint32_t settle;                  /* windows still to skip after a change          */
+    uint32_t down_votes;              /* windows in a row that proposed less           */
+    int raised_for_fetch;             /* the last change added reads or workers for
                               storage: the next window checks it helped     */
-    double rate_before;   /* items/s in the window before that change       */
-    double fetch_ceiling; /* items/s storage gave at most (0: none known)   */
+    double rate_before;               /* items/s in the window before that change       */
+    double fetch_ceiling;             /* storage reads/s at most (0: none known)        */
+    double read_wait_ns;              /* storage wait per read, the last window with
+                             reads (a cache that serves all has none)      */
+    double read_bytes;                /* bytes per read, likewise                       */
+    uint32_t cache_votes, echo_votes; /* windows in a row that proposed less */
 } nst_tune_state;
+
+#define NST_TUNE_WHY 320 /* what it chose and why, in words: its room */
 
 typedef struct nst_tune_out {
     nst_tune_setting set;
@@ -74,7 +109,9 @@ typedef struct nst_tune_out {
     double cpu_returned; /* CPUs left unused by parked workers             */
     double pred_stall;   /* the model's stall at `set`, fraction of step   */
     double meas_stall;   /* the window's stall, fraction of step           */
-    char why[192];       /* what it chose and why, in words                */
+    double hit_now;      /* the window's cache hit rate                    */
+    double hit_filled;   /* the model's hit rate at set.cache, once filled */
+    char why[NST_TUNE_WHY];
 } nst_tune_out;
 
 void nst_tune_init(nst_tune_state *st, const nst_tune_setting *start);

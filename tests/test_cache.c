@@ -3,10 +3,14 @@
  * get returns exactly what put copied (zero-copy, stable pointers), the hit
  * fraction across a fresh random order equals the cached fraction, puts and
  * gets race cleanly from several threads, RSS tracks the cached bytes rather
- * than the budget, and create rejects bad arguments.
+ * than the budget, and create rejects bad arguments. The admission cap
+ * (autotune's cache size): a put over it is refused without marking the
+ * item, taken once the cap is raised; lowered below what is held, held
+ * items stay and later puts are refused.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cache/minio.h"
 #include "check.h"
@@ -349,6 +353,47 @@ static void test_rss(void)
     nst_cache_free(c);
 }
 
+static void test_cap(void)
+{
+    nst_cache *c = NULL;
+    uint8_t buf[600];
+    CHECK_OK(nst_cache_create(&c, 1000, 8));
+    if (!c) return;
+    nst_cache_stats st;
+    nst_cache_stats_get(c, &st);
+    CHECK_EQ(st.cap, 1000); /* the budget until set */
+    nst_cache_set_cap(c, 500);
+    item_fill(0, buf, 400);
+    CHECK_EQ(nst_cache_put(c, 0, buf, 400), 1);
+    item_fill(1, buf, 200);
+    CHECK_EQ(nst_cache_wants(c, 1, 200), 0);
+    CHECK_EQ(nst_cache_put(c, 1, buf, 200), 0); /* over the cap, within the budget */
+    nst_cache_stats_get(c, &st);
+    CHECK_EQ(st.nofit, 0);
+    CHECK_EQ(st.capped, 1);
+    CHECK_EQ(st.bytes, 400);
+    nst_cache_set_cap(c, 5000); /* above the budget: the budget */
+    nst_cache_stats_get(c, &st);
+    CHECK_EQ(st.cap, 1000);
+    CHECK_EQ(nst_cache_wants(c, 1, 200), 1);
+    CHECK_EQ(nst_cache_put(c, 1, buf, 200), 1); /* not refused for good */
+    const uint8_t *d = NULL;
+    size_t n = 0;
+    CHECK_EQ(nst_cache_get(c, 1, &d, &n), 1);
+    CHECK_EQ(n, 200);
+    CHECK(d && memcmp(d, buf, 200) == 0);
+    nst_cache_set_cap(c, 0); /* below what is held: nothing evicted */
+    CHECK_EQ(nst_cache_get(c, 0, &d, &n), 1);
+    CHECK_EQ(n, 400);
+    item_fill(2, buf, 1);
+    CHECK_EQ(nst_cache_put(c, 2, buf, 1), 0);
+    nst_cache_stats_get(c, &st);
+    CHECK_EQ(st.bytes, 600);
+    CHECK_EQ(st.items, 2);
+    CHECK_EQ(st.capped, 2);
+    nst_cache_free(c);
+}
+
 int main(void)
 {
     test_create_errors();
@@ -357,5 +402,6 @@ int main(void)
     test_hit_fraction();
     test_concurrent();
     test_rss();
+    test_cap();
     TEST_EXIT();
 }

@@ -7,6 +7,11 @@
  * halving (more workers at once), budgets of 0.5, 1 and 2 CPUs, bursts
  * (batches_ahead up to its most), the window skipped after a change, and
  * on a thousand pseudo-random windows that no budget is ever exceeded.
+ * The MinIO cache's size (a cache that fits the budget: the whole shard
+ * and a tenth; one that does not: all of the budget; one that makes no
+ * difference: what is held, never less) and adaptive echoing's factor
+ * (storage-bound: the smallest that hides the stall; step-bound: 1), with
+ * their expectations computed by hand in the comments.
  * No clock: every input is a number given here. Then the batch engine's
  * slot_limit, through which the loader applies batches_ahead: batches
  * open in no more slots than it allows, and more once it grows.
@@ -201,6 +206,157 @@ static void bursts(void)
     CHECK_EQ(st.cur.workers, 2); /* at the most ahead: a worker instead */
 }
 
+/* The storage-bound window of the cache tests: 100 batches of 8 items,
+ * 100 KB each, 0.01 ms of CPU and 1 ms of storage wait per read, a 2 ms
+ * step; `hits` of the 800 fetched items came from the cache. */
+static nst_tune_meas cached_win(double stall_ms, double hits)
+{
+    nst_tune_meas m = win(2, stall_ms, 0.01, 1);
+    m.fetched = 800;
+    m.hits = hits;
+    m.reads = 800 - hits;
+    m.wait_ns = m.reads * 1e6;
+    m.fetch_ns = m.wait_ns;
+    m.bytes = m.reads * 100000.0;
+    return m;
+}
+
+static void cache_fits(void)
+{
+    /* Storage gives 400 reads/s (a known ceiling: 40 MB/s); the shard is
+     * 800 items of 100 KB, 80 MB, 88 MB with the tenth of margin. Per
+     * epoch, with the step shortened by the 15% headroom: compute 100 x 1.7
+     * = 170 ms; device 800 (1 - h) x 2.5 ms = 2000 (1 - h) ms. Under a 2%
+     * stall: 2000 (1 - h) <= 173.4, h >= 0.913: above 7/8, so all of the
+     * 88 MB, within the 100 MB budget (hit rate 1 once filled; then one
+     * worker, one read). */
+    nst_tune_budget b = budget(2, 2, 32);
+    b.cache_max = 100e6;
+    b.shard_items = 800;
+    nst_tune_state st;
+    nst_tune_out o;
+    start(&st, 1, 3, 1);
+    st.fetch_ceiling = 400;
+    nst_tune_meas m = cached_win(30, 0); /* the first epoch: all from storage */
+    CHECK_EQ(nst_tune_decide(&st, &b, &m, &o), 1);
+    CHECK(o.set.cache >= 88e6 - 1 && o.set.cache <= 88e6); /* raised at once */
+    CHECK(o.hit_filled > 0.999);
+    CHECK(o.hit_now == 0);
+    /* now, from storage alone, nothing meets the target: the least stall is
+     * the device's (2000 ms against 170), reached with 2 reads in flight on
+     * one worker (serial 2800 / 2 = 1400 ms < 2000) */
+    CHECK_EQ(o.reason, NOSTALL_TUNE_AT_BUDGET);
+    CHECK_EQ(o.set.workers, 1);
+    CHECK_EQ(o.set.depth, 2);
+    CHECK(strstr(o.why, "cache 88.0 of 100.0 MB (hits 0% now, model 100% once filled)") != NULL);
+    /* a later epoch served from the cache, which holds 80 MB: the cap
+     * stays (80 of 88 MB is a hit rate of 0.909, under 0.913: the rest of
+     * the shard may still come), one worker, one read */
+    nst_tune_meas h = cached_win(0, 800);
+    h.cache_held = 80e6;
+    nst_tune_decide(&st, &b, &h, &o); /* the window after the change */
+    nst_tune_decide(&st, &b, &h, &o);
+    nst_tune_decide(&st, &b, &h, &o);
+    CHECK(st.cur.cache >= 88e6 - 1 && st.cur.cache <= 88e6);
+    CHECK_EQ(st.cur.workers, 1);
+    CHECK_EQ(st.cur.depth, 1);
+    CHECK(o.hit_now > 0.999);
+}
+
+static void cache_does_not_fit(void)
+{
+    /* The same job with a budget of 40 MB, under half the shard: no cap
+     * meets the target (h 40/88 = 0.45 at most); the stall falls with each
+     * eighth (11 MB), so all of the budget is taken, and never more */
+    nst_tune_budget b = budget(2, 2, 32);
+    b.cache_max = 40e6;
+    b.shard_items = 800;
+    nst_tune_state st;
+    nst_tune_out o;
+    start(&st, 1, 3, 1);
+    st.fetch_ceiling = 400;
+    nst_tune_meas m = cached_win(30, 0);
+    CHECK_EQ(nst_tune_decide(&st, &b, &m, &o), 1);
+    CHECK_EQ(o.set.cache, 40000000);
+    CHECK(o.hit_filled > 0.454 && o.hit_filled < 0.455);
+    CHECK_EQ(o.reason, NOSTALL_TUNE_AT_BUDGET);
+    CHECK(strstr(o.why, "cache 40.0 of 40.0 MB (hits 0% now, model 45% once filled)") != NULL);
+}
+
+static void cache_not_needed(void)
+{
+    /* Prep-bound (the prep_bound window: 0.25 ms of CPU per item, a 1 ms
+     * step, no storage wait): the cache changes no prediction, so the cap
+     * falls to what the cache holds (5 MB; never below: nothing is
+     * evicted) after two windows that agree, though the stall is above
+     * the target */
+    nst_tune_budget b = budget(4, 4, 32);
+    b.cache_max = 100e6;
+    b.shard_items = 800;
+    nst_tune_state st;
+    nst_tune_out o;
+    nst_tune_setting s0 = {.workers = 1, .ahead = 3, .depth = 4, .cache = 100000000};
+    nst_tune_init(&st, &s0);
+    nst_tune_meas m = win(1, 1, 0.25, 0);
+    m.cache_held = 5e6;
+    CHECK_EQ(nst_tune_decide(&st, &b, &m, &o), 1);
+    CHECK_EQ(o.set.workers, 3);
+    CHECK_EQ(o.set.cache, 100000000); /* one vote */
+    nst_tune_decide(&st, &b, &m, &o); /* skipped */
+    CHECK_EQ(nst_tune_decide(&st, &b, &m, &o), 1);
+    CHECK_EQ(o.set.cache, 5000000);
+    CHECK_EQ(o.set.workers, 3);
+}
+
+static void echo_factor(void)
+{
+    /* Adaptive echoing, at most 4 uses. One worker (1 CPU), io_depth fixed
+     * at 1: a fresh item costs 1 ms of storage wait + 0.01 ms of CPU, 808
+     * ms for 800; a 4 ms step (3.4 with the headroom) over batches of 8:
+     * at factor e the consumer trains 100 e x 3.4 = 340 e ms. e = 2: 680 <
+     * 808, a stall of 19%; e = 3: 1020 >= 808, none. So 3, at once. */
+    nst_tune_budget b = budget(1, 1, 0);
+    b.echo_max = 4;
+    nst_tune_state st;
+    nst_tune_out o;
+    nst_tune_setting s0 = {.workers = 1, .ahead = 3, .depth = 0, .echo = 1};
+    nst_tune_init(&st, &s0);
+    nst_tune_meas m = win(4, 4, 0.01, 1);
+    CHECK_EQ(nst_tune_decide(&st, &b, &m, &o), 1);
+    CHECK_EQ(o.set.echo, 3);
+    CHECK_EQ(o.set.workers, 1);
+    CHECK_EQ(o.reason, NOSTALL_TUNE_AT_BUDGET);
+    CHECK(strstr(o.why, "echo at most 3 uses of 4") != NULL);
+    /* half the window's items repeats: the workers made 400 fresh ones (404
+     * ms); 50 e batches of 3.4 ms: the same 3 */
+    nst_tune_meas r = win(4, 0, 0.01, 1);
+    r.echoed = 400;
+    r.reads = 400;
+    r.wait_ns = r.fetch_ns = 400 * 1e6;
+    r.decode_ns = 400 * 0.01e6;
+    r.bytes = 400 * 100000.0;
+    nst_tune_init(&st, &s0);
+    CHECK_EQ(nst_tune_decide(&st, &b, &r, &o), 1);
+    CHECK_EQ(o.set.echo, 3);
+    /* step-bound (a 20 ms step: 1700 ms per epoch against 808): no
+     * repeats; from 4, after two windows that agree */
+    nst_tune_meas q = win(20, 0, 0.01, 1);
+    nst_tune_setting s4 = {.workers = 1, .ahead = 3, .depth = 0, .echo = 4};
+    nst_tune_init(&st, &s4);
+    CHECK_EQ(nst_tune_decide(&st, &b, &q, &o), 0);
+    CHECK_EQ(o.set.echo, 4);
+    CHECK_EQ(nst_tune_decide(&st, &b, &q, &o), 1);
+    CHECK_EQ(o.set.echo, 1);
+    CHECK_EQ(o.reason, NOSTALL_TUNE_STEP_BOUND);
+    /* a fixed factor (echo_max 0 in the budget) is never tuned */
+    b.echo_max = 0;
+    nst_tune_init(&st, &s0);
+    st.cur.echo = 0;
+    nst_tune_decide(&st, &b, &m, &o);
+    CHECK_EQ(o.set.echo, 0);
+    CHECK(strstr(o.why, "echo") == NULL);
+}
+
 static void never_over(void)
 {
     uint64_t x = 12345;
@@ -212,12 +368,26 @@ static void never_over(void)
         }
         nst_tune_budget b = budget(0.25 + 4 * r[0], 1 + (uint32_t)(6 * r[1]), r[2] < 0.3 ? 0 : 32);
         b.max_ahead = 1 + (uint32_t)(8 * r[3]);
+        b.cache_max = r[5] < 0.5 ? 0 : 1e8 * r[6];
+        b.shard_items = 2000 * r[7];
+        b.echo_max = r[1] < 0.5 ? 0 : 1 + (uint32_t)(6 * r[2]);
         nst_tune_state st;
         nst_tune_out o;
         start(&st, 1 + (uint32_t)(8 * r[4]), 1 + (uint32_t)(10 * r[5]), b.max_depth ? 4 : 0);
+        st.cur.cache = (uint64_t)(2e8 * r[0]);
+        st.cur.echo = b.echo_max ? 1 + (uint32_t)(8 * r[3]) : 0;
+        if (r[4] < 0.3) st.fetch_ceiling = 1000 * r[6];
         for (int k = 0; k < 4; k++) {
             nst_tune_meas m = win(20 * r[6] + 0.01, 5 * r[7] * k, 2 * r[k], 3 * r[(k + 3) % 8]);
+            m.fetched = 800;
+            m.hits = 800 * r[(k + 5) % 8];
+            m.reads = 800 - m.hits;
+            m.cache_held = b.cache_max * r[(k + 1) % 8];
+            m.echoed = b.echo_max ? 700 * r[(k + 2) % 8] : 0;
             nst_tune_decide(&st, &b, &m, &o);
+            CHECK(b.cache_max > 0 ? (double)o.set.cache <= b.cache_max
+                                  : o.set.cache == st.cur.cache);
+            CHECK(b.echo_max ? o.set.echo >= 1 && o.set.echo <= b.echo_max : 1);
             CHECK(o.set.workers >= 1 && o.set.workers <= nst_tune_max_active(&b));
             CHECK(o.set.workers <= b.max_workers);
             CHECK(o.set.ahead >= 1 && o.set.ahead <= b.max_ahead);
@@ -288,6 +458,10 @@ int main(void)
     step_halves();
     budgets();
     bursts();
+    cache_fits();
+    cache_does_not_fit();
+    cache_not_needed();
+    echo_factor();
     never_over();
     TEST_EXIT();
 }

@@ -145,18 +145,6 @@ static void run_synthetic(double step_s, uint64_t batches, int show, run_out *o)
 
 /* A stats field that says what is now, not a count: kept as it is at a
  * run's end, not made the run's own by subtracting its start. */
-static int is_gauge(const char *name)
-{
-    static const char *const g[] =
-        {"threads",           "cache_bytes",         "cache_items",        "autotune",
-         "active_workers",    "tuned_batches_ahead", "tuned_io_depth",     "tune_reason",
-         "cpu_budget",        "cpu_budget_milli",    "cpu_returned_milli", "ring_bytes_max",
-         "ring_slots_usable", "io_depth_max",        "prep_servers_up"};
-    for (size_t k = 0; k < sizeof g / sizeof *g; k++)
-        if (!strcmp(name, g[k])) return 1;
-    return 0;
-}
-
 /* One epoch (or max_batches) of the loader with the step. */
 static int run_loader(const char *data, const nostall_config *cfg, double step_s,
                       uint64_t max_batches, const char *label, int show, run_out *o)
@@ -209,7 +197,7 @@ static int run_loader(const char *data, const nostall_config *cfg, double step_s
     const uint64_t *z = (const uint64_t *)&st0;
     int nst = nostall_stats_count();
     for (int i = 0; i < nst && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
-        if (!is_gauge(nostall_stats_name(i))) a[i] -= z[i];
+        if (nostall_stats_gauge(i) == 0) a[i] -= z[i];
     o->stall_s = o->st.consumer_wait_ns * 1e-9;
     if (show) fputc('\n', stderr);
     nostall_loader_free(ld);
@@ -301,6 +289,7 @@ static int step_runs(const char *data, nostall_config *cfg, double step_s, uint6
         m->cold_tuned_ahead = (double)cold.st.tuned_batches_ahead;
         m->cold_tuned_depth = (double)cold.st.tuned_io_depth;
         m->cold_tune_reason = (double)cold.st.tune_reason;
+        m->cold_tuned_cache = (double)cold.st.tuned_cache_bytes;
     }
     status = 0;
 out:
@@ -353,6 +342,7 @@ static int measure(const char *data, nostall_config *cfg, double step_s, uint64_
     AN_TAKE_(cold_tuned_ahead);
     AN_TAKE_(cold_tuned_depth);
     AN_TAKE_(cold_tune_reason);
+    AN_TAKE_(cold_tuned_cache);
 #undef AN_TAKE_
     if (runs->cores > 0) m->cores = runs->cores;
     return 0;

@@ -186,6 +186,10 @@ static void progress(uint64_t epoch, uint64_t epochs, uint64_t pos, uint64_t per
         fprintf(stderr, "autotune: %" PRIu64 "/%" PRIu64 " workers, %" PRIu64 " ahead, %s   ",
                 st->active_workers, st->threads, st->tuned_batches_ahead,
                 nostall_tune_reason_name((int)st->tune_reason));
+    if (st->autotune && st->cache_budget_bytes)
+        fprintf(stderr, "cache %.0f MB   ", st->tuned_cache_bytes / 1e6);
+    if (st->autotune && st->tuned_echo_max)
+        fprintf(stderr, "echo <= %" PRIu64 "   ", st->tuned_echo_max);
     fflush(stderr);
 }
 
@@ -482,16 +486,18 @@ static void json_details(FILE *f, const nostall_config *cfg, const bench_run *r)
 static void json_autotune(FILE *f, nostall_loader *ld, const bench_run *r)
 {
     const nostall_stats *st = &r->st;
-    char why[256];
+    char why[512];
     nostall_loader_tune_reason(ld, why, sizeof why);
     fprintf(f,
             ", \"autotune\": {\"on\": %s, \"active_workers\": %" PRIu64 ", \"threads\": %" PRIu64
             ", \"batches_ahead\": %" PRIu64 ", \"io_depth\": %" PRIu64 ", \"windows\": %" PRIu64
             ", \"decisions\": %" PRIu64 ", \"cpu_budget\": %.3f, \"cpu_returned\": %.3f"
-            ", \"ring_bytes\": %" PRIu64 ", \"reason\": \"%s\", ",
+            ", \"ring_bytes\": %" PRIu64 ", \"cache_bytes\": %" PRIu64
+            ", \"cache_budget\": %" PRIu64 ", \"echo_max\": %" PRIu64 ", \"reason\": \"%s\", ",
             st->autotune ? "true" : "false", st->active_workers, st->threads,
             st->tuned_batches_ahead, st->tuned_io_depth, st->tune_windows, st->tune_decisions,
             st->cpu_budget_milli / 1000.0, st->cpu_returned_milli / 1000.0, st->ring_bytes_max,
+            st->tuned_cache_bytes, st->cache_budget_bytes, st->tuned_echo_max,
             nostall_tune_reason_name((int)st->tune_reason));
     /* when it settled: its last change, in batches and in seconds from the
      * run's start (null: it never changed a setting) */
@@ -693,7 +699,7 @@ static void text_end(nostall_loader *ld, const nostall_config *cfg, const bench_
     }
     if (nskip > 20) printf("    ... and %" PRIu64 " more (see --json)\n", nskip - 20);
     if (r->st.autotune) {
-        char why[256];
+        char why[512];
         nostall_loader_tune_reason(ld, why, sizeof why);
         tool_line(stdout, "  autotune    %s", why);
         if (r->st.tune_last_change_batch)

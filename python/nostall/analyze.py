@@ -275,7 +275,8 @@ def analyze(train_step, source, *, max_batches=None, report=None, predict=(), cl
         if end.get("autotune"):  # what autotune had chosen at the cold run's end (the report's)
             runs.update(cold_autotune=1, cold_tuned_workers=end["active_workers"],
                         cold_tuned_ahead=end["tuned_batches_ahead"],
-                        cold_tuned_depth=end["tuned_io_depth"], cold_tune_reason=end["tune_reason"])
+                        cold_tuned_depth=end["tuned_io_depth"], cold_tune_reason=end["tune_reason"],
+                        cold_tuned_cache=end.get("tuned_cache_bytes", 0))
         # the dataset, the machine, the prep rate, the restart-marker sample
         m = _measure(source_path, user_opts, max_batches)
         for k, v in runs.items():

@@ -1694,9 +1694,12 @@ class Loader(_Base):
     def autotune(self) -> dict:
         """What autotune has in force and why: {on, active_workers, threads,
         batches_ahead, io_depth, windows, decisions, reason, why, cpu_budget,
-        cpu_returned} (cpu_* in CPUs; the rest from stats())."""
+        cpu_returned, cache_bytes, cache_budget, echo_max} (cpu_* in CPUs;
+        cache_bytes: the MinIO cache's admission cap, cache_budget: its most,
+        in bytes; echo_max: adaptive echoing's most uses per item, 0 without;
+        the rest from stats())."""
         s = self.stats()
-        buf = ctypes.create_string_buffer(256)
+        buf = ctypes.create_string_buffer(512)
         self._lib.loader_tune_reason(self._handle(), buf, len(buf))
         return {"on": bool(s["autotune"]), "active_workers": s["active_workers"],
                 "threads": s["threads"], "batches_ahead": s["tuned_batches_ahead"],
@@ -1705,7 +1708,9 @@ class Loader(_Base):
                 "reason": _lib._s(self._lib.tune_reason_name(int(s["tune_reason"]))),
                 "why": buf.value.decode("utf-8", "replace"),
                 "cpu_budget": s["cpu_budget_milli"] / 1000.0,
-                "cpu_returned": s["cpu_returned_milli"] / 1000.0}
+                "cpu_returned": s["cpu_returned_milli"] / 1000.0,
+                "cache_bytes": s["tuned_cache_bytes"], "cache_budget": s["cache_budget_bytes"],
+                "echo_max": s["tuned_echo_max"]}
 
     def skipped(self) -> list:
         """Distinct bad items left out so far: [{index, path, status, reason}]."""

@@ -338,11 +338,7 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     uint64_t *a = (uint64_t *)(void *)&o->st;
     const uint64_t *z = (const uint64_t *)(const void *)&st0;
     for (int i = 0; i < nostall_stats_count() && i < (int)(sizeof o->st / sizeof(uint64_t)); i++)
-        if (strcmp(nostall_stats_name(i), "threads") &&
-            strcmp(nostall_stats_name(i), "cache_bytes") &&
-            strcmp(nostall_stats_name(i), "cache_items") &&
-            strcmp(nostall_stats_name(i), "prep_servers_up"))
-            a[i] -= z[i];
+        if (nostall_stats_gauge(i) == 0) a[i] -= z[i];
     if (progress) c->o->progress(c->o->ctx, label, o->batches, total, o->seconds, 1);
     if (rc < 0) {
         char msg[NST_ERROR_MAX - 128];

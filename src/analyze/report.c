@@ -212,12 +212,17 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
         fprintf(f, "    start-up of the loader (once per epoch, in both) %.2f s %5.1f%%\n",
                 ms.start_stall, pct(ms.start_stall, ms.ref));
     fprintf(f, "  measured verdict: %s\n", nst_an_bound_words(ms.bound));
-    if (m->cold_autotune > 0) /* the cold run tuned itself: what it had chosen at its end */
+    if (m->cold_autotune > 0) { /* the cold run tuned itself: what it had chosen at its end */
+        char cache[64] = "";
+        if (m->cold_tuned_cache > 0)
+            snprintf(cache, sizeof cache, ", MinIO cache capped at %.1f MB",
+                     m->cold_tuned_cache / 1e6);
         fprintf(f,
                 "  autotune in the cold run: %.0f of %.0f workers active, %.0f batches ahead, "
-                "%.0f reads in flight (%s) at its end; the model below plans with all %.0f\n",
-                m->cold_tuned_workers, m->threads, m->cold_tuned_ahead, m->cold_tuned_depth,
+                "%.0f reads in flight%s (%s) at its end; the model below plans with all %.0f\n",
+                m->cold_tuned_workers, m->threads, m->cold_tuned_ahead, m->cold_tuned_depth, cache,
                 nostall_tune_reason_name((int)m->cold_tune_reason), m->threads);
+    }
     fprintf(f, "  model of the same runs: cached %.2f s, cold %.2f s (errors %+.0f%%, %+.0f%%)\n",
             r->warm_run.epoch_s, r->cold_run.epoch_s, pct(r->warm_run.epoch_s - ms.warm, ms.warm),
             pct(r->cold_run.epoch_s - ms.cold, ms.cold));

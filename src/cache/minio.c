@@ -6,13 +6,16 @@
  * per item, a slot {offset, length} and an atomic state byte:
  *
  *   EMPTY --CAS by one put--> FILLING --> READY  (bytes copied, slot set)
- *                                     \-> NOFIT  (no room; final)
+ *                                     \-> NOFIT  (no room in the budget; final)
+ *                                     \-> EMPTY  (over the admission cap only)
  *
  * Guards: the EMPTY->FILLING CAS makes the winning put the only writer of
  * that item's slot and arena range; the CAS loop on `used` hands out
  * disjoint arena ranges and keeps used <= budget at every instant (no
  * padding: offsets are unaligned, so `used` is exactly the sum of cached
- * lengths plus lengths still being copied). The release store of READY
+ * lengths plus lengths still being copied), and used + len <= cap for each
+ * put that takes room, with the cap it read (a cap lowered meanwhile only
+ * stops later puts). The release store of READY
  * publishes the slot and the copied bytes to any get that acquire-loads
  * READY; get takes no lock and never writes. Stats counters are relaxed.
  * Called by worker threads (get/put) and by whoever reads stats;
@@ -44,6 +47,8 @@ struct nst_cache {
     _Atomic uint64_t used;        /* bytes reserved in the arena        */
     _Atomic uint64_t items;       /* items READY                        */
     _Atomic uint64_t nofit;       /* puts refused for lack of room      */
+    _Atomic uint64_t cap;         /* admission cap, <= budget           */
+    _Atomic uint64_t capped;      /* puts refused by the cap alone      */
 };
 
 int nst_cache_create(nst_cache **out, uint64_t budget_bytes, uint64_t nitems)
@@ -88,6 +93,8 @@ int nst_cache_create(nst_cache **out, uint64_t budget_bytes, uint64_t nitems)
     atomic_init(&c->used, 0);
     atomic_init(&c->items, 0);
     atomic_init(&c->nofit, 0);
+    atomic_init(&c->cap, budget_bytes);
+    atomic_init(&c->capped, 0);
     *out = c;
     return NOSTALL_OK;
 }
@@ -121,12 +128,19 @@ int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len)
                                                  memory_order_relaxed, memory_order_relaxed))
         return 0;
 
-    /* Reserve [off, off+len) without ever letting used exceed the budget. */
+    /* Reserve [off, off+len) without ever letting used exceed the budget
+     * (or the admission cap). */
     uint64_t off = atomic_load_explicit(&c->used, memory_order_relaxed);
+    const uint64_t cap = atomic_load_explicit(&c->cap, memory_order_relaxed);
     for (;;) {
         if ((uint64_t)len > c->budget || off > c->budget - (uint64_t)len) {
             atomic_store_explicit(&c->state[index], ST_NOFIT, memory_order_release);
             atomic_fetch_add_explicit(&c->nofit, 1, memory_order_relaxed);
+            return 0;
+        }
+        if ((uint64_t)len > cap || off > cap - (uint64_t)len) { /* the cap alone: not for good */
+            atomic_store_explicit(&c->state[index], ST_EMPTY, memory_order_release);
+            atomic_fetch_add_explicit(&c->capped, 1, memory_order_relaxed);
             return 0;
         }
         if (atomic_compare_exchange_weak_explicit(&c->used, &off, off + (uint64_t)len,
@@ -147,7 +161,14 @@ int nst_cache_wants(const nst_cache *c, uint64_t index, size_t len)
     if (!c || index >= c->nitems || len == 0) return 0;
     if (atomic_load_explicit(&c->state[index], memory_order_relaxed) != ST_EMPTY) return 0;
     const uint64_t used = atomic_load_explicit(&c->used, memory_order_relaxed);
-    return (uint64_t)len <= c->budget && used <= c->budget - (uint64_t)len;
+    const uint64_t cap = atomic_load_explicit(&c->cap, memory_order_relaxed);
+    return (uint64_t)len <= cap && used <= cap - (uint64_t)len;
+}
+
+void nst_cache_set_cap(nst_cache *c, uint64_t cap)
+{
+    if (!c) return;
+    atomic_store_explicit(&c->cap, cap < c->budget ? cap : c->budget, memory_order_relaxed);
 }
 
 void nst_cache_stats_get(const nst_cache *c, nst_cache_stats *out)
@@ -159,4 +180,6 @@ void nst_cache_stats_get(const nst_cache *c, nst_cache_stats *out)
     out->bytes = atomic_load_explicit(&c->used, memory_order_relaxed);
     out->items = atomic_load_explicit(&c->items, memory_order_relaxed);
     out->nofit = atomic_load_explicit(&c->nofit, memory_order_relaxed);
+    out->cap = atomic_load_explicit(&c->cap, memory_order_relaxed);
+    out->capped = atomic_load_explicit(&c->capped, memory_order_relaxed);
 }

@@ -12,6 +12,13 @@
  * good) while smaller later items may still fit. Offsets are not aligned
  * (no padding bytes): callers decode straight from the cached bytes.
  *
+ * An admission cap (nst_cache_set_cap, autotune's cache size; the budget
+ * until set) bounds what puts may take: a put over the cap but within the
+ * budget is refused without marking the item (a later put may take it once
+ * the cap is raised); lowering the cap below what is held evicts nothing
+ * (items stay until free, their pointers valid): it only stops admitting.
+ * A hit and a miss deliver the same bytes, so the cap never changes them.
+ *
  * Thread safety: every function except create/free may be called from any
  * number of threads at once; get is lock-free (one acquire load). Pointers
  * returned by get stay valid, and the bytes unchanged, until
@@ -48,11 +55,16 @@ int nst_cache_put(nst_cache *c, uint64_t index, const uint8_t *data, size_t len)
  * keep. */
 int nst_cache_wants(const nst_cache *c, uint64_t index, size_t len);
 
+/* Admit no more than `cap` bytes in all (at most the budget: a larger cap
+ * is the budget). Items already held stay. Any thread. */
+void nst_cache_set_cap(nst_cache *c, uint64_t cap);
+
 /* A snapshot (relaxed loads; fields may be mutually slightly stale while
- * puts are in flight): budget, bytes cached (reserved), items cached, and
- * puts refused for lack of room. */
+ * puts are in flight): budget, bytes cached (reserved), items cached, puts
+ * refused for lack of room in the budget (for good), the admission cap,
+ * and puts refused by the cap alone (the item may be taken later). */
 typedef struct nst_cache_stats {
-    uint64_t budget, bytes, items, nofit;
+    uint64_t budget, bytes, items, nofit, cap, capped;
 } nst_cache_stats;
 void nst_cache_stats_get(const nst_cache *c, nst_cache_stats *out);
 

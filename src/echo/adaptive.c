@@ -217,6 +217,15 @@ void nst_adaptive_put(nst_adaptive *a, uint32_t id, uint8_t *const *src, uint64_
     pthread_mutex_unlock(&a->mu);
 }
 
+void nst_adaptive_set_max(nst_adaptive *a, uint32_t echo_max)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->p.echo_max = echo_max < 1 ? 1 : echo_max;
+    pthread_cond_signal(&a->cv); /* more entries may be eligible */
+    pthread_mutex_unlock(&a->mu);
+}
+
 int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint64_t position)
 {
     const nst_recipe *r = a->p.recipe;

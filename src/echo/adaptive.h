@@ -74,6 +74,11 @@ void nst_adaptive_stop(nst_adaptive *a);
 uint32_t nst_adaptive_reserve(nst_adaptive *a);
 void nst_adaptive_put(nst_adaptive *a, uint32_t entry, uint8_t *const *src, uint64_t index, int ok);
 
+/* The most uses of any item from now on (autotune's echo factor; at least
+ * 1, where 1 lends no echo batch; echo batches already assembled stay).
+ * Any thread. */
+void nst_adaptive_set_max(nst_adaptive *a, uint32_t echo_max);
+
 /* Consumer: lend a ready echo batch (1, *out filled with `epoch` and
  * `position` as the consumer's) or 0 (none ready: the assembler is told). */
 int nst_adaptive_lend(nst_adaptive *a, nostall_batch *out, uint64_t epoch, uint64_t position);

@@ -485,6 +485,11 @@ void nst_echo_free(nst_echo *e)
     free(e);
 }
 
+void nst_echo_set_max(nst_echo *e, uint32_t echo_max)
+{
+    if (e && e->adaptive) nst_adaptive_set_max(e->adaptive, echo_max);
+}
+
 uint64_t nst_echo_epoch_len(nst_echo *e, uint64_t epoch)
 {
     pthread_mutex_lock(&e->len_mu);

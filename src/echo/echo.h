@@ -80,6 +80,10 @@ int nst_echo_attach(nst_echo *e, nst_batches *ring);
  * NULL: no-op. */
 void nst_echo_free(nst_echo *e);
 
+/* Adaptive echoing: the most uses of any item from now on (autotune; see
+ * nst_adaptive_set_max). Other modes, or NULL: no-op. Any thread. */
+void nst_echo_set_max(nst_echo *e, uint32_t echo_max);
+
 /* Item echoing: deliveries in `epoch` (the sum of its items' uses;
  * memoized for the last four epochs, under the echo's own mutex). */
 uint64_t nst_echo_epoch_len(nst_echo *e, uint64_t epoch);

@@ -1,8 +1,9 @@
 """autotune from Python: autotune=True with cpu_budget and memory_budget
 changes nothing in the bytes delivered (python_checksum over two epochs,
-with the test hook that changes the setting after every batch too), its
-setting is in stats() and autotune(), and never above ceil(cpu_budget)
-active workers. No assertion on speed."""
+with the test hook that changes the setting after every batch too; the
+MinIO cache sized from memory_budget in play), its setting is in stats()
+and autotune(), never above ceil(cpu_budget) active workers, the ring and
+the cache within memory_budget. No assertion on speed."""
 import os
 
 import pytest
@@ -32,6 +33,12 @@ def test_autotune_same_bytes(data, monkeypatch):
                 assert 1 <= s["active_workers"] <= min(2, -(-budget // 1))
                 assert s["cpu_budget_milli"] == round(budget * 1000)
                 assert 0 < s["ring_bytes_max"] <= 64 << 20
+                # the MinIO cache gets what the ring leaves of the budget
+                assert 0 < a["cache_budget"] == s["cache_budget_bytes"]
+                assert s["ring_bytes_max"] + a["cache_budget"] <= 64 << 20
+                assert a["cache_bytes"] <= a["cache_budget"]
+                assert s["cache_bytes"] <= a["cache_budget"]
+                assert a["echo_max"] == 0
                 assert a["why"]
                 if flip:
                     assert a["reason"] == "test-flip"
