@@ -197,6 +197,25 @@ int main(void)
     CHECK_EQ(nostall_stats_count() * (int)sizeof(uint64_t), (int)sizeof(nostall_stats));
     CHECK(strcmp(nostall_stats_name(0), "epoch") == 0);
     CHECK(nostall_stats_name(nostall_stats_count()) == NULL);
+    /* gauges (values now) against totals: every name in the gauge list is a counter */
+    {
+        int gauges = 0;
+        for (int i = 0; i < nostall_stats_count(); i++) {
+            const char *nm = nostall_stats_name(i);
+            int g = nostall_stats_gauge(i);
+            CHECK(g == 0 || g == 1);
+            gauges += g;
+            if (!strcmp(nm, "threads") || !strcmp(nm, "prep_servers_up") ||
+                !strcmp(nm, "tuned_cache_bytes") || !strcmp(nm, "epoch"))
+                CHECK_EQ(g, 1);
+            if (!strcmp(nm, "items_delivered") || !strcmp(nm, "prep_remote_bytes") ||
+                !strcmp(nm, "cache_capped"))
+                CHECK_EQ(g, 0);
+        }
+        CHECK_EQ(gauges, 23); /* the list in loader_stats.c, all of them real names */
+        CHECK_EQ(nostall_stats_gauge(-1), -1);
+        CHECK_EQ(nostall_stats_gauge(nostall_stats_count()), -1);
+    }
 
     /* a copy: every option, path options of any length, independent of the original */
     {
