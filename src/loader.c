@@ -79,6 +79,20 @@ uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items)
     return (uint64_t)(fabs(x - r) < 1e-9 * (x > 1 ? x : 1) ? r : ceil(x)); /* 0.03 x 100: 3 */
 }
 
+int nst_loader_move(void *ctx, uint32_t field, uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    struct nostall_loader *ld = ctx;
+    if (!ld->dring || field != ld->recipe->image_field) return 0;
+    int rc = nst_gpu_dring_move(ld->dring, dst, src, bytes);
+    return rc < 0 ? rc : 1;
+}
+
+int nst_loader_moved(void *ctx)
+{
+    struct nostall_loader *ld = ctx;
+    return ld->dring ? nst_gpu_dring_moved(ld->dring) : 0;
+}
+
 uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t)
 {
     if (!t->bt.reserve) return t->position;
@@ -104,10 +118,11 @@ static int forked(const struct nostall_loader *ld, const char *fn)
  * ------------------------------------------------------------------------ */
 
 /* gpu_output=device: what the device ring carries today. Each refusal
- * says why: the engine compacts skipped items and tops batches up in host
- * memory (on_bad_item=skip), echoing keeps and re-lends slots and copies
- * items on the host, a coordinated group's slots and a prep server's items
- * are host memory, full-size images are decoded on the CPU. */
+ * says why: echoing keeps and re-lends slots and copies items on the host,
+ * a coordinated group's slots and a prep server's items are host memory,
+ * full-size images are decoded on the CPU. (on_bad_item=skip works: the
+ * engine's compaction and top-ups move the image field through the plan's
+ * move, nst_loader_move, on the device.) */
 static int validate_gpu_output(const nostall_config *c, const char *fn)
 {
     const nst_optval *v = c->v;
@@ -119,9 +134,6 @@ static int validate_gpu_output(const nostall_config *c, const char *fn)
         why = "only task=classify writes its images on the device";
     else if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL)
         why = "image_mode=full is decoded on the CPU";
-    else if (v[NOSTALL_OPT_ON_BAD_ITEM].u != NOSTALL_BAD_FAIL)
-        why = "on_bad_item=skip compacts and tops up batches in host memory; set "
-              "on_bad_item=fail";
     else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 || v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
         why = "echoing re-lends slots and copies items on the host (an echo after decode "
               "would have to re-augment on the device: not built)";

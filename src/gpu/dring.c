@@ -8,8 +8,11 @@
  * with the batch: release records the stream's progress and the entry's
  * `after` gives the batch back to the host ring when it is reached.
  *
- * Bounded: nslots entries, all made at create (memory, streams, events);
- * lend and release allocate nothing. The mutex guards the entries' states
+ * Bounded: nslots entries, all made at create (memory, streams, events),
+ * and a copier (its stream carries the batch engine's compaction and
+ * top-ups of the image field: nst_gpu_dring_move, synchronized by
+ * nst_gpu_dring_moved under the host ring's lock); lend, release and move
+ * allocate nothing. The mutex guards the entries' states
  * and is never held while calling the ops or give_back (which takes the
  * host ring's lock). May touch: its own memory and the ops' objects.
  */
@@ -38,6 +41,7 @@ struct nst_gpu_dring {
     void *ctx;
     pthread_mutex_t mu;
     entry *e;
+    entry copier; /* its stream carries nst_gpu_dring_move's copies */
 };
 
 int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void *host,
@@ -56,6 +60,10 @@ int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void
     d->ctx = ctx;
     pthread_mutex_init(&d->mu, NULL);
     int rc = ops->alloc(ops->ctx, bytes, (void **)&d->dev);
+    if (rc == 0) {
+        rc = ops->entry_create(ops->ctx, &d->copier.stream, &d->copier.ready, &d->copier.done);
+        d->copier.made = rc == 0;
+    }
     for (uint32_t i = 0; rc == 0 && i < nslots; i++) {
         d->e[i].d = d;
         rc = ops->entry_create(ops->ctx, &d->e[i].stream, &d->e[i].ready, &d->e[i].done);
@@ -142,6 +150,18 @@ int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream
     return rc;
 }
 
+int nst_gpu_dring_move(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    uint8_t *to = nst_gpu_dring_dev(d, dst);
+    const uint8_t *from = nst_gpu_dring_dev(d, src);
+    if (!to || !from || n > d->bytes - (size_t)(dst - d->host) ||
+        n > d->bytes - (size_t)(src - d->host))
+        return nst_error(NOSTALL_E_INVALID, "gpu_output=device: a move outside the device ring");
+    return d->ops.copy(d->ops.ctx, d->copier.stream, to, from, n);
+}
+
+int nst_gpu_dring_moved(nst_gpu_dring *d) { return d->ops.sync(d->ops.ctx, d->copier.stream); }
+
 uint32_t nst_gpu_dring_busy(nst_gpu_dring *d)
 {
     uint32_t n = 0;
@@ -159,6 +179,10 @@ void nst_gpu_dring_free(nst_gpu_dring *d)
             d->ops.drain(d->ops.ctx, d->e[i].stream);
             d->ops.entry_destroy(d->ops.ctx, d->e[i].stream, d->e[i].ready, d->e[i].done);
         }
+    if (d->copier.made) {
+        d->ops.drain(d->ops.ctx, d->copier.stream);
+        d->ops.entry_destroy(d->ops.ctx, d->copier.stream, d->copier.ready, d->copier.done);
+    }
     if (d->dev) d->ops.free_mem(d->ops.ctx, d->dev);
     pthread_mutex_destroy(&d->mu);
     free(d->e);

@@ -47,8 +47,7 @@ def test_cpu_is_the_default(images):
 
 def _fake_loader(images, monkeypatch, **kw):
     monkeypatch.setenv("NOSTALL_TEST_GPU_FAKE", "1")
-    opts = dict(batch_size=4, crop=32, epochs=1, seed=3, output="uint8", threads=2,
-                on_bad_item="fail")
+    opts = dict(batch_size=4, crop=32, epochs=1, seed=3, output="uint8", threads=2)
     opts.update(kw)
     try:
         return nostall.Loader(images, **opts)
@@ -106,9 +105,45 @@ def test_device_ring_tensors_outlive_the_loader_and_the_ring_never_runs_dry(
     assert _dlpack.live() == 0 and ld._core.ld is None  # freed with the last tensor
 
 
+def test_device_ring_with_the_defaults_skips_bad_files_as_the_host_route(
+        tmp_path, monkeypatch):
+    """Loader(path, decode_device="cuda") with the library's defaults
+    (on_bad_item="skip"): bad files are skipped with a warning, the batches
+    compacted and topped up on the device ring; the same bytes, labels and
+    skipped files as the host route."""
+    import gc
+    from nostall import _dlpack
+    d = str(tmp_path / "bad")
+    gen(d, 24, 2)
+    import os
+    cls = sorted(os.listdir(d))
+    with open(os.path.join(d, cls[0], "zz_junk.jpg"), "wb") as f:
+        f.write(b"junk")
+    with open(os.path.join(d, cls[1], "aa_junk.jpg"), "wb") as f:
+        f.write(b"junk")
+    monkeypatch.setenv("NOSTALL_TEST_GPU_FAKE", "1")
+    got = {}
+    for dd in ("gpu", "cuda"):
+        try:
+            ld = nostall.Loader(d, batch_size=5, crop=32, seed=3, epochs=1,
+                                max_bad_fraction=1, decode_device=dd)
+        except nostall.Error as e:
+            if "decode_device=gpu: " in str(e):
+                pytest.skip("no fake GPU backend in this library: %s" % e)
+            raise
+        with ld:
+            assert ld.config["on_bad_item"] == "skip"
+            assert ld.config["gpu_output"] == ("device" if dd == "cuda" else "host")
+            with pytest.warns(RuntimeWarning, match="2 bad item"):
+                got[dd] = [(_bytes(x), y.tolist()) for x, y in ld]
+            got[dd + " skipped"] = sorted(os.path.basename(s["path"]) for s in ld.skipped())
+        gc.collect()
+        assert _dlpack.live() == 0
+    assert got["cuda skipped"] == got["gpu skipped"] == ["aa_junk.jpg", "zz_junk.jpg"]
+    assert len(got["cuda"]) >= 4 and got["cuda"] == got["gpu"]
+
+
 def test_device_ring_refusals_name_why(images, monkeypatch):
-    with pytest.raises(nostall.Error, match="on_bad_item=fail"):
-        _fake_loader(images, monkeypatch, decode_device="cuda", on_bad_item="skip")
     with pytest.raises(nostall.Error, match="already on the GPU"):
         _fake_loader(images, monkeypatch, decode_device="cuda", pin_memory=True)
     with pytest.raises(nostall.Error, match="gpu_output=device: it needs decode_device=gpu"):
