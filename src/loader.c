@@ -118,11 +118,12 @@ static int forked(const struct nostall_loader *ld, const char *fn)
  * ------------------------------------------------------------------------ */
 
 /* gpu_output=device: what the device ring carries today. Each refusal
- * says why: echoing keeps and re-lends slots and copies items on the host,
- * a coordinated group's slots and a prep server's items are host memory,
- * full-size images are decoded on the CPU. (on_bad_item=skip works: the
- * engine's compaction and top-ups move the image field through the plan's
- * move, nst_loader_move, on the device.) */
+ * says why: adaptive echoing's pool and echo_point=decode's store keep
+ * host data, a coordinated group's slots and a prep server's items are
+ * host memory, full-size images are decoded on the CPU. (on_bad_item=skip
+ * works: the engine's compaction and top-ups move the image field through
+ * the plan's move, nst_loader_move, on the device; so does fixed echoing
+ * at fetch, augment (a device store: make_dring) and batch.) */
 static int validate_gpu_output(const nostall_config *c, const char *fn)
 {
     const nst_optval *v = c->v;
@@ -134,9 +135,14 @@ static int validate_gpu_output(const nostall_config *c, const char *fn)
         why = "only task=classify writes its images on the device";
     else if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL)
         why = "image_mode=full is decoded on the CPU";
-    else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 || v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
-        why = "echoing re-lends slots and copies items on the host (an echo after decode "
-              "would have to re-augment on the device: not built)";
+    else if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
+        why = "echo=adaptive assembles its echo batches in a pool in host memory; use "
+              "echo=fixed (echo_point fetch, augment or batch work with device output)";
+    else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 &&
+             v[NOSTALL_OPT_ECHO_POINT].u == NOSTALL_ECHO_POINT_DECODE)
+        why = "echo_point=decode keeps the decoded image in host memory and re-augments it "
+              "on the CPU: re-augmenting on the device is not built; use echo_point=fetch "
+              "(each copy decoded and augmented on the GPU), augment or batch";
     else if (v[NOSTALL_OPT_COORDINATE].s[0])
         why = "a coordinated group's slots are shared host memory, not device memory";
     else if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0])
@@ -463,8 +469,23 @@ static void dring_give_back(void *ctx, const nostall_batch *b)
     ld->bq->ops->release(ld->bq, b);
 }
 
+/* gpu_output=device: item echoing's device store and its copies, through
+ * the device ring (ctx). */
+static int echo_dev_alloc(void *ctx, size_t bytes, uint8_t **mem)
+{
+    return nst_gpu_dring_alloc_extra(ctx, bytes, mem);
+}
+
+static int echo_dev_copy(void *ctx, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    return nst_gpu_dring_copy(ctx, dst, src, n);
+}
+
+static int echo_dev_copied(void *ctx) { return nst_gpu_dring_copied(ctx); }
+
 /* gpu_output=device: the device ring over the host ring's whole arena
- * (the workers write the image field at the same offsets there). */
+ * (the workers write the image field at the same offsets there), and
+ * echo_point=augment's device store. */
 static int make_dring(struct nostall_loader *ld, const char *fn)
 {
     nst_gpu_dring_ops ops;
@@ -476,7 +497,15 @@ static int make_dring(struct nostall_loader *ld, const char *fn)
     if (!ld->bq->ops->memory)
         return nst_error(NOSTALL_E_OPTION, "%s: gpu_output=device needs the local ring", fn);
     ld->bq->ops->memory(ld->bq, &mem, &bytes, &nslots, &items);
-    return nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
+    rc = nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
+    if (rc < 0) return rc;
+    /* echo_point=augment: the finished images kept in device memory */
+    nst_echo_device dev = {.field = ld->recipe->image_field,
+                           .alloc = echo_dev_alloc,
+                           .copy = echo_dev_copy,
+                           .copied = echo_dev_copied,
+                           .ctx = ld->dring};
+    return nst_echo_set_device(ld->echo, &dev);
 }
 
 /* A loader over `ds` (its reference taken over: released on failure) with

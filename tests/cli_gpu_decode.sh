@@ -99,4 +99,35 @@ for dl in 1 0; do
         same "$TMP/j" "device ring, drop_last=$dl, $t threads"
     done
 done
+# data echoing with the GPU route, on this dataset with its bad items:
+# gpu_output=host at every echo point gives the CPU path's bytes for 1 and
+# 3 threads (echo_point=decode's decode and re-augment run on the CPU;
+# fetch and augment make their items on the route); gpu_output=device at
+# fetch, augment (a device store) and batch the same; echo_point=decode
+# and echo=adaptive refused with device output, naming why; adaptive
+# echoing runs with host output (its repeats depend on timing: no checksum).
+for e in "fetch 2" "decode 2" "augment 2" "augment 1.5" "batch 2"; do
+    # shellcheck disable=SC2086
+    set -- $e
+    want=$(cs --echo-point "$1" --echo-factor "$2") || fail "cpu echo $e"
+    for t in 1 3; do
+        got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --threads $t) ||
+            fail "fake gpu, echo $e, $t threads: $(cat "$TMP/j")"
+        [ "$got" = "$want" ] || fail "echo $e, host output, $t threads: $got, the CPU path $want"
+        [ "$1" = decode ] && continue
+        got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --gpu-output device \
+            --threads $t) || fail "device ring, echo $e, $t threads: $(cat "$TMP/j")"
+        [ "$got" = "$want" ] || fail "echo $e, device ring, $t threads: $got, the CPU path $want"
+    done
+    echo "echo_point=$1 x$2: $want"
+done
+cs --echo-point decode --echo-factor 2 --decode-device gpu --gpu-output device > /dev/null \
+    2> "$TMP/err" && fail "echo_point=decode with the device ring"
+grep -q "gpu_output=device: echo_point=decode .*not built" "$TMP/err" ||
+    fail "decode not refused: $(cat "$TMP/err")"
+cs --echo adaptive --decode-device gpu > /dev/null 2> "$TMP/err" ||
+    fail "adaptive, host output: $(cat "$TMP/err")"
+cs --echo adaptive --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&
+    fail "adaptive, device"
+grep -q "gpu_output=device: echo=adaptive" "$TMP/err" || fail "adaptive not refused: $(cat "$TMP/err")"
 echo PASS

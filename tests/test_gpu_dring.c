@@ -22,7 +22,10 @@
  *     addresses, outside the arena refused): with bad items planted the
  *     device batches equal the host route's (bytes, batches, skipped) for
  *     1 and 3 threads, drop_last 1 and 0; a failing copy fails the run
- *     with its message, sticky.
+ *     with its message, sticky;
+ *   - fixed echoing at fetch, augment (a device store, copies counted) and
+ *     batch: the host route's bytes for 1 and 3 threads; echo_point=decode
+ *     and echo=adaptive refused, naming why.
  * No assertion depends on timing: waits are the loader's own (blocking next).
  */
 #include <stdint.h>
@@ -227,7 +230,7 @@ static void test_loader(void)
     nostall_loader_free(ld);
 
     /* what the device ring refuses, each naming why */
-    static const char *refused[][3] = {{"echo_factor", "2", "echoing"},
+    static const char *refused[][3] = {{"echo", "adaptive", "host memory"},
                                        {"image_mode", "full", "image_mode=full"},
                                        {"decode_device", "cpu", "decode_device=gpu"}};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
@@ -355,6 +358,61 @@ static void test_skip(const char *dir)
     unsetenv("NOSTALL_TEST_GPU_FAKE_COPY_FAIL");
 }
 
+/* Fixed echoing with the device ring: echo_point=fetch (the encoded
+ * bytes; each copy decoded and augmented on the route) and batch (whole
+ * slots re-lent) need nothing of the device; augment keeps each finished
+ * image in a device store and copies it device to device (one copy per
+ * delivery: the producer's into the store, each later use's out of it;
+ * the fake counts them). Each equals the host route's bytes with the same
+ * settings, for 1 and 3 threads. echo_point=decode (a host store
+ * re-augmented on the CPU) and echo=adaptive (a host pool) are refused,
+ * naming why. */
+static void test_echo(void)
+{
+    static const char *points[][2] = {{"fetch", "2"},
+                                      {"augment", "2"},
+                                      {"augment", "1.5"},
+                                      {"batch", "2"}};
+    for (size_t i = 0; i < sizeof points / sizeof *points; i++)
+        for (int t = 1; t <= 3; t += 2) {
+            char th[8];
+            snprintf(th, sizeof th, "%d", t);
+            const char *extra[][2] = {{"echo_point", points[i][0]},
+                                      {"echo_factor", points[i][1]},
+                                      {"threads", th},
+                                      {"epochs", "2"}};
+            uint64_t sums[2] = {0, 0}, copies = 0;
+            int n[2] = {0, 0};
+            nostall_stats st;
+            for (int k = 0; k < 2; k++) {
+                copies = nst_gpu_fake_copies(); /* before: the workers start at create */
+                nostall_loader *ld = open_loader2(k ? "device" : "host", extra, 4);
+                CHECK(ld);
+                if (!ld) return;
+                CHECK_EQ(drain(ld, k, &sums[k], &n[k]), NOSTALL_DONE);
+                copies = nst_gpu_fake_copies() - copies;
+                CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
+                nostall_loader_free(ld);
+            }
+            CHECK_EQ(sums[1], sums[0]);
+            CHECK_EQ(n[1], n[0]);
+            CHECK(st.echoed_items > 0);
+            if (strcmp(points[i][0], "augment") == 0)
+                CHECK_EQ(copies, st.items_delivered);
+            else
+                CHECK_EQ(copies, 0u);
+            printf("echo_point=%s x%s, %d threads: %d batches, %llu echoed, %llu device copies, "
+                   "%016llx\n",
+                   points[i][0], points[i][1], t, n[1], (unsigned long long)st.echoed_items,
+                   (unsigned long long)copies, (unsigned long long)sums[1]);
+        }
+    const char *decode[][2] = {{"echo_point", "decode"}, {"echo_factor", "2"}};
+    nostall_loader *ld = open_loader2("device", decode, 2);
+    CHECK(!ld);
+    CHECK(strstr(nostall_last_error(), "gpu_output=device: echo_point=decode"));
+    CHECK(strstr(nostall_last_error(), "not built"));
+}
+
 int main(void)
 {
     test_ring_alone();
@@ -368,6 +426,7 @@ int main(void)
     gen_dataset(data_dir, 30, 3);
     test_loader();
     test_cache();
+    test_echo();
     /* a second dataset with bad items: two in one class, one in another */
     char bad[4096], cmd[8192];
     snprintf(bad, sizeof bad, "%s/bad", tmp);

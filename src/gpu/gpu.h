@@ -145,7 +145,8 @@ int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pix
  * ops are the fake's (test builds, NOSTALL_TEST_GPU_FAKE=1: host memory,
  * flags) or CUDA's (cuda_dring.c: cudaMalloc, streams, events; not yet run
  * on a GPU). Besides the entries, one stream of its own for the copies
- * of nst_gpu_dring_move. Threads: any; one mutex guards the entries. */
+ * of nst_gpu_dring_move and one for nst_gpu_dring_copy's. Threads: any;
+ * one mutex guards the entries and the extra allocations. */
 typedef struct nst_gpu_dring nst_gpu_dring;
 typedef struct nst_gpu_dring_ops {
     const char *name;
@@ -188,6 +189,14 @@ int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream
  * caller at a time (the host ring's lock). E_INVALID outside the arena. */
 int nst_gpu_dring_move(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n);
 int nst_gpu_dring_moved(nst_gpu_dring *d);
+/* Device memory beside the ring, freed with it (echo_point=augment's store
+ * of finished images): at create, at most 4 allocations. */
+int nst_gpu_dring_alloc_extra(nst_gpu_dring *d, size_t bytes, uint8_t **mem);
+/* Workers' device-to-device copies (device addresses: the ring's or an
+ * extra allocation's), on a stream of their own (not the engine's copier);
+ * copied waits until every copy queued there so far is done. Any thread. */
+int nst_gpu_dring_copy(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n);
+int nst_gpu_dring_copied(nst_gpu_dring *d);
 /* Entries lent or waiting for their stream (tests). */
 uint32_t nst_gpu_dring_busy(nst_gpu_dring *d);
 /* Waits for pending releases (they run), then frees. */
@@ -203,6 +212,8 @@ int nst_gpu_dring_ops_open(nst_gpu_dring_ops *out, unsigned gpu_id);
  * them, as a CUDA stream reaching an event would. With fail_copies every
  * copy fails (E_IO; gpu.c: NOSTALL_TEST_GPU_FAKE_COPY_FAIL=1). */
 void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out, int fail_copies);
+/* Copies the fake's ops were asked for so far (any ring, any thread). */
+uint64_t nst_gpu_fake_copies(void);
 typedef struct nst_gpu_fake_stream {
     void (*fn[64])(void *);
     void *arg[64];

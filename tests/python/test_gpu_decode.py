@@ -143,7 +143,28 @@ def test_device_ring_with_the_defaults_skips_bad_files_as_the_host_route(
     assert len(got["cuda"]) >= 4 and got["cuda"] == got["gpu"]
 
 
+@pytest.mark.parametrize("point", ["fetch", "augment", "batch"])
+def test_device_ring_echoes_as_the_host_route(images, monkeypatch, point):
+    """Fixed echoing with decode_device="cuda": fetch (each copy decoded on
+    the route), augment (a device store, device-to-device copies) and batch
+    (slots re-lent) give the host route's tensors."""
+    import gc
+    from nostall import _dlpack
+    kw = dict(echo_factor=2, echo_point=point)
+    want = _host_reference(images, monkeypatch, **kw)
+    with _fake_loader(images, monkeypatch, decode_device="cuda", **kw) as ld:
+        got = [(_bytes(x), y.tolist()) for x, y in ld]
+        assert ld.stats()["echoed_items"] > 0
+    gc.collect()
+    assert _dlpack.live() == 0
+    assert got == want and len(got) == 6
+
+
 def test_device_ring_refusals_name_why(images, monkeypatch):
+    with pytest.raises(nostall.Error, match="echo_point=decode .* not built"):
+        _fake_loader(images, monkeypatch, decode_device="cuda", echo_factor=2)
+    with pytest.raises(nostall.Error, match="echo=adaptive"):
+        _fake_loader(images, monkeypatch, decode_device="cuda", echo="adaptive")
     with pytest.raises(nostall.Error, match="already on the GPU"):
         _fake_loader(images, monkeypatch, decode_device="cuda", pin_memory=True)
     with pytest.raises(nostall.Error, match="gpu_output=device: it needs decode_device=gpu"):
