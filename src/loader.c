@@ -117,8 +117,9 @@ static int forked(const struct nostall_loader *ld, const char *fn)
  * Create / free.
  * ------------------------------------------------------------------------ */
 
-/* gpu_output=device: what the device ring carries today. Each refusal
- * says why: adaptive echoing's pool and echo_point=decode's store keep
+/* gpu_output=device: what the device ring carries today (classify and
+ * detect: their make writes the image through the GPU route, detect's
+ * boxes stay in the host slot). Each refusal says why: adaptive echoing's pool and echo_point=decode's store keep
  * host data, a coordinated group's slots and a prep server's items are
  * host memory, full-size images are decoded on the CPU. (on_bad_item=skip
  * works: the engine's compaction and top-ups move the image field through
@@ -131,8 +132,9 @@ static int validate_gpu_output(const nostall_config *c, const char *fn)
     const char *why = NULL;
     if (v[NOSTALL_OPT_DECODE_DEVICE].u != NOSTALL_DECODE_GPU)
         why = "it needs decode_device=gpu";
-    else if (v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_CLASSIFY)
-        why = "only task=classify writes its images on the device";
+    else if (v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_CLASSIFY &&
+             v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_DETECT)
+        why = "only task=classify and task=detect write their images on the device";
     else if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL)
         why = "image_mode=full is decoded on the CPU";
     else if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)

@@ -8,8 +8,8 @@
 # 3 threads, train and eval, float, uint8 and bfloat16 NHWC, a letterbox;
 # bad items skipped with the CPU path's statuses and reasons and bytes, by
 # the host route and by the device ring (gpu_output=device: compaction and
-# top-ups copied on the device). The kernels on a GPU: the kit
-# (docs/gpu.md).
+# top-ups copied on the device); data echoing at every point; task=detect
+# (boxes on the host). The kernels on a GPU: the kit (docs/gpu.md).
 source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
 run() { "$CLI" bench "$TMP/d" --quiet --epochs 1 --batch-size 4 --crop 32 "$@" > "$TMP/out" 2>&1; }
@@ -130,4 +130,39 @@ cs --echo adaptive --decode-device gpu > /dev/null 2> "$TMP/err" ||
 cs --echo adaptive --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&
     fail "adaptive, device"
 grep -q "gpu_output=device: echo=adaptive" "$TMP/err" || fail "adaptive not refused: $(cat "$TMP/err")"
+# task=detect on the GPU route: the image through the route, the boxes on
+# the host from the same plan; with gpu_output=device the image in the
+# device ring, the boxes in the host slot. Small images (the CPU decodes
+# at full scale too): the CPU path's checksums (image and boxes) for every
+# box_crop, eval and a letterbox, 1 and 3 threads. Large ones (the CPU
+# path shrinks them with the DCT, the route decodes at full scale): the
+# bytes differ from the CPU path's -- the route was taken -- and host and
+# device output agree.
+"$CLI" gen --task detect "$TMP/det" --images 24 --classes 3 --objects 4 --width 96 --height 72 \
+    --seed 4 --quiet
+dcs() { NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$1/instances.json" --task detect --json --quiet \
+    --batch-size 5 --out-height 64 --out-width 64 --max-boxes 6 --epochs 2 --seed 7 "${@:2}" \
+    > "$TMP/j" && json "$TMP/j" 'j["checksum"]'; }
+for m in "--box-crop iou --output float" "--box-crop rrc --output uint8" "--mode eval --output uint8" \
+    "--fit pad --output bfloat16 --layout nhwc"; do
+    # shellcheck disable=SC2086
+    want=$(dcs "$TMP/det" $m) || fail "cpu detect $m"
+    for t in 1 3; do
+        for o in host device; do
+            # shellcheck disable=SC2086
+            got=$(dcs "$TMP/det" $m --decode-device gpu --gpu-output $o --threads $t) ||
+                fail "detect $m, $o output, $t threads: $(cat "$TMP/j")"
+            [ "$got" = "$want" ] || fail "detect $m, $o output, $t threads: $got, the CPU path $want"
+        done
+    done
+    echo "detect $m: $want"
+done
+"$CLI" gen --task detect "$TMP/detl" --images 8 --classes 3 --objects 4 --width 400 --height 300 \
+    --seed 4 --quiet
+cpu=$(dcs "$TMP/detl" --mode eval --epochs 1) || fail "cpu detect, large"
+gh=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu) || fail "gpu detect, large"
+gd=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu --gpu-output device) ||
+    fail "gpu detect, large, device: $(cat "$TMP/j")"
+[ "$gh" != "$cpu" ] || fail "detect on large images: the GPU route's bytes are the CPU path's"
+[ "$gh" = "$gd" ] || fail "detect on large images: host output $gh, device output $gd"
 echo PASS

@@ -160,6 +160,39 @@ def test_device_ring_echoes_as_the_host_route(images, monkeypatch, point):
     assert got == want and len(got) == 6
 
 
+def test_device_ring_detection_boxes_on_the_host(tmp_path, monkeypatch):
+    """task=detect with decode_device="cuda": a dict as the host path's,
+    the image a DLPack tensor of the device ring, the boxes, labels and
+    counts host tensors; all equal to the host route's."""
+    import gc
+    import subprocess
+    import torch
+    from conftest import CLI
+    from nostall import _dlpack
+    d = str(tmp_path / "det")
+    subprocess.run([CLI, "gen", "--task", "detect", d, "--images", "12", "--classes", "3",
+                    "--objects", "4", "--width", "64", "--height", "48", "--seed", "2",
+                    "--quiet"], check=True)
+    kw = dict(task="detect", out_height=40, out_width=40, max_boxes=5, batch_size=4,
+              box_crop="iou")
+    got = {}
+    for dd in ("gpu", "cuda"):
+        with _fake_loader(d + "/instances.json", monkeypatch, decode_device=dd, **kw) as ld:
+            rows = []
+            for b in ld:
+                assert isinstance(b, dict) and isinstance(b["image"], torch.Tensor)
+                if dd == "cuda":
+                    assert b["image"].data_ptr() == ld.last_batch_address
+                rows.append((_bytes(b["image"]), [x.tolist() for x in b["boxes"]],
+                             [x.tolist() for x in b["box_labels"]], b["box_count"].tolist()))
+                del b
+            got[dd] = rows
+        gc.collect()
+        assert _dlpack.live() == 0
+    assert got["cuda"] == got["gpu"] and len(got["cuda"]) == 3
+    assert any(c > 0 for r in got["cuda"] for c in r[3])
+
+
 def test_device_ring_refusals_name_why(images, monkeypatch):
     with pytest.raises(nostall.Error, match="echo_point=decode .* not built"):
         _fake_loader(images, monkeypatch, decode_device="cuda", echo_factor=2)
