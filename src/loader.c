@@ -119,12 +119,13 @@ static int forked(const struct nostall_loader *ld, const char *fn)
 
 /* gpu_output=device: what the device ring carries today (classify and
  * detect: their make writes the image through the GPU route, detect's
- * boxes stay in the host slot). Each refusal says why: adaptive echoing's pool and echo_point=decode's store keep
- * host data, a coordinated group's slots and a prep server's items are
- * host memory, full-size images are decoded on the CPU. (on_bad_item=skip
- * works: the engine's compaction and top-ups move the image field through
- * the plan's move, nst_loader_move, on the device; so does fixed echoing
- * at fetch, augment (a device store: make_dring) and batch.) */
+ * boxes stay in the host slot). Each refusal says why: adaptive echoing's
+ * pool keeps host data, a coordinated group's slots and a prep server's
+ * items are host memory, full-size images are decoded on the CPU.
+ * (on_bad_item=skip works: the engine's compaction and top-ups move the
+ * image field through the plan's move, nst_loader_move, on the device;
+ * fixed echoing too: fetch and batch need nothing, decode re-augments the
+ * kept image on the route, augment keeps a device store: make_dring.) */
 static int validate_gpu_output(const nostall_config *c, const char *fn)
 {
     const nst_optval *v = c->v;
@@ -140,11 +141,6 @@ static int validate_gpu_output(const nostall_config *c, const char *fn)
     else if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
         why = "echo=adaptive assembles its echo batches in a pool in host memory; use "
               "echo=fixed (echo_point fetch, augment or batch work with device output)";
-    else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 &&
-             v[NOSTALL_OPT_ECHO_POINT].u == NOSTALL_ECHO_POINT_DECODE)
-        why = "echo_point=decode keeps the decoded image in host memory and re-augments it "
-              "on the CPU: re-augmenting on the device is not built; use echo_point=fetch "
-              "(each copy decoded and augmented on the GPU), augment or batch";
     else if (v[NOSTALL_OPT_COORDINATE].s[0])
         why = "a coordinated group's slots are shared host memory, not device memory";
     else if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0])

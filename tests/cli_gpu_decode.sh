@@ -100,12 +100,14 @@ for dl in 1 0; do
     done
 done
 # data echoing with the GPU route, on this dataset with its bad items:
-# gpu_output=host at every echo point gives the CPU path's bytes for 1 and
-# 3 threads (echo_point=decode's decode and re-augment run on the CPU;
-# fetch and augment make their items on the route); gpu_output=device at
-# fetch, augment (a device store) and batch the same; echo_point=decode
-# and echo=adaptive refused with device output, naming why; adaptive
-# echoing runs with host output (its repeats depend on timing: no checksum).
+# every echo point gives the CPU path's bytes for 1 and 3 threads, with
+# gpu_output=host and =device (fetch and augment make their items on the
+# route, augment's copies from a device store with device output; decode
+# decodes on the CPU and re-augments each copy on the route); echo=adaptive
+# refused with device output, naming why, and runs with host output (its
+# repeats depend on timing: no checksum). Large images in eval mode, where
+# the CPU decodes a DCT-scaled region: echo_point=decode re-augments that
+# image on the route with the CPU path's bytes.
 for e in "fetch 2" "decode 2" "augment 2" "augment 1.5" "batch 2"; do
     # shellcheck disable=SC2086
     set -- $e
@@ -114,17 +116,22 @@ for e in "fetch 2" "decode 2" "augment 2" "augment 1.5" "batch 2"; do
         got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --threads $t) ||
             fail "fake gpu, echo $e, $t threads: $(cat "$TMP/j")"
         [ "$got" = "$want" ] || fail "echo $e, host output, $t threads: $got, the CPU path $want"
-        [ "$1" = decode ] && continue
         got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --gpu-output device \
             --threads $t) || fail "device ring, echo $e, $t threads: $(cat "$TMP/j")"
         [ "$got" = "$want" ] || fail "echo $e, device ring, $t threads: $got, the CPU path $want"
     done
     echo "echo_point=$1 x$2: $want"
 done
-cs --echo-point decode --echo-factor 2 --decode-device gpu --gpu-output device > /dev/null \
-    2> "$TMP/err" && fail "echo_point=decode with the device ring"
-grep -q "gpu_output=device: echo_point=decode .*not built" "$TMP/err" ||
-    fail "decode not refused: $(cat "$TMP/err")"
+"$CLI" gen "$TMP/big" --images 12 --classes 2 --width 400 --height 300 --seed 4 --quiet
+bcs() { NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$TMP/big" --json --quiet --epochs 1 --batch-size 4 \
+    --crop 64 --seed 3 --mode eval --echo-point decode --echo-factor 2 "$@" > "$TMP/j" &&
+    json "$TMP/j" 'j["checksum"]'; }
+want=$(bcs) || fail "cpu, large, echo decode"
+for o in host device; do
+    got=$(bcs --decode-device gpu --gpu-output $o --threads 3) ||
+        fail "large, echo decode, $o output: $(cat "$TMP/j")"
+    [ "$got" = "$want" ] || fail "large, echo decode, $o output: $got, the CPU path $want"
+done
 cs --echo adaptive --decode-device gpu > /dev/null 2> "$TMP/err" ||
     fail "adaptive, host output: $(cat "$TMP/err")"
 cs --echo adaptive --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&

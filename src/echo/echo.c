@@ -10,7 +10,8 @@
  * echo batch when no fresh one is ready. gpu_output=device: the image
  * field lies in device memory; echo_point=augment keeps it in a device
  * store and copies it through the loader's device functions
- * (nst_echo_set_device); fetch and batch need nothing of the device.
+ * (nst_echo_set_device); fetch, decode and batch need nothing of the
+ * device here.
  * May touch: the echo/ parts, the engine through the ring's lender, the
  * recipe's stages; nothing of the ring's but what ring.h hands the hooks.
  */

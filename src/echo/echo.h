@@ -94,8 +94,9 @@ void nst_echo_forget_lengths(nst_echo *e);
  * through `alloc`, owned by ctx) and copies it device to device: `copy`
  * queues a copy, `copied` waits for the copies queued (any thread). The
  * other points need nothing (fetch: the encoded bytes; batch: whole
- * slots); echo_point=decode and adaptive echoing keep host data and are
- * refused at create (loader.c). Call once, before the workers start. */
+ * slots; decode: the recipe's transform re-augments the host-kept image
+ * on the GPU route); adaptive echoing keeps host data and is refused at
+ * create (loader.c). Call once, before the workers start. */
 typedef struct nst_echo_device {
     uint32_t field;
     int (*alloc)(void *ctx, size_t bytes, uint8_t **mem);

@@ -122,6 +122,13 @@ void nst_gpu_route_free(nst_gpu_route *r);
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
                         char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+/* One image the CPU already decoded (echo_point=decode's store: img with
+ * its geometry -- offsets, DCT scale -- and its rows in host memory) put
+ * to the backend whole and augmented there into `batch` at job->dst_off,
+ * with job's window, flip and output (job->data unused): the bytes of
+ * nst_augment() on img. 0 or E_*. */
+int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_image *img,
+                        const nst_gpu_job *job, uint8_t *batch, size_t batch_bytes);
 /* After a batch: bad job i's NOSTALL_E_* status (the CPU path's for a file
  * the CPU decoder refused; E_CORRUPT for what a backend reported). */
 int nst_gpu_route_code(const nst_gpu_route *r, size_t i);

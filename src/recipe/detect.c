@@ -63,7 +63,8 @@
  * come from the recipe's annotations, by item, in both.
  * decode_device=gpu: make sends the image through the worker's GPU route
  * (gpu/gpu.h; make_gpu) with the same plan, the boxes written on the host;
- * decode/transform (echo_point=decode) stay on the CPU.
+ * echo_point=decode's decode stays on the CPU, its transform re-augments
+ * the kept image on the route.
  *
  * Workers call the stages concurrently, each with its own
  * nst_recipe_worker; the recipe is read-only after create.
@@ -377,7 +378,20 @@ static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_deco
     memcpy(&img, in->meta, sizeof img);
     img.data = in->buf.data;
     plan(w->r, c, img.src_width, img.src_height, &p);
-    return augment(w, c, &img, &p, t);
+    if (!w->route) return augment(w, c, &img, &p, t);
+    /* decode_device=gpu: the kept image re-augmented on the route */
+    nst_gpu_job job = {.path = c->path, .win = p.win, .flip = p.flip};
+    output_of(w->r, &p, NULL, &job.out);
+    const size_t bytes = nst_output_bytes(&job.out);
+    w->be.out_device = c->dst_device;
+    uint64_t t0 = nst_now_ns();
+    int rc = nst_gpu_route_image(w->route, &w->be, &img, &job, c->dst[F_IMAGE], bytes);
+    t->augment_ns += nst_now_ns() - t0;
+    if (rc < 0) return rc;
+    write_boxes(w->r, c, &p);
+    t->augment_items++;
+    t->augment_bytes += bytes;
+    return 0;
 }
 
 static void worker_free(nst_recipe_worker *w);

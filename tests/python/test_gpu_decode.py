@@ -143,11 +143,12 @@ def test_device_ring_with_the_defaults_skips_bad_files_as_the_host_route(
     assert len(got["cuda"]) >= 4 and got["cuda"] == got["gpu"]
 
 
-@pytest.mark.parametrize("point", ["fetch", "augment", "batch"])
+@pytest.mark.parametrize("point", ["fetch", "decode", "augment", "batch"])
 def test_device_ring_echoes_as_the_host_route(images, monkeypatch, point):
     """Fixed echoing with decode_device="cuda": fetch (each copy decoded on
-    the route), augment (a device store, device-to-device copies) and batch
-    (slots re-lent) give the host route's tensors."""
+    the route), decode (the kept image re-augmented on the route), augment
+    (a device store, device-to-device copies) and batch (slots re-lent)
+    give the host route's tensors."""
     import gc
     from nostall import _dlpack
     kw = dict(echo_factor=2, echo_point=point)
@@ -194,8 +195,6 @@ def test_device_ring_detection_boxes_on_the_host(tmp_path, monkeypatch):
 
 
 def test_device_ring_refusals_name_why(images, monkeypatch):
-    with pytest.raises(nostall.Error, match="echo_point=decode .* not built"):
-        _fake_loader(images, monkeypatch, decode_device="cuda", echo_factor=2)
     with pytest.raises(nostall.Error, match="echo=adaptive"):
         _fake_loader(images, monkeypatch, decode_device="cuda", echo="adaptive")
     with pytest.raises(nostall.Error, match="already on the GPU"):
