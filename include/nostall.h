@@ -425,7 +425,7 @@ NOSTALL_API const char *nostall_last_error(void);
     X(GPU_OUTPUT, 92, "gpu_output", ENUM, "host", "host|device", "",                                \
       "decode_device=gpu: where batches land: host (the host ring, as with decode_device=cpu) "     \
       "or device (a ring of device buffers: nostall_loader_next_device, DLPack in Python; "         \
-      "needs on_bad_item=fail and no echoing, coordinate, prep_servers, shard_mode=stream "         \
+      "refuses echo=adaptive, coordinate, prep_servers, shard_mode=stream "                         \
       "or in-process op; docs/gpu.md)")
 
 typedef enum nostall_option {

@@ -79,6 +79,20 @@ uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items)
     return (uint64_t)(fabs(x - r) < 1e-9 * (x > 1 ? x : 1) ? r : ceil(x)); /* 0.03 x 100: 3 */
 }
 
+int nst_loader_move(void *ctx, uint32_t field, uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    struct nostall_loader *ld = ctx;
+    if (!ld->dring || field != ld->recipe->image_field) return 0;
+    int rc = nst_gpu_dring_move(ld->dring, dst, src, bytes);
+    return rc < 0 ? rc : 1;
+}
+
+int nst_loader_moved(void *ctx)
+{
+    struct nostall_loader *ld = ctx;
+    return ld->dring ? nst_gpu_dring_moved(ld->dring) : 0;
+}
+
 uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t)
 {
     if (!t->bt.reserve) return t->position;
@@ -103,11 +117,15 @@ static int forked(const struct nostall_loader *ld, const char *fn)
  * Create / free.
  * ------------------------------------------------------------------------ */
 
-/* gpu_output=device: what the device ring carries today. Each refusal
- * says why: the engine compacts skipped items and tops batches up in host
- * memory (on_bad_item=skip), echoing keeps and re-lends slots and copies
- * items on the host, a coordinated group's slots and a prep server's items
- * are host memory, full-size images are decoded on the CPU. */
+/* gpu_output=device: what the device ring carries today (classify and
+ * detect: their make writes the image through the GPU route, detect's
+ * boxes stay in the host slot). Each refusal says why: adaptive echoing's
+ * pool keeps host data, a coordinated group's slots and a prep server's
+ * items are host memory, full-size images are decoded on the CPU.
+ * (on_bad_item=skip works: the engine's compaction and top-ups move the
+ * image field through the plan's move, nst_loader_move, on the device;
+ * fixed echoing too: fetch and batch need nothing, decode re-augments the
+ * kept image on the route, augment keeps a device store: make_dring.) */
 static int validate_gpu_output(const nostall_config *c, const char *fn)
 {
     const nst_optval *v = c->v;
@@ -115,16 +133,14 @@ static int validate_gpu_output(const nostall_config *c, const char *fn)
     const char *why = NULL;
     if (v[NOSTALL_OPT_DECODE_DEVICE].u != NOSTALL_DECODE_GPU)
         why = "it needs decode_device=gpu";
-    else if (v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_CLASSIFY)
-        why = "only task=classify writes its images on the device";
+    else if (v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_CLASSIFY &&
+             v[NOSTALL_OPT_TASK].u != NOSTALL_TASK_DETECT)
+        why = "only task=classify and task=detect write their images on the device";
     else if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL)
         why = "image_mode=full is decoded on the CPU";
-    else if (v[NOSTALL_OPT_ON_BAD_ITEM].u != NOSTALL_BAD_FAIL)
-        why = "on_bad_item=skip compacts and tops up batches in host memory; set "
-              "on_bad_item=fail";
-    else if (v[NOSTALL_OPT_ECHO_FACTOR].d > 1 || v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
-        why = "echoing re-lends slots and copies items on the host (an echo after decode "
-              "would have to re-augment on the device: not built)";
+    else if (v[NOSTALL_OPT_ECHO].u == NOSTALL_ECHO_ADAPTIVE)
+        why = "echo=adaptive assembles its echo batches in a pool in host memory; use "
+              "echo=fixed (echo_point fetch, augment or batch work with device output)";
     else if (v[NOSTALL_OPT_COORDINATE].s[0])
         why = "a coordinated group's slots are shared host memory, not device memory";
     else if (nst_config_path(c, NOSTALL_OPT_PREP_SERVERS)[0])
@@ -473,8 +489,23 @@ static void dring_give_back(void *ctx, const nostall_batch *b)
     ld->bq->ops->release(ld->bq, b);
 }
 
+/* gpu_output=device: item echoing's device store and its copies, through
+ * the device ring (ctx). */
+static int echo_dev_alloc(void *ctx, size_t bytes, uint8_t **mem)
+{
+    return nst_gpu_dring_alloc_extra(ctx, bytes, mem);
+}
+
+static int echo_dev_copy(void *ctx, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    return nst_gpu_dring_copy(ctx, dst, src, n);
+}
+
+static int echo_dev_copied(void *ctx) { return nst_gpu_dring_copied(ctx); }
+
 /* gpu_output=device: the device ring over the host ring's whole arena
- * (the workers write the image field at the same offsets there). */
+ * (the workers write the image field at the same offsets there), and
+ * echo_point=augment's device store. */
 static int make_dring(struct nostall_loader *ld, const char *fn)
 {
     nst_gpu_dring_ops ops;
@@ -486,7 +517,15 @@ static int make_dring(struct nostall_loader *ld, const char *fn)
     if (!ld->bq->ops->memory)
         return nst_error(NOSTALL_E_OPTION, "%s: gpu_output=device needs the local ring", fn);
     ld->bq->ops->memory(ld->bq, &mem, &bytes, &nslots, &items);
-    return nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
+    rc = nst_gpu_dring_create(&ld->dring, &ops, mem, bytes, nslots, dring_give_back, ld);
+    if (rc < 0) return rc;
+    /* echo_point=augment: the finished images kept in device memory */
+    nst_echo_device dev = {.field = ld->recipe->image_field,
+                           .alloc = echo_dev_alloc,
+                           .copy = echo_dev_copy,
+                           .copied = echo_dev_copied,
+                           .ctx = ld->dring};
+    return nst_echo_set_device(ld->echo, &dev);
 }
 
 /* A loader over `ds` (its reference taken over: released on failure) with

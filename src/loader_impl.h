@@ -177,6 +177,11 @@ uint64_t nst_loader_item_pos(struct nostall_loader *ld, const nst_ticket *t);
 /* The plan's budget of bad items in `epoch` (max_bad_fraction of *items,
  * the planned ones). */
 uint64_t nst_loader_max_bad(void *ctx, uint64_t epoch, uint64_t *items);
+/* The plan's move and moved (batch/engine.h): with gpu_output=device the
+ * image field's compaction and top-ups are copies in the device ring
+ * (gpu/dring.c); every other field, and the host output, the engine's. */
+int nst_loader_move(void *ctx, uint32_t field, uint8_t *dst, const uint8_t *src, size_t bytes);
+int nst_loader_moved(void *ctx);
 
 /* loader_source.c, at create: the recipe (or mix) from ld->ds, sampler,
  * echo mode and plan; then the fetch environment (after the backend: the

@@ -96,6 +96,8 @@ int nst_loader_make_source(struct nostall_loader *ld, const char *source, const 
                                  .max_bad = ld->on_bad == NOSTALL_BAD_SKIP &&
                                                     !v[NOSTALL_OPT_COORDINATE].s[0]
                                                 ? nst_loader_max_bad
-                                                : NULL};
+                                                : NULL,
+                                 .move = nst_loader_move,
+                                 .moved = nst_loader_moved};
     return 0;
 }

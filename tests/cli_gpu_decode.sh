@@ -6,8 +6,10 @@
 # (NOSTALL_TEST_GPU_FAKE=1, test builds): the CPU path's checksums (the
 # images are small enough that the CPU decodes at full scale too) for 1 and
 # 3 threads, train and eval, float, uint8 and bfloat16 NHWC, a letterbox;
-# bad items skipped with the CPU path's statuses and reasons. The kernels on
-# a GPU: the kit (docs/gpu.md).
+# bad items skipped with the CPU path's statuses and reasons and bytes, by
+# the host route and by the device ring (gpu_output=device: compaction and
+# top-ups copied on the device); data echoing at every point; task=detect
+# (boxes on the host). The kernels on a GPU: the kit (docs/gpu.md).
 source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
 run() { "$CLI" bench "$TMP/d" --quiet --epochs 1 --batch-size 4 --crop 32 "$@" > "$TMP/out" 2>&1; }
@@ -65,24 +67,109 @@ for m in "--mode train" "--mode eval" "--output uint8" "--output bfloat16 --layo
         # the device ring (gpu_output=device): the same bytes, the images
         # read at their device address (the fake's is host memory)
         # shellcheck disable=SC2086
-        got=$(cs $m --decode-device gpu --gpu-output device --on-bad-item fail --threads $t) ||
+        got=$(cs $m --decode-device gpu --gpu-output device --threads $t) ||
             fail "fake gpu device ring $m threads $t: $(cat "$TMP/j")"
         [ "$got" = "$want" ] || fail "device ring, $m, $t threads: $got, the CPU path $want"
     done
 done
-cs --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&
-    fail "gpu_output=device with on_bad_item=skip"
-grep -q "gpu_output=device: on_bad_item=skip" "$TMP/err" || fail "not refused: $(cat "$TMP/err")"
 d=$(ls -d "$TMP"/e/*/ | head -1)
 echo junk > "$d/zz_junk.jpg"
 head -c 900 "$(ls "$d"*.jpg | head -1)" > "$d/zz_trunc.jpg"
-cs > /dev/null && cp "$TMP/j" "$TMP/cpu.json" || fail "cpu with bad items"
-cs --decode-device gpu > /dev/null && cp "$TMP/j" "$TMP/gpu.json" || fail "fake gpu with bad items"
-"$PY" - "$TMP/cpu.json" "$TMP/gpu.json" << 'PYEOF' || fail "bad items differ (see above)"
+# on_bad_item=skip (the default): the engine compacts the batches and tops
+# them up from the next; with gpu_output=device those moves of the image
+# field are copies in the device ring (the fake's: memmove). A batch of
+# 5 with a bad item is compacted and topped up, so the bytes differ if the
+# device ring's copies were missing. drop_last=0 also lends a short batch.
+same() { # cpu.json and $1: the same bytes and the same skipped items
+    "$PY" - "$TMP/cpu.json" "$1" "$2" << 'PYEOF' || fail "bad items differ: $2 (see above)"
 import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:])
-assert a["checksum"] == b["checksum"], (a["checksum"], b["checksum"])
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["checksum"] == b["checksum"], (sys.argv[3], a["checksum"], b["checksum"])
 assert a["skipped"] == b["skipped"] and len(b["skipped"]) == 2, (a["skipped"], b["skipped"])
-print("bad items:", [(s["path"].split("/")[-1], s["status"]) for s in b["skipped"]])
+print("bad items:", sys.argv[3], [(s["path"].split("/")[-1], s["status"]) for s in b["skipped"]])
 PYEOF
+}
+for dl in 1 0; do
+    cs --drop-last $dl > /dev/null && cp "$TMP/j" "$TMP/cpu.json" || fail "cpu with bad items"
+    cs --drop-last $dl --decode-device gpu > /dev/null || fail "fake gpu with bad items"
+    same "$TMP/j" "host route, drop_last=$dl"
+    for t in 1 3; do
+        cs --drop-last $dl --decode-device gpu --gpu-output device --threads $t > /dev/null ||
+            fail "device ring with bad items, drop_last=$dl, $t threads: $(cat "$TMP/j")"
+        same "$TMP/j" "device ring, drop_last=$dl, $t threads"
+    done
+done
+# data echoing with the GPU route, on this dataset with its bad items:
+# every echo point gives the CPU path's bytes for 1 and 3 threads, with
+# gpu_output=host and =device (fetch and augment make their items on the
+# route, augment's copies from a device store with device output; decode
+# decodes on the CPU and re-augments each copy on the route); echo=adaptive
+# refused with device output, naming why, and runs with host output (its
+# repeats depend on timing: no checksum). Large images in eval mode, where
+# the CPU decodes a DCT-scaled region: echo_point=decode re-augments that
+# image on the route with the CPU path's bytes.
+for e in "fetch 2" "decode 2" "augment 2" "augment 1.5" "batch 2"; do
+    # shellcheck disable=SC2086
+    set -- $e
+    want=$(cs --echo-point "$1" --echo-factor "$2") || fail "cpu echo $e"
+    for t in 1 3; do
+        got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --threads $t) ||
+            fail "fake gpu, echo $e, $t threads: $(cat "$TMP/j")"
+        [ "$got" = "$want" ] || fail "echo $e, host output, $t threads: $got, the CPU path $want"
+        got=$(cs --echo-point "$1" --echo-factor "$2" --decode-device gpu --gpu-output device \
+            --threads $t) || fail "device ring, echo $e, $t threads: $(cat "$TMP/j")"
+        [ "$got" = "$want" ] || fail "echo $e, device ring, $t threads: $got, the CPU path $want"
+    done
+    echo "echo_point=$1 x$2: $want"
+done
+"$CLI" gen "$TMP/big" --images 12 --classes 2 --width 400 --height 300 --seed 4 --quiet
+bcs() { NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$TMP/big" --json --quiet --epochs 1 --batch-size 4 \
+    --crop 64 --seed 3 --mode eval --echo-point decode --echo-factor 2 "$@" > "$TMP/j" &&
+    json "$TMP/j" 'j["checksum"]'; }
+want=$(bcs) || fail "cpu, large, echo decode"
+for o in host device; do
+    got=$(bcs --decode-device gpu --gpu-output $o --threads 3) ||
+        fail "large, echo decode, $o output: $(cat "$TMP/j")"
+    [ "$got" = "$want" ] || fail "large, echo decode, $o output: $got, the CPU path $want"
+done
+cs --echo adaptive --decode-device gpu > /dev/null 2> "$TMP/err" ||
+    fail "adaptive, host output: $(cat "$TMP/err")"
+cs --echo adaptive --decode-device gpu --gpu-output device > /dev/null 2> "$TMP/err" &&
+    fail "adaptive, device"
+grep -q "gpu_output=device: echo=adaptive" "$TMP/err" || fail "adaptive not refused: $(cat "$TMP/err")"
+# task=detect on the GPU route: the image through the route, the boxes on
+# the host from the same plan; with gpu_output=device the image in the
+# device ring, the boxes in the host slot. Small images (the CPU decodes
+# at full scale too): the CPU path's checksums (image and boxes) for every
+# box_crop, eval and a letterbox, 1 and 3 threads. Large ones (the CPU
+# path shrinks them with the DCT, the route decodes at full scale): the
+# bytes differ from the CPU path's -- the route was taken -- and host and
+# device output agree.
+"$CLI" gen --task detect "$TMP/det" --images 24 --classes 3 --objects 4 --width 96 --height 72 \
+    --seed 4 --quiet
+dcs() { NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$1/instances.json" --task detect --json --quiet \
+    --batch-size 5 --out-height 64 --out-width 64 --max-boxes 6 --epochs 2 --seed 7 "${@:2}" \
+    > "$TMP/j" && json "$TMP/j" 'j["checksum"]'; }
+for m in "--box-crop iou --output float" "--box-crop rrc --output uint8" "--mode eval --output uint8" \
+    "--fit pad --output bfloat16 --layout nhwc"; do
+    # shellcheck disable=SC2086
+    want=$(dcs "$TMP/det" $m) || fail "cpu detect $m"
+    for t in 1 3; do
+        for o in host device; do
+            # shellcheck disable=SC2086
+            got=$(dcs "$TMP/det" $m --decode-device gpu --gpu-output $o --threads $t) ||
+                fail "detect $m, $o output, $t threads: $(cat "$TMP/j")"
+            [ "$got" = "$want" ] || fail "detect $m, $o output, $t threads: $got, the CPU path $want"
+        done
+    done
+    echo "detect $m: $want"
+done
+"$CLI" gen --task detect "$TMP/detl" --images 8 --classes 3 --objects 4 --width 400 --height 300 \
+    --seed 4 --quiet
+cpu=$(dcs "$TMP/detl" --mode eval --epochs 1) || fail "cpu detect, large"
+gh=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu) || fail "gpu detect, large"
+gd=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu --gpu-output device) ||
+    fail "gpu detect, large, device: $(cat "$TMP/j")"
+[ "$gh" != "$cpu" ] || fail "detect on large images: the GPU route's bytes are the CPU path's"
+[ "$gh" = "$gd" ] || fail "detect on large images: host output $gh, device output $gd"
 echo PASS

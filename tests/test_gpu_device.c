@@ -14,7 +14,9 @@
  *     batch routed in place into a device ring slot (out_device) has the
  *     same bytes as through the host; its release waits for the consumer's
  *     stream (held by a host function until the test opens a gate: the
- *     slot is not given back before) and gives the slot back after.
+ *     slot is not given back before) and gives the slot back after; its
+ *     copy ops (on_bad_item=skip's compaction, echo_point=augment's device
+ *     store) copy device to device.
  * Prints one line "gpudecode {json}" with the figures (batch latency
  * percentiles, images/s of the whole route on this thread) for the kit.
  */
@@ -113,6 +115,23 @@ static int check_device_ring(nst_gpu_route *route, nst_gpu_backend *nv, const ns
     CHECK_EQ(__atomic_load_n(&gave, __ATOMIC_SEQ_CST), 1);
     CHECK_EQ(nst_gpu_dring_busy(d), 0u);
     same = memcmp(back, want, bytes) == 0;
+    CHECK(same);
+    /* the copy ops: the engine's compaction and top-ups (move: the first
+     * half of the batch over its second half, on the ring's copier
+     * stream) and echo_point=augment's store (an extra allocation, the
+     * workers' copier stream): device to device, then read back */
+    const size_t half = bytes / 2;
+    uint8_t *extra = NULL;
+    CHECK_OK(nst_gpu_dring_move(d, host + half, host, half));
+    CHECK_OK(nst_gpu_dring_moved(d));
+    CHECK_EQ(cudaMemcpy(back, (uint8_t *)db.images + half, half, cudaMemcpyDeviceToHost),
+             cudaSuccess);
+    CHECK(memcmp(back, want, half) == 0);
+    CHECK_OK(nst_gpu_dring_alloc_extra(d, half, &extra));
+    CHECK_OK(nst_gpu_dring_copy(d, extra, db.images, half));
+    CHECK_OK(nst_gpu_dring_copied(d));
+    CHECK_EQ(cudaMemcpy(back, extra, half, cudaMemcpyDeviceToHost), cudaSuccess);
+    same = same && memcmp(back, want, half) == 0;
     CHECK(same);
     cudaStreamDestroy(cs);
     nst_gpu_dring_free(d);

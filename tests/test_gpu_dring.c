@@ -16,7 +16,16 @@
  *     with every slot waiting on a stream (workers waiting for a slot);
  *   - the MinIO cache (cache_bytes) keeps encoded bytes, so it serves the
  *     device ring as the host route: hits in epoch 2, every item decoded,
- *     the same bytes.
+ *     the same bytes;
+ *   - on_bad_item=skip: the engine's compaction and top-ups copy the image
+ *     field in the device ring (the ring alone: copies at the device
+ *     addresses, outside the arena refused): with bad items planted the
+ *     device batches equal the host route's (bytes, batches, skipped) for
+ *     1 and 3 threads, drop_last 1 and 0; a failing copy fails the run
+ *     with its message, sticky;
+ *   - fixed echoing at fetch, decode (re-augmented on the route), augment
+ *     (a device store, copies counted) and batch: the host route's bytes
+ *     for 1 and 3 threads; echo=adaptive refused, naming why.
  * No assertion depends on timing: waits are the loader's own (blocking next).
  */
 #include <stdint.h>
@@ -42,7 +51,7 @@ static void give_back(void *ctx, const nostall_batch *b)
 static void test_ring_alone(void)
 {
     nst_gpu_dring_ops ops;
-    nst_gpu_fake_dring_ops(&ops);
+    nst_gpu_fake_dring_ops(&ops, 0);
     static uint8_t host[4096];
     nst_gpu_dring *d = NULL;
     CHECK_OK(nst_gpu_dring_create(&d, &ops, host, sizeof host, 2, give_back, NULL));
@@ -71,7 +80,24 @@ static void test_ring_alone(void)
     CHECK_EQ(dc.slot, da.slot);
     CHECK_OK(nst_gpu_dring_release(d, &c, NULL)); /* NULL: finished now */
     CHECK_EQ(given_back, 2);
+
+    /* the engine's moves (compaction, top-ups): copies at the device
+     * addresses, the host bytes untouched; outside the arena refused */
+    uint8_t *dv = nst_gpu_dring_dev(d, host);
+    for (int i = 0; i < 64; i++) dv[1000 + i] = (uint8_t)(i + 1);
+    CHECK_OK(nst_gpu_dring_move(d, host + 3000, host + 1000, 64));
+    CHECK_OK(nst_gpu_dring_moved(d));
+    CHECK(memcmp(dv + 3000, dv + 1000, 64) == 0 && dv[3000] == 1);
+    CHECK(host[3000] == 0);
+    CHECK_EQ(nst_gpu_dring_move(d, host + 4090, host, 64), NOSTALL_E_INVALID);
+    CHECK_EQ(nst_gpu_dring_move(d, host, host + sizeof host, 1), NOSTALL_E_INVALID);
     nst_gpu_dring_free(d); /* b still lent: dropped with the ring */
+
+    nst_gpu_fake_dring_ops(&ops, 1); /* a copy fails: its error comes back */
+    CHECK_OK(nst_gpu_dring_create(&d, &ops, host, sizeof host, 2, give_back, NULL));
+    CHECK_EQ(nst_gpu_dring_move(d, host + 3000, host + 1000, 64), NOSTALL_E_IO);
+    CHECK(strstr(nostall_last_error(), "copy of 64 bytes failed"));
+    nst_gpu_dring_free(d);
 }
 
 static char data_dir[4096];
@@ -204,8 +230,7 @@ static void test_loader(void)
     nostall_loader_free(ld);
 
     /* what the device ring refuses, each naming why */
-    static const char *refused[][3] = {{"on_bad_item", "skip", "on_bad_item=fail"},
-                                       {"echo_factor", "2", "echoing"},
+    static const char *refused[][3] = {{"echo", "adaptive", "host memory"},
                                        {"image_mode", "full", "image_mode=full"},
                                        {"decode_device", "cpu", "decode_device=gpu"}};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
@@ -260,6 +285,130 @@ static void test_cache(void)
            (unsigned long long)st[1].items_delivered);
 }
 
+/* Every batch of a run to its end (epoch ends passed over): host or
+ * device checksum, batches, skipped items. The last status is returned. */
+static int drain(nostall_loader *ld, int device, uint64_t *sum, int *batches)
+{
+    nostall_batch b;
+    nostall_device_batch d;
+    int rc;
+    for (;;) {
+        rc = device ? nostall_loader_next_device(ld, &b, &d, UINT32_MAX)
+                    : nostall_loader_next(ld, &b);
+        if (rc == NOSTALL_EPOCH_END) continue;
+        if (rc != 0) return rc;
+        if (device)
+            checksum_device(sum, &b, &d);
+        else
+            nostall_checksum_batch(sum, &b);
+        ++*batches;
+        CHECK_OK(nostall_loader_release(ld, &b));
+    }
+}
+
+/* on_bad_item=skip (the default) with bad items planted: the engine
+ * compacts each batch that lost items and tops it up from the next; with
+ * gpu_output=device the image field's moves are copies in the device ring
+ * (batch/engine.h's plan move): the bytes, batches and skipped items equal
+ * the host route's for 1 and 3 threads, drop_last 1 and 0. A failing copy
+ * fails the run with its message, sticky, and free returns. */
+static void test_skip(const char *dir)
+{
+    for (int dl = 1; dl >= 0; dl--)
+        for (int t = 1; t <= 3; t += 2) {
+            char th[8];
+            snprintf(th, sizeof th, "%d", t);
+            const char *extra[][2] = {{"on_bad_item", "skip"},
+                                      {"drop_last", dl ? "1" : "0"},
+                                      {"threads", th},
+                                      {"epochs", "2"},
+                                      {"batch_size", "5"}};
+            uint64_t sums[2] = {0, 0}, skipped[2];
+            int n[2] = {0, 0};
+            for (int k = 0; k < 2; k++) {
+                snprintf(data_dir, sizeof data_dir, "%s", dir);
+                nostall_loader *ld = open_loader2(k ? "device" : "host", extra, 5);
+                CHECK(ld);
+                if (!ld) return;
+                CHECK_EQ(drain(ld, k, &sums[k], &n[k]), NOSTALL_DONE);
+                skipped[k] = nostall_loader_skipped_count(ld);
+                nostall_loader_free(ld);
+            }
+            CHECK_EQ(sums[1], sums[0]);
+            CHECK_EQ(n[1], n[0]);
+            CHECK_EQ(skipped[0], 3u);
+            CHECK_EQ(skipped[1], skipped[0]);
+            printf("skip, drop_last=%d, %d threads: %d batches, 3 bad items, %016llx\n", dl, t,
+                   n[1], (unsigned long long)sums[1]);
+        }
+    setenv("NOSTALL_TEST_GPU_FAKE_COPY_FAIL", "1", 1);
+    const char *extra[][2] = {{"on_bad_item", "skip"}, {"epochs", "2"}};
+    nostall_loader *ld = open_loader2("device", extra, 2);
+    CHECK(ld);
+    uint64_t sum = 0;
+    int n = 0;
+    CHECK_EQ(drain(ld, 1, &sum, &n), NOSTALL_E_IO);
+    CHECK(strstr(nostall_last_error(), "nostall_loader_next_device: batch at position"));
+    CHECK(strstr(nostall_last_error(), "copy of"));
+    nostall_batch b;
+    nostall_device_batch d;
+    CHECK_EQ(nostall_loader_next_device(ld, &b, &d, UINT32_MAX), NOSTALL_E_IO); /* sticky */
+    printf("a failing copy: %s\n", nostall_last_error());
+    nostall_loader_free(ld);
+    unsetenv("NOSTALL_TEST_GPU_FAKE_COPY_FAIL");
+}
+
+/* Fixed echoing with the device ring: echo_point=fetch (the encoded
+ * bytes; each copy decoded and augmented on the route) and batch (whole
+ * slots re-lent) need nothing of the device; decode keeps the CPU-decoded
+ * image on the host and re-augments each copy on the route; augment keeps
+ * each finished image in a device store and copies it device to device
+ * (one copy per delivery: the producer's into the store, each later use's
+ * out of it; the fake counts them). Each equals the host route's bytes
+ * with the same settings, for 1 and 3 threads. (echo=adaptive, a host
+ * pool, is refused: test_loader.) */
+static void test_echo(void)
+{
+    static const char *points[][2] = {{"fetch", "2"},
+                                      {"decode", "2"},
+                                      {"augment", "2"},
+                                      {"augment", "1.5"},
+                                      {"batch", "2"}};
+    for (size_t i = 0; i < sizeof points / sizeof *points; i++)
+        for (int t = 1; t <= 3; t += 2) {
+            char th[8];
+            snprintf(th, sizeof th, "%d", t);
+            const char *extra[][2] = {{"echo_point", points[i][0]},
+                                      {"echo_factor", points[i][1]},
+                                      {"threads", th},
+                                      {"epochs", "2"}};
+            uint64_t sums[2] = {0, 0}, copies = 0;
+            int n[2] = {0, 0};
+            nostall_stats st;
+            for (int k = 0; k < 2; k++) {
+                copies = nst_gpu_fake_copies(); /* before: the workers start at create */
+                nostall_loader *ld = open_loader2(k ? "device" : "host", extra, 4);
+                CHECK(ld);
+                if (!ld) return;
+                CHECK_EQ(drain(ld, k, &sums[k], &n[k]), NOSTALL_DONE);
+                copies = nst_gpu_fake_copies() - copies;
+                CHECK_OK(nostall_loader_stats(ld, &st, sizeof st));
+                nostall_loader_free(ld);
+            }
+            CHECK_EQ(sums[1], sums[0]);
+            CHECK_EQ(n[1], n[0]);
+            CHECK(st.echoed_items > 0);
+            if (strcmp(points[i][0], "augment") == 0)
+                CHECK_EQ(copies, st.items_delivered);
+            else
+                CHECK_EQ(copies, 0u);
+            printf("echo_point=%s x%s, %d threads: %d batches, %llu echoed, %llu device copies, "
+                   "%016llx\n",
+                   points[i][0], points[i][1], t, n[1], (unsigned long long)st.echoed_items,
+                   (unsigned long long)copies, (unsigned long long)sums[1]);
+        }
+}
+
 int main(void)
 {
     test_ring_alone();
@@ -273,6 +422,18 @@ int main(void)
     gen_dataset(data_dir, 30, 3);
     test_loader();
     test_cache();
+    test_echo();
+    /* a second dataset with bad items: two in one class, one in another */
+    char bad[4096], cmd[8192];
+    snprintf(bad, sizeof bad, "%s/bad", tmp);
+    gen_dataset(bad, 30, 3);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && set -- */ && echo junk > \"$1\"/zz_junk.jpg && "
+             "head -c 700 \"$1\"/$(ls \"$1\" | head -1) > \"$1\"/zz_trunc.jpg && "
+             "echo junk > \"$2\"/aa_junk.jpg",
+             bad);
+    CHECK_EQ(system(cmd), 0);
+    test_skip(bad);
     TEST_EXIT();
 }
 

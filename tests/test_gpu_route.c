@@ -7,6 +7,8 @@
  * flip drawn as classify draws them); CMYK is decoded by the CPU; bad items
  * are reported with their path and reason and leave their bytes alone; the
  * bytes do not depend on how many JPEGs the backend hands back to the CPU.
+ * nst_gpu_route_image (an image already decoded, with region offsets and
+ * DCT scales, re-augmented on the backend) gives nst_augment's bytes.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -139,6 +141,37 @@ int main(void)
         printf("fallback_every %u: %d items equal to the CPU path, %d decoded by the CPU\n", every,
                good, fallbacks);
         free(got);
+        be.destroy(be.ctx);
+    }
+
+    /* nst_gpu_route_image (echo_point=decode's re-augment): an image the
+     * CPU decoded as classify's eval decode does -- the window's region,
+     * DCT-scaled when the window is at least twice the output -- put to
+     * the backend and augmented there: nst_augment's bytes on it */
+    {
+        nst_gpu_backend be;
+        CHECK_OK(nst_gpu_fake_backend(&be, 100000000, 0));
+        uint8_t *got = malloc(bytes), *cpu = malloc(bytes);
+        int scaled = 0, offset = 0, same = 0;
+        for (int i = 0; i < N; i++) {
+            if (want_bad[i]) continue;
+            nst_image img;
+            CHECK_OK(nst_decode(dec, data[i], len[i], path[i], &jobs[i].win, OW, OH, &img));
+            scaled += img.scale_num != img.scale_den;
+            offset += img.x0 || img.y0;
+            nst_output o = jobs[i].out;
+            o.dst = cpu + jobs[i].dst_off;
+            CHECK_OK(nst_augment(aug, &img, &jobs[i].win, jobs[i].flip, &o));
+            CHECK_OK(nst_gpu_route_image(route, &be, &img, &jobs[i], got, bytes));
+            const size_t nb = nst_output_bytes(&jobs[i].out);
+            same += memcmp(got + jobs[i].dst_off, cpu + jobs[i].dst_off, nb) == 0;
+        }
+        CHECK_EQ(same, N - 2);
+        CHECK(scaled > 0 && offset > 0);
+        printf("route_image: %d items equal to nst_augment (%d DCT-scaled, %d with offsets)\n",
+               same, scaled, offset);
+        free(got);
+        free(cpu);
         be.destroy(be.ctx);
     }
     nst_gpu_route_free(route);

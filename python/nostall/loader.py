@@ -24,7 +24,8 @@ Design
   capsule over the device ring's slot (_dlpack.py), under the same lease:
   the slot goes back when the tensor dies, after the work queued on the
   stream that was current when the batch was yielded; the same copy
-  fallback. Labels are host tensors.
+  fallback. Labels are host tensors (task="detect": the host path's dict,
+  its "image" on the device, the boxes host tensors).
 * DataLoader semantics: every iter() starts an epoch -- the one set_epoch()
   chose, else the one after the previous iterator's -- and ends the previous
   iterator (using it afterwards raises). A state loaded with
@@ -1271,7 +1272,9 @@ class Loader(_Base):
     def _next_gpu_ring(self):
         """(images, labels) with images a tensor on the decoding GPU viewing
         its device ring slot (no copy; kDLCPU over the test backend's host
-        memory), labels copied from the host; _END at the epoch's end. The
+        memory), labels copied from the host (detection: a dict by field
+        name as the host path yields, the boxes copied from the host, the
+        image on the device); _END at the epoch's end. The
         slot goes back once the tensor and its views are freed, after the
         work queued so far on the stream that was current when the batch
         was yielded (record_stream rules: use the batch on that stream or
@@ -1299,21 +1302,33 @@ class Loader(_Base):
         zero_copy = self._keep_zero_copy()  # before this batch's lease, as _wrap
         lease = _Lease(self._core, b, stream)
         n = b.count
-        img, named = None, {}
+        img, dense = None, {}
         for i in range(b.nfields):
             f = b.fields[i]
             shape = (n,) + tuple(int(x) for x in f.shape[:f.ndim])
             if f.data == b.images:
                 cap = _dlpack.capsule(d.images, shape, f.dtype, d.device, lease)
-                img = torch.utils.dlpack.from_dlpack(cap)
-                named[f.name.decode()] = img
-            else:
-                named[f.name.decode()] = self._field_array(f, shape, None)
+                img = dense[i] = torch.utils.dlpack.from_dlpack(cap)
+            elif f.shape_field < 0:
+                dense[i] = self._field_array(f, shape, None)
         self._last_indices = _view(b.indices, (n,), "<u8").copy()
         self._last_address = d.images if zero_copy else None
         del lease  # held by the tensor now
         if not zero_copy:  # too many kept: a copy, and the slot goes back
-            named["image"] = img = img.clone()
+            img = dense[[i for i in range(b.nfields) if b.fields[i].data == b.images][0]] = \
+                img.clone()
+        named = {}
+        for i in range(b.nfields):  # field order; ragged ones (detection's boxes) per item
+            f = b.fields[i]
+            if i in dense:
+                named[f.name.decode()] = dense[i]
+                continue
+            shapes = dense[f.shape_field].reshape(n, -1)
+            named[f.name.decode()] = [self._field_array(f, tuple(int(x) for x in shapes[k]), None,
+                                                        f.data + k * f.item_bytes)
+                                      for k in range(n)]
+        if self._task != "classify":
+            return named
         if "label" in named:
             return img, named["label"]
         return img

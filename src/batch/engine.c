@@ -257,9 +257,35 @@ int nst_engine_take(nst_engine *q, const nst_engine_plan *p, uint32_t member, ns
     return 0;
 }
 
+/* Field f's bytes of items, from src to dst: the plan's move (the device
+ * ring's mirror) or a memmove on the host. *took: the plan moved some. */
+static int move_items(const nst_engine_plan *p, uint32_t f, uint8_t *dst, const uint8_t *src,
+                      size_t bytes, int *took)
+{
+    int rc = p && p->move ? p->move(p->ctx, f, dst, src, bytes) : 0;
+    if (rc > 0) *took = 1;
+    if (rc == 0) memmove(dst, src, bytes);
+    return rc < 0 ? rc : 0;
+}
+
+/* The plan's moves of a batch are done (took: it made some); on failure
+ * the batch in slot s fails with the status and the message. */
+static int moves_done(nst_engine *q, const nst_engine_plan *p, uint32_t s, int took, int rc)
+{
+    if (rc == 0 && took && p->moved) rc = p->moved(p->ctx);
+    if (rc < 0) {
+        nst_engine_slot *sc = &q->slots[s];
+        sc->error = rc;
+        snprintf(sc->errmsg, sizeof sc->errmsg, "batch at position %llu of epoch %llu: %s",
+                 (unsigned long long)sc->position, (unsigned long long)sc->epoch,
+                 nostall_last_error());
+    }
+    return rc;
+}
+
 /* Compact away bad items (skip policy) and publish the slot (journaled).
  * Item status and messages stay by original index. */
-static void finalize(nst_engine *q, uint32_t s)
+static void finalize(nst_engine *q, const nst_engine_plan *p, uint32_t s)
 {
     nst_engine_slot *sc = &q->slots[s];
     q->journal_arg = s;
@@ -269,18 +295,20 @@ static void finalize(nst_engine *q, uint32_t s)
         const int32_t *st = nst_engine_status(q, s);
         uint64_t *idx = nst_engine_indices(q, s);
         uint32_t out = 0;
+        int took = 0, rc = 0;
         for (uint32_t j = 0; j < sc->count; j++) {
             if (st[j] < 0) continue;
             if (out != j) {
-                for (uint32_t f = 0; f < q->nfields; f++) {
+                for (uint32_t f = 0; f < q->nfields && rc == 0; f++) {
                     uint8_t *d = nst_engine_field(q, s, f);
                     size_t ib = q->field_bytes[f];
-                    memmove(d + (size_t)out * ib, d + (size_t)j * ib, ib);
+                    rc = move_items(p, f, d + (size_t)out * ib, d + (size_t)j * ib, ib, &took);
                 }
                 idx[out] = idx[j];
             }
             out++;
         }
+        moves_done(q, p, s, took, rc);
         sc->delivered = out;
     } else {
         sc->delivered = sc->count;
@@ -300,8 +328,8 @@ static void finalize(nst_engine *q, uint32_t s)
     maybe_free(q, sc); /* every member that needed it is gone */
 }
 
-int nst_engine_done(nst_engine *q, const nst_engine_ticket *t, uint32_t member, int status,
-                    const char *msg, const uint64_t *io)
+int nst_engine_done(nst_engine *q, const nst_engine_plan *p, const nst_engine_ticket *t,
+                    uint32_t member, int status, const char *msg, const uint64_t *io)
 {
     if (t->slot >= q->nslots || t->j >= q->slot_items) return 0;
     nst_engine_slot *sc = &q->slots[t->slot];
@@ -332,7 +360,7 @@ int nst_engine_done(nst_engine *q, const nst_engine_ticket *t, uint32_t member, 
     }
     it->state = I_DONE;
     if (++sc->done < sc->count) return 0;
-    finalize(q, t->slot);
+    finalize(q, p, t->slot);
     return 1;
 }
 
@@ -460,13 +488,14 @@ static int top_up(nst_engine *q, const nst_engine_plan *p, uint32_t member, uint
     }
     sc->next_taken = 0;
     sc->skip_after = 0;
+    int took = 0, rc = 0;
     for (uint32_t i = 1; i <= k; i++) {
         d = find_seq(q, sc->seq + i, &di);
         uint32_t t = d->delivered < need ? d->delivered : need, from = d->delivered - t;
-        for (uint32_t f = 0; f < q->nfields; f++) {
+        for (uint32_t f = 0; f < q->nfields && rc == 0 && t; f++) {
             size_t ib = q->field_bytes[f];
-            memcpy(nst_engine_field(q, s, f) + (size_t)own * ib,
-                   nst_engine_field(q, di, f) + (size_t)from * ib, (size_t)t * ib);
+            rc = move_items(p, f, nst_engine_field(q, s, f) + (size_t)own * ib,
+                            nst_engine_field(q, di, f) + (size_t)from * ib, (size_t)t * ib, &took);
         }
         memcpy(nst_engine_indices(q, s) + own, nst_engine_indices(q, di) + from,
                t * sizeof(uint64_t));
@@ -479,6 +508,7 @@ static int top_up(nst_engine *q, const nst_engine_plan *p, uint32_t member, uint
             sc->next_taken = t;
         }
     }
+    if ((rc = moves_done(q, p, s, took, rc)) < 0) return rc; /* not committed: sc->error */
     sc->top_count = own;
     sc->topped = TOP_FULL; /* the commit point */
     return 0;
@@ -796,7 +826,7 @@ void nst_engine_repair(nst_engine *q)
         sc->done = done;
         sc->failed = failed;
         sc->hint = hint;
-        if (done == sc->count) finalize(q, s);
+        if (done == sc->count) finalize(q, NULL, s); /* a group's plan moves nothing */
     }
 }
 

@@ -208,6 +208,16 @@ typedef struct nst_engine_plan {
     /* Optional (NULL: none): the bad items a member may meet among the
      * planned items of `epoch` before lend fails (E_DATASET). */
     uint64_t (*max_bad)(void *ctx, uint64_t epoch, uint64_t *items);
+    /* Optional (NULL: the engine memmoves on the host): field f's bytes of
+     * items moved by compaction and the top-up, from src to dst (both in
+     * the block; never overlapping), e.g. mirrored in device memory by the
+     * device ring (gpu_output=device): 1 moved by the caller, 0 leave it to
+     * the engine, < 0 failed. `moved`, after a batch's moves of which the
+     * caller took at least one: 0 once they are all done, or < 0. A failed
+     * move fails the batch (its `error`, lend returns it). The local ring
+     * only: a coordinated group's plan in shared memory has none. */
+    int (*move)(void *ctx, uint32_t field, uint8_t *dst, const uint8_t *src, size_t bytes);
+    int (*moved)(void *ctx);
 } nst_engine_plan;
 
 /* An item to prepare, as taken by a worker. */
@@ -244,9 +254,10 @@ int nst_engine_take(nst_engine *q, const nst_engine_plan *p, uint32_t member, ns
                     int commit);
 /* The item of t is written (status 0) or bad (status < 0, msg says why),
  * with io[] added to its batch. Returns 1 if that made the batch READY, 0
- * otherwise (also when the ticket was reassigned meanwhile: ignored). */
-int nst_engine_done(nst_engine *q, const nst_engine_ticket *t, uint32_t member, int status,
-                    const char *msg, const uint64_t *io);
+ * otherwise (also when the ticket was reassigned meanwhile: ignored). `p`
+ * (may be NULL): its move functions serve the compaction. */
+int nst_engine_done(nst_engine *q, const nst_engine_plan *p, const nst_engine_ticket *t,
+                    uint32_t member, int status, const char *msg, const uint64_t *io);
 
 /* A lent batch. */
 typedef struct nst_engine_lend {

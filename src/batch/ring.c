@@ -134,7 +134,8 @@ static void r_done(nst_batches *b, nst_ticket *t, int status, const char *msg)
     if (r->p.hooks.done) r->p.hooks.done(r->p.hooks.ctx, t);
     if (status < 0) /* not delivered: neither fresh nor echoed nor used */
         for (int k = NST_IO_fresh; k <= NST_IO_distance; k++) t->io[k] = 0;
-    if (nst_engine_done(r->q, &t->bt, 0, status, msg, t->io)) pthread_cond_broadcast(&r->ready);
+    if (nst_engine_done(r->q, &r->p.plan, &t->bt, 0, status, msg, t->io))
+        pthread_cond_broadcast(&r->ready);
     pthread_cond_broadcast(&r->work); /* a declined take may succeed now */
     pthread_mutex_unlock(&r->mu);
 }

@@ -4,7 +4,9 @@
  * scalar resampler and Huffman paths forced on (NOSTALL_NO_AVX2,
  * NOSTALL_NO_BMI2), and the MPI cache's fault injection
  * (NOSTALL_MPI_FAULT, NOSTALL_MPI_FAULT_RANK, mpi/partitioned.c), and
- * the one libnvjpeg name tried (NOSTALL_TEST_NVJPEG, gpu/cuda_probe.c).
+ * the one libnvjpeg name tried (NOSTALL_TEST_NVJPEG, gpu/cuda_probe.c),
+ * the fake GPU backend and its device ring's failing copies
+ * (NOSTALL_TEST_GPU_FAKE, NOSTALL_TEST_GPU_FAKE_COPY_FAIL, gpu/gpu.c).
  *
  * They are read only in a build with the CMake option NOSTALL_TEST_HOOKS
  * (ON by default: every build the tests use); `make install` builds the

@@ -99,7 +99,7 @@ void nst_group_done(nst_group *g, const nst_group_ticket *t, int status, const c
     uint64_t io[NST_ENGINE_IO];
     for (int k = 0; k < NST_ENGINE_IO; k++) io[k] = k < NST_GROUP_IO_MAX ? t->io[k] : 0;
     uint32_t done_before = g->q->slots[t->slot].done;
-    int ready = nst_engine_done(g->q, &bt, g->me, status, msg, io);
+    int ready = nst_engine_done(g->q, &g->plan, &bt, g->me, status, msg, io);
     member *m = &h->members[g->me];
     if (ready || g->q->slots[t->slot].done != done_before) m->items_produced++;
     if (ready) {

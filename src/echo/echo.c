@@ -7,7 +7,11 @@
  * engine's batches through the shuffle buffer, holding their slots until
  * their uses are spent. Adaptive echoing: the taken hook reserves a pool
  * entry, nst_echo_item fills it, and the spare hook lends an assembled
- * echo batch when no fresh one is ready.
+ * echo batch when no fresh one is ready. gpu_output=device: the image
+ * field lies in device memory; echo_point=augment keeps it in a device
+ * store and copies it through the loader's device functions
+ * (nst_echo_set_device); fetch, decode and batch need nothing of the
+ * device here.
  * May touch: the echo/ parts, the engine through the ring's lender, the
  * recipe's stages; nothing of the ring's but what ring.h hands the hooks.
  */
@@ -37,6 +41,9 @@ struct nst_echo {
     pthread_mutex_t len_mu; /* the epoch lengths' memo (O(shard) to compute)  */
     uint64_t len_epoch[4], len_val[4];
     uint32_t len_next;
+    nst_echo_device dev; /* gpu_output=device: dev.copy set            */
+    uint8_t *dev_store;  /* ... echo_point=augment: each entry's image */
+    size_t dev_bytes;    /* ... an image's bytes                       */
 };
 
 /* The record a ticket carries (nst_ticket.layer). */
@@ -472,6 +479,21 @@ int nst_echo_attach(nst_echo *e, nst_batches *ring)
     return nst_adaptive_create(&e->adaptive, &ap);
 }
 
+int nst_echo_set_device(nst_echo *e, const nst_echo_device *dev)
+{
+    if (!e) return 0;
+    e->dev = *dev;
+    if (e->p.mode != NST_ECHO_ITEMS || e->p.point != NOSTALL_ECHO_POINT_AUGMENT) return 0;
+    e->dev_bytes = e->p.recipe->fields[dev->field].item_bytes;
+    size_t bytes;
+    if (nst_mul_overflow(e->dev_bytes, (size_t)e->p.store, &bytes))
+        return nst_error(NOSTALL_E_OPTION,
+                         "echo_point=augment: %u store entries of %zu bytes overflow the device "
+                         "store",
+                         e->p.store, e->dev_bytes);
+    return dev->alloc(dev->ctx, bytes ? bytes : 1, &e->dev_store);
+}
+
 void nst_echo_free(nst_echo *e)
 {
     if (!e) return;
@@ -524,18 +546,29 @@ static void last_error_into(char *msg, size_t n, int rc)
     snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
 }
 
-/* The item's fields, copied out of (or into) an echo store entry. */
-static void copy_fields(const nst_recipe *r, uint8_t *const *dst, uint8_t *flat, int to_flat)
+/* The item's fields, copied out of (or into) echo store entry `id`; with
+ * gpu_output=device the image field device to device, to or from the
+ * entry's place in the device store (0, or the copy's E_*). */
+static int copy_fields(nst_echo *e, uint32_t id, uint8_t *const *dst, uint8_t *flat, int to_flat)
 {
+    const nst_recipe *r = e->p.recipe;
     size_t off = 0;
     for (uint32_t f = 0; f < r->nfields; f++) {
         size_t n = r->fields[f].item_bytes;
-        if (to_flat)
+        if (e->dev_store && f == e->dev.field) {
+            uint8_t *d = e->dev_store + (size_t)id * e->dev_bytes;
+            int rc = to_flat ? e->dev.copy(e->dev.ctx, d, dst[f], n)
+                             : e->dev.copy(e->dev.ctx, dst[f], d, n);
+            if (rc == 0) rc = e->dev.copied(e->dev.ctx);
+            if (rc < 0) return rc;
+        } else if (to_flat) {
             memcpy(flat + off, dst[f], n);
-        else
+        } else {
             memcpy(dst[f], flat + off, n);
+        }
         off += n;
     }
+    return 0;
 }
 
 /* The producing use of an item: makes the entry's data (point fetch: the
@@ -576,7 +609,7 @@ static int produce(nst_echo *e, nst_recipe_worker *rw, const rec *x, const nst_i
         c0.copy = 0;
         rc = ops->make(rw, &c0, r->data, r->len, tm);
         if (rc == 0) rc = nst_buf_reserve(&d->buf, recipe->item_bytes);
-        if (rc == 0) copy_fields(recipe, c->dst, d->buf.data, 1);
+        if (rc == 0) rc = copy_fields(e, x->store, c->dst, d->buf.data, 1);
         if (rc < 0) last_error_into(msg, msgn, rc);
         nst_echo_store_publish(e->store, x->store, rc, msg);
         return rc;
@@ -598,7 +631,7 @@ static int reuse(nst_echo *e, nst_recipe_worker *rw, const rec *x, const nst_ite
     switch (e->p.point) {
     case NOSTALL_ECHO_POINT_FETCH: rc = ops->make(rw, c, d->buf.data, d->len, tm); break;
     case NOSTALL_ECHO_POINT_DECODE: rc = ops->transform(rw, c, d, tm); break;
-    default: copy_fields(e->p.recipe, c->dst, d->buf.data, 0); rc = 0;
+    default: rc = copy_fields(e, x->store, c->dst, d->buf.data, 0);
     }
     if (rc < 0) last_error_into(msg, msgn, rc);
     return rc;

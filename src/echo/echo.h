@@ -91,6 +91,25 @@ uint64_t nst_echo_epoch_len(nst_echo *e, uint64_t epoch);
  * memoized lengths. NULL: no-op. */
 void nst_echo_forget_lengths(nst_echo *e);
 
+/* gpu_output=device: field `field` of every item (the image) lies in
+ * device memory (c->dst[field] is a device address). Fixed item echoing
+ * at echo_point=augment then keeps each finished image in a device store
+ * of its own (the store's entries x the field's bytes, allocated here
+ * through `alloc`, owned by ctx) and copies it device to device: `copy`
+ * queues a copy, `copied` waits for the copies queued (any thread). The
+ * other points need nothing (fetch: the encoded bytes; batch: whole
+ * slots; decode: the recipe's transform re-augments the host-kept image
+ * on the GPU route); adaptive echoing keeps host data and is refused at
+ * create (loader.c). Call once, before the workers start. */
+typedef struct nst_echo_device {
+    uint32_t field;
+    int (*alloc)(void *ctx, size_t bytes, uint8_t **mem);
+    int (*copy)(void *ctx, uint8_t *dst, const uint8_t *src, size_t n);
+    int (*copied)(void *ctx);
+    void *ctx;
+} nst_echo_device;
+int nst_echo_set_device(nst_echo *e, const nst_echo_device *dev);
+
 /* A worker makes the ticket's item into c->dst (c->copy is set here): from
  * the fetched bytes r, or from or into its echo store entry; then, with
  * adaptive echoing, keeps a copy in the pool. stale: the ticket's batch

@@ -11,7 +11,9 @@
  * a host function there (cudaLaunchHostFunc) that gives the batch back: the
  * consumer's stream is never held by the host function, and the function
  * calls no CUDA API (it takes the host ring's lock only). drain is
- * cudaStreamSynchronize of the entry's stream. Creating sets the device
+ * cudaStreamSynchronize of the entry's stream. copy (the engine's
+ * compaction and top-ups of skipped items, on the ring's copier stream) is
+ * a cudaMemcpyAsync device to device, sync its cudaStreamSynchronize. Creating sets the device
  * and gives the calling thread its current device back.
  */
 #include <cuda_runtime_api.h>
@@ -113,6 +115,27 @@ static void cd_drain(void *c, void *stream)
     cudaStreamSynchronize((cudaStream_t)stream);
 }
 
+/* The engine's compaction and top-ups (dring.c's copier stream): queued
+ * on the stream, the device set for the call (a worker's or the
+ * consumer's thread); sync waits for them. */
+static int cd_copy(void *c, void *stream, void *dst, const void *src, size_t bytes)
+{
+    cud *g = c;
+    int prev;
+    cudaError_t e = on_device(g, &prev);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    restore(prev);
+    return e == cudaSuccess ? 0 : fail(e, "cudaMemcpyAsync of a batch's compaction or top-up");
+}
+
+static int cd_sync(void *c, void *stream)
+{
+    (void)c;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    return e == cudaSuccess ? 0 : fail(e, "cudaStreamSynchronize of a batch's compaction");
+}
+
 int nst_gpu_cuda_dring_ops(nst_gpu_dring_ops *out, unsigned gpu_id)
 {
     static cud devs[1024]; /* gpu_id <= 1023 (the option's bound); never freed */
@@ -128,6 +151,8 @@ int nst_gpu_cuda_dring_ops(nst_gpu_dring_ops *out, unsigned gpu_id)
                                .lent = cd_lent,
                                .after = cd_after,
                                .drain = cd_drain,
+                               .copy = cd_copy,
+                               .sync = cd_sync,
                                .ctx = &devs[gpu_id]};
     return 0;
 }

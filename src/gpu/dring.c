@@ -8,8 +8,12 @@
  * with the batch: release records the stream's progress and the entry's
  * `after` gives the batch back to the host ring when it is reached.
  *
- * Bounded: nslots entries, all made at create (memory, streams, events);
- * lend and release allocate nothing. The mutex guards the entries' states
+ * Bounded: nslots entries, all made at create (memory, streams, events),
+ * and a copier (its stream carries the batch engine's compaction and
+ * top-ups of the image field: nst_gpu_dring_move, synchronized by
+ * nst_gpu_dring_moved under the host ring's lock) and a workers' copier
+ * (nst_gpu_dring_copy: echo_point=augment's store, in extra allocations
+ * made at create); lend, release, move and copy allocate nothing. The mutex guards the entries' states
  * and is never held while calling the ops or give_back (which takes the
  * host ring's lock). May touch: its own memory and the ops' objects.
  */
@@ -38,6 +42,10 @@ struct nst_gpu_dring {
     void *ctx;
     pthread_mutex_t mu;
     entry *e;
+    entry copier;  /* its stream carries nst_gpu_dring_move's copies      */
+    entry wcopier; /* ... nst_gpu_dring_copy's (the workers')             */
+    void *extra[4];
+    uint32_t nextra;
 };
 
 int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void *host,
@@ -56,6 +64,11 @@ int nst_gpu_dring_create(nst_gpu_dring **out, const nst_gpu_dring_ops *ops, void
     d->ctx = ctx;
     pthread_mutex_init(&d->mu, NULL);
     int rc = ops->alloc(ops->ctx, bytes, (void **)&d->dev);
+    entry *own[2] = {&d->copier, &d->wcopier};
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        rc = ops->entry_create(ops->ctx, &own[i]->stream, &own[i]->ready, &own[i]->done);
+        own[i]->made = rc == 0;
+    }
     for (uint32_t i = 0; rc == 0 && i < nslots; i++) {
         d->e[i].d = d;
         rc = ops->entry_create(ops->ctx, &d->e[i].stream, &d->e[i].ready, &d->e[i].done);
@@ -142,6 +155,41 @@ int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream
     return rc;
 }
 
+int nst_gpu_dring_move(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    uint8_t *to = nst_gpu_dring_dev(d, dst);
+    const uint8_t *from = nst_gpu_dring_dev(d, src);
+    if (!to || !from || n > d->bytes - (size_t)(dst - d->host) ||
+        n > d->bytes - (size_t)(src - d->host))
+        return nst_error(NOSTALL_E_INVALID, "gpu_output=device: a move outside the device ring");
+    return d->ops.copy(d->ops.ctx, d->copier.stream, to, from, n);
+}
+
+int nst_gpu_dring_moved(nst_gpu_dring *d) { return d->ops.sync(d->ops.ctx, d->copier.stream); }
+
+int nst_gpu_dring_alloc_extra(nst_gpu_dring *d, size_t bytes, uint8_t **mem)
+{
+    pthread_mutex_lock(&d->mu);
+    int full = d->nextra >= sizeof d->extra / sizeof *d->extra;
+    pthread_mutex_unlock(&d->mu);
+    if (full) return nst_error(NOSTALL_E_STATE, "gpu_output=device: too many extra allocations");
+    void *m = NULL;
+    int rc = d->ops.alloc(d->ops.ctx, bytes, &m);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&d->mu);
+    d->extra[d->nextra++] = m;
+    pthread_mutex_unlock(&d->mu);
+    *mem = m;
+    return 0;
+}
+
+int nst_gpu_dring_copy(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n)
+{
+    return d->ops.copy(d->ops.ctx, d->wcopier.stream, dst, src, n);
+}
+
+int nst_gpu_dring_copied(nst_gpu_dring *d) { return d->ops.sync(d->ops.ctx, d->wcopier.stream); }
+
 uint32_t nst_gpu_dring_busy(nst_gpu_dring *d)
 {
     uint32_t n = 0;
@@ -159,6 +207,13 @@ void nst_gpu_dring_free(nst_gpu_dring *d)
             d->ops.drain(d->ops.ctx, d->e[i].stream);
             d->ops.entry_destroy(d->ops.ctx, d->e[i].stream, d->e[i].ready, d->e[i].done);
         }
+    entry *own[2] = {&d->copier, &d->wcopier};
+    for (int i = 0; i < 2; i++)
+        if (own[i]->made) {
+            d->ops.drain(d->ops.ctx, own[i]->stream);
+            d->ops.entry_destroy(d->ops.ctx, own[i]->stream, own[i]->ready, own[i]->done);
+        }
+    for (uint32_t i = 0; i < d->nextra; i++) d->ops.free_mem(d->ops.ctx, d->extra[i]);
     if (d->dev) d->ops.free_mem(d->ops.ctx, d->dev);
     pthread_mutex_destroy(&d->mu);
     free(d->e);

@@ -16,6 +16,7 @@
 
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,8 +164,36 @@ static int fd_after(void *c, void *stream, void *done, void *consumer, void (*fn
 
 static void fd_drain(void *c, void *stream) { (void)c, (void)stream; }
 
-void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out)
+/* Copies are done at once (host memory): sync has nothing to wait for.
+ * With fail_copies (ctx) every copy fails, as a CUDA error would. Every
+ * copy is counted (tests: the device path was taken, not a host memcpy
+ * that the fake's host memory would let pass). */
+static atomic_uint_fast64_t copies;
+
+uint64_t nst_gpu_fake_copies(void) { return (uint64_t)atomic_load(&copies); }
+
+static int fd_copy(void *c, void *stream, void *dst, const void *src, size_t bytes)
 {
+    (void)stream;
+    atomic_fetch_add(&copies, 1);
+    if (*(const int *)c)
+        return nst_error(NOSTALL_E_IO,
+                         "gpu fake device ring: copy of %zu bytes failed "
+                         "(NOSTALL_TEST_GPU_FAKE_COPY_FAIL)",
+                         bytes);
+    memmove(dst, src, bytes);
+    return 0;
+}
+
+static int fd_sync(void *c, void *stream)
+{
+    (void)c, (void)stream;
+    return 0;
+}
+
+void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out, int fail_copies)
+{
+    static const int fails[2] = {0, 1};
     *out = (nst_gpu_dring_ops){.name = "fake",
                                .device = -1,
                                .alloc = fd_alloc,
@@ -173,7 +202,10 @@ void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out)
                                .entry_destroy = fd_entry_destroy,
                                .lent = fd_lent,
                                .after = fd_after,
-                               .drain = fd_drain};
+                               .drain = fd_drain,
+                               .copy = fd_copy,
+                               .sync = fd_sync,
+                               .ctx = (void *)&fails[fail_copies != 0]};
 }
 
 void nst_gpu_fake_stream_sync(nst_gpu_fake_stream *s)

@@ -5,7 +5,8 @@
  * (gpu_output=device: the fake's in a test build, else CUDA's). In a test build,
  * NOSTALL_TEST_GPU_FAKE=1 passes the check and gives every worker the fake
  * backend (fake.c), so the loader's GPU route runs end to end on any
- * machine; the nvJPEG backend is not yet given to workers (it awaits its
+ * machine (NOSTALL_TEST_GPU_FAKE_COPY_FAIL=1: the fake device ring's
+ * copies fail); the nvJPEG backend is not yet given to workers (it awaits its
  * first GPU run, docs/gpu.md). Called by the loader at create and by each
  * worker; any thread.
  */
@@ -37,7 +38,8 @@ int nst_gpu_dring_ops_open(nst_gpu_dring_ops *out, unsigned gpu_id)
 {
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
     if (fake_wanted()) {
-        nst_gpu_fake_dring_ops(out);
+        const char *f = nst_test_env("NOSTALL_TEST_GPU_FAKE_COPY_FAIL");
+        nst_gpu_fake_dring_ops(out, f && strcmp(f, "1") == 0);
         return 0;
     }
 #endif

@@ -122,6 +122,13 @@ void nst_gpu_route_free(nst_gpu_route *r);
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
                         char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+/* One image the CPU already decoded (echo_point=decode's store: img with
+ * its geometry -- offsets, DCT scale -- and its rows in host memory) put
+ * to the backend whole and augmented there into `batch` at job->dst_off,
+ * with job's window, flip and output (job->data unused): the bytes of
+ * nst_augment() on img. 0 or E_*. */
+int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_image *img,
+                        const nst_gpu_job *job, uint8_t *batch, size_t batch_bytes);
 /* After a batch: bad job i's NOSTALL_E_* status (the CPU path's for a file
  * the CPU decoder refused; E_CORRUPT for what a backend reported). */
 int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
@@ -144,7 +151,9 @@ int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pix
  * events are all made at create: nothing is allocated after. The memory
  * ops are the fake's (test builds, NOSTALL_TEST_GPU_FAKE=1: host memory,
  * flags) or CUDA's (cuda_dring.c: cudaMalloc, streams, events; not yet run
- * on a GPU). Threads: any; one mutex guards the entries. */
+ * on a GPU). Besides the entries, one stream of its own for the copies
+ * of nst_gpu_dring_move and one for nst_gpu_dring_copy's. Threads: any;
+ * one mutex guards the entries and the extra allocations. */
 typedef struct nst_gpu_dring nst_gpu_dring;
 typedef struct nst_gpu_dring_ops {
     const char *name;
@@ -162,6 +171,11 @@ typedef struct nst_gpu_dring_ops {
                  void *arg);
     /* At free: wait for every entry's pending `after` (their fn runs). */
     void (*drain)(void *ops_ctx, void *stream);
+    /* Device-to-device copies of `bytes` (never overlapping) queued on
+     * `stream` in order; sync returns once every copy queued there is done
+     * (0, or < 0 naming the copy's error). */
+    int (*copy)(void *ops_ctx, void *stream, void *dst, const void *src, size_t bytes);
+    int (*sync)(void *ops_ctx, void *stream);
     void *ctx;
 } nst_gpu_dring_ops;
 typedef void (*nst_gpu_give_back_fn)(void *ctx, const nostall_batch *b);
@@ -174,6 +188,22 @@ int nst_gpu_dring_lend(nst_gpu_dring *d, const nostall_batch *b, nostall_device_
 /* The consumer gives b back after the work on `stream` (NULL: now).
  * E_INVALID if b is not lent (e.g. released twice). */
 int nst_gpu_dring_release(nst_gpu_dring *d, const nostall_batch *b, void *stream);
+/* The batch engine's compaction and top-ups of the image field
+ * (on_bad_item=skip; batch/engine.h's plan move): n bytes from host ring
+ * address src to dst, both in the arena, copied at their device addresses
+ * on the ring's copy stream; moved waits until the copies are done (the
+ * batch may be lent, and a donor slot refilled, once it returns). One
+ * caller at a time (the host ring's lock). E_INVALID outside the arena. */
+int nst_gpu_dring_move(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n);
+int nst_gpu_dring_moved(nst_gpu_dring *d);
+/* Device memory beside the ring, freed with it (echo_point=augment's store
+ * of finished images): at create, at most 4 allocations. */
+int nst_gpu_dring_alloc_extra(nst_gpu_dring *d, size_t bytes, uint8_t **mem);
+/* Workers' device-to-device copies (device addresses: the ring's or an
+ * extra allocation's), on a stream of their own (not the engine's copier);
+ * copied waits until every copy queued there so far is done. Any thread. */
+int nst_gpu_dring_copy(nst_gpu_dring *d, uint8_t *dst, const uint8_t *src, size_t n);
+int nst_gpu_dring_copied(nst_gpu_dring *d);
 /* Entries lent or waiting for their stream (tests). */
 uint32_t nst_gpu_dring_busy(nst_gpu_dring *d);
 /* Waits for pending releases (they run), then frees. */
@@ -186,8 +216,11 @@ int nst_gpu_dring_ops_open(nst_gpu_dring_ops *out, unsigned gpu_id);
 /* fake.c: the device ring's ops on host memory. A non-NULL consumer
  * stream given to the fake must be an nst_gpu_fake_stream: its `after`
  * functions wait there (at most 64) until nst_gpu_fake_stream_sync runs
- * them, as a CUDA stream reaching an event would. */
-void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out);
+ * them, as a CUDA stream reaching an event would. With fail_copies every
+ * copy fails (E_IO; gpu.c: NOSTALL_TEST_GPU_FAKE_COPY_FAIL=1). */
+void nst_gpu_fake_dring_ops(nst_gpu_dring_ops *out, int fail_copies);
+/* Copies the fake's ops were asked for so far (any ring, any thread). */
+uint64_t nst_gpu_fake_copies(void);
 typedef struct nst_gpu_fake_stream {
     void (*fn[64])(void *);
     void *arg[64];

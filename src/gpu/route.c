@@ -15,6 +15,9 @@
  * gets the same taps shifted, the same k and the same pass order, so the
  * bytes do not depend on the region.
  *
+ * nst_gpu_route_image: an image the CPU already decoded (echo_point=decode's
+ * store) put whole to the backend and re-augmented there.
+ *
  * Threads: a route belongs to one thread; its arrays grow to the largest
  * batch and stay (no allocation in the steady state).
  */
@@ -303,4 +306,40 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
     if (!m) return 0;
     if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
     return be->augment(be->ctx, items, m, &r->t, batch, batch_bytes, be->out_device);
+}
+
+int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_image *img,
+                        const nst_gpu_job *job, uint8_t *batch, size_t batch_bytes)
+{
+    int rc = reserve_jobs(r, 1);
+    if (rc < 0) return rc;
+    /* the tables' room: the window's length unscaled is at least its
+     * length in the (DCT-scaled) image, so the taps fit */
+    const uint32_t roi[4] = {0, 0, img->width, img->height};
+    size_t ns, nc;
+    table_sizes(job, 1, roi, &ns, &nc);
+    if ((rc = reserve_tables(r, ns, nc)) < 0) return rc;
+    const size_t row = (size_t)img->width * 3;
+    const uint64_t image_bytes = (uint64_t)row * img->height;
+    if ((rc = be->reserve(be->ctx, image_bytes, 1, ns, nc, 0)) < 0) return rc;
+    const uint8_t *rgb = img->data;
+    if (img->stride != row) { /* put takes packed rows */
+        if ((rc = nst_buf_reserve(&r->tmp, (size_t)image_bytes)) < 0) return rc;
+        for (uint32_t y = 0; y < img->height; y++)
+            memcpy(r->tmp.data + (size_t)y * row, img->data + (size_t)y * img->stride, row);
+        rgb = r->tmp.data;
+    }
+    if ((rc = be->put(be->ctx, 0, rgb, img->width, img->height)) < 0) return rc;
+    nst_image packed = *img; /* the backend's copy: packed rows */
+    packed.stride = row;
+    nst_gpu_item *it = (nst_gpu_item *)(void *)r->items.data;
+    if ((rc = nst_gpu_plan(&r->t, &packed, &job->win, job->flip, &job->out, it)) < 0) return rc;
+    const uint64_t bytes = nst_output_bytes(&job->out);
+    if (!bytes || job->dst_off > batch_bytes || bytes > batch_bytes - job->dst_off)
+        return nst_error(NOSTALL_E_INVALID, "gpu route: %s: item outside the batch", job->path);
+    it->src_off = 0;
+    it->dst_off = job->dst_off;
+    it->tmp_off = 0;
+    if ((rc = be->reserve(be->ctx, image_bytes, 1, ns, nc, nst_gpu_tmp_elems(it))) < 0) return rc;
+    return be->augment(be->ctx, it, 1, &r->t, batch, batch_bytes, be->out_device);
 }

@@ -31,7 +31,8 @@
  *
  * decode_device=gpu (crop and resize modes): make goes through the
  * worker's GPU route (gpu/gpu.h; make_gpu), planned with the same draws;
- * full, and decode/transform (echo_point=decode), stay on the CPU.
+ * echo_point=decode's decode stays on the CPU, its transform re-augments
+ * the kept image on the route (transform_gpu); full stays on the CPU.
  *
  * make: probe the header, plan the window, decode only what it needs
  * (decode/: crop mode the window's region; crop and resize at the smallest
@@ -276,6 +277,26 @@ static int decode(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *da
     return rc;
 }
 
+/* decode_device=gpu: the kept decoded image re-augmented on the route
+ * (put to the device, the kernels), as augment() would on the CPU. */
+static int transform_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image *img,
+                         const nst_window *win, int flip, nst_recipe_times *t)
+{
+    const classify *r = w->r;
+    nst_gpu_job job = {.path = c->path, .win = *win, .flip = flip};
+    job.out = output_of(r, img->src_width, img->src_height, NULL);
+    const size_t bytes = nst_output_bytes(&job.out);
+    w->be.out_device = c->dst_device;
+    uint64_t t0 = nst_now_ns();
+    int rc = nst_gpu_route_image(w->route, &w->be, img, &job, c->dst[0], bytes);
+    t->augment_ns += nst_now_ns() - t0;
+    if (rc < 0) return rc;
+    nst_label_write(&r->base, c);
+    t->augment_items++;
+    t->augment_bytes += bytes;
+    return 0;
+}
+
 static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_decoded *in,
                      nst_recipe_times *t)
 {
@@ -285,6 +306,7 @@ static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_deco
     memcpy(&img, in->meta, sizeof img);
     img.data = in->buf.data;
     plan(w->r, c, img.src_width, img.src_height, &win, &flip);
+    if (w->route) return transform_gpu(w, c, &img, &win, flip, t);
     return augment(w, c, &img, &win, flip, t);
 }
 

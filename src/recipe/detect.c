@@ -61,6 +61,10 @@
  * the crop's region and resamples it into the slot; decode keeps the whole
  * image (echo_point=decode), transform plans and resamples from it. Boxes
  * come from the recipe's annotations, by item, in both.
+ * decode_device=gpu: make sends the image through the worker's GPU route
+ * (gpu/gpu.h; make_gpu) with the same plan, the boxes written on the host;
+ * echo_point=decode's decode stays on the CPU, its transform re-augments
+ * the kept image on the route.
  *
  * Workers call the stages concurrently, each with its own
  * nst_recipe_worker; the recipe is read-only after create.
@@ -75,6 +79,7 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "decode/decode.h"
+#include "gpu/gpu.h"
 #include "recipe/recipe.h"
 #include "dataset/coco.h"
 
@@ -99,12 +104,16 @@ typedef struct detect {
     uint32_t out_w, out_h, max_boxes;
     double scale_min, scale_max, ratio_min, ratio_max, flip_prob;
     nst_norm norm;
+    int gpu; /* decode_device=gpu: make goes the GPU route */
+    unsigned gpu_id;
 } detect;
 
 struct nst_recipe_worker {
     const detect *r;
     nst_decoder *dec;
     nst_augmenter *aug;
+    nst_gpu_route *route; /* decode_device=gpu */
+    nst_gpu_backend be;
 };
 
 /* What one use of an item does: the window of the source, the flip, the
@@ -272,9 +281,48 @@ static int augment(nst_recipe_worker *w, const nst_item_ctx *c, const nst_image 
     return 0;
 }
 
+/* decode_device=gpu: the image through the worker's GPU route (gpu/
+ * route.c) with the same plan as the CPU path (the route decodes at full
+ * scale: the CPU path's bytes where it decodes at full scale too); the
+ * boxes on the host from that plan, as the CPU path writes them. With
+ * gpu_output=device the image lands in the device ring (c->dst_device),
+ * the boxes in the host slot. */
+static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
+                    nst_recipe_times *t)
+{
+    const detect *r = w->r;
+    nst_image_info info;
+    det_plan p;
+    uint64_t t1 = nst_now_ns();
+    int rc = nst_decode_probe(w->dec, data, len, c->path, &info);
+    if (rc == 0) rc = check_size(r, c, info.width, info.height);
+    if (rc < 0) {
+        t->decode_ns += nst_now_ns() - t1;
+        return rc;
+    }
+    plan(r, c, info.width, info.height, &p);
+    nst_gpu_job job = {.data = data, .len = len, .path = c->path, .win = p.win, .flip = p.flip};
+    output_of(r, &p, NULL, &job.out);
+    const size_t bytes = nst_output_bytes(&job.out);
+    int st, cpu;
+    char why[1][NST_GPU_REASON];
+    w->be.out_device = c->dst_device;
+    rc = nst_gpu_route_batch(w->route, &w->be, &job, 1, c->dst[F_IMAGE], bytes, &st, why, &cpu);
+    t->decode_ns += nst_now_ns() - t1;
+    if (rc < 0) return rc;
+    if (st != NST_GPU_DECODED) return nst_error(nst_gpu_route_code(w->route, 0), "%s", why[0]);
+    t->decode_items++;
+    t->decode_pixels += (uint64_t)info.width * info.height;
+    write_boxes(r, c, &p);
+    t->augment_items++;
+    t->augment_bytes += bytes;
+    return 0;
+}
+
 static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                 nst_recipe_times *t)
 {
+    if (w->route) return make_gpu(w, c, data, len, t);
     nst_image_info info;
     nst_image img;
     det_plan p;
@@ -330,8 +378,23 @@ static int transform(nst_recipe_worker *w, const nst_item_ctx *c, const nst_deco
     memcpy(&img, in->meta, sizeof img);
     img.data = in->buf.data;
     plan(w->r, c, img.src_width, img.src_height, &p);
-    return augment(w, c, &img, &p, t);
+    if (!w->route) return augment(w, c, &img, &p, t);
+    /* decode_device=gpu: the kept image re-augmented on the route */
+    nst_gpu_job job = {.path = c->path, .win = p.win, .flip = p.flip};
+    output_of(w->r, &p, NULL, &job.out);
+    const size_t bytes = nst_output_bytes(&job.out);
+    w->be.out_device = c->dst_device;
+    uint64_t t0 = nst_now_ns();
+    int rc = nst_gpu_route_image(w->route, &w->be, &img, &job, c->dst[F_IMAGE], bytes);
+    t->augment_ns += nst_now_ns() - t0;
+    if (rc < 0) return rc;
+    write_boxes(w->r, c, &p);
+    t->augment_items++;
+    t->augment_bytes += bytes;
+    return 0;
 }
+
+static void worker_free(nst_recipe_worker *w);
 
 static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
 {
@@ -342,9 +405,10 @@ static int worker_create(const nst_recipe *base, nst_recipe_worker **out)
     if (!w) return nst_error(NOSTALL_E_NOMEM, "recipe: out of memory");
     w->r = r;
     if ((rc = nst_decoder_create(&w->dec, r->max_pixels)) < 0 ||
-        (rc = nst_augmenter_create(&w->aug)) < 0) {
-        nst_decoder_free(w->dec);
-        free(w);
+        (rc = nst_augmenter_create(&w->aug)) < 0 ||
+        (r->gpu && ((rc = nst_gpu_route_create(&w->route, r->max_pixels)) < 0 ||
+                    (rc = nst_gpu_backend_open(&w->be, r->gpu_id, r->max_pixels)) < 0))) {
+        worker_free(w);
         return rc;
     }
     *out = w;
@@ -356,6 +420,8 @@ static void worker_free(nst_recipe_worker *w)
     if (!w) return;
     nst_decoder_free(w->dec);
     nst_augmenter_free(w->aug);
+    nst_gpu_route_free(w->route);
+    if (w->be.destroy) w->be.destroy(w->be.ctx);
     free(w);
 }
 
@@ -487,6 +553,8 @@ int nst_detect_create(nst_recipe **out, const nostall_config *cfg, const char *s
     r->ratio_min = v[NOSTALL_OPT_RATIO_MIN].d;
     r->ratio_max = v[NOSTALL_OPT_RATIO_MAX].d;
     r->flip_prob = v[NOSTALL_OPT_FLIP_PROB].d;
+    r->gpu = v[NOSTALL_OPT_DECODE_DEVICE].u == NOSTALL_DECODE_GPU;
+    r->gpu_id = (unsigned)v[NOSTALL_OPT_GPU_ID].u;
     nst_norm_init(&r->norm, v[NOSTALL_OPT_MEAN].d3, v[NOSTALL_OPT_STD].d3);
     if (v[NOSTALL_OPT_IMAGE_MODE].u == NOSTALL_IMAGE_FULL) {
         nst_recipe_free(&r->base);

@@ -47,8 +47,7 @@ def test_cpu_is_the_default(images):
 
 def _fake_loader(images, monkeypatch, **kw):
     monkeypatch.setenv("NOSTALL_TEST_GPU_FAKE", "1")
-    opts = dict(batch_size=4, crop=32, epochs=1, seed=3, output="uint8", threads=2,
-                on_bad_item="fail")
+    opts = dict(batch_size=4, crop=32, epochs=1, seed=3, output="uint8", threads=2)
     opts.update(kw)
     try:
         return nostall.Loader(images, **opts)
@@ -106,9 +105,98 @@ def test_device_ring_tensors_outlive_the_loader_and_the_ring_never_runs_dry(
     assert _dlpack.live() == 0 and ld._core.ld is None  # freed with the last tensor
 
 
+def test_device_ring_with_the_defaults_skips_bad_files_as_the_host_route(
+        tmp_path, monkeypatch):
+    """Loader(path, decode_device="cuda") with the library's defaults
+    (on_bad_item="skip"): bad files are skipped with a warning, the batches
+    compacted and topped up on the device ring; the same bytes, labels and
+    skipped files as the host route."""
+    import gc
+    from nostall import _dlpack
+    d = str(tmp_path / "bad")
+    gen(d, 24, 2)
+    import os
+    cls = sorted(os.listdir(d))
+    with open(os.path.join(d, cls[0], "zz_junk.jpg"), "wb") as f:
+        f.write(b"junk")
+    with open(os.path.join(d, cls[1], "aa_junk.jpg"), "wb") as f:
+        f.write(b"junk")
+    monkeypatch.setenv("NOSTALL_TEST_GPU_FAKE", "1")
+    got = {}
+    for dd in ("gpu", "cuda"):
+        try:
+            ld = nostall.Loader(d, batch_size=5, crop=32, seed=3, epochs=1,
+                                max_bad_fraction=1, decode_device=dd)
+        except nostall.Error as e:
+            if "decode_device=gpu: " in str(e):
+                pytest.skip("no fake GPU backend in this library: %s" % e)
+            raise
+        with ld:
+            assert ld.config["on_bad_item"] == "skip"
+            assert ld.config["gpu_output"] == ("device" if dd == "cuda" else "host")
+            with pytest.warns(RuntimeWarning, match="2 bad item"):
+                got[dd] = [(_bytes(x), y.tolist()) for x, y in ld]
+            got[dd + " skipped"] = sorted(os.path.basename(s["path"]) for s in ld.skipped())
+        gc.collect()
+        assert _dlpack.live() == 0
+    assert got["cuda skipped"] == got["gpu skipped"] == ["aa_junk.jpg", "zz_junk.jpg"]
+    assert len(got["cuda"]) >= 4 and got["cuda"] == got["gpu"]
+
+
+@pytest.mark.parametrize("point", ["fetch", "decode", "augment", "batch"])
+def test_device_ring_echoes_as_the_host_route(images, monkeypatch, point):
+    """Fixed echoing with decode_device="cuda": fetch (each copy decoded on
+    the route), decode (the kept image re-augmented on the route), augment
+    (a device store, device-to-device copies) and batch (slots re-lent)
+    give the host route's tensors."""
+    import gc
+    from nostall import _dlpack
+    kw = dict(echo_factor=2, echo_point=point)
+    want = _host_reference(images, monkeypatch, **kw)
+    with _fake_loader(images, monkeypatch, decode_device="cuda", **kw) as ld:
+        got = [(_bytes(x), y.tolist()) for x, y in ld]
+        assert ld.stats()["echoed_items"] > 0
+    gc.collect()
+    assert _dlpack.live() == 0
+    assert got == want and len(got) == 6
+
+
+def test_device_ring_detection_boxes_on_the_host(tmp_path, monkeypatch):
+    """task=detect with decode_device="cuda": a dict as the host path's,
+    the image a DLPack tensor of the device ring, the boxes, labels and
+    counts host tensors; all equal to the host route's."""
+    import gc
+    import subprocess
+    import torch
+    from conftest import CLI
+    from nostall import _dlpack
+    d = str(tmp_path / "det")
+    subprocess.run([CLI, "gen", "--task", "detect", d, "--images", "12", "--classes", "3",
+                    "--objects", "4", "--width", "64", "--height", "48", "--seed", "2",
+                    "--quiet"], check=True)
+    kw = dict(task="detect", out_height=40, out_width=40, max_boxes=5, batch_size=4,
+              box_crop="iou")
+    got = {}
+    for dd in ("gpu", "cuda"):
+        with _fake_loader(d + "/instances.json", monkeypatch, decode_device=dd, **kw) as ld:
+            rows = []
+            for b in ld:
+                assert isinstance(b, dict) and isinstance(b["image"], torch.Tensor)
+                if dd == "cuda":
+                    assert b["image"].data_ptr() == ld.last_batch_address
+                rows.append((_bytes(b["image"]), [x.tolist() for x in b["boxes"]],
+                             [x.tolist() for x in b["box_labels"]], b["box_count"].tolist()))
+                del b
+            got[dd] = rows
+        gc.collect()
+        assert _dlpack.live() == 0
+    assert got["cuda"] == got["gpu"] and len(got["cuda"]) == 3
+    assert any(c > 0 for r in got["cuda"] for c in r[3])
+
+
 def test_device_ring_refusals_name_why(images, monkeypatch):
-    with pytest.raises(nostall.Error, match="on_bad_item=fail"):
-        _fake_loader(images, monkeypatch, decode_device="cuda", on_bad_item="skip")
+    with pytest.raises(nostall.Error, match="echo=adaptive"):
+        _fake_loader(images, monkeypatch, decode_device="cuda", echo="adaptive")
     with pytest.raises(nostall.Error, match="already on the GPU"):
         _fake_loader(images, monkeypatch, decode_device="cuda", pin_memory=True)
     with pytest.raises(nostall.Error, match="gpu_output=device: it needs decode_device=gpu"):
