@@ -154,7 +154,9 @@ extern "C" {
     X(srv_recv_cpu_s, "run with the prep servers: CPU time of the trainer's prep-server "          \
                       "threads (requesting, receiving)")                                           \
     X(cold_tuned_cache, "cold run: autotune's MinIO cache admission cap at its end, bytes (0: "    \
-                        "no cache)")
+                        "no cache)")                                                               \
+    X(decode_gpu, "1 with decode_device=gpu: decode and augment on the GPU, their time "           \
+                  "counted as prep time (0: on the CPU)")
 
 typedef struct nostall_analyze_meas {
 #define NOSTALL_ANALYZE_MEAS_FIELD_(name, help) double name;

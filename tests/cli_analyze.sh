@@ -296,6 +296,13 @@ meas "$f" "$TMP/norst.json" rst_cpu_ratio=0
 [ $rc = 2 ] && grep -q "transcode" "$TMP/err" || fail "transcode=1 without a measured sample: want exit 2 naming it: $(cat "$TMP/err")"
 "$CLI" analyze "$TMP/data" --step-ms 1 --threads -3 --quiet 2> "$TMP/err"; rc=$?
 [ $rc = 2 ] && grep -q "threads" "$TMP/err" || fail "bad loader option: want exit 2 naming it: $(cat "$TMP/err")"
+# a run that stops on too many bad items says why (the loader's reason, naming the file)
+"$CLI" gen "$TMP/bad" --images 30 --classes 3 --width 96 --height 72 --seed 4 --quiet
+echo junk > "$TMP/bad/class_000/zz_junk.jpg"
+printf 'junk' > "$TMP/bad/class_001/zz_junk2.jpg"
+"$CLI" analyze "$TMP/bad" --batch-size 4 --threads 1 --step-ms 1 --quiet 2> "$TMP/err" > /dev/null; rc=$?
+[ $rc = 1 ] && grep -q "max_bad_fraction" "$TMP/err" && grep -q "zz_junk" "$TMP/err" ||
+    fail "too many bad items: want exit 1 with the loader's reason naming a file, got $rc: $(cat "$TMP/err")"
 set -e
 
 # 7. the HTML report: self-contained, and its charts render in a browser

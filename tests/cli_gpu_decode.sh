@@ -172,4 +172,13 @@ gd=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu --gpu-output dev
     fail "gpu detect, large, device: $(cat "$TMP/j")"
 [ "$gh" != "$cpu" ] || fail "detect on large images: the GPU route's bytes are the CPU path's"
 [ "$gh" = "$gd" ] || fail "detect on large images: host output $gh, device output $gd"
+# the analyzer says GPU decode is prep time (its report)
+"$CLI" gen "$TMP/an" --images 30 --classes 3 --width 96 --height 72 --seed 4 --quiet
+NOSTALL_TEST_GPU_FAKE=1 "$CLI" analyze "$TMP/an" --decode-device gpu --batch-size 4 --threads 1 \
+    --step-ms 1 --quiet > "$TMP/an.txt" 2>&1 || fail "analyze with GPU decode: $(cat "$TMP/an.txt")"
+grep -q "GPU decode   decode and augment run on the GPU" "$TMP/an.txt" ||
+    fail "analyze: no GPU decode line: $(cat "$TMP/an.txt")"
+NOSTALL_TEST_GPU_FAKE=1 "$CLI" analyze "$TMP/an" --batch-size 4 --threads 1 --step-ms 1 --quiet \
+    > "$TMP/an.txt" 2>&1 || fail "analyze on the CPU: $(cat "$TMP/an.txt")"
+! grep -q "GPU decode" "$TMP/an.txt" || fail "analyze on the CPU names GPU decode"
 echo PASS

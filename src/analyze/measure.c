@@ -329,6 +329,9 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
     }
     o->seconds = now_s() - t0;
     o->cpu_s = cpu_now_s() - c0;
+    /* the reason now: the stats calls below start with the error cleared */
+    char msg[NST_ERROR_MAX - 128] = "";
+    if (rc < 0) snprintf(msg, sizeof msg, "%s", nostall_last_error());
     nostall_loader_stats(ld, &o->st, sizeof o->st);
     o->all = o->st;
     o->all_seconds = now_s() - ta;
@@ -341,8 +344,6 @@ static int run_loader(const ctx *c, const char *source, const nostall_config *cf
         if (nostall_stats_gauge(i) == 0) a[i] -= z[i];
     if (progress) c->o->progress(c->o->ctx, label, o->batches, total, o->seconds, 1);
     if (rc < 0) {
-        char msg[NST_ERROR_MAX - 128];
-        snprintf(msg, sizeof msg, "%s", nostall_last_error());
         nostall_loader_free(ld);
         return nst_error(rc, "%s run on %s: %s", label, source, msg);
     }
@@ -669,6 +670,9 @@ static void settings(const nostall_config *cfg, nostall_analyze_meas *m)
         nostall_config_get_uint(cfg, NOSTALL_OPT_THREADS, &u);
         m->threads = (double)u;
     }
+    char dev[16] = "";
+    nostall_config_get(cfg, "decode_device", dev, sizeof dev);
+    m->decode_gpu = !strcmp(dev, "gpu");
     nostall_config_get_uint(cfg, NOSTALL_OPT_IO_DEPTH, &u);
     /* 0 = auto: a worker that waits for storage doubles its reads in
      * flight within a few dozen items, up to NOSTALL_IO_DEPTH_AUTO_MAX, so the

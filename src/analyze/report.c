@@ -201,6 +201,13 @@ void nst_an_report_text(FILE *f, const struct nostall_analysis *r, const char *d
         fprintf(f, " and %.0f prep server(s) (%.0f from them)", m->prep_servers, rt.remote);
     fprintf(f, "; storage %.0f items/s\n", rt.fetch);
     text_remote(f, m);
+    if (m->decode_gpu > 0)
+        nst_an_line(f,
+                    "  GPU decode   decode and augment run on the GPU (nvJPEG, CUDA kernels); the "
+                    "time workers wait for them is prep time, so the prep rate above is the GPU "
+                    "route's with these threads. Not modelled: the GPU shared with the training "
+                    "step, and the GPU's own limit: the what-if rows for more threads assume "
+                    "prep grows with CPU cores");
     fprintf(f, "\n  measured (per epoch)       time      compute   prep stall        fetch stall\n");
     fprintf(f, "    synthetic (step only) %7.2f s\n", ms.syn);
     fprintf(f, "    cached                %7.2f s  %7.2f s  %6.2f s\n", ms.warm, ms.syn,
