@@ -3,7 +3,7 @@
 # machine) from the repository root, in one command, with the folder
 # bench/gpu/pack.sh made here carried along (docs/gpu.md):
 #
-#   bash bench/gpu/run.sh --quick       # <= 9 minutes wall on 16 cores
+#   bash bench/gpu/run.sh --quick       # <= 570 s wall on 16 cores (560 s of budgets)
 #   bash bench/gpu/run.sh --full        # more batches, and step 5 (echoing)
 #   ... --only correctness,echo         # those steps only (the machine, gen always run)
 #   bash bench/gpu/run.sh --rehearse    # here, on the CPU, tiny sizes (ctest cli_gpu_kit)
