@@ -718,10 +718,11 @@ def gl_files(data, seed):
     return files
 
 
-def gl_time(torch, batches, warm, n, cap_s, keep=0):
+def gl_time(torch, batches, warm, n, deadline, keep=0):
     """Warm-up batches (the first `keep` copied to the host: their sha256),
-    then up to n batches or cap_s seconds; each batch's ready time taken
-    after torch.cuda.synchronize(). Returns the figures."""
+    then up to n batches, stopping at `deadline` (time.perf_counter()) once
+    2 are measured; each batch's ready time taken after
+    torch.cuda.synchronize(). Returns the figures."""
     import hashlib
     import resource
     it = iter(batches)
@@ -738,7 +739,7 @@ def gl_time(torch, batches, warm, n, cap_s, keep=0):
         return r.ru_utime + r.ru_stime
     c0, t0 = cpu_s(), time.perf_counter()
     ready, items = [t0], 0
-    while len(ready) <= n and time.perf_counter() - t0 < cap_s:
+    while len(ready) <= n and (len(ready) < 3 or time.perf_counter() < deadline):
         try:
             b = next(it)
         except StopIteration:  # the epoch ended: what was measured stands
@@ -790,7 +791,7 @@ def gl_psnr(torch, a, kw, k):
             "psnr_db_mean": sum(vals) / len(vals) if vals else None}
 
 
-def gl_torchvision(torch, a, p, warm, n, cap_s):
+def gl_torchvision(torch, a, p, warm, n, deadline):
     """torchvision's batched GPU decode on the same files: the main thread
     reads each batch's file bytes, decode_jpeg(list, device="cuda"), then
     per image v2 RandomResizedCrop(224, antialias) + flip, stacked, to
@@ -816,27 +817,27 @@ def gl_torchvision(torch, a, p, warm, n, cap_s):
             imgs = decode_jpeg(raw, device="cuda")
             x = torch.stack([tf(im) for im in imgs]).float()
             yield ((x - mean) / std,)
-    return gl_time(torch, batches(), warm, n, cap_s)
+    return gl_time(torch, batches(), warm, n, deadline)
 
 
 def gpuloader_worker(a, p):
     """One configuration of step gpuloader, in the process pinned to 2 cores:
-    a JSON line."""
+    a JSON line. a.cap: its seconds from start-up to the last figure."""
+    t_start = time.perf_counter()
     import torch
     import nostall
+    deadline = t_start + (a.cap or 10)
     warm, n = (5, 50) if a.profile != "full" else (5, 70)
     kw = dict(batch_size=p["batch"], crop=p["crop"], seed=1, drop_last=True, mode="train",
               threads=2)
     cfg = a.loader
-    t_start = time.perf_counter()
     torch.cuda.init()
-    cap = max(2.0, (a.cap or 10) - (time.perf_counter() - t_start))
     if cfg in ("nostall-1", "nostall-2"):
         kw["threads"] = int(cfg[-1])
         with nostall.Loader(a.data, decode_device="cuda", **kw) as ld:
             ld.set_epoch(0)
             s0 = ld.stats()
-            r = gl_time(torch, ld, warm, n, cap, keep=3)
+            r = gl_time(torch, ld, warm, n, deadline, keep=3)
             s1 = ld.stats()
         r["stats"] = {k: s1[k] - s0[k] for k in GL_STATS if k in s1}
         r["backend_split"] = ("not in stats: the loader counts decode_items/decode_busy_ns "
@@ -844,12 +845,12 @@ def gpuloader_worker(a, p):
     elif cfg == "psnr":
         r = gl_psnr(torch, a, kw, 2)
     elif cfg == "torchvision":
-        r = gl_torchvision(torch, a, p, warm, n, cap)
+        r = gl_torchvision(torch, a, p, warm, n, deadline)
     else:  # resnet50 fed by nostall's GPU decode
         tr = Trainer(torch, p["model"], "cuda")
         with nostall.Loader(a.data, decode_device="cuda", **kw) as ld:
             ld.set_epoch(0)
-            r = measure(tr, ld, 2, 20, cap)
+            r = measure(tr, ld, 2, 20, max(1.0, deadline - time.perf_counter() - 2))
     r.setdefault("status", "ok")
     r.update(config=cfg, cores=len(os.sched_getaffinity(0)))
     print(json.dumps(r))
@@ -881,7 +882,7 @@ def step_gpuloader(a, p, v):
     for cfg in configs:
         cmd = pinned([sys.executable, os.path.abspath(__file__), "gpuloader-worker", "--out",
                       a.out, "--data", a.data, "--profile", a.profile, "--loader", cfg,
-                      "--cap", str(max(3.0, per - 8))], 2)
+                      "--cap", str(max(5.0, per - 3))], 2)
         row = {"config": cfg}
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=per)
