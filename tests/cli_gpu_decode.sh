@@ -34,12 +34,12 @@ else
     grep -q "libnvjpeg not found.*/nonexistent/libnvjpeg.so.99" "$TMP/out" ||
         fail "libnvjpeg missing: $(cat "$TMP/out")"
     # a real libnvjpeg (PyPI's wheel, when the peers' venv has it): the next
-    # piece is named, the driver or device (or, on a GPU, the unfinished route)
+    # piece is named, the driver or device (or, on a GPU, the route not yet validated)
     lib=$(ls "$HOME"/.cache/nostall/peers/venv/lib/python3*/site-packages/nvidia/nvjpeg/lib/libnvjpeg.so.* 2> /dev/null | head -1)
     if [ -n "$lib" ]; then
         NOSTALL_TEST_NVJPEG=$lib run --decode-device gpu && fail "gpu created with $lib"
         grep -q "libnvjpeg not found" "$TMP/out" && fail "$lib not loaded: $(cat "$TMP/out")"
-        grep -Eq "no CUDA driver|no usable CUDA driver|CUDA device\(s\)|does not yet route" \
+        grep -Eq "no CUDA driver|no usable CUDA driver|CUDA device\(s\)|not yet been validated" \
             "$TMP/out" || fail "driver/device not named: $(cat "$TMP/out")"
     else
         echo "note: no nvidia-nvjpeg wheel in the peers' venv: the driver check not reached"

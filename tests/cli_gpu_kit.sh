@@ -32,7 +32,7 @@ for f in "$KIT"/lib/*; do
             fail "kit carries the C runtime: $f" ;;
     esac
 done
-if ! ldd "$BUILD/nostall" "$BUILD/libnostall.so" | grep -q libstdc++ && ls "$KIT"/lib/libstdc++* > /dev/null 2>&1; then
+if ! ldd "$BUILD/nostall" "$BUILD/libnostall.so" | grep libstdc++ > /dev/null && ls "$KIT"/lib/libstdc++* > /dev/null 2>&1; then
     fail "kit carries libstdc++, which ldd does not list"
 fi
 grep -q '^glibc_min [0-9]' "$KIT/MANIFEST" || fail "MANIFEST: no glibc_min"
@@ -87,7 +87,7 @@ fi
 $PY - "$TMP/out/gpu.json" <<'PYEOF' || fail "gpu.json: see above"
 import json, sys
 j = json.load(open(sys.argv[1]))
-for step in ("run", "info", "gen", "correctness", "gpudecode", "accel", "cores", "analyze", "echo"):
+for step in ("run", "info", "gen", "correctness", "gpudecode", "gpuloader", "accel", "cores", "analyze", "echo"):
     assert step in j, "no %s in %s" % (step, sorted(j))
 assert j["run"]["profile"] == "rehearse" and j["run"]["budgets"]["cores"] > 0, j["run"]
 assert j["info"]["status"] == "ok" and j["info"]["cpus"] >= 1 and j["info"]["torch"], j["info"]
@@ -112,6 +112,12 @@ for r in an["rows"]:
 g = j["gpudecode"]  # decode_device=gpu's device check: skipped without a CUDA device, naming it
 assert g["status"] == ("ok" if torch.cuda.is_available() else "skipped"), g
 assert g["status"] == "ok" or "decode_device=gpu" in g["reason"] or "without the test hooks" in g["reason"], g
+gl = j["gpuloader"]  # the loader with decode_device=gpu: skipped without a CUDA device, naming it
+assert j["run"]["budgets"]["gpuloader"] > 0, j["run"]
+if torch.cuda.is_available():
+    assert gl["status"] in ("ok", "partial") and gl["rows"], gl
+else:
+    assert gl["status"] == "skipped" and "no CUDA device" in gl["reason"], gl
 e = j["echo"]
 assert e["status"] == "ok" and [r["echo"] for r in e["rows"]] == ["2", "adaptive"], e
 assert all(r["status"] == "ok" and r["images_per_s"] > 0 and r["factor"] >= 1 for r in e["rows"]), e
@@ -120,5 +126,9 @@ PYEOF
 for h in "| pytest (GPU cases) | pass" "| cores | loader | images/s | GPU busy" "| threads | predicted images/s" "| echo | delivered images/s" "Accelerator alone (resnet18"; do
     grep -qF "$h" "$TMP/out/gpu.md" || fail "gpu.md lacks '$h'"
 done
+if ! $PY -c 'import torch, sys; sys.exit(torch.cuda.is_available())'; then
+    grep -qF "**gpuloader**: skipped: no CUDA device" "$TMP/out/gpu.md" || fail "gpu.md does not say gpuloader was skipped"
+    grep -q "gpuloader: skipped (no CUDA device" "$TMP/run.log" || fail "run.log does not say gpuloader was skipped"
+fi
 [ -s "$TMP/out/analyze.txt" ] || fail "no analyzer report"
 echo PASS

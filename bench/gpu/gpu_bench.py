@@ -16,6 +16,18 @@ soon as it has them, so a run cut short keeps what it measured):
                (an epoch of many more batches than slots, every device batch
                kept, none overwritten before its copy, no lease left); then
                pytest on the binding's GPU tests when pytest is there
+  gpuloader    the loader with decode_device="cuda" (nvJPEG + CUDA kernels,
+               the device ring; run.sh sets NOSTALL_GPU_UNVALIDATED=1 for this
+               step only) on the gen step's JPEGs, RandomResizedCrop 224 float,
+               in processes pinned to 2 cores: threads 1 and 2 (images/s,
+               process CPU time / wall, p50/p99 of the gaps between batches
+               ready after torch.cuda.synchronize(), the stats' decode
+               counters; checksums of the first batches: equal for 1 and 2
+               threads), PSNR of uint8 items vs decode_device=cpu (same seed),
+               torchvision's batched decode_jpeg(list, device="cuda") + v2
+               RandomResizedCrop/flip/normalize (file bytes read in the main
+               thread), and ResNet-50 fed by nostall's GPU decode; skipped
+               without a CUDA device
   accel        the accelerator's own rate: the model's training step on one
                repeated batch (images/s)
   cores        cores per GPU: nostall vs torchvision ImageFolder + DataLoader
@@ -107,7 +119,7 @@ def markdown(doc):
     if run.get("data"):
         lines.append("Data: %s." % run["data"])
     lines.append("")
-    for step in ("correctness", "gpudecode", "accel", "cores", "analyze", "echo"):
+    for step in ("correctness", "gpudecode", "gpuloader", "accel", "cores", "analyze", "echo"):
         v = doc.get(step)
         if v is None:
             continue
@@ -134,6 +146,31 @@ def markdown(doc):
             if "device_ring" in v:  # gpu_output=device's ring: bytes in place, release waits
                 lines.append("Device ring (gpu_output=device): %s."
                              % ("pass" if v["device_ring"] else "FAIL"))
+            lines.append("")
+        elif step == "gpuloader" and v.get("rows"):
+            lines.append("Loader with decode_device=\"cuda\" (nvJPEG, gpu_output=device, "
+                         "RandomResizedCrop 224 float, train), process pinned to 2 cores; "
+                         "bytes equal for 1 and 2 threads: %s." % v.get("bytes_equal_1_vs_2_threads"))
+            lines.append("")
+            lines.append("| configuration | images/s | CPU cores | batch p50 ms | p99 ms | p99/p50 | detail |")
+            lines.append("|---|---|---|---|---|---|---|")
+            for r in v["rows"]:
+                if r.get("status") not in ("ok", "FAIL"):
+                    lines.append("| %s | %s%s | | | | | |" % (
+                        r["config"], r.get("status"), ": " + r["reason"] if r.get("reason") else ""))
+                    continue
+                detail = ""
+                if r["config"] == "psnr":
+                    detail = "%s: PSNR vs CPU path min %s dB, mean %s dB over %d items" % (
+                        r["status"], fmt(r.get("psnr_db_min"), "%.1f"),
+                        fmt(r.get("psnr_db_mean"), "%.1f"), r.get("items", 0))
+                elif r["config"] == "resnet50":
+                    detail = "GPU busy %.0f%%, stall %.0f%%" % (100 * r["busy_fraction"],
+                                                                100 * r["stall_fraction"])
+                lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    r["config"], fmt(r.get("images_per_s")), fmt(r.get("cpu_cores_used"), "%.2f"),
+                    fmt(r.get("batch_ms_p50"), "%.1f"), fmt(r.get("batch_ms_p99"), "%.1f"),
+                    fmt(r.get("p99_over_p50"), "%.2f"), detail))
             lines.append("")
         elif step == "accel" and "images_per_s" in v:
             lines.append("Accelerator alone (%s, batch %d, %d px, %s): **%.0f images/s** "
@@ -519,7 +556,7 @@ def step_cores(a, p, doc_rows):
     counts = [c for c in p["cores"] if c <= n_cpu]
     if not counts:
         return {"status": "skipped", "reason": "fewer CPUs than %s" % p["cores"]}
-    per = max(20, (a.budget - 5) / (2 * len(counts)))
+    per = max(18, (a.budget - 5) / (2 * len(counts)))
     cpus = sorted(os.sched_getaffinity(0))
     for c in counts:
         for loader in ("nostall", "torchvision"):
@@ -656,6 +693,221 @@ def step_echo(a, p):
     return v
 
 
+# --- gpuloader: the loader with decode_device=gpu (issue 37) --------------------
+
+GL_STATS = ("decode_items", "decode_busy_ns", "augment_items", "augment_busy_ns",
+            "worker_idle_ns", "consumer_wait_ns", "skipped")
+
+
+def tv_version_ok(torchvision):
+    """torchvision >= 0.19: decode_jpeg takes a list with device="cuda" (batched)."""
+    try:
+        major, minor = (int(x) for x in torchvision.__version__.split("+")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (0, 19)
+
+
+def gl_files(data, seed):
+    """The ImageFolder's JPEGs and labels, shuffled by seed (torchvision's run)."""
+    import random
+    classes = sorted(d for d in os.listdir(data) if os.path.isdir(os.path.join(data, d)))
+    files = [(os.path.join(data, c, f), k) for k, c in enumerate(classes)
+             for f in sorted(os.listdir(os.path.join(data, c)))]
+    random.Random(seed).shuffle(files)
+    return files
+
+
+def gl_time(torch, batches, warm, n, deadline, keep=0):
+    """Warm-up batches (the first `keep` copied to the host: their sha256),
+    then up to n batches, stopping at `deadline` (time.perf_counter()) once
+    2 are measured; each batch's ready time taken after
+    torch.cuda.synchronize(). Returns the figures."""
+    import hashlib
+    import resource
+    it = iter(batches)
+    sums = []
+    for i in range(warm):
+        x = next(it)[0]
+        if i < keep:
+            sums.append(hashlib.sha256(x.cpu().contiguous().numpy().tobytes()).hexdigest()[:16])
+        del x
+    torch.cuda.synchronize()
+
+    def cpu_s():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    c0, t0 = cpu_s(), time.perf_counter()
+    ready, items = [t0], 0
+    while len(ready) <= n and (len(ready) < 3 or time.perf_counter() < deadline):
+        try:
+            b = next(it)
+        except StopIteration:  # the epoch ended: what was measured stands
+            break
+        items += len(b[0])
+        del b
+        torch.cuda.synchronize()
+        ready.append(time.perf_counter())
+    wall = ready[-1] - t0
+    gaps = sorted(1e3 * (b - a) for a, b in zip(ready, ready[1:]))
+
+    def pct(q):
+        return gaps[min(len(gaps) - 1, int(q * len(gaps)))] if gaps else None
+    r = {"batches": len(gaps), "wall_s": wall, "images_per_s": items / wall if wall else 0,
+         "cpu_cores_used": (cpu_s() - c0) / wall if wall else 0,
+         "batch_ms_p50": pct(0.5), "batch_ms_p99": pct(0.99)}
+    if r["batch_ms_p50"]:
+        r["p99_over_p50"] = r["batch_ms_p99"] / r["batch_ms_p50"]
+    if keep:
+        r["checksums"] = sums
+    return r
+
+
+def gl_psnr(torch, a, kw, k):
+    """PSNR (dB, peak 255) of decode_device=gpu's uint8 items against the
+    CPU path's (decode_device=cpu, same seed): the first k batches."""
+    import nostall
+    kw = dict(kw, output="uint8")
+    got = []
+    with nostall.Loader(a.data, decode_device="cuda", **kw) as ld:
+        ld.set_epoch(0)
+        for i, (x, _) in enumerate(ld):
+            got.append((ld.last_indices.tolist(), x.cpu().clone()))
+            del x
+            if i + 1 >= k:
+                break
+    vals, same_idx = [], True
+    with nostall.Loader(a.data, copy=True, **kw) as ld:
+        ld.set_epoch(0)
+        for (idx, g), (x, _) in zip(got, ld):
+            same_idx &= idx == ld.last_indices.tolist()
+            for gi, ci in zip(g.double(), x.double()):
+                mse = float(((gi - ci) ** 2).mean())
+                vals.append(99.0 if mse == 0 else 10 * __import__("math").log10(255 ** 2 / mse))
+            if len(vals) >= k * len(g):
+                break
+    return {"status": "ok" if same_idx and vals and min(vals) >= 40 else "FAIL",
+            "items": len(vals), "same_order": same_idx, "psnr_db_min": min(vals) if vals else None,
+            "psnr_db_mean": sum(vals) / len(vals) if vals else None}
+
+
+def gl_torchvision(torch, a, p, warm, n, deadline):
+    """torchvision's batched GPU decode on the same files: the main thread
+    reads each batch's file bytes, decode_jpeg(list, device="cuda"), then
+    per image v2 RandomResizedCrop(224, antialias) + flip, stacked, to
+    float and normalized on the GPU."""
+    import torchvision
+    if not tv_version_ok(torchvision):
+        return {"status": "skipped", "reason": "torchvision too old (%s < 0.19: no batched "
+                "decode_jpeg on cuda)" % torchvision.__version__}
+    from torchvision.io import decode_jpeg
+    from torchvision.transforms import v2
+    tf = v2.Compose([v2.RandomResizedCrop(p["crop"], antialias=True), v2.RandomHorizontalFlip()])
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    files = gl_files(a.data, 1)
+    bs = p["batch"]
+
+    def batches():
+        for s in range(0, len(files) - bs + 1, bs):
+            raw = []
+            for path, _ in files[s:s + bs]:
+                with open(path, "rb") as f:
+                    raw.append(torch.frombuffer(bytearray(f.read()), dtype=torch.uint8))
+            imgs = decode_jpeg(raw, device="cuda")
+            x = torch.stack([tf(im) for im in imgs]).float()
+            yield ((x - mean) / std,)
+    return gl_time(torch, batches(), warm, n, deadline)
+
+
+def gpuloader_worker(a, p):
+    """One configuration of step gpuloader, in the process pinned to 2 cores:
+    a JSON line. a.cap: its seconds from start-up to the last figure."""
+    t_start = time.perf_counter()
+    import torch
+    import nostall
+    deadline = t_start + (a.cap or 10)
+    warm, n = (5, 50) if a.profile != "full" else (5, 70)
+    kw = dict(batch_size=p["batch"], crop=p["crop"], seed=1, drop_last=True, mode="train",
+              threads=2)
+    cfg = a.loader
+    torch.cuda.init()
+    if cfg in ("nostall-1", "nostall-2"):
+        kw["threads"] = int(cfg[-1])
+        with nostall.Loader(a.data, decode_device="cuda", **kw) as ld:
+            ld.set_epoch(0)
+            s0 = ld.stats()
+            r = gl_time(torch, ld, warm, n, deadline, keep=3)
+            s1 = ld.stats()
+        r["stats"] = {k: s1[k] - s0[k] for k in GL_STATS if k in s1}
+        r["backend_split"] = ("not in stats: the loader counts decode_items/decode_busy_ns "
+                              "(route time) but not nvJPEG hardware/default/CPU-fallback items")
+    elif cfg == "psnr":
+        r = gl_psnr(torch, a, kw, 2)
+    elif cfg == "torchvision":
+        r = gl_torchvision(torch, a, p, warm, n, deadline)
+    else:  # resnet50 fed by nostall's GPU decode
+        tr = Trainer(torch, p["model"], "cuda")
+        with nostall.Loader(a.data, decode_device="cuda", **kw) as ld:
+            ld.set_epoch(0)
+            r = measure(tr, ld, 2, 20, max(1.0, deadline - time.perf_counter() - 2))
+    r.setdefault("status", "ok")
+    r.update(config=cfg, cores=len(os.sched_getaffinity(0)))
+    print(json.dumps(r))
+
+
+def pinned(cmd, ncores):
+    """cmd under taskset to the first ncores CPUs (else --pin: it pins itself)."""
+    mask = ",".join(str(i) for i in sorted(os.sched_getaffinity(0))[:ncores])
+    try:
+        subprocess.run(["taskset", "--version"], capture_output=True)
+        return ["taskset", "-c", mask] + cmd
+    except OSError:
+        return cmd + ["--pin", mask]
+
+
+def step_gpuloader(a, p, v):
+    """decode_device=gpu through the loader (NOSTALL_GPU_UNVALIDATED=1, set
+    by run.sh for this step only), each configuration a process pinned to
+    2 cores with an equal share of the budget."""
+    import torch
+    if not torch.cuda.is_available():
+        print("gpuloader: skipped (no CUDA device: decode_device=gpu's loader cannot run here)")
+        return dict(v, status="skipped", reason="no CUDA device: decode_device=gpu's loader "
+                    "cannot run here")
+    if len(os.sched_getaffinity(0)) < 2:
+        return dict(v, status="skipped", reason="fewer than 2 CPUs")
+    configs = ["nostall-1", "nostall-2", "psnr", "torchvision", "resnet50"]
+    per = max(12, (a.budget - 3) / len(configs))
+    for cfg in configs:
+        cmd = pinned([sys.executable, os.path.abspath(__file__), "gpuloader-worker", "--out",
+                      a.out, "--data", a.data, "--profile", a.profile, "--loader", cfg,
+                      "--cap", str(max(5.0, per - 3))], 2)
+        row = {"config": cfg}
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=per)
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            if r.returncode == 0 and lines:
+                row = json.loads(lines[-1])
+            else:
+                row.update(status="failed (exit %d)" % r.returncode,
+                           error=(r.stderr or r.stdout)[-1500:])
+                sys.stderr.write(r.stderr[-3000:])
+        except subprocess.TimeoutExpired:
+            row.update(status="timeout after %.0f s" % per)
+        v["rows"].append(row)
+        print("  gpuloader %-11s %s" % (cfg, json.dumps({k: row[k] for k in row
+                                                          if k not in ("error", "stats")})))
+        rows = {r["config"]: r for r in v["rows"]}
+        a1, a2 = rows.get("nostall-1", {}), rows.get("nostall-2", {})
+        if a1.get("checksums") and a2.get("checksums"):
+            v["bytes_equal_1_vs_2_threads"] = a1["checksums"] == a2["checksums"]
+        record(a.out, "gpuloader", dict(v, status="running"))
+    ok = all(r.get("status") in ("ok", "skipped") for r in v["rows"])
+    ok = ok and v.get("bytes_equal_1_vs_2_threads", False)
+    return dict(v, status="ok" if ok else "partial")
+
+
 def step_gen(a, p):
     """`nostall gen` on every core: one process per CPU, each its own seed
     into its own folder, then the files moved into one ImageFolder (names
@@ -696,15 +948,17 @@ def step_gen(a, p):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("step", choices=["info", "correctness", "accel", "cores", "cores-worker",
-                                     "analyze", "echo", "gen", "note"])
+    ap.add_argument("step", choices=["info", "correctness", "accel", "gpuloader",
+                                     "gpuloader-worker", "cores", "cores-worker", "analyze",
+                                     "echo", "gen", "note"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--data", default="")
     ap.add_argument("--small", default="", help="small dataset for the correctness checks")
     ap.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     ap.add_argument("--budget", type=float, default=120, help="this step's seconds")
     ap.add_argument("--cores", type=int, default=0)
-    ap.add_argument("--loader", choices=["nostall", "torchvision"], default="nostall")
+    ap.add_argument("--loader", default="nostall", help="cores-worker: nostall or torchvision; "
+                    "gpuloader-worker: nostall-1, nostall-2, psnr, torchvision or resnet50")
     ap.add_argument("--pin", default="")
     ap.add_argument("--cap", type=float, default=0, help="cores-worker: measured seconds at most")
     ap.add_argument("--images", type=int, default=0)
@@ -730,6 +984,9 @@ def main():
     if a.step == "cores-worker":
         cores_worker(a, p)
         return 0
+    if a.step == "gpuloader-worker":
+        gpuloader_worker(a, p)
+        return 0
     t0 = time.perf_counter()
     try:
         if a.step == "cores":
@@ -738,6 +995,13 @@ def main():
                 v = step_cores(a, p, rows)
             except BaseException:
                 record(a.out, "cores", {"status": "failed", "rows": rows})
+                raise
+        elif a.step == "gpuloader":
+            gl = {"rows": []}
+            try:
+                v = step_gpuloader(a, p, gl)
+            except BaseException:
+                record(a.out, "gpuloader", dict(gl, status="failed"))
                 raise
         else:
             v = {"info": step_info, "correctness": step_correctness, "accel": step_accel,

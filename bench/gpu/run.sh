@@ -3,7 +3,7 @@
 # machine) from the repository root, in one command, with the folder
 # bench/gpu/pack.sh made here carried along (docs/gpu.md):
 #
-#   bash bench/gpu/run.sh --quick       # <= 9 minutes wall on 16 cores
+#   bash bench/gpu/run.sh --quick       # <= 570 s wall on 16 cores (560 s of budgets)
 #   bash bench/gpu/run.sh --full        # more batches, and step 5 (echoing)
 #   ... --only correctness,echo         # those steps only (the machine, gen always run)
 #   bash bench/gpu/run.sh --rehearse    # here, on the CPU, tiny sizes (ctest cli_gpu_kit)
@@ -27,11 +27,13 @@
 #   -  gen 20 000 JPEGs 500x375 (full 25 600) 50     60     120 (200 at 160x120)
 #   1  correctness (GPU paths, pytest)        60     60     120 (pytest only: no CUDA)
 #   1b gpudecode (decode_device=gpu's check)  60     60      60 (skips: no CUDA device)
+#   1c gpuloader (the loader on the GPU, 2
+#      cores; NOSTALL_GPU_UNVALIDATED=1)      90     90     120 (skips: no CUDA device)
 #   2  accelerator rate (ResNet-50)           40     60     120 (ResNet-18, 64 px)
-#   3  cores per GPU: 2,4,8,16 x 2 loaders   210    420     300 (2 cores)
+#   3  cores per GPU: 2,4,8,16 x 2 loaders   150    420     300 (2 cores)
 #   4  analyzer at 4 threads; 2,8,16         90    180     300
 #   5  echoing, R ~ 4, ResNet-18               -    150     300
-#   total                                    530   1010
+#   total                                    560   1100
 # --full does not fit one 10-minute command: run it as two, with --only.
 #
 # The kit's libraries are Debian 12's. Only those whose soname this machine
@@ -69,11 +71,11 @@ CLEAN=()
 trap 'rm -rf "${CLEAN[@]}"' EXIT
 
 case $PROFILE in
-    quick) B_INFO=20 B_GEN=50 B_CORR=60 B_ACCEL=40 B_CORES=210 B_ANALYZE=90 B_ECHO=0
+    quick) B_INFO=20 B_GEN=50 B_CORR=60 B_GPUL=90 B_ACCEL=40 B_CORES=150 B_ANALYZE=90 B_ECHO=0
         N_IMAGES=20000 SIZE="" ;;
-    full) B_INFO=20 B_GEN=60 B_CORR=60 B_ACCEL=60 B_CORES=420 B_ANALYZE=180 B_ECHO=150
+    full) B_INFO=20 B_GEN=60 B_CORR=60 B_GPUL=90 B_ACCEL=60 B_CORES=420 B_ANALYZE=180 B_ECHO=150
         N_IMAGES=25600 SIZE="" ;;
-    rehearse) B_INFO=120 B_GEN=120 B_CORR=120 B_ACCEL=120 B_CORES=300 B_ANALYZE=300 B_ECHO=300
+    rehearse) B_INFO=120 B_GEN=120 B_CORR=120 B_GPUL=120 B_ACCEL=120 B_CORES=300 B_ANALYZE=300 B_ECHO=300
         N_IMAGES=200 SIZE=160x120 ;;
 esac
 [ -n "$IMAGES" ] && N_IMAGES=$IMAGES
@@ -134,9 +136,9 @@ G=$ROOT/bench/gpu/gpu_bench.py
 COMMIT=$(awk '$1 == "commit" {$1 = ""; print substr($0, 2)}' "$KIT/MANIFEST" 2> /dev/null)
 [ -n "$BUILD" ] || [ -z "$COMMIT" ] && COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)
 note() { "$PY" "$G" note --out "$OUT" --key "$1" --json "$2"; }
-note run "$("$PY" -c 'import json, sys; print(json.dumps(dict(zip(["profile", "date", "commit", "libraries", "python", "budgets"], sys.argv[1:6] + [dict(zip(["info", "gen", "correctness", "accel", "cores", "analyze", "echo"], map(int, sys.argv[6:])))]))))' \
+note run "$("$PY" -c 'import json, sys; print(json.dumps(dict(zip(["profile", "date", "commit", "libraries", "python", "budgets"], sys.argv[1:6] + [dict(zip(["info", "gen", "correctness", "gpuloader", "accel", "cores", "analyze", "echo"], map(int, sys.argv[6:])))]))))' \
     "$PROFILE" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$COMMIT" "$LIBMODE" "$PY" \
-    $B_INFO $B_GEN $B_CORR $B_ACCEL $B_CORES $B_ANALYZE $B_ECHO)" || die "cannot write $OUT/gpu.json"
+    $B_INFO $B_GEN $B_CORR $B_GPUL $B_ACCEL $B_CORES $B_ANALYZE $B_ECHO)" || die "cannot write $OUT/gpu.json"
 
 FAILED=()
 # step NAME BUDGET ARGS...: one step under its time limit
@@ -160,11 +162,22 @@ step() {
     echo "== $name: exit $rc after $((SECONDS - t0)) s"
 }
 
+# libnvjpeg beside the Python packages (PyPI's nvidia-nvjpeg, torchvision's
+# own copy) or in /usr/local/cuda: its path, or nothing (then the sonames on
+# the library path are tried); given to libnostall as NOSTALL_TEST_NVJPEG.
+find_nvjpeg() {
+    "$PY" -c 'import glob, os, site, sys
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+pats = ["nvidia/nvjpeg/lib/libnvjpeg.so.1*", "torchvision.libs/libnvjpeg*.so*"]
+c = [f for d in dirs for p in pats for f in sorted(glob.glob(os.path.join(d, p)))]
+c += sorted(glob.glob("/usr/local/cuda*/lib64/libnvjpeg.so.1*"))
+print(c[0] if c else "")' 2> /dev/null
+}
+
 # decode_device=gpu's device check (tests/test_gpu_device.c, packed by
 # pack.sh): nvJPEG + the CUDA kernels against the CPU path. It skips
 # (exit 77), naming what is missing, without CUDA in the build, a CUDA
-# device or libnvjpeg; libnvjpeg is looked for beside the Python packages
-# (PyPI's nvidia-nvjpeg, torchvision's own copy) and in /usr/local/cuda.
+# device or libnvjpeg.
 gpudecode() {
     local bin=${BUILD:-$KIT/bin}/test_gpu_device lib="" rc
     if [ -n "$ONLY" ] && [[ $ONLY != *",gpudecode,"* ]]; then
@@ -177,12 +190,7 @@ gpudecode() {
         note gpudecode "{\"status\": \"skipped\", \"reason\": \"no test_gpu_device in the kit\"}"
         return
     fi
-    lib=$("$PY" -c 'import glob, os, site, sys
-dirs = site.getsitepackages() + [site.getusersitepackages()]
-pats = ["nvidia/nvjpeg/lib/libnvjpeg.so.1*", "torchvision.libs/libnvjpeg*.so*"]
-c = [f for d in dirs for p in pats for f in sorted(glob.glob(os.path.join(d, p)))]
-c += sorted(glob.glob("/usr/local/cuda*/lib64/libnvjpeg.so.1*"))
-print(c[0] if c else "")' 2> /dev/null)
+    lib=$(find_nvjpeg)
     echo "gpudecode: libnvjpeg ${lib:-not found (the sonames on the library path are tried)}"
     NOSTALL_TEST_NVJPEG=$lib timeout --kill-after=10 60 "$bin" > "$OUT/gpudecode.txt" 2>&1
     rc=$?
@@ -229,6 +237,11 @@ note run "{\"data\": \"$N_IMAGES JPEGs ${SIZE:-500x375} in $DATA_ROOT, made by n
 
 step correctness "$B_CORR" --small "$SMALL"
 gpudecode
+# the loader itself on the GPU: the route is not yet validated, so it runs
+# only opted in (cuda_probe.c), and only for this step
+export NOSTALL_GPU_UNVALIDATED=1 NOSTALL_TEST_NVJPEG=$(find_nvjpeg)
+step gpuloader "$B_GPUL" --data "$DATA"
+unset NOSTALL_GPU_UNVALIDATED NOSTALL_TEST_NVJPEG
 step accel "$B_ACCEL"
 step cores "$B_CORES" --data "$DATA"
 step analyze "$B_ANALYZE" --data "$DATA"

@@ -6,8 +6,9 @@
  * NOSTALL_TEST_GPU_FAKE=1 passes the check and gives every worker the fake
  * backend (fake.c), so the loader's GPU route runs end to end on any
  * machine (NOSTALL_TEST_GPU_FAKE_COPY_FAIL=1: the fake device ring's
- * copies fail); the nvJPEG backend is not yet given to workers (it awaits its
- * first GPU run, docs/gpu.md). Called by the loader at create and by each
+ * copies fail); the nvJPEG backend is given to workers only when the
+ * environment opts in with NOSTALL_GPU_UNVALIDATED=1 (it awaits its first
+ * validated GPU run, docs/gpu.md; cuda_probe.c reads the variable). Called by the loader at create and by each
  * worker; any thread.
  */
 #include <string.h>
@@ -27,10 +28,14 @@ int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pix
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
     if (fake_wanted()) return nst_gpu_fake_backend(out, max_pixels, 3);
 #endif
+#if defined(NOSTALL_HAVE_CUDA) && defined(NOSTALL_HAVE_NVJPEG)
+    if (nst_gpu_unvalidated()) return nst_gpu_nvjpeg_backend(out, gpu_id);
+#endif
     (void)out, (void)max_pixels;
     return nst_error(NOSTALL_E_UNSUPPORTED,
-                     "decode_device=gpu: no backend for CUDA device %u: the loader does not yet "
-                     "route batches to the GPU (issue 37; docs/gpu.md)",
+                     "decode_device=gpu: no backend for CUDA device %u: the loader's GPU route "
+                     "has not yet been validated on a GPU (issue 37; docs/gpu.md); set "
+                     "NOSTALL_GPU_UNVALIDATED=1 in the environment to run it anyway",
                      gpu_id);
 }
 

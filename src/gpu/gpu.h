@@ -133,9 +133,10 @@ int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_i
  * the CPU decoder refused; E_CORRUPT for what a backend reported). */
 int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
 
-/* The backend of one worker's route (gpu.c): for now only the fake, in a
- * test build with NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to
- * the CPU); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
+/* The backend of one worker's route (gpu.c): the fake in a test build with
+ * NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to the CPU); the
+ * nvJPEG backend when the build has CUDA and nvjpeg.h and the environment
+ * opts in (NOSTALL_GPU_UNVALIDATED=1); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
 int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels);
 
 /* The device ring (dring.c; gpu_output=device): a mirror in device memory
@@ -245,9 +246,12 @@ int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fal
 #endif
 
 #if defined(NOSTALL_HAVE_CUDA)
-/* cuda_probe.c: the CUDA half of nst_gpu_check; libnvjpeg's dlopen
- * handle (opened once; NULL when not found). */
+/* cuda_probe.c: the CUDA half of nst_gpu_check (it passes a real GPU
+ * only with NOSTALL_GPU_UNVALIDATED=1: nst_gpu_unvalidated, the one place
+ * that reads it); libnvjpeg's dlopen handle (opened once; NULL when not
+ * found). */
 int nst_gpu_cuda_check(unsigned gpu_id, const char *fn);
+int nst_gpu_unvalidated(void);
 void *nst_gpu_nvjpeg_lib(void);
 /* augment.cu: both passes over n items of a batch, on `stream` (a
  * cudaStream_t; NULL: the default stream). Every pointer is device memory:
