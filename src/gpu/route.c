@@ -8,9 +8,8 @@
  * its decoder: the backend's engine (hardware or default) or the CPU (the
  * loader's stats gpu_hw_items, gpu_default_items, gpu_cpu_items). A file
  * that cannot be decoded is a bad item with its path and reason, counted
- * by no decoder; the others' bytes are
- * what a full-scale CPU decode and nst_augment() give (tests/test_gpu_route.c
- * with the fake backend).
+ * by no decoder; the others' bytes are what a full-scale CPU decode and
+ * nst_augment() give (tests/test_gpu_route.c with the fake backend).
  *
  * The region: the item planned on the whole image's geometry touches input
  * columns xlo .. xhi - 1 and rows ylo .. yhi - 1 (every tap, zero-weight
