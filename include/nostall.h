@@ -966,7 +966,13 @@ NOSTALL_API const char *nostall_loader_class_name(const nostall_loader *ld, uint
     X(cache_capped, "items the MinIO cache declined for the admission cap alone "                  \
                     "(cached later if the cap rises)")                                             \
     X(tuned_echo_max, "adaptive echoing's most uses per item now: echo_max, or what "              \
-                      "autotune chose (1: no repeats); 0 without adaptive echoing")
+                      "autotune chose (1: no repeats); 0 without adaptive echoing")                \
+    X(gpu_hw_items, "decode_device=gpu: JPEGs decoded by nvJPEG's hardware engines "               \
+                    "(batched; part of decode_items)")                                             \
+    X(gpu_default_items, "decode_device=gpu: JPEGs decoded by nvJPEG's default (hybrid) "          \
+                         "backend on the GPU (part of decode_items)")                              \
+    X(gpu_cpu_items, "decode_device=gpu: items of the GPU route decoded by nostall's CPU "         \
+                     "decoder (CMYK, PNG, what nvJPEG handed back; part of decode_items)")
 
 typedef struct nostall_stats {
 #define NOSTALL_STATS_FIELD_(name, help) uint64_t name;

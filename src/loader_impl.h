@@ -53,6 +53,7 @@ typedef struct worker_stats {
     nst_counter cache_hits, cache_misses;
     nst_counter transcoded, transcode_ns; /* cache_transcode rewrites (fetch stage) */
     nst_counter depth;                    /* io_depth in effect (auto: grows)      */
+    nst_counter gpu_hw_items, gpu_default_items, gpu_cpu_items; /* the GPU route's decoders */
 } worker_stats;
 
 typedef struct worker {

@@ -82,6 +82,9 @@ int nostall_loader_stats(const nostall_loader *cld, nostall_stats *out, size_t s
         s.storage_wait_ns += STAT_GET(w->storage_wait_ns);
         s.cache_transcoded += STAT_GET(w->transcoded);
         s.cache_transcode_ns += STAT_GET(w->transcode_ns);
+        s.gpu_hw_items += STAT_GET(w->gpu_hw_items);
+        s.gpu_default_items += STAT_GET(w->gpu_default_items);
+        s.gpu_cpu_items += STAT_GET(w->gpu_cpu_items);
         if (STAT_GET(w->depth) > s.io_depth_max) s.io_depth_max = STAT_GET(w->depth);
     }
     /* Storage and cache counts are those of the delivered batches' items,

@@ -49,6 +49,9 @@ static void add_times(worker *w, const nst_recipe_times *t)
     STAT_ADD(w->st.augment_ns, t->augment_ns);
     STAT_ADD(w->st.augment_items, t->augment_items);
     STAT_ADD(w->st.augment_bytes, t->augment_bytes);
+    if (t->gpu_hw_items) STAT_ADD(w->st.gpu_hw_items, t->gpu_hw_items);
+    if (t->gpu_default_items) STAT_ADD(w->st.gpu_default_items, t->gpu_default_items);
+    if (t->gpu_cpu_items) STAT_ADD(w->st.gpu_cpu_items, t->gpu_cpu_items);
 }
 
 /* Batch accounting: where one item's bytes came from. */

@@ -9,7 +9,8 @@
 # bad items skipped with the CPU path's statuses and reasons and bytes, by
 # the host route and by the device ring (gpu_output=device: compaction and
 # top-ups copied on the device); data echoing at every point; task=detect
-# (boxes on the host). The kernels on a GPU: the kit (docs/gpu.md).
+# (boxes on the host); the stats' per-backend split, exact with the fake.
+# The kernels on a GPU: the kit (docs/gpu.md).
 source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
 run() { "$CLI" bench "$TMP/d" --quiet --epochs 1 --batch-size 4 --crop 32 "$@" > "$TMP/out" 2>&1; }
@@ -172,6 +173,45 @@ gd=$(dcs "$TMP/detl" --mode eval --epochs 1 --decode-device gpu --gpu-output dev
     fail "gpu detect, large, device: $(cat "$TMP/j")"
 [ "$gh" != "$cpu" ] || fail "detect on large images: the GPU route's bytes are the CPU path's"
 [ "$gh" = "$gd" ] || fail "detect on large images: host output $gh, device output $gd"
+# the per-backend split (stats gpu_hw_items, gpu_default_items,
+# gpu_cpu_items): each item the route decoded counted once, by its
+# decoder. The fake decides by the file alone (src/gpu/fake.c: a size
+# divisible by 3 back to the CPU, else even size hardware, odd default),
+# so the counts are exact and the same for 1 and 3 threads; a PNG is the
+# CPU's, a bad file no one's; the CPU path counts none.
+"$CLI" gen "$TMP/sp" --images 14 --classes 2 --width 80 --height 60 --seed 9 --quiet
+"$CLI" gen "$TMP/spng" --images 2 --classes 1 --width 50 --height 40 --seed 2 --format png --quiet
+spd=$(ls -d "$TMP"/sp/*/ | head -1)
+cp "$(ls "$TMP"/spng/*/*.png | head -1)" "$spd/zz_image.png"
+echo junk > "$spd/zz_junk.jpg"
+for t in 1 3; do
+    NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$TMP/sp" --json --quiet --epochs 1 --batch-size 4 \
+        --crop 32 --seed 3 --drop-last 0 --max-bad-fraction 1 --decode-device gpu --threads $t \
+        > "$TMP/split$t.json" || fail "split, $t threads: $(cat "$TMP/split$t.json")"
+done
+"$CLI" bench "$TMP/sp" --json --quiet --epochs 1 --batch-size 4 --crop 32 --seed 3 --drop-last 0 \
+    --max-bad-fraction 1 > "$TMP/splitcpu.json" || fail "split, cpu: $(cat "$TMP/splitcpu.json")"
+"$PY" - "$TMP/sp" "$TMP/split1.json" "$TMP/split3.json" "$TMP/splitcpu.json" << 'PYEOF' ||
+import glob, json, os, sys
+want = {"gpu_hw_items": 0, "gpu_default_items": 0, "gpu_cpu_items": 0}
+jpegs = [p for p in glob.glob(os.path.join(sys.argv[1], "*", "*.jpg")) if "zz_junk" not in p]
+for p in jpegs:
+    n = os.path.getsize(p)
+    k = "gpu_cpu_items" if n % 3 == 0 else "gpu_hw_items" if n % 2 == 0 else "gpu_default_items"
+    want[k] += 1
+want["gpu_cpu_items"] += 1  # the PNG
+assert len(jpegs) == 14 and all(want.values()), want  # every decoder has items
+for f in sys.argv[2:4]:
+    s = json.load(open(f))["stats"]
+    got = {k: s[k] for k in want}
+    assert got == want, (f, got, want)
+    assert sum(got.values()) == s["decode_items"] == 15, (f, got, s["decode_items"])
+    assert s["skipped"] == 1, (f, s["skipped"])
+s = json.load(open(sys.argv[4]))["stats"]
+assert all(s[k] == 0 for k in want), ("the CPU path", {k: s[k] for k in want})
+print("per-backend split (fake):", want)
+PYEOF
+    fail "per-backend split (see above)"
 # the analyzer says GPU decode is prep time (its report)
 "$CLI" gen "$TMP/an" --images 30 --classes 3 --width 96 --height 72 --seed 4 --quiet
 NOSTALL_TEST_GPU_FAKE=1 "$CLI" analyze "$TMP/an" --decode-device gpu --batch-size 4 --threads 1 \

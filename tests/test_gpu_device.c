@@ -192,12 +192,14 @@ int main(void)
     CHECK_OK(nst_gpu_nvjpeg_backend(&nv, 0));
     CHECK_OK(nst_gpu_route_batch(route, &fake, jobs, N, want, bytes, st, why, cpu));
     CHECK_OK(nst_gpu_route_batch(route, &nv, jobs, N, got, bytes, st, why, cpu));
-    int exact = 1, cpu_items = 0;
+    int exact = 1, cpu_items = 0, hw_items = 0, default_items = 0;
     double psnr_min = 1e9, psnr_sum = 0;
     int psnr_n = 0;
     for (int i = 0; i < N; i++) {
         CHECK_EQ(st[i], NST_GPU_DECODED);
-        cpu_items += cpu[i];
+        cpu_items += cpu[i] == NST_GPU_ENGINE_CPU;
+        hw_items += cpu[i] == NST_GPU_ENGINE_HW; /* the engine nvJPEG used */
+        default_items += cpu[i] == NST_GPU_ENGINE_DEFAULT;
         const size_t nb = nst_output_bytes(&jobs[i].out);
         const uint8_t *a = want + jobs[i].dst_off, *b = got + jobs[i].dst_off;
         if (cmyk[i] && memcmp(a, b, nb) != 0) {
@@ -205,7 +207,7 @@ int main(void)
                     path[i]);
             exact = 0;
         }
-        if (jobs[i].out.dtype != NST_OUT_U8 || cpu[i]) continue;
+        if (jobs[i].out.dtype != NST_OUT_U8 || cpu[i] == NST_GPU_ENGINE_CPU) continue;
         double se = 0;
         for (size_t k = 0; k < nb; k++) se += ((double)a[k] - b[k]) * ((double)a[k] - b[k]);
         const double psnr = se == 0 ? 99.0 : 10 * log10(255.0 * 255.0 / (se / nb));
@@ -214,6 +216,7 @@ int main(void)
         psnr_n++;
     }
     CHECK(exact);
+    CHECK_EQ(hw_items + default_items + cpu_items, N);
     CHECK(psnr_n > 0 && psnr_min >= 40.0);
     double ms[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
@@ -225,12 +228,13 @@ int main(void)
     const int ring_ok = check_device_ring(route, &nv, jobs, N, bytes, got);
     qsort(ms, ROUNDS, sizeof *ms, cmp_double);
     const double p50 = ms[ROUNDS / 2], p99 = ms[ROUNDS - 1];
-    printf("gpudecode {\"items\": %d, \"cpu_decoded\": %d, \"kernels_exact\": %s, "
+    printf("gpudecode {\"items\": %d, \"cpu_decoded\": %d, \"hw_decoded\": %d, "
+           "\"default_decoded\": %d, \"kernels_exact\": %s, "
            "\"psnr_db_min\": %.2f, \"psnr_db_mean\": %.2f, \"batch_ms_p50\": %.2f, "
            "\"batch_ms_max\": %.2f, \"images_per_s\": %.0f, \"output\": \"224x224\", "
            "\"device_ring\": %s}\n",
-           N, cpu_items, exact ? "true" : "false", psnr_min, psnr_n ? psnr_sum / psnr_n : 0.0, p50,
-           p99, N / (p50 / 1e3), ring_ok ? "true" : "false");
+           N, cpu_items, hw_items, default_items, exact ? "true" : "false", psnr_min,
+           psnr_n ? psnr_sum / psnr_n : 0.0, p50, p99, N / (p50 / 1e3), ring_ok ? "true" : "false");
     nv.destroy(nv.ctx);
     fake.destroy(fake.ctx);
     nst_gpu_route_free(route);

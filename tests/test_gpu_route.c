@@ -5,8 +5,9 @@
  * nst_gpu_route_batch. Every good item's bytes equal the CPU path's at full
  * scale (nst_decode of the whole image, nst_augment of the same window and
  * flip drawn as classify draws them); CMYK is decoded by the CPU; bad items
- * are reported with their path and reason and leave their bytes alone; the
- * bytes do not depend on how many JPEGs the backend hands back to the CPU.
+ * are reported with their path and reason, no decoder, and leave their
+ * bytes alone; each good item's decoder (the engine split) follows the
+ * fake's rule (by file size); the bytes do not depend on how many JPEGs the backend hands back to the CPU.
  * nst_gpu_route_image (an image already decoded, with region offsets and
  * DCT scales, re-augmented on the backend) gives nst_augment's bytes.
  */
@@ -110,10 +111,10 @@ int main(void)
         CHECK_OK(nst_gpu_fake_backend(&be, 100000000, every));
         uint8_t *got = malloc(bytes);
         memset(got, 0xee, bytes);
-        int status[N], cpu[N];
+        int status[N], eng[N];
         char reason[N][NST_GPU_REASON];
-        CHECK_OK(nst_gpu_route_batch(route, &be, jobs, N, got, bytes, status, reason, cpu));
-        int good = 0, fallbacks = 0;
+        CHECK_OK(nst_gpu_route_batch(route, &be, jobs, N, got, bytes, status, reason, eng));
+        int good = 0, fallbacks = 0, split_ok = 1;
         for (int i = 0; i < N; i++) {
             const uint8_t *g = got + jobs[i].dst_off, *w = want + jobs[i].dst_off;
             const size_t nb = nst_output_bytes(&jobs[i].out);
@@ -123,19 +124,30 @@ int main(void)
                 int untouched = 1;
                 for (size_t k = 0; k < nb; k++) untouched &= g[k] == 0xee;
                 CHECK(untouched);
+                CHECK_EQ(eng[i], NST_GPU_ENGINE_NONE); /* counted by no decoder */
                 if (every == 0) printf("bad item: %s\n", reason[i]);
                 continue;
             }
             CHECK_EQ(status[i], NST_GPU_DECODED);
             if (status[i] != NST_GPU_DECODED) fprintf(stderr, "%s: %s\n", path[i], reason[i]);
-            if (cmyk[i]) CHECK(cpu[i]);
-            fallbacks += cpu[i];
+            /* the fake's engine: CPU for CMYK and sizes divisible by
+             * `every`, else hardware for even sizes, default for odd */
+            const int want_eng = cmyk[i] || (every && len[i] % every == 0) ? NST_GPU_ENGINE_CPU
+                                 : len[i] % 2 == 0                         ? NST_GPU_ENGINE_HW
+                                                                           : NST_GPU_ENGINE_DEFAULT;
+            if (eng[i] != want_eng) {
+                fprintf(stderr, "every %u: %s: engine %d, want %d\n", every, path[i], eng[i],
+                        want_eng);
+                split_ok = 0;
+            }
+            fallbacks += eng[i] == NST_GPU_ENGINE_CPU;
             if (memcmp(g, w, nb) != 0)
                 fprintf(stderr, "every %u: %s differs\n", every, path[i]);
             else
                 good++;
         }
         CHECK_EQ(good, N - 2);
+        CHECK(split_ok);
         if (every == 0) CHECK_EQ(fallbacks, 3);     /* the CMYK items: 3, 8, 13 */
         if (every == 1) CHECK_EQ(fallbacks, N - 2); /* everything decodable */
         printf("fallback_every %u: %d items equal to the CPU path, %d decoded by the CPU\n", every,

@@ -143,6 +143,9 @@ def markdown(doc):
                          % (v["items"], v["output"], "exact" if v["kernels_exact"] else "DIFFER",
                             v["psnr_db_min"], v["psnr_db_mean"], v["batch_ms_p50"],
                             v["batch_ms_max"], v["images_per_s"], v["cpu_decoded"]))
+            if "hw_decoded" in v:  # the engine nvJPEG reported per JPEG
+                lines.append("Decoded by nvJPEG's hardware engines: %d; by its default backend: %d."
+                             % (v["hw_decoded"], v["default_decoded"]))
             if "device_ring" in v:  # gpu_output=device's ring: bytes in place, release waits
                 lines.append("Device ring (gpu_output=device): %s."
                              % ("pass" if v["device_ring"] else "FAIL"))
@@ -164,6 +167,12 @@ def markdown(doc):
                     detail = "%s: PSNR vs CPU path min %s dB, mean %s dB over %d items" % (
                         r["status"], fmt(r.get("psnr_db_min"), "%.1f"),
                         fmt(r.get("psnr_db_mean"), "%.1f"), r.get("items", 0))
+                elif r.get("backend_split"):
+                    b = r["backend_split"]
+                    detail = "decoded by: " + ", ".join(
+                        "%s %d (%s)" % (name, b[name], "—" if b[name + "_fraction"] is None
+                                        else "%.0f%%" % (100 * b[name + "_fraction"]))
+                        for name, _ in GL_SPLIT)
                 elif r["config"] == "resnet50":
                     detail = "GPU busy %.0f%%, stall %.0f%%" % (100 * r["busy_fraction"],
                                                                 100 * r["stall_fraction"])
@@ -696,7 +705,25 @@ def step_echo(a, p):
 # --- gpuloader: the loader with decode_device=gpu (issue 37) --------------------
 
 GL_STATS = ("decode_items", "decode_busy_ns", "augment_items", "augment_busy_ns",
-            "worker_idle_ns", "consumer_wait_ns", "skipped")
+            "worker_idle_ns", "consumer_wait_ns", "skipped", "gpu_hw_items",
+            "gpu_default_items", "gpu_cpu_items")
+GL_SPLIT = (("hardware", "gpu_hw_items"), ("default", "gpu_default_items"),
+            ("cpu", "gpu_cpu_items"))
+
+
+def gl_split(stats):
+    """The per-backend split of the items the route decoded in the measured
+    window (stats gpu_hw_items, gpu_default_items, gpu_cpu_items: nvJPEG's
+    hardware engines, its default backend, nostall's CPU decoder), counts
+    and fractions; None from a libnostall without those counters."""
+    if not all(k in stats for _, k in GL_SPLIT):
+        return None
+    split = {name: stats[k] for name, k in GL_SPLIT}
+    total = sum(split.values())
+    split["items"] = total
+    for name, _ in GL_SPLIT:
+        split[name + "_fraction"] = split[name] / total if total else None
+    return split
 
 
 def tv_version_ok(torchvision):
@@ -840,8 +867,7 @@ def gpuloader_worker(a, p):
             r = gl_time(torch, ld, warm, n, deadline, keep=3)
             s1 = ld.stats()
         r["stats"] = {k: s1[k] - s0[k] for k in GL_STATS if k in s1}
-        r["backend_split"] = ("not in stats: the loader counts decode_items/decode_busy_ns "
-                              "(route time) but not nvJPEG hardware/default/CPU-fallback items")
+        r["backend_split"] = gl_split(r["stats"])
     elif cfg == "psnr":
         r = gl_psnr(torch, a, kw, 2)
     elif cfg == "torchvision":

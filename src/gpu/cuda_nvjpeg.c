@@ -12,7 +12,8 @@
  * refuses or fails on is handed back to nostall's CPU decoder, which then
  * names a broken file (so this backend never reports a bad item itself). A
  * GPU without engines (or a failing batched call) sends everything the
- * default way. Output: interleaved RGB8 (NVJPEG_OUTPUT_RGBI) in device
+ * default way. Each decoded JPEG's engine (hardware or default) is
+ * reported to the route (the stats' gpu_hw_items, gpu_default_items). Output: interleaved RGB8 (NVJPEG_OUTPUT_RGBI) in device
  * memory at each region's offset.
  * augment: the items and taps copied to the device, augment.cu's kernels,
  * the batch copied back into the host slot, or written in place in the
@@ -154,7 +155,7 @@ static int decode_hw(nvj *g, const nst_gpu_jpeg *jpegs, const size_t *list, size
     return 0;
 }
 
-static int nvj_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status,
+static int nvj_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status, int *engine,
                       char (*reason)[NST_GPU_REASON])
 {
     nvj *g = ctx;
@@ -172,6 +173,7 @@ static int nvj_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *statu
                                           (int)j->roi_h) != NVJPEG_STATUS_SUCCESS)
             continue;
         status[i] = NST_GPU_DECODED;
+        engine[i] = NST_GPU_ENGINE_HW;
         int unsupported = 1;
         if (g->hw &&
             g->f.nvjpegJpegStreamParse(g->hw, j->data, j->size, 0, 0, g->hw_parsed) ==
@@ -186,9 +188,11 @@ static int nvj_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *statu
     if (m && decode_hw(g, jpegs, hw, m) < 0)
         for (size_t k = 0; k < m; k++) status[hw[k]] = -1;
     for (size_t i = 0; i < n; i++)
-        if (status[i] == -1)
+        if (status[i] == -1) {
+            engine[i] = NST_GPU_ENGINE_DEFAULT;
             status[i] = decode_one(g, &jpegs[i], g->params[i]) == 0 ? NST_GPU_DECODED
                                                                     : NST_GPU_CPU_FALLBACK;
+        }
     cudaError_t e = cudaStreamSynchronize(g->stream);
     return e == cudaSuccess ? 0 : cuda_fail(e, "decode");
 }

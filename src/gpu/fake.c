@@ -1,9 +1,12 @@
 /*
  * fake.c — a GPU backend without a GPU, in test builds only
  * (NOSTALL_TEST_HOOKS): "decodes" each JPEG's region with nostall's CPU
- * decoder at full scale into host memory, hands every fallback_every-th
- * JPEG back to the CPU decoder (as nvJPEG does with what it cannot decode;
- * a JPEG it fails on goes back too, and the CPU decoder names the damage),
+ * decoder at full scale into host memory, hands a JPEG whose size is a
+ * multiple of fallback_every back to the CPU decoder (as nvJPEG does with
+ * what it cannot decode; a JPEG it fails on goes back too, and the CPU
+ * decoder names the damage), reports the others as decoded by the
+ * hardware engines (even size) or the default backend (odd size) — by
+ * the file alone, so the stats' split is the same for any threads —
  * and runs the augment kernels' per-element functions (gpu_item.h) one
  * element at a time on the host. So the route (route.c) — regions,
  * routing, fallbacks, bad items, planning — is tested with make test
@@ -27,7 +30,7 @@
 typedef struct fake {
     nst_decoder *dec;
     nst_buf images, tmp;
-    unsigned fallback_every, given; /* JPEGs given so far */
+    unsigned fallback_every;
 } fake;
 
 static int fake_reserve(void *ctx, uint64_t image_bytes, size_t items, size_t starts, size_t coefs,
@@ -40,13 +43,13 @@ static int fake_reserve(void *ctx, uint64_t image_bytes, size_t items, size_t st
     return rc;
 }
 
-static int fake_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status,
+static int fake_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status, int *engine,
                        char (*reason)[NST_GPU_REASON])
 {
     fake *f = ctx;
     for (size_t i = 0; i < n; i++) {
         const nst_gpu_jpeg *j = &jpegs[i];
-        if (f->fallback_every && ++f->given % f->fallback_every == 0) {
+        if (f->fallback_every && j->size % f->fallback_every == 0) {
             status[i] = NST_GPU_CPU_FALLBACK;
             continue;
         }
@@ -66,6 +69,7 @@ static int fake_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *stat
                    img.data + (size_t)(j->roi_y + y) * img.stride + (size_t)j->roi_x * 3,
                    (size_t)j->roi_w * 3);
         status[i] = NST_GPU_DECODED;
+        engine[i] = j->size % 2 == 0 ? NST_GPU_ENGINE_HW : NST_GPU_ENGINE_DEFAULT;
     }
     return 0;
 }

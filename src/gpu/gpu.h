@@ -63,12 +63,23 @@ int nst_gpu_check(unsigned gpu_id, const char *fn);
  *            interleaved RGB8 at image offset dst_off, dst_stride bytes per
  *            row; per item a status: decoded, for the CPU decoder (what the
  *            backend cannot decode: CMYK, 12-bit, ...), or bad (`reason`
- *            says why; the caller adds the item's path);
+ *            says why; the caller adds the item's path); per decoded JPEG
+ *            the engine that decoded it in `engine` (NST_GPU_ENGINE_HW:
+ *            the hardware engines, NST_GPU_ENGINE_DEFAULT: the default or
+ *            hybrid backend; not read for other statuses: the stats'
+ *            per-backend split);
  *   put      a region the CPU decoded (rows of w * 3 bytes) to dst_off;
  *   augment  both passes over the items into `batch`: the host's slot, or
  *            with batch_on_device (out_device) the device ring's memory.
  * Each returns 0, or < 0 with a message when the whole batch failed. */
 enum { NST_GPU_DECODED = 0, NST_GPU_CPU_FALLBACK = 1, NST_GPU_BAD = 2 };
+/* Which decoder decoded an item (none: a bad item). */
+enum {
+    NST_GPU_ENGINE_NONE = 0,
+    NST_GPU_ENGINE_HW = 1,      /* nvJPEG's hardware engines (batched) */
+    NST_GPU_ENGINE_DEFAULT = 2, /* nvJPEG's default/hybrid backend     */
+    NST_GPU_ENGINE_CPU = 3      /* nostall's CPU decoder               */
+};
 #define NST_GPU_REASON 160
 typedef struct nst_gpu_jpeg {
     const uint8_t *data;
@@ -82,7 +93,7 @@ typedef struct nst_gpu_backend {
     void *ctx;
     int (*reserve)(void *ctx, uint64_t image_bytes, size_t items, size_t starts, size_t coefs,
                    uint64_t tmp_elems);
-    int (*decode)(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status,
+    int (*decode)(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status, int *engine,
                   char (*reason)[NST_GPU_REASON]);
     int (*put)(void *ctx, uint64_t dst_off, const uint8_t *rgb, uint32_t w, uint32_t h);
     int (*augment)(void *ctx, const nst_gpu_item *items, size_t n, const nst_gpu_tables *t,
@@ -114,14 +125,15 @@ typedef struct nst_gpu_job {
  * decode the rest (and what the backend hands back) with nostall's CPU
  * decoder, plan the items and run the augment. Per job a status
  * (NST_GPU_DECODED: done; NST_GPU_BAD: `reason` names the path and why;
- * the item's bytes are then not written) and whether the CPU decoded it
- * (cpu_decoded, may be NULL). Grow-only scratch; one thread. */
+ * the item's bytes are then not written) and which decoder decoded it
+ * (engine, may be NULL: NST_GPU_ENGINE_HW, _DEFAULT or _CPU for a decoded
+ * job, _NONE for a bad one). Grow-only scratch; one thread. */
 typedef struct nst_gpu_route nst_gpu_route;
 int nst_gpu_route_create(nst_gpu_route **out, uint64_t max_pixels);
 void nst_gpu_route_free(nst_gpu_route *r);
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
-                        char (*reason)[NST_GPU_REASON], int *cpu_decoded);
+                        char (*reason)[NST_GPU_REASON], int *engine);
 /* One image the CPU already decoded (echo_point=decode's store: img with
  * its geometry -- offsets, DCT scale -- and its rows in host memory) put
  * to the backend whole and augmented there into `batch` at job->dst_off,
@@ -134,7 +146,8 @@ int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_i
 int nst_gpu_route_code(const nst_gpu_route *r, size_t i);
 
 /* The backend of one worker's route (gpu.c): the fake in a test build with
- * NOSTALL_TEST_GPU_FAKE=1 (handing every 3rd JPEG back to the CPU); the
+ * NOSTALL_TEST_GPU_FAKE=1 (handing JPEGs of a size divisible by 3 back
+ * to the CPU; engine: even size hardware, odd default); the
  * nvJPEG backend when the build has CUDA and nvjpeg.h and the environment
  * opts in (NOSTALL_GPU_UNVALIDATED=1); otherwise E_UNSUPPORTED. Freed with out->destroy(out->ctx). */
 int nst_gpu_backend_open(nst_gpu_backend *out, unsigned gpu_id, uint64_t max_pixels);
@@ -239,9 +252,12 @@ int nst_gpu_cuda_dring_ops(nst_gpu_dring_ops *out, unsigned gpu_id);
 #if defined(NOSTALL_TEST_HOOKS) && NOSTALL_TEST_HOOKS
 /* fake.c, test builds only: a backend on the host that "decodes" with
  * nostall's CPU decoder (full scale) and runs gpu_item.h's functions one
- * element at a time; every `fallback_every`-th JPEG it is given (0: none)
- * it hands back to the CPU decoder, as nvJPEG does with what it cannot
- * decode. */
+ * element at a time; a JPEG whose size in bytes is a multiple of
+ * `fallback_every` (0: none) it hands back to the CPU decoder, as nvJPEG
+ * does with what it cannot decode; of the rest it reports those of even
+ * size as decoded by the hardware engines, those of odd size by the
+ * default backend. Decided by the file alone, so the split does not
+ * depend on threads or order (tests assert exact counts). */
 int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fallback_every);
 #endif
 

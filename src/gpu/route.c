@@ -4,10 +4,12 @@
  * gives the backend the JPEGs it may decode (never CMYK/YCCK, which nvJPEG
  * does not take; PNGs neither), decodes the rest and what the backend hands
  * back with nostall's CPU decoder at full scale, plans every item on its
- * region (plan.c) and has the backend run the augment. A file that cannot
- * be decoded is a bad item with its path and reason; the others' bytes are
- * what a full-scale CPU decode and nst_augment() give (tests/test_gpu_route.c
- * with the fake backend).
+ * region (plan.c) and has the backend run the augment. Per decoded job
+ * its decoder: the backend's engine (hardware or default) or the CPU (the
+ * loader's stats gpu_hw_items, gpu_default_items, gpu_cpu_items). A file
+ * that cannot be decoded is a bad item with its path and reason, counted
+ * by no decoder; the others' bytes are what a full-scale CPU decode and
+ * nst_augment() give (tests/test_gpu_route.c with the fake backend).
  *
  * The region: the item planned on the whole image's geometry touches input
  * columns xlo .. xhi - 1 and rows ylo .. yhi - 1 (every tap, zero-weight
@@ -33,9 +35,10 @@ struct nst_gpu_route {
     nst_decoder *dec; /* headers, and the CPU decodes */
     nst_gpu_tables t;
     nst_buf items, jpegs, map, roi, offs; /* per job                        */
-    nst_buf bstatus, breason;             /* the backend's, per JPEG given   */
+    nst_buf bstatus, breason, bengine;    /* the backend's, per JPEG given   */
     nst_buf codes;                        /* a bad job's NOSTALL_E_* status   */
     nst_buf tmp;                          /* one region's rows (CPU decodes) */
+    nst_buf jengine;                      /* per job, when the caller passes none */
     nst_buf tstarts, tcoefs;              /* the tables' arrays              */
 };
 
@@ -63,9 +66,11 @@ void nst_gpu_route_free(nst_gpu_route *r)
     nst_buf_free(&r->roi);
     nst_buf_free(&r->offs);
     nst_buf_free(&r->bstatus);
+    nst_buf_free(&r->bengine);
     nst_buf_free(&r->codes);
     nst_buf_free(&r->breason);
     nst_buf_free(&r->tmp);
+    nst_buf_free(&r->jengine);
     nst_buf_free(&r->tstarts);
     nst_buf_free(&r->tcoefs);
     free(r);
@@ -82,6 +87,7 @@ static int reserve_jobs(nst_gpu_route *r, size_t n)
         (rc = nst_buf_reserve(&r->roi, n * 4 * sizeof(uint32_t))) < 0 ||
         (rc = nst_buf_reserve(&r->offs, n * sizeof(uint64_t))) < 0 ||
         (rc = nst_buf_reserve(&r->bstatus, n * sizeof(int))) < 0 ||
+        (rc = nst_buf_reserve(&r->bengine, n * sizeof(int))) < 0 ||
         (rc = nst_buf_reserve(&r->codes, n * sizeof(int))) < 0 ||
         (rc = nst_buf_reserve(&r->breason, n * NST_GPU_REASON)) < 0)
         return rc;
@@ -217,30 +223,34 @@ static int cpu_decode(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu
 }
 
 /* Steps 3-4: the JPEGs to the backend, then the CPU's share. Offsets of
- * the decoded regions in the backend's memory: off[i]. */
+ * the decoded regions in the backend's memory: off[i]; each job's decoder
+ * in engine[i] (NONE until decoded). */
 static int decode_all(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                       size_t n, const uint32_t *roi, const uint64_t *off, int *status,
-                      char (*reason)[NST_GPU_REASON], int *cpu_decoded)
+                      char (*reason)[NST_GPU_REASON], int *engine)
 {
     nst_gpu_jpeg *jp = (nst_gpu_jpeg *)(void *)r->jpegs.data;
     size_t *map = (size_t *)(void *)r->map.data, m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (cpu_decoded) cpu_decoded[i] = status[i] == NST_GPU_CPU_FALLBACK;
+        engine[i] = NST_GPU_ENGINE_NONE;
         if (status[i] != NST_GPU_DECODED) continue;
         jp[m] = (nst_gpu_jpeg){jobs[i].data,   jobs[i].len,    roi[4 * i], roi[4 * i + 1],
                                roi[4 * i + 2], roi[4 * i + 3], off[i],     roi[4 * i + 2] * 3};
         map[m++] = i;
     }
     if (m) {
-        int *st = (int *)(void *)r->bstatus.data;
+        int *st = (int *)(void *)r->bstatus.data, *eng = (int *)(void *)r->bengine.data;
         char(*why)[NST_GPU_REASON] = (char(*)[NST_GPU_REASON])(void *)r->breason.data;
-        int rc = be->decode(be->ctx, jp, m, st, why);
+        for (size_t j = 0; j < m; j++) eng[j] = NST_GPU_ENGINE_NONE;
+        int rc = be->decode(be->ctx, jp, m, st, eng, why);
         if (rc < 0) return rc;
         for (size_t j = 0; j < m; j++) {
             const size_t i = map[j];
             status[i] = st[j];
             if (st[j] == NST_GPU_BAD) bad(r, reason, i, jobs[i].path, why[j], NOSTALL_E_CORRUPT);
-            if (st[j] == NST_GPU_CPU_FALLBACK && cpu_decoded) cpu_decoded[i] = 1;
+            /* a backend that names no engine: its default way */
+            if (st[j] == NST_GPU_DECODED)
+                engine[i] = eng[j] == NST_GPU_ENGINE_HW ? NST_GPU_ENGINE_HW : NST_GPU_ENGINE_DEFAULT;
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -248,17 +258,24 @@ static int decode_all(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu
         int rc = cpu_decode(r, be, &jobs[i], roi + 4 * i, off[i], reason[i]);
         if (rc == NOSTALL_E_NOMEM) return rc;
         status[i] = rc < 0 ? NST_GPU_BAD : NST_GPU_DECODED;
-        if (rc < 0) ((int *)(void *)r->codes.data)[i] = rc; /* reason[i] is cpu_decode's */
+        if (rc < 0)
+            ((int *)(void *)r->codes.data)[i] = rc; /* reason[i] is cpu_decode's */
+        else
+            engine[i] = NST_GPU_ENGINE_CPU;
     }
     return 0;
 }
 
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
-                        char (*reason)[NST_GPU_REASON], int *cpu_decoded)
+                        char (*reason)[NST_GPU_REASON], int *engine)
 {
     int rc = reserve_jobs(r, n);
     if (rc < 0) return rc;
+    if (!engine) { /* the caller does not ask: the route's own scratch */
+        if ((rc = nst_buf_reserve(&r->jengine, n * sizeof(int))) < 0) return rc;
+        engine = (int *)(void *)r->jengine.data;
+    }
     uint32_t *roi = (uint32_t *)(void *)r->roi.data;
     probe_all(r, jobs, n, roi, status, reason);
     size_t ns, nc;
@@ -272,7 +289,7 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
         if (status[i] != NST_GPU_BAD) image_bytes += (uint64_t)roi[4 * i + 2] * roi[4 * i + 3] * 3;
     }
     if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, 0)) < 0) return rc;
-    if ((rc = decode_all(r, be, jobs, n, roi, offs, status, reason, cpu_decoded)) < 0) return rc;
+    if ((rc = decode_all(r, be, jobs, n, roi, offs, status, reason, engine)) < 0) return rc;
 
     /* Step 5: plan each decoded item on its region; the intermediate's room */
     nst_gpu_item *items = (nst_gpu_item *)(void *)r->items.data;
@@ -290,6 +307,7 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
         rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]);
         if (rc < 0) {
             status[i] = NST_GPU_BAD;
+            engine[i] = NST_GPU_ENGINE_NONE;
             bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
             continue;
         }

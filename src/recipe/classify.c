@@ -194,14 +194,17 @@ static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *
     plan(r, c, info.width, info.height, &job.win, &job.flip);
     job.out = output_of(r, info.width, info.height, NULL);
     const size_t bytes = nst_output_bytes(&job.out);
-    int st, cpu;
+    int st, engine;
     char why[1][NST_GPU_REASON];
     w->be.out_device = c->dst_device; /* the device ring's memory, or the host slot */
-    rc = nst_gpu_route_batch(w->route, &w->be, &job, 1, c->dst[0], bytes, &st, why, &cpu);
+    rc = nst_gpu_route_batch(w->route, &w->be, &job, 1, c->dst[0], bytes, &st, why, &engine);
     t->decode_ns += nst_now_ns() - t1;
     if (rc < 0) return rc;
     if (st != NST_GPU_DECODED) return nst_error(nst_gpu_route_code(w->route, 0), "%s", why[0]);
     t->decode_items++;
+    t->gpu_hw_items += engine == NST_GPU_ENGINE_HW; /* the stats' per-backend split */
+    t->gpu_default_items += engine == NST_GPU_ENGINE_DEFAULT;
+    t->gpu_cpu_items += engine == NST_GPU_ENGINE_CPU;
     t->decode_pixels += (uint64_t)info.width * info.height;
     nst_label_write(&r->base, c);
     t->augment_items++;

@@ -83,6 +83,9 @@ typedef struct nst_item_ctx {
 typedef struct nst_recipe_times {
     uint64_t decode_ns, decode_items, decode_pixels;
     uint64_t augment_ns, augment_items, augment_bytes;
+    /* decode_device=gpu: the items the GPU route decoded, by decoder
+     * (nvJPEG's hardware engines, its default backend, nostall's CPU) */
+    uint64_t gpu_hw_items, gpu_default_items, gpu_cpu_items;
 } nst_recipe_times;
 
 typedef struct nst_recipe nst_recipe;
