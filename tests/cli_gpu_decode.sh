@@ -8,7 +8,8 @@
 # 3 threads, train and eval, float, uint8 and bfloat16 NHWC, a letterbox;
 # bad items skipped with the CPU path's statuses and reasons and bytes, by
 # the host route and by the device ring (gpu_output=device: compaction and
-# top-ups copied on the device); data echoing at every point; task=detect
+# top-ups copied on the device); a worker's ready items through the route
+# at once (one decode call for their JPEGs); data echoing at every point; task=detect
 # (boxes on the host). The kernels on a GPU: the kit (docs/gpu.md).
 source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
@@ -99,6 +100,36 @@ for dl in 1 0; do
         same "$TMP/j" "device ring, drop_last=$dl, $t threads"
     done
 done
+# batched decode across items (worker.c's make_many, the route's
+# nst_gpu_route_many): with reader=pread every fetch is complete when it is
+# submitted, so a worker holding several tickets gives the route all of
+# them in one call, their JPEGs in one decode call (the fake counts them:
+# NOSTALL_TEST_GPU_FAKE_STATS). With the bad items and a PNG (decoded by
+# the CPU): the CPU path's bytes and skipped items, and the one-item path's
+# (io_depth=1), at 1 and 3 threads, host and device output. At one thread
+# a batch of more than one JPEG reached the backend (the worker holds its
+# 8 tickets, all read); at 3, how the tickets spread is not fixed.
+"$CLI" gen "$TMP/png" --images 2 --classes 1 --width 80 --height 60 --seed 6 --format png --quiet
+cp "$(find "$TMP/png" -name '*.png' | head -1)" "$d/zz_png.png"
+for t in 1 3; do
+    cs --threads $t --reader pread --io-depth 8 > /dev/null && cp "$TMP/j" "$TMP/cpu.json" ||
+        fail "cpu, io_depth=8, $t threads"
+    cs --threads $t --reader pread --io-depth 1 --decode-device gpu > /dev/null ||
+        fail "fake gpu, io_depth=1, $t threads: $(cat "$TMP/j")"
+    same "$TMP/j" "one item at a time, $t threads"
+    for o in host device; do
+        NOSTALL_TEST_GPU_FAKE_STATS=1 cs --threads $t --reader pread --io-depth 8 \
+            --decode-device gpu --gpu-output $o > /dev/null 2> "$TMP/err" ||
+            fail "batched, $o output, $t threads: $(cat "$TMP/j" "$TMP/err")"
+        same "$TMP/j" "batched, $o output, $t threads"
+        most=$(sed -n 's/.*at most \([0-9]*\) in one$/\1/p' "$TMP/err" | tail -1)
+        [ -n "$most" ] || fail "no fake backend counts: $(cat "$TMP/err")"
+        echo "batched, $o output, $t threads: at most $most JPEGs in one decode call"
+        [ "$t" = 3 ] || [ "$most" -gt 1 ] ||
+            fail "no batch of more than one JPEG reached the backend ($o output): $(cat "$TMP/err")"
+    done
+done
+rm "$d/zz_png.png"
 # data echoing with the GPU route, on this dataset with its bad items:
 # every echo point gives the CPU path's bytes for 1 and 3 threads, with
 # gpu_output=host and =device (fetch and augment make their items on the
