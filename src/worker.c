@@ -8,6 +8,12 @@
  * the item through data echoing's one entry (echo/echo.h: with the recipe,
  * recipe/, or from or into an echo store entry) straight into its place in
  * the slot, hands it back to the backend, and tops the FIFO up again.
+ * With a GPU route and echoing off (recipe make_many; docs/gpu.md,
+ * "Batches across items"), it completes the oldest and, without waiting,
+ * every following ticket whose fetch is already complete (up to its depth,
+ * at most MANY_MAX), makes them in one make_many call (one batched decode
+ * of their JPEGs; each item's bytes and status as make gives them alone)
+ * and hands them back in order; arrays made at create.
  *
  * io_depth=0 (auto): a worker starts with NST_IO_DEPTH_AUTO_START tickets
  * and, after each window of NST_IO_DEPTH_AUTO_WINDOW completed items in

@@ -195,6 +195,17 @@ for m in "--box-crop iou --output float" "--box-crop rrc --output uint8" "--mode
     done
     echo "detect $m: $want"
 done
+# detect's items batched across a worker (make_many): every fetch complete
+# at submit (reader=pread), 8 tickets held; the CPU path's bytes, and at
+# one thread a decode call with more than one JPEG
+for t in 1 3; do
+    NOSTALL_TEST_GPU_FAKE_STATS=1 dcs "$TMP/det" --reader pread --io-depth 8 --decode-device gpu \
+        --threads $t > "$TMP/got" 2> "$TMP/err" || fail "detect batched, $t threads: $(cat "$TMP/err")"
+    want=$(dcs "$TMP/det") || fail "cpu detect"
+    [ "$(cat "$TMP/got")" = "$want" ] || fail "detect batched, $t threads: $(cat "$TMP/got"), the CPU path $want"
+    most=$(sed -n 's/.*at most \([0-9]*\) in one$/\1/p' "$TMP/err" | tail -1)
+    [ "$t" = 3 ] || [ "${most:-0}" -gt 1 ] || fail "detect: no batch reached the backend: $(cat "$TMP/err")"
+done
 "$CLI" gen --task detect "$TMP/detl" --images 8 --classes 3 --objects 4 --width 400 --height 300 \
     --seed 4 --quiet
 cpu=$(dcs "$TMP/detl" --mode eval --epochs 1) || fail "cpu detect, large"
