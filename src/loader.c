@@ -732,6 +732,7 @@ void nostall_loader_free(nostall_loader *ld)
             if (ld->workers[i].rw) ld->recipe->ops->worker_free(ld->workers[i].rw);
             nst_fetcher_free(ld->workers[i].fetch);
             free(ld->workers[i].tk);
+            nst_worker_many_free(ld->workers[i].many);
         }
         free(ld->workers);
     }

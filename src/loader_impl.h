@@ -56,6 +56,10 @@ typedef struct worker_stats {
     nst_counter gpu_hw_items, gpu_default_items, gpu_cpu_items; /* the GPU route's decoders */
 } worker_stats;
 
+/* A worker's arrays for making its ready items at once (worker.c). */
+typedef struct worker_many worker_many;
+void nst_worker_many_free(worker_many *b);
+
 typedef struct worker {
     _Alignas(64) worker_stats st;
     struct nostall_loader *ld;
@@ -72,7 +76,8 @@ typedef struct worker {
     uint64_t win_wait_ns, win_busy_ns;
     uint32_t win_items, win_full;
     nst_recipe_worker *rw;
-    uint32_t id; /* 0 .. nthreads-1: autotune parks those >= active */
+    uint32_t id;       /* 0 .. nthreads-1: autotune parks those >= active */
+    worker_many *many; /* make_many with the route (echo off); else NULL */
 } worker;
 
 typedef struct skip_entry {

@@ -8,6 +8,12 @@
  * the item through data echoing's one entry (echo/echo.h: with the recipe,
  * recipe/, or from or into an echo store entry) straight into its place in
  * the slot, hands it back to the backend, and tops the FIFO up again.
+ * With a GPU route and echoing off (recipe make_many; docs/gpu.md,
+ * "Batches across items"), it completes the oldest and, without waiting,
+ * every following ticket whose fetch is already complete (up to its depth,
+ * at most MANY_MAX), makes them in one make_many call (one batched decode
+ * of their JPEGs; each item's bytes and status as make gives them alone)
+ * and hands them back in order; arrays made at create.
  *
  * io_depth=0 (auto): a worker starts with NST_IO_DEPTH_AUTO_START tickets
  * and, after each window of NST_IO_DEPTH_AUTO_WINDOW completed items in
@@ -153,6 +159,28 @@ static void submit(worker *w, uint32_t first)
     }
 }
 
+/* The item's context for the recipe: its draws' epoch, index, path and
+ * places (gpu_output=device: the image field at its device ring address,
+ * in dev_dst). */
+static void item_ctx(worker *w, const nst_ticket *t, nst_item_ctx *c, uint8_t **dev_dst)
+{
+    struct nostall_loader *ld = w->ld;
+    uint64_t ie = t->epoch;
+    if (!t->indexed)
+        nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
+    *c = (nst_item_ctx){.epoch = ie,
+                        .index = t->index,
+                        .path = nst_recipe_path(ld->recipe, t->index),
+                        .dst = t->dst};
+    if (ld->dring) { /* gpu_output=device: the image goes to the device ring */
+        const uint32_t f = ld->recipe->image_field;
+        memcpy(dev_dst, t->dst, NST_FIELDS_MAX * sizeof *dev_dst);
+        dev_dst[f] = nst_gpu_dring_dev(ld->dring, t->dst[f]);
+        c->dst = dev_dst;
+        c->dst_device = 1;
+    }
+}
+
 /* Make the oldest ticket's item from its completed fetch, through data
  * echoing's one entry (echo/echo.h; it makes a plain item when echoing is
  * off). A stale ticket's item is not made. */
@@ -161,21 +189,9 @@ static int make_item(worker *w, nst_ticket *t, const nst_fetch_req *r, int stale
 {
     struct nostall_loader *ld = w->ld;
     nst_recipe_times tm = {0};
-    uint64_t ie = t->epoch;
-    if (!t->indexed)
-        nst_sampler_item_epoch(&ld->sampler, t->epoch, nst_loader_item_pos(ld, t), &ie);
-    nst_item_ctx c = {.epoch = ie,
-                      .index = t->index,
-                      .path = nst_recipe_path(ld->recipe, t->index),
-                      .dst = t->dst};
+    nst_item_ctx c;
     uint8_t *dev_dst[NST_FIELDS_MAX];
-    if (ld->dring) { /* gpu_output=device: the image goes to the device ring */
-        const uint32_t f = ld->recipe->image_field;
-        memcpy(dev_dst, t->dst, sizeof dev_dst);
-        dev_dst[f] = nst_gpu_dring_dev(ld->dring, t->dst[f]);
-        c.dst = dev_dst;
-        c.dst_device = 1;
-    }
+    item_ctx(w, t, &c, dev_dst);
     if (!stale && !t->nofetch && r->status >= 0) {
         STAT_ADD(w->st.fetch_items, 1);
         STAT_ADD(w->st.fetch_bytes, r->len);
@@ -228,6 +244,132 @@ static int stream_make(worker *w, nst_ticket *t, nst_fetch_req *r, int stale, ch
     return rc;
 }
 
+/* A completed fetch's counters. */
+static void fetch_stats(worker *w, const nst_fetch_req *r)
+{
+    STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
+    STAT_ADD(w->st.transcoded, r->io.rewritten);
+    STAT_ADD(w->st.transcode_ns, r->io.rewrite_ns);
+    if (r->io.storage_read) {
+        STAT_ADD(w->st.storage_reads, 1);
+        STAT_ADD(w->st.storage_bytes, r->io.storage_bytes);
+    }
+    STAT_ADD(w->st.cache_hits, r->io.cache_hit);
+    STAT_ADD(w->st.cache_misses, r->io.cache_miss);
+}
+
+/* make_many's arrays, for up to `cap` items (made at create). */
+#define MANY_MSG (NST_ERROR_MAX - 128)
+#define MANY_MAX 64
+struct worker_many {
+    uint32_t cap;
+    nst_fetch_req **req;
+    int *pos, *stale, *rc;
+    nst_item_ctx *ctx;
+    uint8_t *(*dev)[NST_FIELDS_MAX];
+    const uint8_t **data;
+    size_t *len;
+    char (*msg)[MANY_MSG];
+};
+
+static int many_create(worker *w)
+{
+    struct nostall_loader *ld = w->ld;
+    const nst_recipe_ops *ops = ld->recipe->ops;
+    if (ld->echo || ld->stream || w->cap < 2 || !ops->make_many ||
+        ops->make_many(w->rw, NULL, NULL, NULL, 0, NULL, NULL, 0, NULL) < 0)
+        return 0; /* one item at a time */
+    const uint32_t n = w->cap < MANY_MAX ? w->cap : MANY_MAX;
+    worker_many *b = calloc(1, sizeof *b);
+    if (b) {
+        b->cap = n;
+        b->req = calloc(n, sizeof *b->req);
+        b->pos = calloc(n, sizeof *b->pos);
+        b->stale = calloc(n, sizeof *b->stale);
+        b->rc = calloc(n, sizeof *b->rc);
+        b->ctx = calloc(n, sizeof *b->ctx);
+        b->dev = calloc(n, sizeof *b->dev);
+        b->data = calloc(n, sizeof *b->data);
+        b->len = calloc(n, sizeof *b->len);
+        b->msg = calloc(n, sizeof *b->msg);
+    }
+    w->many = b;
+    if (b && b->req && b->pos && b->stale && b->rc && b->ctx && b->dev && b->data && b->len &&
+        b->msg)
+        return 0;
+    return nst_error(NOSTALL_E_NOMEM, "worker: out of memory");
+}
+
+void nst_worker_many_free(worker_many *b)
+{
+    if (!b) return;
+    free(b->req);
+    free(b->pos);
+    free(b->stale);
+    free(b->rc);
+    free(b->ctx);
+    free(b->dev);
+    free(b->data);
+    free(b->len);
+    free(b->msg);
+    free(b);
+}
+
+/* The oldest ticket's fetch r0 is complete: with it every following one
+ * whose fetch is complete now (in order, without waiting; up to the
+ * arrays' cap) is made in one make_many call (the GPU route's batched
+ * decode); stale tickets, failed fetches and a lone item go through
+ * make_item as before. Each is then handed back in order. */
+static void complete_many(worker *w, nst_fetch_req *r0, uint64_t tb, int full)
+{
+    struct nostall_loader *ld = w->ld;
+    nst_batches *bq = ld->bq;
+    worker_many *b = w->many;
+    uint32_t n = 1, m = 0;
+    b->req[0] = r0;
+    while (n < w->tk_count && n < b->cap && (b->req[n] = nst_fetch_ready(w->fetch, n))) n++;
+    for (uint32_t k = 0; k < n; k++) {
+        nst_ticket *t = &w->tk[(w->tk_head + k) % w->depth];
+        const nst_fetch_req *r = b->req[k];
+        fetch_stats(w, r);
+        b->stale[k] = bq->ops->stale(bq, t);
+        b->pos[k] = -1;
+        if (n == 1 || b->stale[k] || t->nofetch || r->status < 0) continue;
+        item_ctx(w, t, &b->ctx[m], b->dev[m]);
+        STAT_ADD(w->st.fetch_items, 1);
+        STAT_ADD(w->st.fetch_bytes, r->len);
+        b->data[m] = r->data;
+        b->len[m] = r->len;
+        b->pos[k] = (int)m++;
+    }
+    if (m) {
+        nst_recipe_times tm = {0};
+        ld->recipe->ops->make_many(w->rw, b->ctx, b->data, b->len, m, b->rc, b->msg[0], MANY_MSG,
+                                   &tm);
+        add_times(w, &tm);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        nst_ticket *t = &w->tk[w->tk_head];
+        const nst_fetch_req *r = b->req[k];
+        char one[MANY_MSG];
+        const char *msg = one;
+        int rc;
+        one[0] = '\0';
+        if (b->pos[k] < 0) {
+            rc = make_item(w, t, r, b->stale[k], one, sizeof one);
+        } else {
+            rc = b->rc[b->pos[k]];
+            msg = rc < 0 ? b->msg[b->pos[k]] : "";
+        }
+        io_add_fetch(t->io, &r->io);
+        if (!ld->tune_depth) depth_adapt(w, r->wait_ns, (nst_now_ns() - tb) / n, full);
+        nst_fetch_release(w->fetch);
+        bq->ops->done(bq, t, rc, msg);
+        w->tk_head = (w->tk_head + 1) % w->depth;
+        w->tk_count--;
+    }
+}
+
 void *nst_worker_main(void *arg)
 {
     worker *w = arg;
@@ -253,17 +395,14 @@ void *nst_worker_main(void *arg)
         nst_fetch_req *r = nst_fetch_next(w->fetch);
         const uint64_t tb = nst_now_ns();
         STAT_ADD(w->st.fetch_ns, tb - t0);
-        if (!r) break; /* stopped while waiting */
-        nst_ticket *t = &w->tk[w->tk_head];
-        STAT_ADD(w->st.storage_wait_ns, r->wait_ns);
-        STAT_ADD(w->st.transcoded, r->io.rewritten);
-        STAT_ADD(w->st.transcode_ns, r->io.rewrite_ns);
-        if (r->io.storage_read) {
-            STAT_ADD(w->st.storage_reads, 1);
-            STAT_ADD(w->st.storage_bytes, r->io.storage_bytes);
+        if (!r) break;                /* stopped while waiting */
+        if (w->many && !ld->stream) { /* the ready items at once (make_many) */
+            complete_many(w, r, tb, full);
+            depth_apply(w);
+            continue;
         }
-        STAT_ADD(w->st.cache_hits, r->io.cache_hit);
-        STAT_ADD(w->st.cache_misses, r->io.cache_miss);
+        nst_ticket *t = &w->tk[w->tk_head];
+        fetch_stats(w, r);
         int rc = 0;
         msg[0] = '\0';
         if (ld->stream)
@@ -315,6 +454,7 @@ int nst_workers_create(struct nostall_loader *ld, const char *fn)
             nst_fetcher_set_rewrite(w->fetch, rewrite_jpeg, dec);
         w->tk = calloc(w->cap, sizeof *w->tk);
         if (!w->tk) return nst_error(NOSTALL_E_NOMEM, "%s: out of memory", fn);
+        if ((rc = many_create(w)) < 0) return rc;
     }
     for (uint32_t i = 0; i < ld->nthreads; i++) {
         if (pthread_create(&ld->workers[i].thread, NULL, nst_worker_main, &ld->workers[i]) != 0)

@@ -8,9 +8,10 @@
 # 3 threads, train and eval, float, uint8 and bfloat16 NHWC, a letterbox;
 # bad items skipped with the CPU path's statuses and reasons and bytes, by
 # the host route and by the device ring (gpu_output=device: compaction and
-# top-ups copied on the device); data echoing at every point; task=detect
-# (boxes on the host); the stats' per-backend split, exact with the fake.
-# The kernels on a GPU: the kit (docs/gpu.md).
+# top-ups copied on the device); a worker's ready items through the route
+# at once (one decode call for their JPEGs); data echoing at every point;
+# task=detect (boxes on the host); the stats' per-backend split, exact with
+# the fake. The kernels on a GPU: the kit (docs/gpu.md).
 source "$(dirname "$0")/lib_cli.sh"
 "$CLI" gen "$TMP/d" --images 12 --classes 2 --width 64 --height 48 --seed 3 --quiet
 run() { "$CLI" bench "$TMP/d" --quiet --epochs 1 --batch-size 4 --crop 32 "$@" > "$TMP/out" 2>&1; }
@@ -100,6 +101,36 @@ for dl in 1 0; do
         same "$TMP/j" "device ring, drop_last=$dl, $t threads"
     done
 done
+# batched decode across items (worker.c's make_many, the route's
+# nst_gpu_route_many): with reader=pread every fetch is complete when it is
+# submitted, so a worker holding several tickets gives the route all of
+# them in one call, their JPEGs in one decode call (the fake counts them:
+# NOSTALL_TEST_GPU_FAKE_STATS). With the bad items and a PNG (decoded by
+# the CPU): the CPU path's bytes and skipped items, and the one-item path's
+# (io_depth=1), at 1 and 3 threads, host and device output. At one thread
+# a batch of more than one JPEG reached the backend (the worker holds its
+# 8 tickets, all read); at 3, how the tickets spread is not fixed.
+"$CLI" gen "$TMP/png" --images 2 --classes 1 --width 80 --height 60 --seed 6 --format png --quiet
+cp "$(find "$TMP/png" -name '*.png' | head -1)" "$d/zz_png.png"
+for t in 1 3; do
+    cs --threads $t --reader pread --io-depth 8 > /dev/null && cp "$TMP/j" "$TMP/cpu.json" ||
+        fail "cpu, io_depth=8, $t threads"
+    cs --threads $t --reader pread --io-depth 1 --decode-device gpu > /dev/null ||
+        fail "fake gpu, io_depth=1, $t threads: $(cat "$TMP/j")"
+    same "$TMP/j" "one item at a time, $t threads"
+    for o in host device; do
+        NOSTALL_TEST_GPU_FAKE_STATS=1 cs --threads $t --reader pread --io-depth 8 \
+            --decode-device gpu --gpu-output $o > /dev/null 2> "$TMP/err" ||
+            fail "batched, $o output, $t threads: $(cat "$TMP/j" "$TMP/err")"
+        same "$TMP/j" "batched, $o output, $t threads"
+        most=$(sed -n 's/.*at most \([0-9]*\) in one$/\1/p' "$TMP/err" | tail -1)
+        [ -n "$most" ] || fail "no fake backend counts: $(cat "$TMP/err")"
+        echo "batched, $o output, $t threads: at most $most JPEGs in one decode call"
+        [ "$t" = 3 ] || [ "$most" -gt 1 ] ||
+            fail "no batch of more than one JPEG reached the backend ($o output): $(cat "$TMP/err")"
+    done
+done
+rm "$d/zz_png.png"
 # data echoing with the GPU route, on this dataset with its bad items:
 # every echo point gives the CPU path's bytes for 1 and 3 threads, with
 # gpu_output=host and =device (fetch and augment make their items on the
@@ -164,6 +195,17 @@ for m in "--box-crop iou --output float" "--box-crop rrc --output uint8" "--mode
         done
     done
     echo "detect $m: $want"
+done
+# detect's items batched across a worker (make_many): every fetch complete
+# at submit (reader=pread), 8 tickets held; the CPU path's bytes, and at
+# one thread a decode call with more than one JPEG
+for t in 1 3; do
+    NOSTALL_TEST_GPU_FAKE_STATS=1 dcs "$TMP/det" --reader pread --io-depth 8 --decode-device gpu \
+        --threads $t > "$TMP/got" 2> "$TMP/err" || fail "detect batched, $t threads: $(cat "$TMP/err")"
+    want=$(dcs "$TMP/det") || fail "cpu detect"
+    [ "$(cat "$TMP/got")" = "$want" ] || fail "detect batched, $t threads: $(cat "$TMP/got"), the CPU path $want"
+    most=$(sed -n 's/.*at most \([0-9]*\) in one$/\1/p' "$TMP/err" | tail -1)
+    [ "$t" = 3 ] || [ "${most:-0}" -gt 1 ] || fail "detect: no batch reached the backend: $(cat "$TMP/err")"
 done
 "$CLI" gen --task detect "$TMP/detl" --images 8 --classes 3 --objects 4 --width 400 --height 300 \
     --seed 4 --quiet

@@ -11,6 +11,8 @@
  * element at a time on the host. So the route (route.c) — regions,
  * routing, fallbacks, bad items, planning — is tested with make test
  * (tests/test_gpu_route.c). One thread; its buffers grow and stay.
+ * Every decode call is counted (nst_gpu_fake_decodes: calls, JPEGs, the
+ * most in one; printed at destroy with NOSTALL_TEST_GPU_FAKE_STATS=1).
  * Also the device ring's ops (gpu.h, dring.c) on host memory, with a fake
  * consumer stream whose releases wait until the test syncs it
  * (tests/test_gpu_dring.c).
@@ -43,10 +45,31 @@ static int fake_reserve(void *ctx, uint64_t image_bytes, size_t items, size_t st
     return rc;
 }
 
+/* Decode calls and JPEGs given, over every fake backend (tests: batches
+ * of more than one JPEG reached the backend). */
+static atomic_uint_fast64_t decode_calls, decode_jpegs, decode_most;
+
+void nst_gpu_fake_decodes(uint64_t *calls, uint64_t *jpegs, uint64_t *most)
+{
+    *calls = (uint64_t)atomic_load(&decode_calls);
+    *jpegs = (uint64_t)atomic_load(&decode_jpegs);
+    *most = (uint64_t)atomic_load(&decode_most);
+}
+
+static void count_decode(size_t n)
+{
+    atomic_fetch_add(&decode_calls, 1);
+    atomic_fetch_add(&decode_jpegs, n);
+    uint_fast64_t m = atomic_load(&decode_most);
+    while (m < n && !atomic_compare_exchange_weak(&decode_most, &m, n)) {
+    }
+}
+
 static int fake_decode(void *ctx, const nst_gpu_jpeg *jpegs, size_t n, int *status, int *engine,
                        char (*reason)[NST_GPU_REASON])
 {
     fake *f = ctx;
+    count_decode(n);
     for (size_t i = 0; i < n; i++) {
         const nst_gpu_jpeg *j = &jpegs[i];
         if (f->fallback_every && j->size % f->fallback_every == 0) {
@@ -102,6 +125,13 @@ static void fake_destroy(void *ctx)
 {
     fake *f = ctx;
     if (!f) return;
+    const char *e = getenv("NOSTALL_TEST_GPU_FAKE_STATS");
+    if (e && *e == '1') {
+        uint64_t calls, jpegs, most;
+        nst_gpu_fake_decodes(&calls, &jpegs, &most);
+        fprintf(stderr, "gpu fake backend: %llu decode calls, %llu JPEGs, at most %llu in one\n",
+                (unsigned long long)calls, (unsigned long long)jpegs, (unsigned long long)most);
+    }
     nst_decoder_free(f->dec);
     nst_buf_free(&f->images);
     nst_buf_free(&f->tmp);

@@ -134,6 +134,14 @@ void nst_gpu_route_free(nst_gpu_route *r);
 int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
                         size_t n, uint8_t *batch, size_t batch_bytes, int *status,
                         char (*reason)[NST_GPU_REASON], int *engine);
+/* As nst_gpu_route_batch, but job i's output goes to dst[i] (its dst_off
+ * unused): items in different slots, e.g. a worker's items whose fetches
+ * are complete. All their JPEGs go to the backend in one decode call;
+ * each item's bytes are those nst_gpu_route_batch gives it alone. With
+ * be->out_device the dst are device addresses. */
+int nst_gpu_route_many(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                       size_t n, uint8_t *const *dst, int *status, char (*reason)[NST_GPU_REASON],
+                       int *engine);
 /* One image the CPU already decoded (echo_point=decode's store: img with
  * its geometry -- offsets, DCT scale -- and its rows in host memory) put
  * to the backend whole and augmented there into `batch` at job->dst_off,
@@ -259,6 +267,9 @@ int nst_gpu_cuda_dring_ops(nst_gpu_dring_ops *out, unsigned gpu_id);
  * default backend. Decided by the file alone, so the split does not
  * depend on threads or order (tests assert exact counts). */
 int nst_gpu_fake_backend(nst_gpu_backend *out, uint64_t max_pixels, unsigned fallback_every);
+/* The fakes' decode calls so far (all, any thread), the JPEGs given in
+ * them and the most given in one call. */
+void nst_gpu_fake_decodes(uint64_t *calls, uint64_t *jpegs, uint64_t *most);
 #endif
 
 #if defined(NOSTALL_HAVE_CUDA)

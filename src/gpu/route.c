@@ -17,6 +17,11 @@
  * gets the same taps shifted, the same k and the same pass order, so the
  * bytes do not depend on the region.
  *
+ * nst_gpu_route_many: the same for items each at its own address (a
+ * worker's ready items, in whatever slots they go to): one decode call
+ * for all their JPEGs, the augment over them at once with device output,
+ * item by item with host output.
+ *
  * nst_gpu_route_image: an image the CPU already decoded (echo_point=decode's
  * store) put whole to the backend and re-augmented there.
  *
@@ -40,6 +45,7 @@ struct nst_gpu_route {
     nst_buf tmp;                          /* one region's rows (CPU decodes) */
     nst_buf jengine;                      /* per job, when the caller passes none */
     nst_buf tstarts, tcoefs;              /* the tables' arrays              */
+    nst_buf many;                         /* route_many: map, output bytes   */
 };
 
 int nst_gpu_route_create(nst_gpu_route **out, uint64_t max_pixels)
@@ -73,6 +79,7 @@ void nst_gpu_route_free(nst_gpu_route *r)
     nst_buf_free(&r->jengine);
     nst_buf_free(&r->tstarts);
     nst_buf_free(&r->tcoefs);
+    nst_buf_free(&r->many);
     free(r);
 }
 
@@ -324,6 +331,88 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
     if (!m) return 0;
     if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
     return be->augment(be->ctx, items, m, &r->t, batch, batch_bytes, be->out_device);
+}
+
+/* nst_gpu_route_many's augment: one call over the items' span when the
+ * output is device memory (the kernels write only the items' bytes), else
+ * one call per item at its own address (a host output is copied back
+ * whole: a span would carry other items' bytes, maybe another worker's). */
+static int augment_many(nst_gpu_route *r, const nst_gpu_backend *be, nst_gpu_item *items, size_t m,
+                        const size_t *map, uint8_t *const *dst, const size_t *bytes)
+{
+    if (be->out_device) {
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (size_t k = 0; k < m; k++) {
+            const uintptr_t a = (uintptr_t)dst[map[k]];
+            if (a < lo) lo = a;
+            if (a + bytes[k] > hi) hi = a + bytes[k];
+        }
+        for (size_t k = 0; k < m; k++) items[k].dst_off = (uintptr_t)dst[map[k]] - lo;
+        return be->augment(be->ctx, items, m, &r->t, (uint8_t *)lo, hi - lo, 1);
+    }
+    for (size_t k = 0; k < m; k++) {
+        items[k].dst_off = 0;
+        int rc = be->augment(be->ctx, &items[k], 1, &r->t, dst[map[k]], bytes[k], 0);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+int nst_gpu_route_many(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                       size_t n, uint8_t *const *dst, int *status, char (*reason)[NST_GPU_REASON],
+                       int *engine)
+{
+    int rc = reserve_jobs(r, n);
+    if (rc == 0) rc = nst_buf_reserve(&r->many, n * 2 * sizeof(size_t));
+    if (rc < 0) return rc;
+    if (!engine) { /* the caller does not ask: the route's own scratch */
+        if ((rc = nst_buf_reserve(&r->jengine, n * sizeof(int))) < 0) return rc;
+        engine = (int *)(void *)r->jengine.data;
+    }
+    uint32_t *roi = (uint32_t *)(void *)r->roi.data;
+    probe_all(r, jobs, n, roi, status, reason);
+    size_t ns, nc;
+    table_sizes(jobs, n, roi, &ns, &nc);
+    if ((rc = reserve_tables(r, ns, nc)) < 0) return rc;
+    regions(r, jobs, n, roi, status, reason);
+    uint64_t *offs = (uint64_t *)(void *)r->offs.data, image_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        offs[i] = image_bytes;
+        if (status[i] != NST_GPU_BAD) image_bytes += (uint64_t)roi[4 * i + 2] * roi[4 * i + 3] * 3;
+    }
+    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, 0)) < 0) return rc;
+    if ((rc = decode_all(r, be, jobs, n, roi, offs, status, reason, engine)) < 0) return rc;
+
+    /* plan each decoded item on its region (as nst_gpu_route_batch) */
+    nst_gpu_item *items = (nst_gpu_item *)(void *)r->items.data;
+    size_t *map = (size_t *)(void *)r->many.data, *bytes = map + n, m = 0;
+    uint64_t tmp_elems = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (status[i] != NST_GPU_DECODED) continue;
+        const nst_image img = {.width = roi[4 * i + 2],
+                               .height = roi[4 * i + 3],
+                               .stride = (size_t)roi[4 * i + 2] * 3,
+                               .x0 = roi[4 * i],
+                               .y0 = roi[4 * i + 1],
+                               .scale_num = 1,
+                               .scale_den = 1};
+        rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]);
+        if (rc < 0) {
+            status[i] = NST_GPU_BAD;
+            engine[i] = NST_GPU_ENGINE_NONE;
+            bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
+            continue;
+        }
+        if (!(bytes[m] = nst_output_bytes(&jobs[i].out)))
+            return nst_error(NOSTALL_E_INVALID, "gpu route: %s: empty output", jobs[i].path);
+        items[m].src_off = offs[i];
+        items[m].tmp_off = tmp_elems;
+        tmp_elems += nst_gpu_tmp_elems(&items[m]);
+        map[m++] = i;
+    }
+    if (!m) return 0;
+    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
+    return augment_many(r, be, items, m, map, dst, bytes);
 }
 
 int nst_gpu_route_image(nst_gpu_route *r, const nst_gpu_backend *be, const nst_image *img,

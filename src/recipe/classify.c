@@ -31,6 +31,8 @@
  *
  * decode_device=gpu (crop and resize modes): make goes through the
  * worker's GPU route (gpu/gpu.h; make_gpu), planned with the same draws;
+ * make_many takes a worker's ready items through the route at once (one
+ * batched decode of their JPEGs; worker.c), each with make's bytes;
  * echo_point=decode's decode stays on the CPU, its transform re-augments
  * the kept image on the route (transform_gpu); full stays on the CPU.
  *
@@ -80,6 +82,7 @@ struct nst_recipe_worker {
     nst_augmenter *aug;
     nst_gpu_route *route; /* decode_device=gpu */
     nst_gpu_backend be;
+    nst_buf mjobs, mdst, mint, mwhy, mpx; /* make_many's, per item (grow-only) */
 };
 
 /* The window and flip of use `copy` of an item of width x height. */
@@ -212,6 +215,83 @@ static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *
     return 0;
 }
 
+/* An item's message as the worker reports make's error (echo.c). */
+static void error_into(char *msg, size_t n, int rc)
+{
+    const char *detail = nostall_last_error();
+    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
+}
+
+/* make_many's scratch for n items (grow-only: the worker's depth bounds n). */
+static int many_reserve(nst_recipe_worker *w, size_t n)
+{
+    int rc;
+    if ((rc = nst_buf_reserve(&w->mjobs, n * sizeof(nst_gpu_job))) < 0 ||
+        (rc = nst_buf_reserve(&w->mdst, n * sizeof(uint8_t *))) < 0 ||
+        (rc = nst_buf_reserve(&w->mint, n * 3 * sizeof(int))) < 0 ||
+        (rc = nst_buf_reserve(&w->mwhy, n * NST_GPU_REASON)) < 0 ||
+        (rc = nst_buf_reserve(&w->mpx, n * sizeof(uint64_t))) < 0)
+        return rc;
+    return 0;
+}
+
+/* decode_device=gpu: n items through the route at once (nst_gpu_route_many:
+ * one decode call for their JPEGs), each planned, written and reported as
+ * make_gpu does it alone; an error of the whole call is every item's. */
+static int make_many(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *const *data,
+                     const size_t *len, size_t n, int *rc, char *msg, size_t msgn,
+                     nst_recipe_times *t)
+{
+    const classify *r = w->r;
+    if (!w->route) return NOSTALL_E_UNSUPPORTED;
+    if (!n) return 0;
+    int e = many_reserve(w, n);
+    for (size_t i = 0; e < 0 && i < n; i++) rc[i] = e, error_into(msg + i * msgn, msgn, e);
+    if (e < 0) return 0;
+    nst_gpu_job *jobs = (nst_gpu_job *)(void *)w->mjobs.data;
+    uint8_t **dst = (uint8_t **)(void *)w->mdst.data;
+    int *st = (int *)(void *)w->mint.data, *eng = st + n, *idx = eng + n;
+    char(*why)[NST_GPU_REASON] = (char(*)[NST_GPU_REASON])(void *)w->mwhy.data;
+    uint64_t *px = (uint64_t *)(void *)w->mpx.data, t1 = nst_now_ns();
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        nst_image_info info;
+        if ((rc[i] = nst_decode_probe(w->dec, data[i], len[i], c[i].path, &info)) < 0) {
+            error_into(msg + i * msgn, msgn, rc[i]);
+            continue;
+        }
+        jobs[m] = (nst_gpu_job){.data = data[i], .len = len[i], .path = c[i].path};
+        plan(r, &c[i], info.width, info.height, &jobs[m].win, &jobs[m].flip);
+        jobs[m].out = output_of(r, info.width, info.height, NULL);
+        dst[m] = c[i].dst[0];
+        px[m] = (uint64_t)info.width * info.height;
+        idx[m++] = (int)i;
+    }
+    w->be.out_device = c[0].dst_device; /* one worker's items: all alike */
+    e = m ? nst_gpu_route_many(w->route, &w->be, jobs, m, dst, st, why, eng) : 0;
+    t->decode_ns += nst_now_ns() - t1;
+    for (size_t k = 0; k < m; k++) {
+        const size_t i = (size_t)idx[k];
+        if (e == 0 && st[k] != NST_GPU_DECODED)
+            rc[i] = nst_error(nst_gpu_route_code(w->route, k), "%s", why[k]);
+        else
+            rc[i] = e;
+        if (rc[i] < 0) {
+            error_into(msg + i * msgn, msgn, rc[i]);
+            continue;
+        }
+        t->decode_items++;
+        t->gpu_hw_items += eng[k] == NST_GPU_ENGINE_HW; /* the stats' per-backend split */
+        t->gpu_default_items += eng[k] == NST_GPU_ENGINE_DEFAULT;
+        t->gpu_cpu_items += eng[k] == NST_GPU_ENGINE_CPU;
+        t->decode_pixels += px[k];
+        nst_label_write(&r->base, &c[i]);
+        t->augment_items++;
+        t->augment_bytes += nst_output_bytes(&jobs[k].out);
+    }
+    return 0;
+}
+
 static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                 nst_recipe_times *t)
 {
@@ -320,6 +400,11 @@ static void worker_free(nst_recipe_worker *w)
     nst_augmenter_free(w->aug);
     nst_gpu_route_free(w->route);
     if (w->be.destroy) w->be.destroy(w->be.ctx);
+    nst_buf_free(&w->mjobs);
+    nst_buf_free(&w->mdst);
+    nst_buf_free(&w->mint);
+    nst_buf_free(&w->mwhy);
+    nst_buf_free(&w->mpx);
     free(w);
 }
 
@@ -357,6 +442,7 @@ static const nst_recipe_ops classify_ops = {
     .worker_create = worker_create,
     .worker_free = worker_free,
     .make = make,
+    .make_many = make_many,
     .decode = decode,
     .transform = transform,
     .decoder = decoder,

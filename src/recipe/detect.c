@@ -63,6 +63,8 @@
  * come from the recipe's annotations, by item, in both.
  * decode_device=gpu: make sends the image through the worker's GPU route
  * (gpu/gpu.h; make_gpu) with the same plan, the boxes written on the host;
+ * make_many takes a worker's ready items through the route at once (one
+ * batched decode of their JPEGs; worker.c), each with make's bytes;
  * echo_point=decode's decode stays on the CPU, its transform re-augments
  * the kept image on the route.
  *
@@ -114,6 +116,7 @@ struct nst_recipe_worker {
     nst_augmenter *aug;
     nst_gpu_route *route; /* decode_device=gpu */
     nst_gpu_backend be;
+    nst_buf mjobs, mdst, mint, mwhy, mpx, mplan; /* make_many's, per item (grow-only) */
 };
 
 /* What one use of an item does: the window of the source, the flip, the
@@ -322,6 +325,92 @@ static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *
     return 0;
 }
 
+/* An item's message as the worker reports make's error (echo.c). */
+static void error_into(char *msg, size_t n, int rc)
+{
+    const char *detail = nostall_last_error();
+    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
+}
+
+/* make_many's scratch for n items (grow-only: the worker's depth bounds n). */
+static int many_reserve(nst_recipe_worker *w, size_t n)
+{
+    int rc;
+    if ((rc = nst_buf_reserve(&w->mjobs, n * sizeof(nst_gpu_job))) < 0 ||
+        (rc = nst_buf_reserve(&w->mdst, n * sizeof(uint8_t *))) < 0 ||
+        (rc = nst_buf_reserve(&w->mint, n * 3 * sizeof(int))) < 0 ||
+        (rc = nst_buf_reserve(&w->mwhy, n * NST_GPU_REASON)) < 0 ||
+        (rc = nst_buf_reserve(&w->mpx, n * sizeof(uint64_t))) < 0 ||
+        (rc = nst_buf_reserve(&w->mplan, n * sizeof(det_plan))) < 0)
+        return rc;
+    return 0;
+}
+
+/* decode_device=gpu: n items through the route at once (nst_gpu_route_many:
+ * one decode call for their JPEGs), each planned, written (image, boxes)
+ * and reported as make_gpu does it alone; an error of the whole call is
+ * every item's. */
+static int make_many(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *const *data,
+                     const size_t *len, size_t n, int *rc, char *msg, size_t msgn,
+                     nst_recipe_times *t)
+{
+    const detect *r = w->r;
+    if (!w->route) return NOSTALL_E_UNSUPPORTED;
+    if (!n) return 0;
+    int e = many_reserve(w, n);
+    for (size_t i = 0; e < 0 && i < n; i++) rc[i] = e, error_into(msg + i * msgn, msgn, e);
+    if (e < 0) return 0;
+    nst_gpu_job *jobs = (nst_gpu_job *)(void *)w->mjobs.data;
+    uint8_t **dst = (uint8_t **)(void *)w->mdst.data;
+    int *st = (int *)(void *)w->mint.data, *eng = st + n, *idx = eng + n;
+    char(*why)[NST_GPU_REASON] = (char(*)[NST_GPU_REASON])(void *)w->mwhy.data;
+    det_plan *p = (det_plan *)(void *)w->mplan.data;
+    uint64_t *px = (uint64_t *)(void *)w->mpx.data, t1 = nst_now_ns();
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        nst_image_info info;
+        rc[i] = nst_decode_probe(w->dec, data[i], len[i], c[i].path, &info);
+        if (rc[i] == 0) rc[i] = check_size(r, &c[i], info.width, info.height);
+        if (rc[i] < 0) {
+            error_into(msg + i * msgn, msgn, rc[i]);
+            continue;
+        }
+        plan(r, &c[i], info.width, info.height, &p[m]);
+        jobs[m] = (nst_gpu_job){.data = data[i],
+                                .len = len[i],
+                                .path = c[i].path,
+                                .win = p[m].win,
+                                .flip = p[m].flip};
+        output_of(r, &p[m], NULL, &jobs[m].out);
+        dst[m] = c[i].dst[F_IMAGE];
+        px[m] = (uint64_t)info.width * info.height;
+        idx[m++] = (int)i;
+    }
+    w->be.out_device = c[0].dst_device; /* one worker's items: all alike */
+    e = m ? nst_gpu_route_many(w->route, &w->be, jobs, m, dst, st, why, eng) : 0;
+    t->decode_ns += nst_now_ns() - t1;
+    for (size_t k = 0; k < m; k++) {
+        const size_t i = (size_t)idx[k];
+        if (e == 0 && st[k] != NST_GPU_DECODED)
+            rc[i] = nst_error(nst_gpu_route_code(w->route, k), "%s", why[k]);
+        else
+            rc[i] = e;
+        if (rc[i] < 0) {
+            error_into(msg + i * msgn, msgn, rc[i]);
+            continue;
+        }
+        t->decode_items++;
+        t->gpu_hw_items += eng[k] == NST_GPU_ENGINE_HW; /* the stats' per-backend split */
+        t->gpu_default_items += eng[k] == NST_GPU_ENGINE_DEFAULT;
+        t->gpu_cpu_items += eng[k] == NST_GPU_ENGINE_CPU;
+        t->decode_pixels += px[k];
+        write_boxes(r, &c[i], &p[k]);
+        t->augment_items++;
+        t->augment_bytes += nst_output_bytes(&jobs[k].out);
+    }
+    return 0;
+}
+
 static int make(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                 nst_recipe_times *t)
 {
@@ -425,6 +514,12 @@ static void worker_free(nst_recipe_worker *w)
     nst_augmenter_free(w->aug);
     nst_gpu_route_free(w->route);
     if (w->be.destroy) w->be.destroy(w->be.ctx);
+    nst_buf_free(&w->mjobs);
+    nst_buf_free(&w->mdst);
+    nst_buf_free(&w->mint);
+    nst_buf_free(&w->mwhy);
+    nst_buf_free(&w->mpx);
+    nst_buf_free(&w->mplan);
     free(w);
 }
 
@@ -442,6 +537,7 @@ static const nst_recipe_ops detect_ops = {
     .worker_create = worker_create,
     .worker_free = worker_free,
     .make = make,
+    .make_many = make_many,
     .decode = decode,
     .transform = transform,
     .decoder = decoder,

@@ -107,6 +107,16 @@ typedef struct nst_recipe_ops {
     void (*worker_free)(nst_recipe_worker *w);
     int (*make)(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                 nst_recipe_times *t);
+    /* Optional: n items at once (a worker's items whose fetches are
+     * complete, echoing off; the worker's GPU route decodes their JPEGs in
+     * one batch): item i from data[i], len[i] into c[i].dst, its status in
+     * rc[i] and, when < 0, its message at msg + i * msgn -- each item's
+     * bytes, status and message those make gives it. n = 0: 0 if this
+     * worker makes items this way, else E_UNSUPPORTED (make them one by
+     * one); otherwise returns 0. */
+    int (*make_many)(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *const *data,
+                     const size_t *len, size_t n, int *rc, char *msg, size_t msgn,
+                     nst_recipe_times *t);
     int (*decode)(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *data, size_t len,
                   nst_decoded *out, nst_recipe_times *t);
     int (*transform)(nst_recipe_worker *w, const nst_item_ctx *c, const nst_decoded *in,

@@ -478,6 +478,21 @@ nst_fetch_req *nst_fetch_next(nst_fetcher *f)
     return r;
 }
 
+nst_fetch_req *nst_fetch_ready(nst_fetcher *f, uint32_t k)
+{
+    if (k >= f->count) return NULL;
+    nst_fetch_req *r = &f->reqs[(f->head + k) % f->depth];
+    while (f->uring_inflight && io_uring_cq_ready(&f->ring)) uring_reap(f, 0);
+    if (r->state == REQ_HTTP) http_reap(f, 0);
+    if (r->state != REQ_DONE) return NULL;
+    if (r->deadline) {
+        if (nst_now_ns() < r->deadline) return NULL;
+        r->deadline = 0;
+    }
+    r->wait_ns = 0;
+    return r;
+}
+
 void nst_fetch_release(nst_fetcher *f)
 {
     if (!f->count) return;

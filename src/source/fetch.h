@@ -156,6 +156,12 @@ void nst_fetch_submit_none(nst_fetcher *f, uint64_t index);
 /* Complete the oldest pending fetch and return it (still counted pending
  * until released). NULL only when stop was set while waiting. */
 nst_fetch_req *nst_fetch_next(nst_fetcher *f);
+/* Fetch k (0: the oldest) of the pending ones if it is complete now,
+ * without waiting (completed reads are reaped first; an emulated read
+ * whose time has not come, a read or transfer in flight, or a wait for
+ * another worker's read is not complete): NULL otherwise. Its data stays
+ * valid until it is released (oldest first, one release each). */
+nst_fetch_req *nst_fetch_ready(nst_fetcher *f, uint32_t k);
 /* Recycle the oldest fetch (the one nst_fetch_next returned). */
 void nst_fetch_release(nst_fetcher *f);
 
