@@ -231,9 +231,14 @@ for t in 1 3; do
         --crop 32 --seed 3 --drop-last 0 --max-bad-fraction 1 --decode-device gpu --threads $t \
         > "$TMP/split$t.json" || fail "split, $t threads: $(cat "$TMP/split$t.json")"
 done
+# and through the batched route (a worker's ready items in one call)
+NOSTALL_TEST_GPU_FAKE=1 "$CLI" bench "$TMP/sp" --json --quiet --epochs 1 --batch-size 4 \
+    --crop 32 --seed 3 --drop-last 0 --max-bad-fraction 1 --decode-device gpu --threads 1 \
+    --reader pread --io-depth 8 > "$TMP/splitmany.json" ||
+    fail "split, batched: $(cat "$TMP/splitmany.json")"
 "$CLI" bench "$TMP/sp" --json --quiet --epochs 1 --batch-size 4 --crop 32 --seed 3 --drop-last 0 \
     --max-bad-fraction 1 > "$TMP/splitcpu.json" || fail "split, cpu: $(cat "$TMP/splitcpu.json")"
-"$PY" - "$TMP/sp" "$TMP/split1.json" "$TMP/split3.json" "$TMP/splitcpu.json" << 'PYEOF' ||
+"$PY" - "$TMP/sp" "$TMP/split1.json" "$TMP/split3.json" "$TMP/splitmany.json" "$TMP/splitcpu.json" << 'PYEOF' ||
 import glob, json, os, sys
 want = {"gpu_hw_items": 0, "gpu_default_items": 0, "gpu_cpu_items": 0}
 jpegs = [p for p in glob.glob(os.path.join(sys.argv[1], "*", "*.jpg")) if "zz_junk" not in p]
@@ -243,13 +248,13 @@ for p in jpegs:
     want[k] += 1
 want["gpu_cpu_items"] += 1  # the PNG
 assert len(jpegs) == 14 and all(want.values()), want  # every decoder has items
-for f in sys.argv[2:4]:
+for f in sys.argv[2:5]:
     s = json.load(open(f))["stats"]
     got = {k: s[k] for k in want}
     assert got == want, (f, got, want)
     assert sum(got.values()) == s["decode_items"] == 15, (f, got, s["decode_items"])
     assert s["skipped"] == 1, (f, s["skipped"])
-s = json.load(open(sys.argv[4]))["stats"]
+s = json.load(open(sys.argv[5]))["stats"]
 assert all(s[k] == 0 for k in want), ("the CPU path", {k: s[k] for k in want})
 print("per-backend split (fake):", want)
 PYEOF
