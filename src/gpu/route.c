@@ -273,9 +273,18 @@ static int decode_all(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu
     return 0;
 }
 
-int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
-                        size_t n, uint8_t *batch, size_t batch_bytes, int *status,
-                        char (*reason)[NST_GPU_REASON], int *engine)
+/* Steps 1-4 for both entries: the jobs' room, headers, tables, regions,
+ * their offsets in the backend's memory (image_bytes in all), the decode.
+ * *engine: the caller's array, or the route's scratch when it passes none. */
+typedef struct front {
+    int *engine;
+    uint32_t *roi;
+    uint64_t *offs, image_bytes;
+    size_t ns, nc;
+} front;
+
+static int decode_front(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                        size_t n, int *status, char (*reason)[NST_GPU_REASON], int *engine, front *f)
 {
     int rc = reserve_jobs(r, n);
     if (rc < 0) return rc;
@@ -283,53 +292,73 @@ int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_g
         if ((rc = nst_buf_reserve(&r->jengine, n * sizeof(int))) < 0) return rc;
         engine = (int *)(void *)r->jengine.data;
     }
-    uint32_t *roi = (uint32_t *)(void *)r->roi.data;
-    probe_all(r, jobs, n, roi, status, reason);
-    size_t ns, nc;
-    table_sizes(jobs, n, roi, &ns, &nc);
-    if ((rc = reserve_tables(r, ns, nc)) < 0) return rc;
-    regions(r, jobs, n, roi, status, reason);
-    /* the regions' offsets in the backend's memory, and its room */
-    uint64_t *offs = (uint64_t *)(void *)r->offs.data, image_bytes = 0;
+    f->engine = engine;
+    f->roi = (uint32_t *)(void *)r->roi.data;
+    probe_all(r, jobs, n, f->roi, status, reason);
+    table_sizes(jobs, n, f->roi, &f->ns, &f->nc);
+    if ((rc = reserve_tables(r, f->ns, f->nc)) < 0) return rc;
+    regions(r, jobs, n, f->roi, status, reason);
+    f->offs = (uint64_t *)(void *)r->offs.data;
+    f->image_bytes = 0;
     for (size_t i = 0; i < n; i++) {
-        offs[i] = image_bytes;
-        if (status[i] != NST_GPU_BAD) image_bytes += (uint64_t)roi[4 * i + 2] * roi[4 * i + 3] * 3;
+        f->offs[i] = f->image_bytes;
+        if (status[i] != NST_GPU_BAD)
+            f->image_bytes += (uint64_t)f->roi[4 * i + 2] * f->roi[4 * i + 3] * 3;
     }
-    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, 0)) < 0) return rc;
-    if ((rc = decode_all(r, be, jobs, n, roi, offs, status, reason, engine)) < 0) return rc;
+    if ((rc = be->reserve(be->ctx, f->image_bytes, n, f->ns, f->nc, 0)) < 0) return rc;
+    return decode_all(r, be, jobs, n, f->roi, f->offs, status, reason, engine);
+}
+
+/* Step 5 for one decoded job: planned on its region into *it (src_off
+ * set); a plan that fails makes the job bad (returns 1: skip it). */
+static int plan_job(nst_gpu_route *r, const nst_gpu_job *jobs, size_t i, const front *f,
+                    int *status, char (*reason)[NST_GPU_REASON], nst_gpu_item *it)
+{
+    const uint32_t *roi = f->roi + 4 * i;
+    const nst_image img = {.width = roi[2],
+                           .height = roi[3],
+                           .stride = (size_t)roi[2] * 3,
+                           .x0 = roi[0],
+                           .y0 = roi[1],
+                           .scale_num = 1,
+                           .scale_den = 1};
+    int rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, it);
+    if (rc < 0) {
+        status[i] = NST_GPU_BAD;
+        f->engine[i] = NST_GPU_ENGINE_NONE;
+        bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
+        return 1;
+    }
+    it->src_off = f->offs[i];
+    return 0;
+}
+
+int nst_gpu_route_batch(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gpu_job *jobs,
+                        size_t n, uint8_t *batch, size_t batch_bytes, int *status,
+                        char (*reason)[NST_GPU_REASON], int *engine)
+{
+    front f;
+    int rc = decode_front(r, be, jobs, n, status, reason, engine, &f);
+    if (rc < 0) return rc;
 
     /* Step 5: plan each decoded item on its region; the intermediate's room */
     nst_gpu_item *items = (nst_gpu_item *)(void *)r->items.data;
     size_t m = 0;
     uint64_t tmp_elems = 0;
     for (size_t i = 0; i < n; i++) {
-        if (status[i] != NST_GPU_DECODED) continue;
-        const nst_image img = {.width = roi[4 * i + 2],
-                               .height = roi[4 * i + 3],
-                               .stride = (size_t)roi[4 * i + 2] * 3,
-                               .x0 = roi[4 * i],
-                               .y0 = roi[4 * i + 1],
-                               .scale_num = 1,
-                               .scale_den = 1};
-        rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]);
-        if (rc < 0) {
-            status[i] = NST_GPU_BAD;
-            engine[i] = NST_GPU_ENGINE_NONE;
-            bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
+        if (status[i] != NST_GPU_DECODED || plan_job(r, jobs, i, &f, status, reason, &items[m]))
             continue;
-        }
         const uint64_t bytes = nst_output_bytes(&jobs[i].out);
         if (!bytes || jobs[i].dst_off > batch_bytes || bytes > batch_bytes - jobs[i].dst_off)
             return nst_error(NOSTALL_E_INVALID, "gpu route: %s: item outside the batch",
                              jobs[i].path);
-        items[m].src_off = offs[i];
         items[m].dst_off = jobs[i].dst_off;
         items[m].tmp_off = tmp_elems;
         tmp_elems += nst_gpu_tmp_elems(&items[m]);
         m++;
     }
     if (!m) return 0;
-    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
+    if ((rc = be->reserve(be->ctx, f.image_bytes, n, f.ns, f.nc, tmp_elems)) < 0) return rc;
     return be->augment(be->ctx, items, m, &r->t, batch, batch_bytes, be->out_device);
 }
 
@@ -362,56 +391,26 @@ int nst_gpu_route_many(nst_gpu_route *r, const nst_gpu_backend *be, const nst_gp
                        size_t n, uint8_t *const *dst, int *status, char (*reason)[NST_GPU_REASON],
                        int *engine)
 {
-    int rc = reserve_jobs(r, n);
-    if (rc == 0) rc = nst_buf_reserve(&r->many, n * 2 * sizeof(size_t));
+    int rc = nst_buf_reserve(&r->many, n * 2 * sizeof(size_t));
+    front f;
+    if (rc == 0) rc = decode_front(r, be, jobs, n, status, reason, engine, &f);
     if (rc < 0) return rc;
-    if (!engine) { /* the caller does not ask: the route's own scratch */
-        if ((rc = nst_buf_reserve(&r->jengine, n * sizeof(int))) < 0) return rc;
-        engine = (int *)(void *)r->jengine.data;
-    }
-    uint32_t *roi = (uint32_t *)(void *)r->roi.data;
-    probe_all(r, jobs, n, roi, status, reason);
-    size_t ns, nc;
-    table_sizes(jobs, n, roi, &ns, &nc);
-    if ((rc = reserve_tables(r, ns, nc)) < 0) return rc;
-    regions(r, jobs, n, roi, status, reason);
-    uint64_t *offs = (uint64_t *)(void *)r->offs.data, image_bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        offs[i] = image_bytes;
-        if (status[i] != NST_GPU_BAD) image_bytes += (uint64_t)roi[4 * i + 2] * roi[4 * i + 3] * 3;
-    }
-    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, 0)) < 0) return rc;
-    if ((rc = decode_all(r, be, jobs, n, roi, offs, status, reason, engine)) < 0) return rc;
 
     /* plan each decoded item on its region (as nst_gpu_route_batch) */
     nst_gpu_item *items = (nst_gpu_item *)(void *)r->items.data;
     size_t *map = (size_t *)(void *)r->many.data, *bytes = map + n, m = 0;
     uint64_t tmp_elems = 0;
     for (size_t i = 0; i < n; i++) {
-        if (status[i] != NST_GPU_DECODED) continue;
-        const nst_image img = {.width = roi[4 * i + 2],
-                               .height = roi[4 * i + 3],
-                               .stride = (size_t)roi[4 * i + 2] * 3,
-                               .x0 = roi[4 * i],
-                               .y0 = roi[4 * i + 1],
-                               .scale_num = 1,
-                               .scale_den = 1};
-        rc = nst_gpu_plan(&r->t, &img, &jobs[i].win, jobs[i].flip, &jobs[i].out, &items[m]);
-        if (rc < 0) {
-            status[i] = NST_GPU_BAD;
-            engine[i] = NST_GPU_ENGINE_NONE;
-            bad(r, reason, i, jobs[i].path, nostall_last_error(), rc);
+        if (status[i] != NST_GPU_DECODED || plan_job(r, jobs, i, &f, status, reason, &items[m]))
             continue;
-        }
         if (!(bytes[m] = nst_output_bytes(&jobs[i].out)))
             return nst_error(NOSTALL_E_INVALID, "gpu route: %s: empty output", jobs[i].path);
-        items[m].src_off = offs[i];
         items[m].tmp_off = tmp_elems;
         tmp_elems += nst_gpu_tmp_elems(&items[m]);
         map[m++] = i;
     }
     if (!m) return 0;
-    if ((rc = be->reserve(be->ctx, image_bytes, n, ns, nc, tmp_elems)) < 0) return rc;
+    if ((rc = be->reserve(be->ctx, f.image_bytes, n, f.ns, f.nc, tmp_elems)) < 0) return rc;
     return augment_many(r, be, items, m, map, dst, bytes);
 }
 
