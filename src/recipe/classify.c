@@ -61,6 +61,7 @@
 #include "common/rng.h"
 #include "decode/decode.h"
 #include "gpu/gpu.h"
+#include "recipe/gpu_many.h"
 #include "recipe/recipe.h"
 
 typedef struct classify {
@@ -82,7 +83,7 @@ struct nst_recipe_worker {
     nst_augmenter *aug;
     nst_gpu_route *route; /* decode_device=gpu */
     nst_gpu_backend be;
-    nst_buf mjobs, mdst, mint, mwhy, mpx; /* make_many's, per item (grow-only) */
+    nst_gpu_many many; /* make_many's, per item (grow-only) */
 };
 
 /* The window and flip of use `copy` of an item of width x height. */
@@ -215,28 +216,21 @@ static int make_gpu(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *
     return 0;
 }
 
-/* An item's message as the worker reports make's error (echo.c). */
-static void error_into(char *msg, size_t n, int rc)
+/* make_many's per-item write beside the image: the label. */
+typedef struct many_ctx {
+    const classify *r;
+    const nst_item_ctx *c;
+} many_ctx;
+
+static void many_done(void *ctx, size_t k, size_t i)
 {
-    const char *detail = nostall_last_error();
-    snprintf(msg, n, "%s", detail && *detail ? detail : nostall_strerror(rc));
+    const many_ctx *x = ctx;
+    (void)k;
+    nst_label_write(&x->r->base, &x->c[i]);
 }
 
-/* make_many's scratch for n items (grow-only: the worker's depth bounds n). */
-static int many_reserve(nst_recipe_worker *w, size_t n)
-{
-    int rc;
-    if ((rc = nst_buf_reserve(&w->mjobs, n * sizeof(nst_gpu_job))) < 0 ||
-        (rc = nst_buf_reserve(&w->mdst, n * sizeof(uint8_t *))) < 0 ||
-        (rc = nst_buf_reserve(&w->mint, n * 3 * sizeof(int))) < 0 ||
-        (rc = nst_buf_reserve(&w->mwhy, n * NST_GPU_REASON)) < 0 ||
-        (rc = nst_buf_reserve(&w->mpx, n * sizeof(uint64_t))) < 0)
-        return rc;
-    return 0;
-}
-
-/* decode_device=gpu: n items through the route at once (nst_gpu_route_many:
- * one decode call for their JPEGs), each planned, written and reported as
+/* decode_device=gpu: n items through the route at once (gpu_many.h: one
+ * decode call for their JPEGs), each planned, written and reported as
  * make_gpu does it alone; an error of the whole call is every item's. */
 static int make_many(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t *const *data,
                      const size_t *len, size_t n, int *rc, char *msg, size_t msgn,
@@ -245,19 +239,18 @@ static int make_many(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t 
     const classify *r = w->r;
     if (!w->route) return NOSTALL_E_UNSUPPORTED;
     if (!n) return 0;
-    int e = many_reserve(w, n);
-    for (size_t i = 0; e < 0 && i < n; i++) rc[i] = e, error_into(msg + i * msgn, msgn, e);
+    int e = nst_gpu_many_reserve(&w->many, n);
+    for (size_t i = 0; e < 0 && i < n; i++) rc[i] = e, nst_gpu_many_error(msg + i * msgn, msgn, e);
     if (e < 0) return 0;
-    nst_gpu_job *jobs = (nst_gpu_job *)(void *)w->mjobs.data;
-    uint8_t **dst = (uint8_t **)(void *)w->mdst.data;
-    int *st = (int *)(void *)w->mint.data, *eng = st + n, *idx = eng + n;
-    char(*why)[NST_GPU_REASON] = (char(*)[NST_GPU_REASON])(void *)w->mwhy.data;
-    uint64_t *px = (uint64_t *)(void *)w->mpx.data, t1 = nst_now_ns();
+    nst_gpu_job *jobs = nst_gpu_many_jobs(&w->many);
+    uint8_t **dst = nst_gpu_many_dst(&w->many);
+    uint64_t *px = nst_gpu_many_px(&w->many), t1 = nst_now_ns();
+    int *idx = nst_gpu_many_idx(&w->many, n);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         nst_image_info info;
         if ((rc[i] = nst_decode_probe(w->dec, data[i], len[i], c[i].path, &info)) < 0) {
-            error_into(msg + i * msgn, msgn, rc[i]);
+            nst_gpu_many_error(msg + i * msgn, msgn, rc[i]);
             continue;
         }
         jobs[m] = (nst_gpu_job){.data = data[i], .len = len[i], .path = c[i].path};
@@ -267,28 +260,9 @@ static int make_many(nst_recipe_worker *w, const nst_item_ctx *c, const uint8_t 
         px[m] = (uint64_t)info.width * info.height;
         idx[m++] = (int)i;
     }
-    w->be.out_device = c[0].dst_device; /* one worker's items: all alike */
-    e = m ? nst_gpu_route_many(w->route, &w->be, jobs, m, dst, st, why, eng) : 0;
-    t->decode_ns += nst_now_ns() - t1;
-    for (size_t k = 0; k < m; k++) {
-        const size_t i = (size_t)idx[k];
-        if (e == 0 && st[k] != NST_GPU_DECODED)
-            rc[i] = nst_error(nst_gpu_route_code(w->route, k), "%s", why[k]);
-        else
-            rc[i] = e;
-        if (rc[i] < 0) {
-            error_into(msg + i * msgn, msgn, rc[i]);
-            continue;
-        }
-        t->decode_items++;
-        t->gpu_hw_items += eng[k] == NST_GPU_ENGINE_HW; /* the stats' per-backend split */
-        t->gpu_default_items += eng[k] == NST_GPU_ENGINE_DEFAULT;
-        t->gpu_cpu_items += eng[k] == NST_GPU_ENGINE_CPU;
-        t->decode_pixels += px[k];
-        nst_label_write(&r->base, &c[i]);
-        t->augment_items++;
-        t->augment_bytes += nst_output_bytes(&jobs[k].out);
-    }
+    many_ctx x = {r, c};
+    nst_gpu_many_route(&w->many, w->route, &w->be, c[0].dst_device, n, m, rc, msg, msgn, t, t1,
+                       many_done, &x);
     return 0;
 }
 
@@ -400,11 +374,7 @@ static void worker_free(nst_recipe_worker *w)
     nst_augmenter_free(w->aug);
     nst_gpu_route_free(w->route);
     if (w->be.destroy) w->be.destroy(w->be.ctx);
-    nst_buf_free(&w->mjobs);
-    nst_buf_free(&w->mdst);
-    nst_buf_free(&w->mint);
-    nst_buf_free(&w->mwhy);
-    nst_buf_free(&w->mpx);
+    nst_gpu_many_free(&w->many);
     free(w);
 }
 
