@@ -172,8 +172,11 @@ static int open_batch(nst_engine *q, const nst_engine_plan *p)
     if (q->max_lead && q->prod_seq >= nst_engine_freed_below(q) + q->max_lead) return 0;
     uint32_t s = 0;
     if (q->slot_limit && q->slot_limit < q->nslots) { /* as a ring of slot_limit slots */
+        /* batches ahead of the consumer: slots it holds (lent) do not count,
+         * or a limit lowered under the batches it keeps would starve it */
         uint32_t used = 0;
-        for (uint32_t i = 0; i < q->nslots; i++) used += q->slots[i].state != NST_ENGINE_FREE;
+        for (uint32_t i = 0; i < q->nslots; i++)
+            used += q->slots[i].state != NST_ENGINE_FREE && !q->slots[i].lent;
         if (used >= q->slot_limit) return 0;
     }
     while (s < q->nslots && q->slots[s].state != NST_ENGINE_FREE) s++;
